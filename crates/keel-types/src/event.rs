@@ -1,0 +1,195 @@
+//! The event contract (SPEC §7): every fact or signal about a run is an [`Event`] — an
+//! envelope with a dense per-run `seq` — around a closed [`EventPayload`] whose `type` names are
+//! a stable public contract.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::message::{ModelStopReason, ToolCall, Usage};
+use crate::run::{ErrorInfo, FinishReason};
+use crate::{EventId, RequestId, SessionId};
+
+/// One event of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    pub id: EventId,
+    /// Position in the run, dense from 1. Derived views (narration) carry the `seq` of the
+    /// newest event they describe and are never stored.
+    pub seq: u64,
+    pub ts: String,
+    pub request_id: RequestId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    pub agent_id: String,
+    #[serde(flatten)]
+    pub payload: EventPayload,
+}
+
+impl Event {
+    /// The event's public type name, e.g. `runtime.request.started`.
+    pub fn type_name(&self) -> &'static str {
+        self.payload.type_name()
+    }
+}
+
+/// What the gateway decided about one tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuardDecision {
+    /// Valid as sent.
+    Accepted,
+    /// Made valid by deterministic repairs.
+    Repaired,
+    /// Not executed; the issues went back to the model.
+    Blocked,
+}
+
+/// One structured problem with a tool call: where, what was expected, what was found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Issue {
+    /// JSON pointer into the arguments (`""` for the whole call).
+    pub path: String,
+    pub expected: String,
+    pub found: String,
+    pub message: String,
+}
+
+/// Agent signals, wrapped in `runtime.adapter.event` and told apart by `phase`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "camelCase")]
+pub enum AdapterEvent {
+    /// More answer text from the model.
+    #[serde(rename = "agent.output.delta")]
+    OutputDelta { step: u32, text: String },
+    /// A tool call passed the gateway and starts executing.
+    #[serde(rename = "agent.tool.start", rename_all = "camelCase")]
+    ToolStart {
+        call_id: String,
+        tool: String,
+        arguments: Value,
+    },
+    /// A tool call finished (successfully or not).
+    #[serde(rename = "agent.tool.result", rename_all = "camelCase")]
+    ToolResult {
+        call_id: String,
+        tool: String,
+        ok: bool,
+        /// What the model receives as the result.
+        output: String,
+        duration_ms: u64,
+    },
+}
+
+/// The payload of an event, tagged by its public `type` name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum EventPayload {
+    #[serde(rename = "runtime.request.started", rename_all = "camelCase")]
+    RequestStarted { input: String },
+    #[serde(rename = "runtime.request.completed", rename_all = "camelCase")]
+    RequestCompleted {
+        output: String,
+        finish_reason: FinishReason,
+        usage: Usage,
+        steps: u32,
+        duration_ms: u64,
+    },
+    #[serde(rename = "runtime.request.failed", rename_all = "camelCase")]
+    RequestFailed {
+        error: ErrorInfo,
+        finish_reason: FinishReason,
+        usage: Usage,
+        steps: u32,
+        duration_ms: u64,
+    },
+    #[serde(rename = "runtime.request.cancelled", rename_all = "camelCase")]
+    RequestCancelled {
+        reason: String,
+        usage: Usage,
+        steps: u32,
+        duration_ms: u64,
+    },
+    #[serde(rename = "runtime.execution.contract.failed", rename_all = "camelCase")]
+    ContractFailed {
+        /// Required tools that were never called successfully.
+        missing_tools: Vec<String>,
+    },
+    #[serde(rename = "runtime.model.started", rename_all = "camelCase")]
+    ModelStarted {
+        step: u32,
+        attempt: u32,
+        model: String,
+        provider: String,
+    },
+    #[serde(rename = "runtime.model.completed", rename_all = "camelCase")]
+    ModelCompleted {
+        step: u32,
+        stop_reason: ModelStopReason,
+        usage: Usage,
+        latency_ms: u64,
+        /// The whole answer, so a run can be inspected and replayed from its log.
+        content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    #[serde(rename = "runtime.model.retry", rename_all = "camelCase")]
+    ModelRetry {
+        step: u32,
+        attempt: u32,
+        error: ErrorInfo,
+        delay_ms: u64,
+    },
+    #[serde(rename = "runtime.tool.guard", rename_all = "camelCase")]
+    ToolGuard {
+        call_id: String,
+        /// The tool name as the model sent it.
+        tool: String,
+        decision: GuardDecision,
+        /// The arguments as the model sent them (raw text).
+        arguments: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        issues: Vec<Issue>,
+    },
+    #[serde(rename = "runtime.adapter.event")]
+    Adapter { event: AdapterEvent },
+    /// A derived, human-readable view of progress; never stored.
+    #[serde(rename = "runtime.progress.narration", rename_all = "camelCase")]
+    Narration {
+        text: String,
+        source_event_ids: Vec<EventId>,
+    },
+}
+
+impl EventPayload {
+    /// The public type name of this payload.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::RequestStarted { .. } => "runtime.request.started",
+            Self::RequestCompleted { .. } => "runtime.request.completed",
+            Self::RequestFailed { .. } => "runtime.request.failed",
+            Self::RequestCancelled { .. } => "runtime.request.cancelled",
+            Self::ContractFailed { .. } => "runtime.execution.contract.failed",
+            Self::ModelStarted { .. } => "runtime.model.started",
+            Self::ModelCompleted { .. } => "runtime.model.completed",
+            Self::ModelRetry { .. } => "runtime.model.retry",
+            Self::ToolGuard { .. } => "runtime.tool.guard",
+            Self::Adapter { .. } => "runtime.adapter.event",
+            Self::Narration { .. } => "runtime.progress.narration",
+        }
+    }
+
+    /// Whether the event is a derived view that is shown live but never stored.
+    pub fn is_derived(&self) -> bool {
+        matches!(self, Self::Narration { .. })
+    }
+
+    /// Whether this event ends the run.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Self::RequestCompleted { .. } | Self::RequestFailed { .. } | Self::RequestCancelled { .. }
+        )
+    }
+}

@@ -1,0 +1,215 @@
+//! Ports: the traits at the runtime's seams. Model providers, tools and stores implement them;
+//! the runtime only knows these traits. Cancellation is by dropping: a dropped model stream
+//! closes its connection and a dropped tool future kills its processes.
+
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_core::Stream;
+use serde_json::Value;
+
+use crate::event::Event;
+use crate::message::{ModelEvent, ModelRequest, ToolSpec};
+use crate::run::{ErrorCode, RunRecord, RunStatus};
+use crate::{RequestId, SessionId};
+
+/// A boxed, sendable stream.
+pub type BoxStream<'a, T> = Pin<Box<dyn Stream<Item = T> + Send + 'a>>;
+
+/// The deltas of one model answer.
+pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
+
+/// A failure talking to a model, classified so the runtime knows whether to retry.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// The endpoint could not be reached.
+    #[error("cannot reach the model endpoint: {0}")]
+    Connect(String),
+    /// No answer (or no further chunk) within the provider's timeout.
+    #[error("the model did not answer in time: {0}")]
+    Timeout(String),
+    /// HTTP 429; `retry_after` is the server's `Retry-After`, when it sent one.
+    #[error("rate limited by the provider: {message}")]
+    RateLimited {
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    /// A 5xx answer.
+    #[error("the provider failed with HTTP {status}: {message}")]
+    Server { status: u16, message: String },
+    /// HTTP 401/403: the key is missing, wrong or lacks permission.
+    #[error("the provider rejected the credentials (HTTP {status}): {message}")]
+    Auth { status: u16, message: String },
+    /// The prompt does not fit the model's context window.
+    #[error("the prompt exceeds the model's context length: {0}")]
+    ContextLength(String),
+    /// Any other 4xx: the request itself is wrong.
+    #[error("the provider rejected the request (HTTP {status}): {message}")]
+    BadRequest { status: u16, message: String },
+    /// The answer could not be understood (bad JSON, broken SSE, impossible deltas).
+    #[error("malformed model stream: {0}")]
+    MalformedStream(String),
+}
+
+impl ModelError {
+    /// Whether trying again may succeed (connect, timeout, 429, 5xx).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::Connect(_) | Self::Timeout(_) | Self::RateLimited { .. } | Self::Server { .. }
+        )
+    }
+
+    /// How long the server asked us to wait, if it did.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::RateLimited { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The stable error code recorded on a run that fails with this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Auth { .. } => ErrorCode::ModelAuth,
+            Self::BadRequest { .. } => ErrorCode::ModelBadRequest,
+            Self::ContextLength(_) => ErrorCode::ModelContextLength,
+            Self::MalformedStream(_) => ErrorCode::ModelMalformedStream,
+            Self::Connect(_) | Self::Timeout(_) | Self::RateLimited { .. } | Self::Server { .. } => {
+                ErrorCode::ModelUnavailable
+            }
+        }
+    }
+}
+
+/// A model provider: turns one [`ModelRequest`] into a stream of normalised deltas.
+#[async_trait]
+pub trait ModelProvider: Send + Sync {
+    /// Short provider name for events and errors (`openai`, `scripted`, …).
+    fn provider_name(&self) -> &str;
+
+    /// The model name the provider targets.
+    fn model_name(&self) -> &str;
+
+    /// Starts one model round. Errors before the first delta come back here; errors during
+    /// the answer come back as stream items. Dropping the stream cancels the round.
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError>;
+}
+
+/// What a tool call runs with.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The workspace root; file tools resolve paths inside it.
+    pub workspace_root: PathBuf,
+    pub request_id: RequestId,
+    pub session_id: Option<SessionId>,
+    pub agent: String,
+    /// Output above this size is truncated (or stored as an artifact, later).
+    pub max_output_bytes: usize,
+}
+
+/// The result of a successful tool call, as the model will read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub content: String,
+}
+
+impl ToolOutput {
+    /// A text result.
+    pub fn text(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+        }
+    }
+
+    /// A JSON result, rendered compactly.
+    pub fn json(value: &Value) -> Self {
+        Self {
+            content: value.to_string(),
+        }
+    }
+}
+
+/// A tool call that failed. The message goes back to the model as the tool's result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments are acceptable to the schema but not to the tool.
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// A path resolves outside the workspace.
+    #[error("path `{0}` is outside the workspace")]
+    PathEscape(String),
+    /// A file or directory operation failed.
+    #[error("{0}")]
+    Io(String),
+    /// The tool did not finish within its timeout.
+    #[error("the tool timed out after {0:?}")]
+    Timeout(Duration),
+    /// The tool ran and reported failure (a command's non-zero exit, with its stderr).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A tool the gateway can run.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// Name, description and argument schema.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Whether the tool only reads (it may then run without approval by default).
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    /// Runs the tool. The gateway guarantees `args` is valid against the schema. Dropping the
+    /// future must stop the work, including any child processes.
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError>;
+}
+
+/// A failure of the run store.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    /// Reading or writing the store failed.
+    #[error("store i/o error at {path}: {message}")]
+    Io { path: String, message: String },
+    /// Stored data could not be understood.
+    #[error("corrupt store data at {location}: {message}")]
+    Corrupt { location: String, message: String },
+    /// No run with that id.
+    #[error("no run `{0}`")]
+    NotFound(String),
+    /// The caller broke the store's contract (e.g. a gap in `seq`).
+    #[error("invalid store operation: {0}")]
+    Invalid(String),
+}
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub status: Option<RunStatus>,
+    pub agent: Option<String>,
+    pub session: Option<SessionId>,
+    pub limit: Option<usize>,
+}
+
+/// Durable storage of runs and their events.
+///
+/// Contract: `append` is called with events in `seq` order, dense from 1; when it returns, the
+/// events are durable (as far as the implementation promises) and may be shown to anyone.
+#[async_trait]
+pub trait RunStore: Send + Sync {
+    /// Records a new run.
+    async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+    /// Appends events of one run.
+    async fn append(&self, events: &[Event]) -> Result<(), StoreError>;
+    /// Replaces the run record (status, output, usage…).
+    async fn update_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+    /// One run, if it exists.
+    async fn get_run(&self, id: &RequestId) -> Result<Option<RunRecord>, StoreError>;
+    /// Runs matching the filter, newest first.
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError>;
+    /// The stored events of a run with `seq > after`, in order.
+    async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, StoreError>;
+}

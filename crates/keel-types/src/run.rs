@@ -1,0 +1,130 @@
+//! The run record: the durable product object describing one request's execution.
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::Usage;
+use crate::{RequestId, SessionId};
+
+/// Lifecycle status of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    WaitingApproval,
+    Completed,
+    Failed,
+    Cancelled,
+    /// The process died while the run was active; it can be resumed from its log.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// Whether the run has ended and will not change again (short of a resume).
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::Completed | Self::Failed | Self::Cancelled | Self::Interrupted
+        )
+    }
+
+    /// The wire name, e.g. `waiting_approval`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::WaitingApproval => "waiting_approval",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The model gave a final answer and the execution contract holds.
+    Completed,
+    /// The step budget (`maxSteps`) ran out before a final answer.
+    MaxSteps,
+    /// The wall-clock budget (`runTimeout`) ran out.
+    Timeout,
+    /// Someone cancelled the request.
+    Cancelled,
+    /// The model could not be used (after retries, or a fatal error).
+    ModelError,
+    /// The final answer does not satisfy the execution contract.
+    ContractViolation,
+    /// The model stopped because of its output token limit.
+    Length,
+    /// An internal failure (store, configuration).
+    Internal,
+}
+
+/// A stable, machine-readable error code. The one table mapping codes to exit codes and HTTP
+/// statuses lives with each surface; the codes themselves are the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    ModelAuth,
+    ModelBadRequest,
+    ModelContextLength,
+    ModelMalformedStream,
+    ModelUnavailable,
+    MaxSteps,
+    Timeout,
+    Cancelled,
+    ContractFailed,
+    InvalidInput,
+    Store,
+    Internal,
+}
+
+/// A typed error as recorded on a run and in events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorInfo {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ErrorInfo {
+    /// An error with the given code and message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// The execution record of one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    pub request_id: RequestId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    pub agent: String,
+    pub status: RunStatus,
+    pub input: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<FinishReason>,
+    #[serde(default)]
+    pub usage: Usage,
+    #[serde(default)]
+    pub steps: u32,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// Number of events recorded for the run.
+    #[serde(default)]
+    pub event_count: u64,
+}

@@ -1,0 +1,185 @@
+//! Workspace loading (SPEC §3): reads `config/**/*.yaml` plus overlays, interpolates the
+//! environment, validates every document and compiles the result into an immutable
+//! [`Workspace`]. Every problem is reported at once as a located [`Diagnostic`].
+//!
+//! Start reading at [`Workspace::load_with`].
+
+pub mod spec;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+pub use spec::*;
+
+/// Names of the built-in tools an agent may list without declaring them.
+pub const BUILTIN_TOOLS: &[&str] = &["read_file", "list_dir", "grep", "write_file"];
+
+/// A compiled, validated workspace. Immutable: reloading builds a new one.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    /// The workspace folder (absolute).
+    pub root: PathBuf,
+    /// The `Runtime` document, or defaults.
+    pub runtime: RuntimeSpec,
+    pub models: BTreeMap<String, ModelSpec>,
+    pub tools: BTreeMap<String, ToolSpecDoc>,
+    pub agents: BTreeMap<String, AgentSpec>,
+    /// The environment used for interpolation: `.env` overlaid by the process environment.
+    pub env: BTreeMap<String, String>,
+    explain: Vec<ExplainEntry>,
+}
+
+/// Where configuration comes from besides the workspace folder.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// Overlay files or folders, merged after the workspace's own files, in order.
+    pub overlays: Vec<PathBuf>,
+    /// Environment variables (they win over `.env`).
+    pub env: BTreeMap<String, String>,
+}
+
+impl LoadOptions {
+    /// Options from the process: its environment, and overlays from `KEEL_CONFIG_PATHS`.
+    pub fn from_process_env() -> Self {
+        let env: BTreeMap<String, String> = std::env::vars().collect();
+        let overlays = env
+            .get("KEEL_CONFIG_PATHS")
+            .map(|paths| {
+                paths
+                    .split(':')
+                    .filter(|p| !p.is_empty())
+                    .map(PathBuf::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self { overlays, env }
+    }
+}
+
+/// One problem in a workspace, located in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The file, relative to the workspace root when inside it.
+    pub file: PathBuf,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: error: {}",
+            self.file.display(),
+            self.line,
+            self.column,
+            self.message
+        )?;
+        if let Some(hint) = &self.hint {
+            write!(f, "\n  hint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a workspace could not be loaded.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LoadError {
+    /// The folder is missing or has no `config/` folder.
+    #[error("{path} is not a Keel workspace: {reason}")]
+    NotAWorkspace { path: PathBuf, reason: String },
+    /// The workspace has problems; all of them are listed.
+    #[error("{}", render_diagnostics(.0))]
+    Invalid(Vec<Diagnostic>),
+}
+
+fn render_diagnostics(diagnostics: &[Diagnostic]) -> String {
+    let mut out = String::new();
+    for d in diagnostics {
+        out.push_str(&d.to_string());
+        out.push('\n');
+    }
+    let n = diagnostics.len();
+    out.push_str(&format!(
+        "{n} error{} in workspace",
+        if n == 1 { "" } else { "s" }
+    ));
+    out
+}
+
+/// Where an effective value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A workspace file.
+    File { file: PathBuf, line: usize },
+    /// An overlay from `KEEL_CONFIG_PATHS`.
+    Overlay { file: PathBuf, line: usize },
+    /// Interpolated from an environment variable, in the given file.
+    Env {
+        var: String,
+        file: PathBuf,
+        line: usize,
+    },
+    /// Keel's built-in default.
+    Default,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::File { file, line } => write!(f, "{}:{line}", file.display()),
+            Self::Overlay { file, line } => write!(f, "overlay {}:{line}", file.display()),
+            Self::Env { var, file, line } => write!(f, "env {var} ({}:{line})", file.display()),
+            Self::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// The effective value of one field and its origin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExplainEntry {
+    /// `Kind/name.spec.field.sub`, e.g. `Agent/assistant.spec.limits.maxSteps`.
+    pub path: String,
+    pub value: Value,
+    pub origin: Origin,
+}
+
+impl Workspace {
+    /// Loads the workspace at `root` with the process environment and `KEEL_CONFIG_PATHS`.
+    pub fn load(root: &Path) -> Result<Self, LoadError> {
+        Self::load_with(root, &LoadOptions::from_process_env())
+    }
+
+    /// Loads the workspace at `root`.
+    pub fn load_with(root: &Path, options: &LoadOptions) -> Result<Self, LoadError> {
+        let _ = options;
+        Err(LoadError::NotAWorkspace {
+            path: root.to_path_buf(),
+            reason: "loading is not implemented yet".into(),
+        })
+    }
+
+    /// Every effective field with its origin, in document order.
+    pub fn explain(&self) -> &[ExplainEntry] {
+        &self.explain
+    }
+
+    /// The agent used when a request names none: `Runtime.spec.defaultAgent`, else the only
+    /// agent.
+    pub fn default_agent(&self) -> Option<&str> {
+        if let Some(name) = &self.runtime.default_agent {
+            return Some(name);
+        }
+        if self.agents.len() == 1 {
+            return self.agents.keys().next().map(String::as_str);
+        }
+        None
+    }
+}

@@ -1,0 +1,371 @@
+//! The typed documents of a workspace (SPEC §3). Field names are camelCase in YAML; unknown
+//! fields are errors. JSON Schemas generated from these types drive validation, so every
+//! constraint that can be stated here is stated here.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration as StdDuration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+/// A duration written like `500ms`, `10s`, `10m` or `1h 30m`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Duration(pub StdDuration);
+
+impl Duration {
+    /// A duration of `secs` seconds.
+    pub const fn from_secs(secs: u64) -> Self {
+        Self(StdDuration::from_secs(secs))
+    }
+
+    /// A duration of `ms` milliseconds.
+    pub const fn from_millis(ms: u64) -> Self {
+        Self(StdDuration::from_millis(ms))
+    }
+}
+
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", humantime::format_duration(self.0))
+    }
+}
+
+impl Serialize for Duration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text)
+            .map(Duration)
+            .map_err(|e| serde::de::Error::custom(format!("invalid duration `{text}`: {e}")))
+    }
+}
+
+impl JsonSchema for Duration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^\\s*[0-9]+\\s*[a-zA-Zµ]+(\\s*[0-9]+\\s*[a-zA-Zµ]+)*\\s*$",
+            "description": "a duration such as 500ms, 10s, 10m or 1h 30m"
+        })
+    }
+}
+
+/// `kind: Runtime` — process-wide settings (at most one document).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RuntimeSpec {
+    /// The agent used when a request names none.
+    pub default_agent: Option<String>,
+    pub store: StoreSpec,
+    pub server: ServerSpec,
+    pub limits: Limits,
+    pub retry: RetrySpec,
+    pub progress: ProgressSpec,
+    pub cli: CliSpec,
+}
+
+/// Where runs are stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct StoreSpec {
+    pub url: String,
+}
+
+impl Default for StoreSpec {
+    fn default() -> Self {
+        Self {
+            url: "sqlite://.keel/keel.db".into(),
+        }
+    }
+}
+
+/// `keel serve` settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ServerSpec {
+    pub listen: String,
+    pub api_keys: Vec<ApiKeySpec>,
+}
+
+impl Default for ServerSpec {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8642".into(),
+            api_keys: Vec::new(),
+        }
+    }
+}
+
+/// An API key read from an environment variable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApiKeySpec {
+    pub env: String,
+    pub role: ApiKeyRole,
+}
+
+/// What an API key may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ApiKeyRole {
+    Client,
+    Operator,
+}
+
+/// Budgets and bounds. Agents may lower `maxSteps` and `runTimeout` for themselves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Limits {
+    #[schemars(range(min = 1))]
+    pub max_concurrent_runs: u32,
+    /// Model rounds per run.
+    #[schemars(range(min = 1))]
+    pub max_steps: u32,
+    pub run_timeout: Duration,
+    #[schemars(range(min = 1))]
+    pub max_tool_output_bytes: u64,
+    /// Tool calls of one model answer that may run at once.
+    #[schemars(range(min = 1))]
+    pub max_parallel_tools: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_concurrent_runs: 64,
+            max_steps: 32,
+            run_timeout: Duration::from_secs(600),
+            max_tool_output_bytes: 65536,
+            max_parallel_tools: 8,
+        }
+    }
+}
+
+/// Retry policies.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RetrySpec {
+    pub model: RetryPolicy,
+}
+
+/// Jittered exponential backoff for retryable failures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    #[schemars(range(min = 1))]
+    pub max_attempts: u32,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
+        }
+    }
+}
+
+/// Progress views for people.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ProgressSpec {
+    pub narration: NarrationSpec,
+}
+
+/// The narrator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct NarrationSpec {
+    pub enabled: bool,
+    pub style: NarrationStyle,
+}
+
+impl Default for NarrationSpec {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            style: NarrationStyle::Concise,
+        }
+    }
+}
+
+/// How much the narrator says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NarrationStyle {
+    /// One line per model round and tool call.
+    Concise,
+    /// Also retries, guard decisions and usage.
+    Verbose,
+}
+
+/// Defaults for the `keel` command line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct CliSpec {
+    pub events: CliEvents,
+}
+
+/// Which events `keel run` shows on stderr.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct CliEvents {
+    /// Glob patterns over event type names.
+    pub include: Vec<String>,
+}
+
+impl Default for CliEvents {
+    fn default() -> Self {
+        Self {
+            include: vec!["runtime.progress.narration".into()],
+        }
+    }
+}
+
+/// `kind: Model` — an LLM endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelSpec {
+    pub provider: ProviderKind,
+    /// `openai`: the API base URL, e.g. `https://api.openai.com/v1`.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// `openai`: the model name sent to the endpoint.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// `openai`: the environment variable holding the API key (none: no key is sent).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// `scripted`: the script file, relative to the workspace root.
+    #[serde(default)]
+    pub script: Option<String>,
+    /// Stream answers (default) or ask for them whole.
+    #[serde(default = "default_true")]
+    pub stream: bool,
+    /// Per-attempt timeout: connecting, and the gap between two chunks.
+    #[serde(default)]
+    pub timeout: Option<Duration>,
+    #[serde(default)]
+    pub params: ModelParamsSpec,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Which wire protocol a model speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions and compatible servers (Ollama, vLLM, llama.cpp, LM Studio).
+    Openai,
+    /// Anthropic Messages (not supported yet).
+    Anthropic,
+    /// A deterministic script, for offline runs and tests.
+    Scripted,
+}
+
+/// Sampling parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ModelParamsSpec {
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+}
+
+/// `kind: Tool` — a tool implemented outside Keel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolSpecDoc {
+    pub description: String,
+    /// JSON Schema (draft 2020-12) of the arguments.
+    #[serde(default = "empty_object_schema")]
+    #[schemars(with = "BTreeMap<String, Value>")]
+    pub schema: Value,
+    #[serde(rename = "impl")]
+    pub implementation: ToolImpl,
+    /// Default decision for calls of this tool (enforced by the governance layer).
+    #[serde(default)]
+    pub policy: Option<PolicyDecision>,
+    /// Safe to run twice with the same arguments (used when resuming runs).
+    #[serde(default)]
+    pub idempotent: bool,
+}
+
+fn empty_object_schema() -> Value {
+    serde_json::json!({ "type": "object" })
+}
+
+/// How a declared tool runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ToolImpl {
+    /// A process: JSON arguments on stdin, JSON or text result on stdout, non-zero exit fails.
+    Command {
+        /// argv; the first element is the program. Relative paths resolve from the workspace.
+        command: Vec<String>,
+        #[serde(default)]
+        timeout: Option<Duration>,
+        /// Extra environment variables for the process.
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+    },
+}
+
+/// A policy decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyDecision {
+    Allow,
+    Ask,
+    Deny,
+}
+
+/// `kind: Agent` — a named assistant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentSpec {
+    /// Name of a `Model` document.
+    pub model: String,
+    #[serde(default)]
+    pub instructions: String,
+    /// Tool names: built-ins (`read_file`, `list_dir`, `grep`, `write_file`) or `Tool` documents.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default)]
+    pub limits: AgentLimits,
+    #[serde(default)]
+    pub contract: ContractSpec,
+}
+
+/// Per-agent budgets; unset values come from the runtime's limits.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AgentLimits {
+    #[schemars(range(min = 1))]
+    pub max_steps: Option<u32>,
+    pub run_timeout: Option<Duration>,
+}
+
+/// The execution contract: evidence a run must contain to count as completed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ContractSpec {
+    /// Tools that must have been called successfully at least once.
+    pub required_tools: Vec<String>,
+}
