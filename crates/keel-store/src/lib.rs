@@ -1,1 +1,280 @@
-//! keel-store
+//! Run storage. [`JsonlStore`] keeps each run under `.keel/runs/<requestId>/`: the run record
+//! as `run.json` (replaced atomically) and its events as append-only `events.jsonl`, one event
+//! per line.
+//!
+//! Reading tolerates a torn last line (a crash mid-write) and reports anything else that does
+//! not parse as [`StoreError::Corrupt`] with its line number; nothing is ever rewritten on
+//! read.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use keel_types::{Event, RequestId, RunFilter, RunRecord, RunStore, StoreError};
+
+/// File name of the event log inside a run folder.
+pub const EVENTS_FILE: &str = "events.jsonl";
+/// File name of the run record inside a run folder.
+pub const RUN_FILE: &str = "run.json";
+
+/// A run store made of plain files under `<workspace>/.keel/runs`.
+#[derive(Debug, Clone)]
+pub struct JsonlStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    runs_dir: PathBuf,
+    /// Open event logs of active runs, with the last `seq` written.
+    open: Mutex<HashMap<RequestId, OpenLog>>,
+}
+
+#[derive(Debug)]
+struct OpenLog {
+    file: File,
+    last_seq: u64,
+}
+
+impl JsonlStore {
+    /// Opens (creating if needed) the store of the workspace at `workspace_root`.
+    pub fn open(workspace_root: &Path) -> Result<Self, StoreError> {
+        let runs_dir = workspace_root.join(".keel").join("runs");
+        fs::create_dir_all(&runs_dir).map_err(|e| io_error(&runs_dir, &e))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                runs_dir,
+                open: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The folder holding one run's files.
+    pub fn run_dir(&self, id: &RequestId) -> PathBuf {
+        self.inner.runs_dir.join(id.as_str())
+    }
+
+    /// The event log of a run, for `tail -f` and export.
+    pub fn events_path(&self, id: &RequestId) -> PathBuf {
+        self.run_dir(id).join(EVENTS_FILE)
+    }
+
+    fn write_record(&self, run: &RunRecord) -> Result<(), StoreError> {
+        let dir = self.run_dir(&run.request_id);
+        let path = dir.join(RUN_FILE);
+        let tmp = dir.join(".run.json.tmp");
+        let bytes = serde_json::to_vec_pretty(run).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        fs::write(&tmp, bytes).map_err(|e| io_error(&tmp, &e))?;
+        fs::rename(&tmp, &path).map_err(|e| io_error(&path, &e))
+    }
+
+    fn append_sync(&self, events: &[Event]) -> Result<(), StoreError> {
+        let Some(first) = events.first() else {
+            return Ok(());
+        };
+        let id = &first.request_id;
+        let mut buf = Vec::with_capacity(events.len() * 256);
+        let mut open = self
+            .inner
+            .open
+            .lock()
+            .map_err(|_| StoreError::Invalid("event log lock poisoned".into()))?;
+        let log = match open.get_mut(id) {
+            Some(log) => log,
+            None => {
+                let path = self.events_path(id);
+                truncate_torn_tail(&path)?;
+                let last_seq = read_events_file(&path)?.last().map_or(0, |e| e.seq);
+                let file = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(|e| io_error(&path, &e))?;
+                open.entry(id.clone()).or_insert(OpenLog { file, last_seq })
+            }
+        };
+        let mut expected = log.last_seq + 1;
+        for event in events {
+            if &event.request_id != id || event.seq != expected {
+                return Err(StoreError::Invalid(format!(
+                    "event {} of run {} has seq {}, expected {} of run {id}",
+                    event.type_name(),
+                    event.request_id,
+                    event.seq,
+                    expected
+                )));
+            }
+            if event.payload.is_derived() {
+                return Err(StoreError::Invalid(format!(
+                    "{} is a derived view and is never stored",
+                    event.type_name()
+                )));
+            }
+            serde_json::to_writer(&mut buf, event)
+                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+            buf.push(b'\n');
+            expected += 1;
+        }
+        // One write per batch: a line is either wholly in the file or torn at the end.
+        log.file
+            .write_all(&buf)
+            .map_err(|e| io_error(&self.events_path(id), &e))?;
+        log.last_seq = expected - 1;
+        if events.iter().any(|e| e.payload.is_terminal()) {
+            open.remove(id);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl RunStore for JsonlStore {
+    async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        let dir = self.run_dir(&run.request_id);
+        fs::create_dir(&dir).map_err(|e| io_error(&dir, &e))?;
+        self.write_record(run)
+    }
+
+    async fn append(&self, events: &[Event]) -> Result<(), StoreError> {
+        self.append_sync(events)
+    }
+
+    async fn update_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        self.write_record(run)
+    }
+
+    async fn get_run(&self, id: &RequestId) -> Result<Option<RunRecord>, StoreError> {
+        read_record(&self.run_dir(id).join(RUN_FILE))
+    }
+
+    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        let dir = &self.inner.runs_dir;
+        let mut ids: Vec<String> = fs::read_dir(dir)
+            .map_err(|e| io_error(dir, &e))?
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .collect();
+        // Ids are time-ordered, so newest first is reverse lexical order.
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        let limit = filter.limit.unwrap_or(usize::MAX);
+        let mut runs = Vec::new();
+        for id in ids {
+            if runs.len() >= limit {
+                break;
+            }
+            let Some(run) = read_record(&dir.join(&id).join(RUN_FILE))? else {
+                continue;
+            };
+            let keep = filter.status.is_none_or(|s| s == run.status)
+                && filter.agent.as_ref().is_none_or(|a| a == &run.agent)
+                && filter
+                    .session
+                    .as_ref()
+                    .is_none_or(|s| Some(s) == run.session_id.as_ref());
+            if keep {
+                runs.push(run);
+            }
+        }
+        Ok(runs)
+    }
+
+    async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, StoreError> {
+        let path = self.events_path(id);
+        if !path.exists() {
+            return match self.run_dir(id).exists() {
+                true => Ok(Vec::new()),
+                false => Err(StoreError::NotFound(id.to_string())),
+            };
+        }
+        let mut events = read_events_file(&path)?;
+        events.retain(|e| e.seq > after);
+        Ok(events)
+    }
+}
+
+fn read_record(path: &Path) -> Result<Option<RunRecord>, StoreError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(path, &e)),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| StoreError::Corrupt {
+            location: path.display().to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// Reads an event log. A last line without its newline that does not parse is a torn write
+/// and is skipped; any other bad line is corruption.
+pub fn read_events_file(path: &Path) -> Result<Vec<Event>, StoreError> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error(path, &e)),
+    };
+    let mut reader = BufReader::new(file);
+    let mut events = Vec::new();
+    let mut line = String::new();
+    let mut number = 0usize;
+    loop {
+        line.clear();
+        let read = reader
+            .read_line(&mut line)
+            .map_err(|e| io_error(path, &e))?;
+        if read == 0 {
+            break;
+        }
+        number += 1;
+        let complete = line.ends_with('\n');
+        let text = line.trim_end_matches(['\n', '\r']);
+        if text.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Event>(text) {
+            Ok(event) => events.push(event),
+            Err(_) if !complete => {
+                tracing::warn!(path = %path.display(), line = number, "Skipping torn last line of event log.");
+                break;
+            }
+            Err(e) => {
+                return Err(StoreError::Corrupt {
+                    location: format!("{}:{number}", path.display()),
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(events)
+}
+
+/// Cuts a torn last line (bytes after the final newline) so appends start on a fresh line.
+fn truncate_torn_tail(path: &Path) -> Result<(), StoreError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_error(path, &e)),
+    };
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    if keep == bytes.len() {
+        return Ok(());
+    }
+    tracing::warn!(path = %path.display(), bytes = bytes.len() - keep, "Truncating torn last line of event log.");
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| io_error(path, &e))?;
+    file.set_len(keep as u64).map_err(|e| io_error(path, &e))
+}
+
+fn io_error(path: &Path, error: &std::io::Error) -> StoreError {
+    StoreError::Io {
+        path: path.display().to_string(),
+        message: error.to_string(),
+    }
+}

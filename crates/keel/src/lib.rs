@@ -1,1 +1,215 @@
-//! keel
+//! Keel's SDK: embed the runtime in a Rust program.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), keel::Error> {
+//! let runtime = keel::Runtime::builder().workspace("examples/quickstart").build()?;
+//! let mut run = runtime.request(keel::RequestOptions {
+//!     input: "What is in this workspace?".into(),
+//!     ..Default::default()
+//! }).await?;
+//! while let Some(event) = run.next_event().await {
+//!     println!("{}", event.type_name());
+//! }
+//! let response = run.wait().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! [`RuntimeBuilder`] assembles the parts — the workspace, model providers (built from the
+//! workspace's `Model` documents, or injected), tools (built-ins, the workspace's command tools,
+//! or injected Rust tools) and the run store — into a [`Runtime`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use keel_runtime::{RequestOptions, RunHandle, RunResponse, RuntimeError};
+pub use keel_types::{
+    self as types, Event, EventPayload, ModelProvider, RequestId, RunFilter, RunRecord,
+    RunStatus, RunStore, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
+pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
+
+use keel_runtime::{Kernel, KernelParts};
+use keel_tools::command::CommandTool;
+use keel_tools::gateway::{Gateway, GatewayError};
+
+/// Why the runtime could not be assembled or used.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The workspace failed to load (every problem is listed).
+    #[error(transparent)]
+    Workspace(#[from] LoadError),
+    /// The builder was not given what it needs.
+    #[error("invalid runtime configuration: {0}")]
+    InvalidInput(String),
+    /// A tool could not be registered.
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+    /// The store could not be opened or failed.
+    #[error(transparent)]
+    Store(#[from] keel_types::StoreError),
+    /// A runtime operation failed.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// Assembles a [`Runtime`].
+#[derive(Default)]
+pub struct RuntimeBuilder {
+    root: Option<PathBuf>,
+    workspace: Option<Workspace>,
+    options: Option<LoadOptions>,
+    models: HashMap<String, Arc<dyn ModelProvider>>,
+    tools: Vec<Arc<dyn Tool>>,
+    store: Option<Arc<dyn RunStore>>,
+}
+
+impl RuntimeBuilder {
+    /// The workspace folder to load.
+    pub fn workspace(mut self, root: impl AsRef<Path>) -> Self {
+        self.root = Some(root.as_ref().to_path_buf());
+        self
+    }
+
+    /// An already loaded workspace (overrides [`Self::workspace`]).
+    pub fn loaded_workspace(mut self, workspace: Workspace) -> Self {
+        self.workspace = Some(workspace);
+        self
+    }
+
+    /// How to load the workspace (environment, overlays). Default: the process environment
+    /// and `KEEL_CONFIG_PATHS`.
+    pub fn load_options(mut self, options: LoadOptions) -> Self {
+        self.options = Some(options);
+        self
+    }
+
+    /// Uses `provider` for the workspace's `Model` document named `model`, instead of building
+    /// one from the document.
+    pub fn model_provider(mut self, model: impl Into<String>, provider: Arc<dyn ModelProvider>) -> Self {
+        self.models.insert(model.into(), provider);
+        self
+    }
+
+    /// Registers a tool implemented in Rust. Agents list it by its spec's name; it replaces a
+    /// built-in or declared tool of the same name.
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Uses this run store instead of the workspace's default.
+    pub fn store(mut self, store: Arc<dyn RunStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Loads the workspace and assembles the runtime. Needs a Tokio runtime only when runs
+    /// start, not here.
+    pub fn build(self) -> Result<Runtime, Error> {
+        let workspace = match (self.workspace, self.root) {
+            (Some(workspace), _) => workspace,
+            (None, Some(root)) => {
+                let options = self.options.unwrap_or_else(LoadOptions::from_process_env);
+                Workspace::load_with(&root, &options)?
+            }
+            (None, None) => {
+                return Err(Error::InvalidInput(
+                    "no workspace given: call .workspace(path) or .loaded_workspace(ws)".into(),
+                ));
+            }
+        };
+        let workspace = Arc::new(workspace);
+
+        let mut models: HashMap<String, Result<Arc<dyn ModelProvider>, String>> = HashMap::new();
+        for name in workspace.models.keys() {
+            let provider = match self.models.get(name) {
+                Some(provider) => Ok(provider.clone()),
+                None => keel_models::provider_for(&workspace, name).map_err(|e| e.to_string()),
+            };
+            models.insert(name.clone(), provider);
+        }
+        for (name, provider) in self.models {
+            models.entry(name).or_insert(Ok(provider));
+        }
+
+        let gateway = Arc::new(Gateway::new(assemble_tools(&workspace, self.tools))?);
+        let store = match self.store {
+            Some(store) => store,
+            None => Arc::new(keel_store::JsonlStore::open(&workspace.root)?),
+        };
+        let kernel = Kernel::new(KernelParts {
+            workspace,
+            models,
+            gateway,
+            store,
+        });
+        Ok(Runtime { kernel })
+    }
+}
+
+/// Every tool an agent of this workspace could list: built-ins, then the workspace's declared
+/// tools, then injected ones (which replace same-named tools).
+fn assemble_tools(workspace: &Workspace, injected: Vec<Arc<dyn Tool>>) -> Vec<Arc<dyn Tool>> {
+    let mut by_name: Vec<(String, Arc<dyn Tool>)> = Vec::new();
+    let mut put = |tool: Arc<dyn Tool>| {
+        let name = tool.spec().name.clone();
+        by_name.retain(|(n, _)| n != &name);
+        by_name.push((name, tool));
+    };
+    for name in keel_tools::builtin::builtin_names() {
+        if let Some(tool) = keel_tools::builtin::builtin(name) {
+            put(tool);
+        }
+    }
+    for (name, doc) in &workspace.tools {
+        put(Arc::new(CommandTool::new(name, doc, &workspace.root)));
+    }
+    for tool in injected {
+        put(tool);
+    }
+    by_name.into_iter().map(|(_, tool)| tool).collect()
+}
+
+/// An assembled runtime. Cheap to clone; clones share runs and state.
+#[derive(Clone)]
+pub struct Runtime {
+    kernel: Kernel,
+}
+
+impl Runtime {
+    /// Starts assembling a runtime.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// The compiled workspace.
+    pub fn workspace(&self) -> &Arc<Workspace> {
+        self.kernel.workspace()
+    }
+
+    /// Starts a request; the returned handle streams its events and yields its response.
+    pub async fn request(&self, options: RequestOptions) -> Result<RunHandle, Error> {
+        Ok(self.kernel.request(options).await?)
+    }
+
+    /// Cancels an active request. Returns whether it was active.
+    pub fn cancel(&self, id: &RequestId) -> bool {
+        self.kernel.cancel(id)
+    }
+
+    /// One run's record.
+    pub async fn get_run(&self, id: &RequestId) -> Result<Option<RunRecord>, Error> {
+        Ok(self.kernel.get_run(id).await?)
+    }
+
+    /// Runs, newest first.
+    pub async fn list_requests(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, Error> {
+        Ok(self.kernel.list_runs(filter).await?)
+    }
+
+    /// A run's stored events with `seq > after`.
+    pub async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, Error> {
+        Ok(self.kernel.events(id, after).await?)
+    }
+}

@@ -1,0 +1,115 @@
+//! The `keel` command line: set up, validate and explain workspaces, run agents, inspect runs.
+//!
+//! Exit codes: 0 completed, 1 failed, 2 usage or configuration error, 130 cancelled.
+//! Output goes through [`out`]; each subcommand lives in its own module.
+
+mod config;
+mod init;
+mod out;
+mod run;
+mod runs;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code of a failed run.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code of a usage or configuration error.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code of a cancelled run.
+pub const EXIT_CANCELLED: u8 = 130;
+
+#[derive(Debug, Parser)]
+#[command(name = "keel", version, about = "Keel: a stable runtime for agent applications")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Args)]
+struct WorkspaceArg {
+    /// The workspace folder.
+    #[arg(short = 'w', long = "workspace", default_value = ".", global = true)]
+    workspace: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create a workspace that runs offline on a scripted model.
+    Init {
+        /// Where to create it (default: the current folder).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Check a workspace and report every problem with its file:line:column.
+    Validate(WorkspaceArg),
+    /// Inspect the effective configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Run one request and stream the answer.
+    Run(run::RunArgs),
+    /// Inspect recorded runs.
+    Runs {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(subcommand)]
+        command: runs::RunsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print every effective field, its value and where it came from.
+    Explain(WorkspaceArg),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return ExitCode::from(match error.use_stderr() {
+                true => EXIT_USAGE,
+                false => 0,
+            });
+        }
+    };
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            out::error(&format!("cannot start the async runtime: {error}"));
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    let code = runtime.block_on(dispatch(cli.command));
+    // Don't wait for blocking tasks (stdin readers) still parked.
+    runtime.shutdown_background();
+    ExitCode::from(code)
+}
+
+async fn dispatch(command: Command) -> u8 {
+    match command {
+        Command::Init { dir } => init::init(&dir),
+        Command::Validate(ws) => config::validate(&ws.workspace),
+        Command::Config {
+            command: ConfigCommand::Explain(ws),
+        } => config::explain(&ws.workspace),
+        Command::Run(args) => run::run(args).await,
+        Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

@@ -1,0 +1,553 @@
+//! The native agent loop (SPEC §4.1).
+//!
+//! Prompt order: system instructions → (policy text, skill index, skill bodies, memory and
+//! history arrive with later features) → the current input. Then model rounds: stream the
+//! answer; if it asks for tools, every call goes through the gateway, allowed calls run
+//! concurrently (bounded) and their results are appended in call order; loop until a final
+//! answer or a budget ends the run. After the answer the execution contract is checked.
+//!
+//! Cancellation and the wall-clock budget wrap the whole loop: the loop future is dropped,
+//! which closes the model stream and kills tool processes, and then the terminal event is
+//! recorded.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use keel_tools::gateway::{Gateway, Guarded};
+use keel_types::{
+    AdapterEvent, ErrorCode, ErrorInfo, EventPayload, FinishReason, Message, ModelError,
+    ModelEvent, ModelParams, ModelProvider, ModelRequest, ModelStopReason, RunRecord, RunStatus,
+    RunStore, StoreError, ToolCall, ToolContext, Usage,
+};
+use keel_workspace::{AgentSpec, Workspace};
+use tokio_util::sync::CancellationToken;
+
+use crate::emitter::Emitter;
+use crate::kernel::RunResponse;
+use crate::retry;
+
+/// One run in progress.
+pub(crate) struct AgentRun {
+    emitter: Emitter,
+    provider: Arc<dyn ModelProvider>,
+    gateway: Arc<Gateway>,
+    store: Arc<dyn RunStore>,
+    workspace: Arc<Workspace>,
+    agent: AgentSpec,
+    stream: bool,
+    record: RunRecord,
+    tool_ctx: ToolContext,
+    usage: Usage,
+    steps: u32,
+    /// Tools that completed successfully at least once (for the execution contract).
+    succeeded: HashSet<String>,
+}
+
+/// How the loop ended, before the terminal event is written.
+enum End {
+    Answer {
+        output: String,
+        finish_reason: FinishReason,
+    },
+    Failed {
+        error: ErrorInfo,
+        finish_reason: FinishReason,
+    },
+    Cancelled,
+}
+
+impl End {
+    fn failed(code: ErrorCode, message: impl Into<String>, finish_reason: FinishReason) -> Self {
+        Self::Failed {
+            error: ErrorInfo::new(code, message),
+            finish_reason,
+        }
+    }
+
+    fn store(error: StoreError) -> Self {
+        Self::failed(ErrorCode::Store, error.to_string(), FinishReason::Internal)
+    }
+
+    fn model(error: &ModelError) -> Self {
+        Self::failed(error.code(), error.to_string(), FinishReason::ModelError)
+    }
+}
+
+/// A complete model answer.
+struct Answer {
+    text: String,
+    calls: Vec<ToolCall>,
+    stop: ModelStopReason,
+}
+
+/// Failure of one model round.
+enum RoundError {
+    Model(ModelError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for RoundError {
+    fn from(error: StoreError) -> Self {
+        Self::Store(error)
+    }
+}
+
+impl AgentRun {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        emitter: Emitter,
+        provider: Arc<dyn ModelProvider>,
+        gateway: Arc<Gateway>,
+        store: Arc<dyn RunStore>,
+        workspace: Arc<Workspace>,
+        agent: AgentSpec,
+        stream: bool,
+        record: RunRecord,
+    ) -> Self {
+        let tool_ctx = ToolContext {
+            workspace_root: workspace.root.clone(),
+            request_id: record.request_id.clone(),
+            session_id: record.session_id.clone(),
+            agent: record.agent.clone(),
+            max_output_bytes: usize::try_from(workspace.runtime.limits.max_tool_output_bytes)
+                .unwrap_or(usize::MAX),
+        };
+        Self {
+            emitter,
+            provider,
+            gateway,
+            store,
+            workspace,
+            agent,
+            stream,
+            record,
+            tool_ctx,
+            usage: Usage::default(),
+            steps: 0,
+            succeeded: HashSet::new(),
+        }
+    }
+
+    fn max_steps(&self) -> u32 {
+        self.agent
+            .limits
+            .max_steps
+            .unwrap_or(self.workspace.runtime.limits.max_steps)
+    }
+
+    fn run_timeout(&self) -> Duration {
+        self.agent
+            .limits
+            .run_timeout
+            .unwrap_or(self.workspace.runtime.limits.run_timeout)
+            .0
+    }
+
+    /// Prompt assembly in the documented order.
+    fn initial_messages(&self) -> Vec<Message> {
+        let mut messages = Vec::with_capacity(2);
+        if !self.agent.instructions.trim().is_empty() {
+            messages.push(Message::system(self.agent.instructions.clone()));
+        }
+        messages.push(Message::user(self.record.input.clone()));
+        messages
+    }
+
+    /// Model rounds and tool calls until an answer or a failure.
+    async fn drive(&mut self) -> End {
+        let mut messages = self.initial_messages();
+        let max_steps = self.max_steps();
+        loop {
+            if self.steps >= max_steps {
+                return End::failed(
+                    ErrorCode::MaxSteps,
+                    format!("the agent used all {max_steps} steps without a final answer"),
+                    FinishReason::MaxSteps,
+                );
+            }
+            self.steps += 1;
+            let answer = match self.model_round(self.steps, &messages).await {
+                Ok(answer) => answer,
+                Err(RoundError::Model(error)) => return End::model(&error),
+                Err(RoundError::Store(error)) => return End::store(error),
+            };
+            if answer.calls.is_empty() {
+                return self.final_answer(answer).await;
+            }
+            messages.push(Message::assistant(answer.text, answer.calls.clone()));
+            match self.run_tools(&answer.calls).await {
+                Ok(results) => messages.extend(results),
+                Err(error) => return End::store(error),
+            }
+        }
+    }
+
+    async fn final_answer(&mut self, answer: Answer) -> End {
+        let missing: Vec<String> = self
+            .agent
+            .contract
+            .required_tools
+            .iter()
+            .filter(|tool| !self.succeeded.contains(*tool))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            let message = format!(
+                "execution contract violated: required tool(s) not called successfully: {}",
+                missing.join(", ")
+            );
+            if let Err(error) = self
+                .emitter
+                .emit(EventPayload::ContractFailed {
+                    missing_tools: missing,
+                })
+                .await
+            {
+                return End::store(error);
+            }
+            return End::failed(
+                ErrorCode::ContractFailed,
+                message,
+                FinishReason::ContractViolation,
+            );
+        }
+        let finish_reason = match answer.stop {
+            ModelStopReason::Length => FinishReason::Length,
+            _ => FinishReason::Completed,
+        };
+        End::Answer {
+            output: answer.text,
+            finish_reason,
+        }
+    }
+
+    /// One model round, retried per the retry policy.
+    async fn model_round(&mut self, step: u32, messages: &[Message]) -> Result<Answer, RoundError> {
+        let policy = self.workspace.runtime.retry.model.clone();
+        let mut attempt = 1;
+        loop {
+            self.emitter
+                .emit(EventPayload::ModelStarted {
+                    step,
+                    attempt,
+                    model: self.provider.model_name().to_owned(),
+                    provider: self.provider.provider_name().to_owned(),
+                })
+                .await?;
+            let started = Instant::now();
+            match self.stream_answer(step, messages).await {
+                Ok((answer, usage)) => {
+                    self.usage.add(&usage);
+                    self.emitter
+                        .emit(EventPayload::ModelCompleted {
+                            step,
+                            stop_reason: answer.stop,
+                            usage,
+                            latency_ms: millis(started.elapsed()),
+                            content: answer.text.clone(),
+                            tool_calls: answer.calls.clone(),
+                        })
+                        .await?;
+                    return Ok(answer);
+                }
+                Err(RoundError::Model(error))
+                    if error.is_retryable() && attempt < policy.max_attempts =>
+                {
+                    let delay = retry::backoff(&policy, attempt, error.retry_after());
+                    tracing::debug!(request_id = %self.record.request_id, attempt, ?delay, %error, "Retrying model round.");
+                    self.emitter
+                        .emit(EventPayload::ModelRetry {
+                            step,
+                            attempt,
+                            error: ErrorInfo::new(error.code(), error.to_string()),
+                            delay_ms: millis(delay),
+                        })
+                        .await?;
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Streams one answer, emitting text deltas, and assembles it.
+    async fn stream_answer(
+        &self,
+        step: u32,
+        messages: &[Message],
+    ) -> Result<(Answer, Usage), RoundError> {
+        let request = ModelRequest {
+            messages: messages.to_vec(),
+            tools: self.gateway.specs(&self.agent.tools).cloned().collect(),
+            params: self.model_params(),
+            stream: self.stream,
+        };
+        let mut stream = self
+            .provider
+            .stream(request)
+            .await
+            .map_err(RoundError::Model)?;
+        let mut text = String::new();
+        let mut calls: Vec<ToolCall> = Vec::new();
+        let mut usage = Usage::default();
+        let mut stop = None;
+        while let Some(item) = stream.next().await {
+            match item.map_err(RoundError::Model)? {
+                ModelEvent::TextDelta { text: delta } => {
+                    text.push_str(&delta);
+                    self.emitter
+                        .emit(EventPayload::Adapter {
+                            event: AdapterEvent::OutputDelta { step, text: delta },
+                        })
+                        .await?;
+                }
+                ModelEvent::ToolCallStart { index, id, name } => {
+                    if index != calls.len() {
+                        return Err(RoundError::Model(ModelError::MalformedStream(format!(
+                            "tool call {index} started after {} call(s)",
+                            calls.len()
+                        ))));
+                    }
+                    calls.push(ToolCall {
+                        id,
+                        name,
+                        arguments: String::new(),
+                    });
+                }
+                ModelEvent::ToolCallArgsDelta { index, delta } => match calls.get_mut(index) {
+                    Some(call) => call.arguments.push_str(&delta),
+                    None => {
+                        return Err(RoundError::Model(ModelError::MalformedStream(format!(
+                            "arguments for tool call {index}, which never started"
+                        ))));
+                    }
+                },
+                ModelEvent::Usage { usage: u } => usage = u,
+                ModelEvent::Stop { reason } => stop = Some(reason),
+            }
+        }
+        let stop = stop.ok_or_else(|| {
+            RoundError::Model(ModelError::MalformedStream(
+                "the answer ended without a stop reason".into(),
+            ))
+        })?;
+        Ok((Answer { text, calls, stop }, usage))
+    }
+
+    fn model_params(&self) -> ModelParams {
+        self.workspace
+            .models
+            .get(&self.agent.model)
+            .map(|m| ModelParams {
+                temperature: m.params.temperature,
+                max_tokens: m.params.max_tokens,
+            })
+            .unwrap_or_default()
+    }
+
+    /// Guards every call, runs the allowed ones concurrently (bounded), and returns the tool
+    /// messages in call order.
+    async fn run_tools(&mut self, calls: &[ToolCall]) -> Result<Vec<Message>, StoreError> {
+        let mut guarded = Vec::with_capacity(calls.len());
+        for call in calls {
+            let verdict = self.gateway.guard(&self.agent.tools, call);
+            self.emitter
+                .emit(EventPayload::ToolGuard {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    decision: verdict.decision,
+                    arguments: call.arguments.clone(),
+                    issues: verdict.issues.clone(),
+                })
+                .await?;
+            guarded.push(verdict);
+        }
+        let parallel = self.workspace.runtime.limits.max_parallel_tools.max(1) as usize;
+        let this = &*self;
+        // Futures are built up front (not in a stream closure) so the spawned run stays `Send`.
+        let calls: Vec<_> = guarded.iter().map(|verdict| this.run_tool(verdict)).collect();
+        let outcomes: Vec<Result<(Message, Option<String>), StoreError>> =
+            futures_util::stream::iter(calls)
+                .buffered(parallel)
+                .collect()
+                .await;
+        let mut messages = Vec::with_capacity(outcomes.len());
+        for outcome in outcomes {
+            let (message, succeeded) = outcome?;
+            if let Some(tool) = succeeded {
+                self.succeeded.insert(tool);
+            }
+            messages.push(message);
+        }
+        Ok(messages)
+    }
+
+    /// Runs one guarded call. Returns the tool message and, on success, the tool's name.
+    async fn run_tool(&self, verdict: &Guarded) -> Result<(Message, Option<String>), StoreError> {
+        let Some(arguments) = verdict.arguments.clone().filter(|_| verdict.is_allowed()) else {
+            return Ok((
+                Message::tool_result(&verdict.call_id, verdict.blocked_message()),
+                None,
+            ));
+        };
+        self.emitter
+            .emit(EventPayload::Adapter {
+                event: AdapterEvent::ToolStart {
+                    call_id: verdict.call_id.clone(),
+                    tool: verdict.requested.clone(),
+                    arguments,
+                },
+            })
+            .await?;
+        let started = Instant::now();
+        let result = self.gateway.execute(&self.tool_ctx, verdict).await;
+        let duration_ms = millis(started.elapsed());
+        let (ok, output) = match result {
+            Ok(output) => (true, self.bounded(output.content)),
+            Err(error) => (
+                false,
+                serde_json::json!({ "error": error.to_string() }).to_string(),
+            ),
+        };
+        self.emitter
+            .emit(EventPayload::Adapter {
+                event: AdapterEvent::ToolResult {
+                    call_id: verdict.call_id.clone(),
+                    tool: verdict.requested.clone(),
+                    ok,
+                    output: output.clone(),
+                    duration_ms,
+                },
+            })
+            .await?;
+        let succeeded = ok.then(|| verdict.requested.clone());
+        Ok((Message::tool_result(&verdict.call_id, output), succeeded))
+    }
+
+    /// Caps a tool result at the runtime's output limit, saying so.
+    fn bounded(&self, mut content: String) -> String {
+        let limit = self.tool_ctx.max_output_bytes;
+        if content.len() <= limit {
+            return content;
+        }
+        let total = content.len();
+        let mut cut = limit;
+        while !content.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        content.truncate(cut);
+        content.push_str(&format!("\n[output truncated: {total} bytes in all]"));
+        content
+    }
+
+    /// Records how the run ended: the terminal event, then the run record.
+    async fn finish(mut self, end: End, started: Instant) -> RunResponse {
+        let duration_ms = millis(started.elapsed());
+        let (status, output, error, finish_reason, payload) = match end {
+            End::Answer {
+                output,
+                finish_reason,
+            } => (
+                RunStatus::Completed,
+                Some(output.clone()),
+                None,
+                finish_reason,
+                EventPayload::RequestCompleted {
+                    output,
+                    finish_reason,
+                    usage: self.usage,
+                    steps: self.steps,
+                    duration_ms,
+                },
+            ),
+            End::Failed {
+                error,
+                finish_reason,
+            } => (
+                RunStatus::Failed,
+                None,
+                Some(error.clone()),
+                finish_reason,
+                EventPayload::RequestFailed {
+                    error,
+                    finish_reason,
+                    usage: self.usage,
+                    steps: self.steps,
+                    duration_ms,
+                },
+            ),
+            End::Cancelled => (
+                RunStatus::Cancelled,
+                None,
+                Some(ErrorInfo::new(ErrorCode::Cancelled, "the request was cancelled")),
+                FinishReason::Cancelled,
+                EventPayload::RequestCancelled {
+                    reason: "cancelled by the client".into(),
+                    usage: self.usage,
+                    steps: self.steps,
+                    duration_ms,
+                },
+            ),
+        };
+        let mut error = error;
+        if let Err(store_error) = self.emitter.emit(payload).await {
+            tracing::error!(request_id = %self.record.request_id, %store_error, "Could not record the end of a run.");
+            error.get_or_insert(ErrorInfo::new(ErrorCode::Store, store_error.to_string()));
+        }
+        self.record.status = status;
+        self.record.output = output.clone();
+        self.record.error = error.clone();
+        self.record.finish_reason = Some(finish_reason);
+        self.record.usage = self.usage;
+        self.record.steps = self.steps;
+        self.record.ended_at = Some(keel_types::now_rfc3339());
+        self.record.event_count = self.emitter.count().await;
+        if let Err(store_error) = self.store.update_run(&self.record).await {
+            tracing::error!(request_id = %self.record.request_id, %store_error, "Could not update the run record.");
+        }
+        RunResponse {
+            request_id: self.record.request_id,
+            status,
+            output,
+            error,
+            finish_reason,
+            usage: self.usage,
+            steps: self.steps,
+            duration_ms,
+        }
+    }
+}
+
+/// Runs a request to its end: started event, the loop under cancellation and the wall-clock
+/// budget, then the terminal event.
+pub(crate) async fn execute(mut run: AgentRun, cancel: CancellationToken) -> RunResponse {
+    let started = Instant::now();
+    let end = if let Err(error) = run
+        .emitter
+        .emit(EventPayload::RequestStarted {
+            input: run.record.input.clone(),
+        })
+        .await
+    {
+        End::store(error)
+    } else {
+        let timeout = run.run_timeout();
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => End::Cancelled,
+            end = tokio::time::timeout(timeout, run.drive()) => end.unwrap_or_else(|_| End::failed(
+                ErrorCode::Timeout,
+                format!("the run exceeded its time budget of {}", humantime::format_duration(timeout)),
+                FinishReason::Timeout,
+            )),
+        }
+    };
+    run.finish(end, started).await
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,33 @@
+//! Errors of the kernel's own operations (starting and inspecting runs). Failures *inside* a
+//! run are not errors of this kind: they end the run and are recorded on it.
+
+use keel_types::StoreError;
+
+/// Why the kernel refused an operation.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RuntimeError {
+    /// The request names an agent the workspace does not define.
+    #[error("unknown agent `{name}` (agents: {available})")]
+    UnknownAgent { name: String, available: String },
+    /// The request names no agent and the workspace has no default.
+    #[error(
+        "no agent given and the workspace has no default agent (set Runtime.spec.defaultAgent or pass --agent)"
+    )]
+    NoDefaultAgent,
+    /// The agent's model could not be set up (missing key, unreadable script…).
+    #[error("model `{model}` of agent `{agent}` is unavailable: {message}")]
+    ModelUnavailable {
+        agent: String,
+        model: String,
+        message: String,
+    },
+    /// The request itself is invalid.
+    #[error("invalid request: {0}")]
+    InvalidInput(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The run's task ended abnormally.
+    #[error("the run ended abnormally: {0}")]
+    Internal(String),
+}

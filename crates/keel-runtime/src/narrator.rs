@@ -1,0 +1,141 @@
+//! The built-in `template` narrator: turns stored events into short human-readable progress
+//! lines (`runtime.progress.narration`). Narration is a derived view — shown live, never
+//! stored — and each line names the event it came from.
+
+use keel_types::{AdapterEvent, Event, EventPayload, GuardDecision};
+use keel_workspace::{NarrationSpec, NarrationStyle};
+
+/// Produces narration for events.
+#[derive(Debug, Clone)]
+pub struct Narrator {
+    enabled: bool,
+    verbose: bool,
+}
+
+impl Narrator {
+    /// A narrator configured by `Runtime.spec.progress.narration`.
+    pub fn new(spec: &NarrationSpec) -> Self {
+        Self {
+            enabled: spec.enabled,
+            verbose: spec.style == NarrationStyle::Verbose,
+        }
+    }
+
+    /// The narration line for an event, if it deserves one.
+    pub fn narrate(&self, event: &Event) -> Option<String> {
+        if !self.enabled {
+            return None;
+        }
+        let line = match &event.payload {
+            EventPayload::RequestStarted { .. } => {
+                format!("Started {} with agent {}.", event.request_id, event.agent_id)
+            }
+            EventPayload::ModelStarted {
+                step,
+                attempt,
+                model,
+                ..
+            } => match (step, attempt) {
+                (1, 1) => format!("Asking {model}…"),
+                (_, 1) => format!("Asking {model} again (step {step})…"),
+                _ => format!("Asking {model} (step {step}, attempt {attempt})…"),
+            },
+            EventPayload::ModelCompleted {
+                tool_calls, usage, ..
+            } if self.verbose => format!(
+                "Model answered with {} tool call(s), {} tokens.",
+                tool_calls.len(),
+                usage.total_tokens
+            ),
+            EventPayload::ModelRetry {
+                attempt,
+                error,
+                delay_ms,
+                ..
+            } => format!(
+                "Model attempt {attempt} failed ({}); retrying in {}.",
+                error.message,
+                seconds(*delay_ms)
+            ),
+            EventPayload::ToolGuard {
+                tool,
+                decision: GuardDecision::Blocked,
+                issues,
+                ..
+            } => {
+                let first = issues
+                    .first()
+                    .map(|i| format!(": {}", i.message))
+                    .unwrap_or_default();
+                format!(
+                    "Blocked a call to {tool} ({} issue(s){first}); the model will be told.",
+                    issues.len()
+                )
+            }
+            EventPayload::ToolGuard { tool, decision, .. } if self.verbose => {
+                format!("Gateway {decision:?} the call to {tool}.").to_lowercase()
+            }
+            EventPayload::Adapter {
+                event: AdapterEvent::ToolStart {
+                    tool, arguments, ..
+                },
+            } => format!("Running {tool} {}…", short(&arguments.to_string(), 80)),
+            EventPayload::Adapter {
+                event:
+                    AdapterEvent::ToolResult {
+                        tool,
+                        ok,
+                        output,
+                        duration_ms,
+                        ..
+                    },
+            } => match ok {
+                true => format!("{tool} finished in {}.", millis(*duration_ms)),
+                false => format!(
+                    "{tool} failed after {}: {}",
+                    millis(*duration_ms),
+                    short(output, 120)
+                ),
+            },
+            EventPayload::ContractFailed { missing_tools } => format!(
+                "The answer breaks the execution contract: required tool(s) not called successfully: {}.",
+                missing_tools.join(", ")
+            ),
+            EventPayload::RequestCompleted {
+                steps,
+                usage,
+                duration_ms,
+                ..
+            } => format!(
+                "Completed in {} ({steps} step(s), {} tokens).",
+                millis(*duration_ms),
+                usage.total_tokens
+            ),
+            EventPayload::RequestFailed { error, .. } => format!("Failed: {}.", error.message),
+            EventPayload::RequestCancelled { .. } => "Cancelled.".to_owned(),
+            _ => return None,
+        };
+        Some(line)
+    }
+}
+
+fn millis(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        seconds(ms)
+    }
+}
+
+fn seconds(ms: u64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+fn short(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}
