@@ -1,1 +1,223 @@
-//! Built-in tools.
+//! Keel's built-in file tools: `read_file`, `list_dir`, `grep` and `write_file`.
+//!
+//! Start at [`builtin`], which hands out a tool by name. Every tool resolves its paths through
+//! [`crate::paths`], so nothing outside the workspace (or, for writes, inside `.keel/`) can be
+//! touched. Walks and reads run on the blocking pool and stop early when the call future is
+//! dropped. Shared pieces — argument access, bounded output, binary detection — live here; each
+//! tool has its own submodule.
+
+mod grep;
+mod list_dir;
+mod read_file;
+mod write_file;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use keel_types::{Tool, ToolError};
+use serde_json::Value;
+
+pub use grep::Grep;
+pub use list_dir::ListDir;
+pub use read_file::ReadFile;
+pub use write_file::WriteFile;
+
+/// The names of the built-in tools, in the order of `keel_workspace::BUILTIN_TOOLS`.
+const NAMES: &[&str] = &["read_file", "list_dir", "grep", "write_file"];
+
+/// The built-in tool called `name`, if there is one.
+pub fn builtin(name: &str) -> Option<Arc<dyn Tool>> {
+    let tool: Arc<dyn Tool> = match name {
+        "read_file" => Arc::new(ReadFile::new()),
+        "list_dir" => Arc::new(ListDir::new()),
+        "grep" => Arc::new(Grep::new()),
+        "write_file" => Arc::new(WriteFile::new()),
+        _ => return None,
+    };
+    Some(tool)
+}
+
+/// The names [`builtin`] knows.
+pub fn builtin_names() -> &'static [&'static str] {
+    NAMES
+}
+
+/// Bytes kept free under the output cap for a truncation note.
+const NOTE_RESERVE: usize = 200;
+
+/// How many leading bytes are inspected for NUL when deciding whether a file is binary.
+const SNIFF_BYTES: usize = 8 * 1024;
+
+/// The content budget under an output cap of `max_output_bytes`, leaving room for a note.
+fn content_budget(max_output_bytes: usize) -> usize {
+    max_output_bytes
+        .saturating_sub(NOTE_RESERVE)
+        .max(max_output_bytes / 2)
+}
+
+/// Whether the start of a file looks binary (contains a NUL byte).
+fn looks_binary(bytes: &[u8]) -> bool {
+    bytes.iter().take(SNIFF_BYTES).any(|&b| b == 0)
+}
+
+/// The longest prefix of `text` that fits in `max` bytes without splitting a character.
+fn clip(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.get(..end).unwrap_or_default()
+}
+
+/// Lines of text collected under a byte budget.
+#[derive(Debug)]
+struct BoundedLines {
+    text: String,
+    budget: usize,
+    full: bool,
+}
+
+impl BoundedLines {
+    fn new(budget: usize) -> Self {
+        Self {
+            text: String::new(),
+            budget,
+            full: false,
+        }
+    }
+
+    /// Appends one line; returns `false` (and keeps nothing of it) once the budget is spent.
+    fn push(&mut self, line: &str) -> bool {
+        if self.full || self.text.len() + line.len() + 1 > self.budget {
+            self.full = true;
+            return false;
+        }
+        self.text.push_str(line);
+        self.text.push('\n');
+        true
+    }
+
+    /// The text, with `note` on its own last line when there is one.
+    fn finish(mut self, note: Option<String>) -> String {
+        if let Some(note) = note {
+            self.text.push_str(&note);
+        } else if self.text.ends_with('\n') {
+            self.text.pop();
+        }
+        self.text
+    }
+}
+
+/// An optional string argument; `null` counts as absent.
+fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(wrong_type(key, "a string", other)),
+    }
+}
+
+/// A required string argument.
+fn req_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
+    opt_str(args, key)?.ok_or_else(|| ToolError::InvalidArguments(format!("`{key}` is required")))
+}
+
+/// An optional non-negative integer argument.
+fn opt_u64(args: &Value, key: &str) -> Result<Option<u64>, ToolError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v @ Value::Number(n)) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| wrong_type(key, "a non-negative integer", v)),
+        Some(other) => Err(wrong_type(key, "a non-negative integer", other)),
+    }
+}
+
+/// An optional count argument as `usize`, saturating on 32-bit targets.
+fn opt_count(args: &Value, key: &str) -> Result<Option<usize>, ToolError> {
+    Ok(opt_u64(args, key)?.map(|n| usize::try_from(n).unwrap_or(usize::MAX)))
+}
+
+/// An optional boolean argument.
+fn opt_bool(args: &Value, key: &str) -> Result<Option<bool>, ToolError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(wrong_type(key, "a boolean", other)),
+    }
+}
+
+fn wrong_type(key: &str, expected: &str, found: &Value) -> ToolError {
+    ToolError::InvalidArguments(format!("`{key}` must be {expected}, found {found}"))
+}
+
+/// Sets its flag when dropped, telling blocking work that nobody waits for it any more.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Runs `work` on the blocking pool. `work` receives a flag that turns true when the calling
+/// future is dropped, and should check it between files so an abandoned walk stops early.
+async fn run_blocking<T, F>(work: F) -> Result<T, ToolError>
+where
+    T: Send + 'static,
+    F: FnOnce(&AtomicBool) -> Result<T, ToolError> + Send + 'static,
+{
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let guard = CancelOnDrop(Arc::clone(&cancelled));
+    let handle = tokio::task::spawn_blocking(move || work(&cancelled));
+    let result = handle
+        .await
+        .map_err(|e| ToolError::Io(format!("the file task failed: {e}")))?;
+    drop(guard);
+    result
+}
+
+/// An I/O error on `what`, in words.
+fn io_error(what: &str, err: &std::io::Error) -> ToolError {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => ToolError::Io(format!("`{what}` does not exist")),
+        std::io::ErrorKind::PermissionDenied => {
+            ToolError::Io(format!("permission denied for `{what}`"))
+        }
+        _ => ToolError::Io(format!("cannot access `{what}`: {err}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_keeps_whole_characters() {
+        assert_eq!(clip("héllo", 2), "h");
+        assert_eq!(clip("héllo", 3), "hé");
+        assert_eq!(clip("abc", 10), "abc");
+    }
+
+    #[test]
+    fn bounded_lines_stop_at_budget() {
+        let mut lines = BoundedLines::new(8);
+        assert!(lines.push("abc"));
+        assert!(!lines.push("defgh"));
+        assert!(!lines.push("x"));
+        assert_eq!(lines.finish(None), "abc");
+    }
+
+    #[test]
+    fn names_match_the_workspace_list() {
+        assert_eq!(builtin_names(), keel_workspace::BUILTIN_TOOLS);
+        for name in builtin_names() {
+            assert!(builtin(name).is_some_and(|t| t.spec().name == *name));
+        }
+        assert!(builtin("shell").is_none());
+    }
+}

@@ -222,7 +222,9 @@ fn issue_from(error: &jsonschema::ValidationError<'_>) -> Issue {
     };
     let found = match error.kind() {
         ValidationErrorKind::Required { .. } => "nothing".into(),
-        ValidationErrorKind::Type { .. } => format!("{} {}", json_type(found), truncate_value(found)),
+        ValidationErrorKind::Type { .. } => {
+            format!("{} {}", json_type(found), truncate_value(found))
+        }
         _ => truncate_value(found),
     };
     Issue {

@@ -1,0 +1,164 @@
+//! `write_file`: create or replace a text file, atomically.
+//!
+//! The content goes to a temporary file in the target's directory, is flushed to disk, then
+//! renamed over the target, so readers see either the old file or the new one, never half of
+//! it. A replaced file keeps its permissions. Paths outside the workspace and inside `.keel/`
+//! are refused by [`crate::paths`].
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use keel_types::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use serde_json::{Value, json};
+
+use super::{io_error, opt_bool, req_str, run_blocking};
+use crate::paths::{self, Access};
+
+/// Writes a file inside the workspace.
+#[derive(Debug)]
+pub struct WriteFile {
+    spec: ToolSpec,
+}
+
+impl WriteFile {
+    /// The tool with its schema.
+    pub fn new() -> Self {
+        Self {
+            spec: ToolSpec {
+                name: "write_file".to_owned(),
+                description: "Create or replace a text file in the workspace with the given \
+                    content (the whole file). Missing parent directories are created unless \
+                    `createDirs` is false. Files under `.keel/` cannot be written."
+                    .to_owned(),
+                parameters: json!({
+                    "$schema": "https://json-schema.org/draft/2020-12/schema",
+                    "type": "object",
+                    "properties": {
+                        "path": {
+                            "type": "string",
+                            "minLength": 1,
+                            "description": "File path relative to the workspace root."
+                        },
+                        "content": {
+                            "type": "string",
+                            "description": "The complete new content of the file."
+                        },
+                        "createDirs": {
+                            "type": "boolean",
+                            "default": true,
+                            "description": "Create missing parent directories."
+                        }
+                    },
+                    "required": ["path", "content"],
+                    "additionalProperties": false
+                }),
+            },
+        }
+    }
+}
+
+impl Default for WriteFile {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl Tool for WriteFile {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let requested = req_str(&args, "path")?.to_owned();
+        let content = req_str(&args, "content")?.to_owned();
+        let create_dirs = opt_bool(&args, "createDirs")?.unwrap_or(true);
+        let root = paths::canonical_root(&ctx.workspace_root)?;
+        let path = paths::resolve(&root, &requested, Access::Write)?;
+        let shown = paths::display(&root, &path);
+        let bytes = content.len();
+        run_blocking(move |_| write_atomically(&path, &requested, content.as_bytes(), create_dirs))
+            .await?;
+        Ok(ToolOutput::text(format!("wrote {bytes} bytes to {shown}")))
+    }
+}
+
+fn write_atomically(
+    path: &Path,
+    requested: &str,
+    content: &[u8],
+    create_dirs: bool,
+) -> Result<(), ToolError> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(ToolError::InvalidArguments(format!(
+            "`{requested}` does not name a file"
+        )));
+    };
+    match parent.metadata() {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Err(ToolError::Io(format!(
+                "the parent of `{requested}` is not a directory"
+            )));
+        }
+        Err(_) if create_dirs => {
+            fs::create_dir_all(parent).map_err(|e| {
+                ToolError::Io(format!(
+                    "cannot create the directories for `{requested}`: {e}"
+                ))
+            })?;
+        }
+        Err(_) => {
+            return Err(ToolError::Io(format!(
+                "the directory of `{requested}` does not exist (set createDirs to create it)"
+            )));
+        }
+    }
+    let existing = match path.metadata() {
+        Ok(meta) if meta.is_dir() => {
+            return Err(ToolError::Io(format!("`{requested}` is a directory")));
+        }
+        Ok(meta) => Some(meta.permissions()),
+        Err(_) => None,
+    };
+
+    let temp = temp_path(parent, &name.to_string_lossy());
+    let written = write_temp(&temp, content, existing)
+        .and_then(|()| fs::rename(&temp, path))
+        .map_err(|e| io_error(requested, &e));
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    written
+}
+
+fn write_temp(
+    temp: &Path,
+    content: &[u8],
+    permissions: Option<fs::Permissions>,
+) -> std::io::Result<()> {
+    let mut file = OpenOptions::new().write(true).create_new(true).open(temp)?;
+    file.write_all(content)?;
+    if let Some(permissions) = permissions {
+        file.set_permissions(permissions)?;
+    }
+    file.sync_all()
+}
+
+/// A fresh hidden name next to the target.
+fn temp_path(dir: &Path, name: &str) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    dir.join(format!(
+        ".{name}.{}.{nanos}.{count}.keel-tmp",
+        std::process::id()
+    ))
+}

@@ -1,0 +1,120 @@
+//! Cancellation reaches the model stream and tool processes: the run ends with
+//! `runtime.request.cancelled` and no child process is left running.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use keel::types::EventPayload;
+use keel::{RequestOptions, Runtime, RunStatus};
+use keel_test_support::{MockLlm, MockResponse, MockToolCall};
+
+use crate::common::{self, assert_well_formed, types};
+
+/// Whether a process is gone (or a zombie nobody has reaped yet).
+pub fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Polls until the process is gone, up to five seconds.
+pub fn wait_gone(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if process_gone(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Waits for a file a child process writes.
+pub async fn wait_for_file(path: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && text.ends_with('\n')
+        {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+const SLOW_TOOL: &str = r#"apiVersion: keel/v1
+kind: Tool
+metadata: { name: slow }
+spec:
+  description: Forks a grandchild and sleeps (`$$$$` is a literal `$$` after interpolation).
+  schema: { type: object }
+  impl:
+    kind: command
+    command: ["sh", "-c", "sleep 30 & echo $! > grandchild.pid; echo $$$$ > child.pid; wait"]
+    timeout: 60s
+"#;
+
+#[tokio::test]
+async fn cancelling_during_a_tool_kills_its_process_group() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::tool_calls([MockToolCall::new("c", "slow", ["{}"])]));
+    let ws = common::workspace(&mock.base_url(), &["slow"], "");
+    ws.write("config/tools.yaml", SLOW_TOOL);
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let mut handle = runtime
+        .request(RequestOptions { input: "Be slow".into(), ..Default::default() })
+        .await
+        .unwrap();
+
+    let child: u32 = wait_for_file(&ws.join("child.pid")).await.trim().parse().unwrap();
+    let grandchild = wait_for_file(&ws.join("grandchild.pid")).await;
+    let grandchild: u32 = grandchild.trim().parse().unwrap_or_else(|e| panic!("{e}: {grandchild:?}"));
+    assert!(!process_gone(grandchild));
+    assert!(runtime.cancel(handle.request_id()));
+    let mut live = Vec::new();
+    while let Some(event) = handle.next_event().await {
+        live.push(event);
+    }
+    let response = handle.wait().await.unwrap();
+
+    assert_eq!(response.status, RunStatus::Cancelled);
+    assert!(wait_gone(child), "the tool process {child} is still running");
+    assert!(wait_gone(grandchild), "the forked grandchild {grandchild} is still running");
+    let events = common::stored(&runtime, &response).await;
+    assert_well_formed(&events);
+    assert_eq!(events.last().unwrap().type_name(), "runtime.request.cancelled", "{:?}", types(&events));
+    assert!(live.iter().any(|e| matches!(e.payload, EventPayload::RequestCancelled { .. })));
+    let record = runtime.get_run(&response.request_id).await.unwrap().unwrap();
+    assert_eq!(record.status, RunStatus::Cancelled);
+}
+
+#[tokio::test]
+async fn cancelling_during_a_model_stream_ends_the_run() {
+    let mock = MockLlm::start().await;
+    mock.push(
+        MockResponse::text(["one ", "two ", "three ", "four"]).chunk_delay(Duration::from_secs(30)),
+    );
+    let ws = common::workspace(&mock.base_url(), &[], "");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let mut handle = runtime
+        .request(RequestOptions { input: "Count slowly".into(), ..Default::default() })
+        .await
+        .unwrap();
+    // Cancel once the model round is under way.
+    while let Some(event) = handle.next_event().await {
+        if event.type_name() == "runtime.model.started" {
+            handle.cancel();
+            break;
+        }
+    }
+    // Were the stream not closed, the run would complete once the slow chunks arrived.
+    let response = handle.wait().await.unwrap();
+    assert_eq!(response.status, RunStatus::Cancelled);
+    let events = common::stored(&runtime, &response).await;
+    assert_well_formed(&events);
+}

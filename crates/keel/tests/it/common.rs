@@ -1,0 +1,121 @@
+//! Shared set-up: a temp workspace whose model points at a [`MockLlm`], and helpers to run a
+//! request and read its stored events.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use keel::types::{EventPayload, ToolSpec};
+use keel::{Event, RequestOptions, RunResponse, Runtime, Tool, ToolContext, ToolError, ToolOutput};
+use keel_test_support::TempWorkspace;
+use serde_json::{Value, json};
+
+/// A workspace with an `openai` model at `base_url`, agent `assistant` with `tools`, fast
+/// retries, and `extra_agent_spec` appended to the agent's spec (indented YAML lines).
+pub fn workspace(base_url: &str, tools: &[&str], extra_agent_spec: &str) -> TempWorkspace {
+    let ws = TempWorkspace::new();
+    ws.write(
+        "config/runtime.yaml",
+        "apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec:\n  defaultAgent: assistant\n  retry: { model: { maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 40ms } }\n",
+    );
+    ws.write(
+        "config/models.yaml",
+        format!(
+            "apiVersion: keel/v1\nkind: Model\nmetadata: {{ name: mock }}\nspec:\n  provider: openai\n  baseUrl: \"{base_url}\"\n  model: mock-model\n  timeout: 5s\n"
+        ),
+    );
+    ws.write(
+        "config/agents.yaml",
+        format!(
+            "apiVersion: keel/v1\nkind: Agent\nmetadata: {{ name: assistant }}\nspec:\n  model: mock\n  instructions: You are a test agent.\n  tools: [{}]\n{extra_agent_spec}",
+            tools.join(", ")
+        ),
+    );
+    ws.write("README.md", "# Test workspace\nHello from the README.\n");
+    ws
+}
+
+/// Runs one request to its end, returning the response and every live event.
+pub async fn run(runtime: &Runtime, input: &str) -> (RunResponse, Vec<Event>) {
+    let mut handle = runtime
+        .request(RequestOptions {
+            input: input.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut live = Vec::new();
+    while let Some(event) = handle.next_event().await {
+        live.push(event);
+    }
+    (handle.wait().await.unwrap(), live)
+}
+
+/// The stored events of a run, read back through the SDK.
+pub async fn stored(runtime: &Runtime, response: &RunResponse) -> Vec<Event> {
+    runtime.events(&response.request_id, 0).await.unwrap()
+}
+
+/// Type names of events, in order.
+pub fn types(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(Event::type_name).collect()
+}
+
+/// Asserts the stored log is dense from 1, starts with `runtime.request.started`, and ends with
+/// exactly one terminal event.
+pub fn assert_well_formed(events: &[Event]) {
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(event.seq, i as u64 + 1, "seq must be dense: {:?}", types(events));
+    }
+    assert_eq!(events.first().map(Event::type_name), Some("runtime.request.started"));
+    let terminal = events.iter().filter(|e| e.payload.is_terminal()).count();
+    assert_eq!(terminal, 1, "exactly one terminal event: {:?}", types(events));
+    assert!(events.last().unwrap().payload.is_terminal());
+}
+
+/// A Rust tool that records the arguments it is called with.
+pub struct RecordingTool {
+    spec: ToolSpec,
+    pub calls: Arc<Mutex<Vec<Value>>>,
+}
+
+impl RecordingTool {
+    /// `get_weather(city: string, required; unit: "c"|"f")`, no other properties.
+    pub fn weather() -> Self {
+        Self {
+            spec: ToolSpec {
+                name: "get_weather".into(),
+                description: "Current weather for a city.".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "city": { "type": "string" },
+                        "unit": { "enum": ["c", "f"] }
+                    },
+                    "required": ["city"],
+                    "additionalProperties": false
+                }),
+            },
+            calls: Arc::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for RecordingTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        self.calls.lock().unwrap().push(args.clone());
+        Ok(ToolOutput::json(&json!({ "city": args["city"], "sky": "sunny", "celsius": 21 })))
+    }
+}
+
+/// The error code of a failed run's terminal event.
+pub fn failure_code(events: &[Event]) -> Option<keel::types::ErrorCode> {
+    events.iter().find_map(|e| match &e.payload {
+        EventPayload::RequestFailed { error, .. } => Some(error.code),
+        _ => None,
+    })
+}

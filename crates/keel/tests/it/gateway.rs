@@ -1,0 +1,99 @@
+//! The gateway in a whole run: invalid arguments never reach the tool, the model is told
+//! exactly what was wrong, and its corrected call goes through.
+
+use std::sync::Arc;
+
+use keel::types::{EventPayload, GuardDecision};
+use keel::{Runtime, RunStatus};
+use keel_test_support::{MockLlm, MockResponse, MockToolCall};
+use serde_json::{Value, json};
+
+use crate::common::{self, RecordingTool, assert_well_formed};
+
+#[tokio::test]
+async fn invalid_arguments_are_blocked_and_the_corrected_call_succeeds() {
+    let mock = MockLlm::start().await;
+    // Round 1: wrong type for `city`, an unknown property, and an enum value not allowed.
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_bad",
+        "get_weather",
+        [r#"{"city": 42, "unit": "kelvin", "extra": true}"#],
+    )]));
+    // Round 2: the model corrects itself.
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_good",
+        "get_weather",
+        [r#"{"city": "Paris", "unit": "c"}"#],
+    )]));
+    mock.push(MockResponse::text(["Sunny, 21°C."]));
+    let ws = common::workspace(&mock.base_url(), &["get_weather"], "");
+    let tool = RecordingTool::weather();
+    let calls = tool.calls.clone();
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .tool(Arc::new(tool))
+        .build()
+        .unwrap();
+
+    let (response, _) = common::run(&runtime, "Weather in Paris?").await;
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    // The implementation only ever saw the valid call.
+    assert_eq!(*calls.lock().unwrap(), vec![json!({ "city": "Paris", "unit": "c" })]);
+
+    // The model received the structured issues as the result of the blocked call.
+    let requests = mock.requests();
+    let feedback: Value = serde_json::from_str(requests[1].last_content_of("tool").unwrap()).unwrap();
+    let issues = feedback["issues"].as_array().unwrap();
+    let paths: Vec<&str> = issues.iter().map(|i| i["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&"/city"), "{feedback}");
+    assert!(paths.contains(&"/unit"), "{feedback}");
+    assert!(paths.contains(&""), "the unknown property is reported on the object: {feedback}");
+    let city = issues.iter().find(|i| i["path"] == "/city").unwrap();
+    assert_eq!(city["expected"], "string");
+    assert_eq!(city["found"], "integer 42");
+
+    let events = common::stored(&runtime, &response).await;
+    assert_well_formed(&events);
+    let decisions: Vec<GuardDecision> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::ToolGuard { decision, .. } => Some(*decision),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(decisions, vec![GuardDecision::Blocked, GuardDecision::Accepted]);
+    let tool_starts = events
+        .iter()
+        .filter(|e| matches!(&e.payload, EventPayload::Adapter { event: keel::types::AdapterEvent::ToolStart { .. } }))
+        .count();
+    assert_eq!(tool_starts, 1, "a blocked call never starts");
+}
+
+#[tokio::test]
+async fn a_tool_outside_the_inventory_is_blocked_even_if_registered() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_1",
+        "write_file",
+        [r#"{"path": "pwned.txt", "content": "x"}"#],
+    )]));
+    mock.push(MockResponse::text(["I cannot write files."]));
+    let ws = common::workspace(&mock.base_url(), &["read_file"], "");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    let (response, _) = common::run(&runtime, "Write a file").await;
+
+    assert_eq!(response.status, RunStatus::Completed);
+    assert!(!ws.join("pwned.txt").exists());
+    let feedback = mock.requests()[1].last_content_of("tool").unwrap().to_owned();
+    assert!(feedback.contains("not available to this agent"), "{feedback}");
+    // And the model was never offered the tool.
+    let offered: Vec<String> = mock.requests()[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(offered, vec!["read_file"]);
+}

@@ -1,0 +1,107 @@
+//! Budgets and the execution contract end runs with typed finish reasons.
+
+use std::time::Duration;
+
+use keel::types::{ErrorCode, FinishReason};
+use keel::{Runtime, RunStatus};
+use keel_test_support::{MockLlm, MockResponse, MockToolCall};
+
+use crate::common::{self, assert_well_formed, types};
+
+#[tokio::test]
+async fn max_steps_ends_a_run_that_never_answers() {
+    let mock = MockLlm::start().await;
+    mock.respond_with(|_| {
+        MockResponse::tool_calls([MockToolCall::new("c", "list_dir", [r#"{"path":"."}"#])])
+    });
+    let ws = common::workspace(&mock.base_url(), &["list_dir"], "  limits: { maxSteps: 3 }\n");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    let (response, _) = common::run(&runtime, "Loop forever").await;
+
+    assert_eq!(response.status, RunStatus::Failed);
+    assert_eq!(response.finish_reason, FinishReason::MaxSteps);
+    assert_eq!(response.error.as_ref().unwrap().code, ErrorCode::MaxSteps);
+    assert_eq!(response.steps, 3);
+    assert_eq!(mock.request_count(), 3);
+    assert_well_formed(&common::stored(&runtime, &response).await);
+}
+
+#[tokio::test]
+async fn run_timeout_ends_a_slow_run() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["too late"]).delay(Duration::from_secs(5)));
+    let ws = common::workspace(&mock.base_url(), &[], "  limits: { runTimeout: 200ms }\n");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    let (response, _) = common::run(&runtime, "Hi").await;
+
+    assert_eq!(response.status, RunStatus::Failed);
+    assert_eq!(response.finish_reason, FinishReason::Timeout);
+    assert_eq!(response.error.as_ref().unwrap().code, ErrorCode::Timeout);
+    assert_well_formed(&common::stored(&runtime, &response).await);
+}
+
+#[tokio::test]
+async fn an_answer_without_the_required_tool_breaks_the_contract() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["I did not look."]));
+    let ws = common::workspace(
+        &mock.base_url(),
+        &["read_file"],
+        "  contract: { requiredTools: [read_file] }\n",
+    );
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    let (response, _) = common::run(&runtime, "Summarise the README").await;
+
+    assert_eq!(response.status, RunStatus::Failed);
+    assert_eq!(response.finish_reason, FinishReason::ContractViolation);
+    let events = common::stored(&runtime, &response).await;
+    assert_well_formed(&events);
+    let names = types(&events);
+    assert!(names.contains(&"runtime.execution.contract.failed"), "{names:?}");
+}
+
+#[tokio::test]
+async fn a_failed_required_tool_call_does_not_satisfy_the_contract() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "c",
+        "read_file",
+        [r#"{"path":"missing.md"}"#],
+    )]));
+    mock.push(MockResponse::text(["Read it."]));
+    let ws = common::workspace(
+        &mock.base_url(),
+        &["read_file"],
+        "  contract: { requiredTools: [read_file] }\n",
+    );
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    let (response, _) = common::run(&runtime, "Read missing.md").await;
+
+    assert_eq!(response.finish_reason, FinishReason::ContractViolation);
+}
+
+#[tokio::test]
+async fn the_required_tool_called_successfully_completes_the_run() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "c",
+        "read_file",
+        [r#"{"path":"README.md"}"#],
+    )]));
+    mock.push(MockResponse::text(["It says hello."]));
+    let ws = common::workspace(
+        &mock.base_url(),
+        &["read_file"],
+        "  contract: { requiredTools: [read_file] }\n",
+    );
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    let (response, _) = common::run(&runtime, "Read the README").await;
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    assert_eq!(response.finish_reason, FinishReason::Completed);
+}

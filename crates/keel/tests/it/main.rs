@@ -1,0 +1,13 @@
+//! Integration tests of the SDK: whole runs through the real parts — workspace files, the
+//! `openai` provider against a mock server speaking SSE over a socket, the gateway, built-in and
+//! command tools, and the JSONL run log.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod architecture;
+mod cancel;
+mod common;
+mod gateway;
+mod loop_budgets;
+mod openai_runs;
+mod reference_run;
+mod sdk;

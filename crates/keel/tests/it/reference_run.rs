@@ -1,0 +1,37 @@
+//! The event sequence of a reference run, snapshot-tested with ids, times and durations
+//! redacted. A change here is a change of the public event contract: review it as such.
+
+use keel::Runtime;
+use keel_test_support::{MockLlm, MockResponse, MockToolCall};
+
+use crate::common;
+
+#[tokio::test]
+async fn reference_run_event_sequence() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_1",
+        "read_file",
+        [r#"{"path":"#, r#""README.md"}"#],
+    )]));
+    mock.push(MockResponse::text(["The README ", "says hello."]));
+    let ws = common::workspace(&mock.base_url(), &["read_file"], "");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    let (response, live) = common::run(&runtime, "What does the README say?").await;
+    let stored = common::stored(&runtime, &response).await;
+
+    // Live subscribers saw exactly the stored events, plus narration derived from them.
+    let live_facts: Vec<_> = live.iter().filter(|e| !e.payload.is_derived()).cloned().collect();
+    assert_eq!(live_facts, stored);
+    assert!(live.iter().any(|e| e.type_name() == "runtime.progress.narration"));
+
+    insta::assert_json_snapshot!("reference_run", stored, {
+        "[].id" => "[id]",
+        "[].ts" => "[ts]",
+        "[].requestId" => "[requestId]",
+        "[].latencyMs" => "[ms]",
+        "[].durationMs" => "[ms]",
+        "[].event.durationMs" => "[ms]",
+    });
+}

@@ -1,0 +1,74 @@
+//! The SDK surface: a model provider and a tool written in Rust, injected through the builder.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use keel::types::{
+    BoxStream, Message, ModelError, ModelEvent, ModelRequest, ModelStopReason, ModelStream, Role,
+    Usage,
+};
+use keel::{ModelProvider, Runtime, RunStatus};
+
+use crate::common::{self, RecordingTool};
+
+/// A provider that asks for the weather once, then answers with the tool's result.
+struct WeatherModel;
+
+#[async_trait]
+impl ModelProvider for WeatherModel {
+    fn provider_name(&self) -> &str {
+        "test"
+    }
+
+    fn model_name(&self) -> &str {
+        "weather-model"
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let last: &Message = request.messages.last().expect("messages");
+        let events = match last.role {
+            Role::Tool => vec![
+                ModelEvent::TextDelta { text: format!("Tool said {}", last.content) },
+                ModelEvent::Stop { reason: ModelStopReason::Stop },
+            ],
+            _ => vec![
+                ModelEvent::ToolCallStart { index: 0, id: "c1".into(), name: "get_weather".into() },
+                ModelEvent::ToolCallArgsDelta { index: 0, delta: r#"{"city":"Oslo"}"#.into() },
+                ModelEvent::Usage { usage: Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } },
+                ModelEvent::Stop { reason: ModelStopReason::ToolCalls },
+            ],
+        };
+        let stream: BoxStream<'static, _> = Box::pin(futures_lite_iter(events));
+        Ok(stream)
+    }
+}
+
+fn futures_lite_iter(
+    events: Vec<ModelEvent>,
+) -> impl futures_core::Stream<Item = Result<ModelEvent, ModelError>> + Send {
+    futures_util::stream::iter(events.into_iter().map(Ok))
+}
+
+#[tokio::test]
+async fn injected_provider_and_tool_replace_the_workspace_ones() {
+    // The workspace's model points at a port nobody listens on: it must not be used.
+    let ws = common::workspace("http://127.0.0.1:9/v1", &["get_weather"], "");
+    let tool = RecordingTool::weather();
+    let calls = tool.calls.clone();
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .model_provider("mock", Arc::new(WeatherModel))
+        .tool(Arc::new(tool))
+        .build()
+        .unwrap();
+
+    let (response, _) = common::run(&runtime, "Weather in Oslo?").await;
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    assert!(response.output.unwrap().contains("sunny"));
+    assert_eq!(response.usage.total_tokens, 5);
+    let runs = runtime.list_requests(&Default::default()).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, RunStatus::Completed);
+}
