@@ -37,7 +37,10 @@ pub fn explain(root: &Path) -> u8 {
     match load(root) {
         Ok(ws) => {
             for entry in ws.explain() {
-                out::line(&format!("{} = {}  ({})", entry.path, entry.value, entry.origin));
+                out::line(&format!(
+                    "{} = {}  ({})",
+                    entry.path, entry.value, entry.origin
+                ));
             }
             0
         }

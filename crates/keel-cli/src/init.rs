@@ -7,11 +7,26 @@ use crate::{EXIT_FAILED, EXIT_USAGE, out};
 
 /// The template's files: path relative to the new workspace, contents.
 const FILES: &[(&str, &str)] = &[
-    ("README.md", include_str!("../../../examples/quickstart/README.md")),
-    ("config/runtime.yaml", include_str!("../../../examples/quickstart/config/runtime.yaml")),
-    ("config/models.yaml", include_str!("../../../examples/quickstart/config/models.yaml")),
-    ("config/agents.yaml", include_str!("../../../examples/quickstart/config/agents.yaml")),
-    ("config/tools.yaml", include_str!("../../../examples/quickstart/config/tools.yaml")),
+    (
+        "README.md",
+        include_str!("../../../examples/quickstart/README.md"),
+    ),
+    (
+        "config/runtime.yaml",
+        include_str!("../../../examples/quickstart/config/runtime.yaml"),
+    ),
+    (
+        "config/models.yaml",
+        include_str!("../../../examples/quickstart/config/models.yaml"),
+    ),
+    (
+        "config/agents.yaml",
+        include_str!("../../../examples/quickstart/config/agents.yaml"),
+    ),
+    (
+        "config/tools.yaml",
+        include_str!("../../../examples/quickstart/config/tools.yaml"),
+    ),
     (
         "resources/scripts/offline.yaml",
         include_str!("../../../examples/quickstart/resources/scripts/offline.yaml"),
@@ -20,7 +35,10 @@ const FILES: &[(&str, &str)] = &[
         "resources/tools/word_count.py",
         include_str!("../../../examples/quickstart/resources/tools/word_count.py"),
     ),
-    ("notes/ideas.md", include_str!("../../../examples/quickstart/notes/ideas.md")),
+    (
+        "notes/ideas.md",
+        include_str!("../../../examples/quickstart/notes/ideas.md"),
+    ),
     (".gitignore", ".keel/\n.env\n"),
 ];
 
@@ -45,6 +63,9 @@ pub fn init(dir: &Path) -> u8 {
     }
     out::line(&format!("Created a Keel workspace in {}.", dir.display()));
     out::line("It runs offline on a scripted model. Try:");
-    out::line(&format!("  keel run -w {} \"What is in this workspace?\"", dir.display()));
+    out::line(&format!(
+        "  keel run -w {} \"What is in this workspace?\"",
+        dir.display()
+    ));
     0
 }

@@ -22,7 +22,11 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_CANCELLED: u8 = 130;
 
 #[derive(Debug, Parser)]
-#[command(name = "keel", version, about = "Keel: a stable runtime for agent applications")]
+#[command(
+    name = "keel",
+    version,
+    about = "Keel: a stable runtime for agent applications"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -79,7 +83,10 @@ fn main() -> ExitCode {
         }
     };
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             out::error(&format!("cannot start the async runtime: {error}"));

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use keel::types::AdapterEvent;
-use keel::{Event, EventPayload, RequestOptions, Runtime, RunStatus};
+use keel::{Event, EventPayload, RequestOptions, RunStatus, Runtime};
 
 use crate::{EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, config, out};
 
@@ -105,7 +105,10 @@ pub async fn run(args: RunArgs) -> u8 {
         RunStatus::Cancelled => EXIT_CANCELLED,
         _ => {
             if let Some(error) = &response.error {
-                out::error(&format!("run {} failed: {}", response.request_id, error.message));
+                out::error(&format!(
+                    "run {} failed: {}",
+                    response.request_id, error.message
+                ));
             }
             EXIT_FAILED
         }
@@ -115,7 +118,8 @@ pub async fn run(args: RunArgs) -> u8 {
 fn build_filter(patterns: &[String]) -> Result<GlobSet, String> {
     let mut builder = GlobSetBuilder::new();
     for pattern in patterns {
-        let glob = Glob::new(pattern).map_err(|e| format!("invalid --events glob `{pattern}`: {e}"))?;
+        let glob =
+            Glob::new(pattern).map_err(|e| format!("invalid --events glob `{pattern}`: {e}"))?;
         builder.add(glob);
     }
     builder.build().map_err(|e| e.to_string())

@@ -44,7 +44,10 @@ pub enum RunsCommand {
 
 pub async fn runs(root: &Path, command: RunsCommand) -> u8 {
     if !root.join("config").is_dir() {
-        out::error(&format!("{} is not a Keel workspace (no config/ folder)", root.display()));
+        out::error(&format!(
+            "{} is not a Keel workspace (no config/ folder)",
+            root.display()
+        ));
         return EXIT_USAGE;
     }
     let store = match JsonlStore::open(root) {
@@ -149,7 +152,12 @@ async fn show(store: &JsonlStore, id: &RequestId, json: bool) -> CmdResult {
         out::line(&format!("ended:     {ended}"));
     }
     if let Some(reason) = run.finish_reason {
-        out::line(&format!("finish:    {}", serde_json::to_string(&reason).map_err(failed)?.trim_matches('"')));
+        out::line(&format!(
+            "finish:    {}",
+            serde_json::to_string(&reason)
+                .map_err(failed)?
+                .trim_matches('"')
+        ));
     }
     out::line(&format!("steps:     {}", run.steps));
     out::line(&format!(
@@ -165,7 +173,9 @@ async fn show(store: &JsonlStore, id: &RequestId, json: bool) -> CmdResult {
         out::line(&format!(
             "error:     {} ({})",
             error.message,
-            serde_json::to_string(&error.code).map_err(failed)?.trim_matches('"')
+            serde_json::to_string(&error.code)
+                .map_err(failed)?
+                .trim_matches('"')
         ));
     }
     Ok(())
@@ -193,30 +203,69 @@ async fn events(store: &JsonlStore, id: &RequestId, json: bool) -> CmdResult {
 fn summary(event: &Event) -> String {
     let text = match &event.payload {
         EventPayload::RequestStarted { input } => format!("input={input:?}"),
-        EventPayload::RequestCompleted { steps, usage, duration_ms, .. } => {
-            format!("steps={steps} tokens={} {duration_ms}ms", usage.total_tokens)
+        EventPayload::RequestCompleted {
+            steps,
+            usage,
+            duration_ms,
+            ..
+        } => {
+            format!(
+                "steps={steps} tokens={} {duration_ms}ms",
+                usage.total_tokens
+            )
         }
         EventPayload::RequestFailed { error, .. } => error.message.clone(),
         EventPayload::RequestCancelled { reason, .. } => reason.clone(),
-        EventPayload::ContractFailed { missing_tools } => format!("missing={}", missing_tools.join(",")),
-        EventPayload::ModelStarted { step, attempt, model, .. } => {
+        EventPayload::ContractFailed { missing_tools } => {
+            format!("missing={}", missing_tools.join(","))
+        }
+        EventPayload::ModelStarted {
+            step,
+            attempt,
+            model,
+            ..
+        } => {
             format!("step={step} attempt={attempt} model={model}")
         }
-        EventPayload::ModelCompleted { step, stop_reason, tool_calls, usage, latency_ms, .. } => format!(
+        EventPayload::ModelCompleted {
+            step,
+            stop_reason,
+            tool_calls,
+            usage,
+            latency_ms,
+            ..
+        } => format!(
             "step={step} stop={stop_reason:?} tool_calls={} tokens={} {latency_ms}ms",
             tool_calls.len(),
             usage.total_tokens
         ),
-        EventPayload::ModelRetry { attempt, error, delay_ms, .. } => {
+        EventPayload::ModelRetry {
+            attempt,
+            error,
+            delay_ms,
+            ..
+        } => {
             format!("attempt={attempt} delay={delay_ms}ms {}", error.message)
         }
-        EventPayload::ToolGuard { tool, decision, issues, .. } => {
+        EventPayload::ToolGuard {
+            tool,
+            decision,
+            issues,
+            ..
+        } => {
             format!("{tool} {decision:?} issues={}", issues.len())
         }
         EventPayload::Adapter { event } => match event {
             AdapterEvent::OutputDelta { text, .. } => format!("agent.output.delta {text:?}"),
-            AdapterEvent::ToolStart { tool, arguments, .. } => format!("agent.tool.start {tool} {arguments}"),
-            AdapterEvent::ToolResult { tool, ok, duration_ms, .. } => {
+            AdapterEvent::ToolStart {
+                tool, arguments, ..
+            } => format!("agent.tool.start {tool} {arguments}"),
+            AdapterEvent::ToolResult {
+                tool,
+                ok,
+                duration_ms,
+                ..
+            } => {
                 format!("agent.tool.result {tool} ok={ok} {duration_ms}ms")
             }
         },
@@ -226,7 +275,10 @@ fn summary(event: &Event) -> String {
 }
 
 fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     if flat.chars().count() <= max {
         return flat;
     }

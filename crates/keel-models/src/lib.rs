@@ -1,1 +1,151 @@
-//! keel-models
+//! Model providers: implementations of [`keel_types::ModelProvider`] that turn a
+//! [`keel_types::ModelRequest`] into the normalised [`keel_types::ModelEvent`] stream.
+//!
+//! - [`openai`] — Chat Completions over HTTP with SSE streaming (OpenAI and compatible
+//!   servers). Failures are classified into [`keel_types::ModelError`]; retrying is the
+//!   runtime's job, never the provider's.
+//! - [`scripted`] — a deterministic model driven by a script file, for offline runs and tests.
+//!
+//! Start at [`provider_for`], which builds the provider a workspace's `Model` document
+//! describes. This crate knows nothing of agents, tools or runs.
+
+pub mod openai;
+pub mod scripted;
+mod sse;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use keel_types::{ModelParams, ModelProvider};
+use keel_workspace::{ModelSpec, ProviderKind, Workspace};
+
+pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use scripted::ScriptedProvider;
+
+/// Why a provider could not be built from its configuration.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProviderError {
+    /// The workspace has no `Model` document with that name.
+    #[error("no model named `{0}` in the workspace")]
+    UnknownModel(String),
+    /// A field the provider needs is missing from the `Model` document.
+    #[error("model `{model}`: the {provider} provider needs `spec.{field}`")]
+    MissingField {
+        model: String,
+        provider: &'static str,
+        field: &'static str,
+    },
+    /// `apiKeyEnv` names a variable that is not set (or empty).
+    #[error("model `{model}`: the API key variable `{var}` (apiKeyEnv) is not set")]
+    MissingApiKey { model: String, var: String },
+    /// The provider kind is known but not implemented yet.
+    #[error("model `{model}`: provider `{provider}` is not supported yet")]
+    Unsupported { model: String, provider: String },
+    /// `baseUrl` is not an http(s) URL.
+    #[error("invalid base URL `{url}`: {reason}")]
+    InvalidBaseUrl { url: String, reason: String },
+    /// The API key holds characters that cannot go in an HTTP header.
+    #[error("the API key contains characters that cannot be sent in an HTTP header")]
+    InvalidApiKey,
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(String),
+    /// The script file could not be read.
+    #[error("cannot read the script {}: {message}", path.display())]
+    ScriptRead { path: PathBuf, message: String },
+    /// The script could not be parsed or has problems (all are listed).
+    #[error("invalid script {origin}: {message}")]
+    InvalidScript { origin: String, message: String },
+}
+
+/// Builds the provider of the workspace's `Model` document `model_name`.
+pub fn provider_for(
+    workspace: &Workspace,
+    model_name: &str,
+) -> Result<Arc<dyn ModelProvider>, ProviderError> {
+    let spec = workspace
+        .models
+        .get(model_name)
+        .ok_or_else(|| ProviderError::UnknownModel(model_name.to_owned()))?;
+    provider_from_spec(model_name, spec, &workspace.root, &workspace.env)
+}
+
+/// Builds a provider from one `Model` spec: `root` resolves a script path, `env` holds the
+/// variable named by `apiKeyEnv`. [`provider_for`] is this with a workspace's values.
+pub fn provider_from_spec(
+    model_name: &str,
+    spec: &ModelSpec,
+    root: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Arc<dyn ModelProvider>, ProviderError> {
+    match spec.provider {
+        ProviderKind::Openai => {
+            let model = spec.model.clone().ok_or(ProviderError::MissingField {
+                model: model_name.to_owned(),
+                provider: "openai",
+                field: "model",
+            })?;
+            let api_key = match &spec.api_key_env {
+                None => None,
+                Some(var) => Some(
+                    env.get(var)
+                        .filter(|key| !key.is_empty())
+                        .cloned()
+                        .ok_or_else(|| ProviderError::MissingApiKey {
+                            model: model_name.to_owned(),
+                            var: var.clone(),
+                        })?,
+                ),
+            };
+            let config = OpenAiConfig {
+                base_url: spec
+                    .base_url
+                    .clone()
+                    .unwrap_or_else(|| openai::DEFAULT_BASE_URL.to_owned()),
+                model,
+                api_key,
+                params: ModelParams {
+                    temperature: spec.params.temperature,
+                    max_tokens: spec.params.max_tokens,
+                },
+                timeout: spec
+                    .timeout
+                    .map_or(openai::DEFAULT_TIMEOUT, |t| t.0)
+                    .max(Duration::from_millis(1)),
+                allow_stream: spec.stream,
+            };
+            Ok(Arc::new(OpenAiProvider::new(config)?))
+        }
+        ProviderKind::Scripted => {
+            let script = spec.script.as_ref().ok_or(ProviderError::MissingField {
+                model: model_name.to_owned(),
+                provider: "scripted",
+                field: "script",
+            })?;
+            let name = spec.model.as_deref().unwrap_or(model_name);
+            Ok(Arc::new(ScriptedProvider::from_file(
+                &root.join(script),
+                name,
+            )?))
+        }
+        ProviderKind::Anthropic => Err(ProviderError::Unsupported {
+            model: model_name.to_owned(),
+            provider: "anthropic".into(),
+        }),
+    }
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, with `…` when cut.
+pub(crate) fn truncate(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}…", &text[..end]))
+}

@@ -368,7 +368,10 @@ impl AgentRun {
         let parallel = self.workspace.runtime.limits.max_parallel_tools.max(1) as usize;
         let this = &*self;
         // Futures are built up front (not in a stream closure) so the spawned run stays `Send`.
-        let calls: Vec<_> = guarded.iter().map(|verdict| this.run_tool(verdict)).collect();
+        let calls: Vec<_> = guarded
+            .iter()
+            .map(|verdict| this.run_tool(verdict))
+            .collect();
         let outcomes: Vec<Result<(Message, Option<String>), StoreError>> =
             futures_util::stream::iter(calls)
                 .buffered(parallel)
@@ -482,7 +485,10 @@ impl AgentRun {
             End::Cancelled => (
                 RunStatus::Cancelled,
                 None,
-                Some(ErrorInfo::new(ErrorCode::Cancelled, "the request was cancelled")),
+                Some(ErrorInfo::new(
+                    ErrorCode::Cancelled,
+                    "the request was cancelled",
+                )),
                 FinishReason::Cancelled,
                 EventPayload::RequestCancelled {
                     reason: "cancelled by the client".into(),

@@ -149,7 +149,12 @@ impl Kernel {
         let Some(agent) = workspace.agents.get(&agent_name).cloned() else {
             return Err(RuntimeError::UnknownAgent {
                 name: agent_name,
-                available: workspace.agents.keys().cloned().collect::<Vec<_>>().join(", "),
+                available: workspace
+                    .agents
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         };
         let provider = match self.inner.parts.models.get(&agent.model) {

@@ -28,7 +28,10 @@ impl Narrator {
         }
         let line = match &event.payload {
             EventPayload::RequestStarted { .. } => {
-                format!("Started {} with agent {}.", event.request_id, event.agent_id)
+                format!(
+                    "Started {} with agent {}.",
+                    event.request_id, event.agent_id
+                )
             }
             EventPayload::ModelStarted {
                 step,
@@ -76,9 +79,10 @@ impl Narrator {
                 format!("Gateway {decision:?} the call to {tool}.").to_lowercase()
             }
             EventPayload::Adapter {
-                event: AdapterEvent::ToolStart {
-                    tool, arguments, ..
-                },
+                event:
+                    AdapterEvent::ToolStart {
+                        tool, arguments, ..
+                    },
             } => format!("Running {tool} {}…", short(&arguments.to_string(), 80)),
             EventPayload::Adapter {
                 event:

@@ -66,7 +66,8 @@ impl JsonlStore {
         let dir = self.run_dir(&run.request_id);
         let path = dir.join(RUN_FILE);
         let tmp = dir.join(".run.json.tmp");
-        let bytes = serde_json::to_vec_pretty(run).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let bytes =
+            serde_json::to_vec_pretty(run).map_err(|e| StoreError::Invalid(e.to_string()))?;
         fs::write(&tmp, bytes).map_err(|e| io_error(&tmp, &e))?;
         fs::rename(&tmp, &path).map_err(|e| io_error(&path, &e))
     }

@@ -1,1 +1,22 @@
-//! keel-test-support
+//! Shared fakes for the tests of every Keel crate:
+//!
+//! - [`MockLlm`] — an OpenAI-compatible Chat Completions server on loopback, answering from a
+//!   queue of [`MockResponse`]s (streamed text, tool calls split into pieces, usage, HTTP
+//!   errors, malformed or cut streams, delays) and recording every request.
+//! - [`TempWorkspace`] — a temporary folder with a `write` helper.
+//!
+//! The `keel-mock-llm` binary (in `src/bin`) is a separate, stateless and fast mock for
+//! benchmarks; it shares no code with [`MockLlm`] on purpose, so its hot path stays tiny.
+
+// Test support panics on failed *set-up* (a port that cannot be bound, a temp file that cannot
+// be written): the test cannot continue and the panic points at its line. Request handling
+// never panics.
+#![allow(clippy::panic)]
+
+mod mock_llm;
+mod mock_response;
+mod temp_workspace;
+
+pub use mock_llm::{MockLlm, RecordedRequest, Responder};
+pub use mock_response::{MOCK_COMPLETION_ID, MOCK_MODEL, MockResponse, MockSse, MockToolCall};
+pub use temp_workspace::TempWorkspace;

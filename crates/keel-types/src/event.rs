@@ -189,7 +189,9 @@ impl EventPayload {
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
-            Self::RequestCompleted { .. } | Self::RequestFailed { .. } | Self::RequestCancelled { .. }
+            Self::RequestCompleted { .. }
+                | Self::RequestFailed { .. }
+                | Self::RequestCancelled { .. }
         )
     }
 }

@@ -27,7 +27,9 @@ pub use run::{ErrorCode, ErrorInfo, FinishReason, RunRecord, RunStatus};
 pub fn now_rfc3339() -> String {
     let now = time::OffsetDateTime::now_utc();
     let ms = now.millisecond();
-    let now = now.replace_nanosecond(u32::from(ms) * 1_000_000).unwrap_or(now);
+    let now = now
+        .replace_nanosecond(u32::from(ms) * 1_000_000)
+        .unwrap_or(now);
     now.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
 }

@@ -77,9 +77,10 @@ impl ModelError {
             Self::BadRequest { .. } => ErrorCode::ModelBadRequest,
             Self::ContextLength(_) => ErrorCode::ModelContextLength,
             Self::MalformedStream(_) => ErrorCode::ModelMalformedStream,
-            Self::Connect(_) | Self::Timeout(_) | Self::RateLimited { .. } | Self::Server { .. } => {
-                ErrorCode::ModelUnavailable
-            }
+            Self::Connect(_)
+            | Self::Timeout(_)
+            | Self::RateLimited { .. }
+            | Self::Server { .. } => ErrorCode::ModelUnavailable,
         }
     }
 }

@@ -2,11 +2,23 @@
 //! environment, validates every document and compiles the result into an immutable
 //! [`Workspace`]. Every problem is reported at once as a located [`Diagnostic`].
 //!
-//! Start reading at [`Workspace::load_with`].
+//! Start reading at [`Workspace::load_with`]; the pipeline is in `load.rs`, and each stage has
+//! its own module: `yaml` (located YAML tree), `documents` (envelopes, identity, overlay
+//! merge), `env` and `interpolate`, `validate` (JSON Schema → diagnostics), `checks`
+//! (references between documents) and `explain`.
 
+mod checks;
+mod documents;
+mod env;
+mod explain;
+mod interpolate;
+mod load;
 pub mod spec;
+mod suggest;
+mod validate;
+mod yaml;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -39,6 +51,9 @@ pub struct LoadOptions {
     pub overlays: Vec<PathBuf>,
     /// Environment variables (they win over `.env`).
     pub env: BTreeMap<String, String>,
+    /// Tools the embedding program implements in code: agents may list them without a
+    /// `Tool` document.
+    pub provided_tools: BTreeSet<String>,
 }
 
 impl LoadOptions {
@@ -55,7 +70,11 @@ impl LoadOptions {
                     .collect()
             })
             .unwrap_or_default();
-        Self { overlays, env }
+        Self {
+            overlays,
+            env,
+            provided_tools: BTreeSet::new(),
+        }
     }
 }
 
@@ -158,12 +177,13 @@ impl Workspace {
     }
 
     /// Loads the workspace at `root`.
+    ///
+    /// Reads `config/**/*.yaml` (and `*.yml`) in path order, then every overlay in order;
+    /// interpolates `${VAR}` from `.env` and `options.env`; validates every document and the
+    /// references between them. All problems are returned together in
+    /// [`LoadError::Invalid`], sorted by file, line and column.
     pub fn load_with(root: &Path, options: &LoadOptions) -> Result<Self, LoadError> {
-        let _ = options;
-        Err(LoadError::NotAWorkspace {
-            path: root.to_path_buf(),
-            reason: "loading is not implemented yet".into(),
-        })
+        load::load(root, options)
     }
 
     /// Every effective field with its origin, in document order.
@@ -181,5 +201,30 @@ impl Workspace {
             return self.agents.keys().next().map(String::as_str);
         }
         None
+    }
+}
+
+/// Parses one YAML document into JSON with the same rules as workspace files (YAML 1.2 core
+/// schema; quoted scalars are strings; anchors and aliases allowed). An empty text is `null`.
+/// `file` is only used to name the file in the diagnostic.
+pub fn parse_yaml_value(text: &str, file: &Path) -> Result<Value, Diagnostic> {
+    let source = std::sync::Arc::new(yaml::Source {
+        file: file.to_path_buf(),
+        overlay: false,
+    });
+    let parsed = yaml::parse_documents(text, &source);
+    if let Some(first) = parsed.errors.into_iter().min_by_key(|d| (d.line, d.column)) {
+        return Err(first);
+    }
+    match parsed.documents.as_slice() {
+        [] => Ok(Value::Null),
+        [document] => Ok(document.to_json()),
+        [_, second, ..] => Err(second.loc.error(
+            format!(
+                "expected one YAML document, found {}",
+                parsed.documents.len()
+            ),
+            Some("remove the `---` separators".into()),
+        )),
     }
 }

@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 pub use keel_runtime::{RequestOptions, RunHandle, RunResponse, RuntimeError};
 pub use keel_types::{
-    self as types, Event, EventPayload, ModelProvider, RequestId, RunFilter, RunRecord,
-    RunStatus, RunStore, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    self as types, Event, EventPayload, ModelProvider, RequestId, RunFilter, RunRecord, RunStatus,
+    RunStore, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
@@ -86,7 +86,11 @@ impl RuntimeBuilder {
 
     /// Uses `provider` for the workspace's `Model` document named `model`, instead of building
     /// one from the document.
-    pub fn model_provider(mut self, model: impl Into<String>, provider: Arc<dyn ModelProvider>) -> Self {
+    pub fn model_provider(
+        mut self,
+        model: impl Into<String>,
+        provider: Arc<dyn ModelProvider>,
+    ) -> Self {
         self.models.insert(model.into(), provider);
         self
     }
@@ -110,7 +114,11 @@ impl RuntimeBuilder {
         let workspace = match (self.workspace, self.root) {
             (Some(workspace), _) => workspace,
             (None, Some(root)) => {
-                let options = self.options.unwrap_or_else(LoadOptions::from_process_env);
+                let mut options = self.options.unwrap_or_else(LoadOptions::from_process_env);
+                // Agents may list the tools this program injects.
+                options
+                    .provided_tools
+                    .extend(self.tools.iter().map(|t| t.spec().name.clone()));
                 Workspace::load_with(&root, &options)?
             }
             (None, None) => {

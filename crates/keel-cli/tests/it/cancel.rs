@@ -13,7 +13,10 @@ use crate::common::{keel, run, stdout};
 fn process_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
     }
 }
 
@@ -26,13 +29,22 @@ fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
 }
 
 fn read_pid(path: &Path) -> Option<u32> {
-    std::fs::read_to_string(path).ok().filter(|t| t.ends_with('\n'))?.trim().parse().ok()
+    std::fs::read_to_string(path)
+        .ok()
+        .filter(|t| t.ends_with('\n'))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigint_cancels_the_run_and_kills_tool_processes() {
     let mock = MockLlm::start().await;
-    mock.push(MockResponse::tool_calls([MockToolCall::new("c1", "slow", ["{}"])]));
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "c1",
+        "slow",
+        ["{}"],
+    )]));
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
     std::fs::create_dir_all(ws.join("config")).unwrap();
@@ -72,7 +84,10 @@ spec: {{ model: mock, tools: [slow] }}
     let mut pids = (0, 0);
     tokio::task::block_in_place(|| {
         wait_until("the tool to start", || {
-            match (read_pid(&ws.join("child.pid")), read_pid(&ws.join("grandchild.pid"))) {
+            match (
+                read_pid(&ws.join("child.pid")),
+                read_pid(&ws.join("grandchild.pid")),
+            ) {
                 (Some(c), Some(g)) => {
                     pids = (c, g);
                     true
@@ -81,7 +96,10 @@ spec: {{ model: mock, tools: [slow] }}
             }
         });
     });
-    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     let exit = tokio::task::block_in_place(|| child.wait().unwrap());
 
@@ -93,7 +111,14 @@ spec: {{ model: mock, tools: [slow] }}
     let listed = run(&["runs", "list", "-w", ws.to_str().unwrap(), "--json"]);
     let record: Value = serde_json::from_str(stdout(&listed).lines().next().unwrap()).unwrap();
     assert_eq!(record["status"], "cancelled");
-    let events = run(&["runs", "events", "-w", ws.to_str().unwrap(), record["requestId"].as_str().unwrap(), "--json"]);
+    let events = run(&[
+        "runs",
+        "events",
+        "-w",
+        ws.to_str().unwrap(),
+        record["requestId"].as_str().unwrap(),
+        "--json",
+    ]);
     let last: Value = serde_json::from_str(stdout(&events).lines().last().unwrap()).unwrap();
     assert_eq!(last["type"], "runtime.request.cancelled");
 }

@@ -14,21 +14,30 @@ fn quickstart_runs_offline_and_its_events_can_be_listed() {
     assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
     let answer = stdout(&output);
     assert!(answer.contains("This workspace holds"), "{answer}");
-    assert!(answer.contains("Ship the quickstart"), "the answer quotes the file it read: {answer}");
+    assert!(
+        answer.contains("Ship the quickstart"),
+        "the answer quotes the file it read: {answer}"
+    );
     let narration = stderr(&output);
     assert!(narration.contains("Running list_dir"), "{narration}");
     assert!(narration.contains("Running read_file"), "{narration}");
 
     let listed = run(&["runs", "list", "-w", ws, "--json"]);
     assert_eq!(listed.status.code(), Some(0));
-    let runs: Vec<Value> = stdout(&listed).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let runs: Vec<Value> = stdout(&listed)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["status"], "completed");
     let id = runs[0]["requestId"].as_str().unwrap();
 
     let events = run(&["runs", "events", "-w", ws, id, "--json"]);
     assert_eq!(events.status.code(), Some(0));
-    let events: Vec<Value> = stdout(&events).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events: Vec<Value> = stdout(&events)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(events.first().unwrap()["type"], "runtime.request.started");
     assert_eq!(events.last().unwrap()["type"], "runtime.request.completed");
     for (i, event) in events.iter().enumerate() {
@@ -43,8 +52,20 @@ fn quickstart_runs_offline_and_its_events_can_be_listed() {
 
     let table = run(&["runs", "events", "-w", ws, id]);
     let table = stdout(&table);
-    assert!(table.lines().next().unwrap().contains("runtime.request.started"));
-    assert!(table.lines().last().unwrap().contains("runtime.request.completed"));
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .contains("runtime.request.started")
+    );
+    assert!(
+        table
+            .lines()
+            .last()
+            .unwrap()
+            .contains("runtime.request.completed")
+    );
 
     let shown = run(&["runs", "show", "-w", ws, id]);
     assert!(stdout(&shown).contains("status:    completed"));
@@ -54,24 +75,52 @@ fn quickstart_runs_offline_and_its_events_can_be_listed() {
 fn quickstart_command_tool_runs_through_python() {
     let dir = tempfile::tempdir().unwrap();
     copy_tree(&quickstart_dir(), dir.path());
-    let output = run(&["run", "-w", dir.path().to_str().unwrap(), "Count the words in my notes"]);
+    let output = run(&[
+        "run",
+        "-w",
+        dir.path().to_str().unwrap(),
+        "Count the words in my notes",
+    ]);
     assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
-    assert!(stdout(&output).contains("\"words\":"), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("\"words\":"),
+        "{}",
+        stdout(&output)
+    );
 }
 
 #[test]
 fn json_mode_prints_one_event_per_line() {
     let dir = tempfile::tempdir().unwrap();
     copy_tree(&quickstart_dir(), dir.path());
-    let output = run(&["run", "-w", dir.path().to_str().unwrap(), "--json", "What is here?"]);
+    let output = run(&[
+        "run",
+        "-w",
+        dir.path().to_str().unwrap(),
+        "--json",
+        "What is here?",
+    ]);
     assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
-    let events: Vec<Value> = stdout(&output).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(events.first().unwrap()["type"], "runtime.request.started");
-    assert!(events.iter().any(|e| e["type"] == "runtime.progress.narration"));
-    let facts: Vec<&Value> = events.iter().filter(|e| e["type"] != "runtime.progress.narration").collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "runtime.progress.narration")
+    );
+    let facts: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] != "runtime.progress.narration")
+        .collect();
     assert_eq!(facts.last().unwrap()["type"], "runtime.request.completed");
     // Narration is derived: it names the event it describes.
-    let narration = events.iter().find(|e| e["type"] == "runtime.progress.narration").unwrap();
+    let narration = events
+        .iter()
+        .find(|e| e["type"] == "runtime.progress.narration")
+        .unwrap();
     let source = narration["sourceEventIds"][0].as_str().unwrap();
     assert!(facts.iter().any(|e| e["id"] == source));
 }
@@ -98,7 +147,11 @@ fn usage_errors_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let missing = run(&["run", "-w", dir.path().to_str().unwrap(), "hi"]);
     assert_eq!(missing.status.code(), Some(2));
-    assert!(stderr(&missing).contains("not a Keel workspace"), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("not a Keel workspace"),
+        "{}",
+        stderr(&missing)
+    );
 }
 
 #[test]
@@ -113,5 +166,9 @@ fn a_failed_run_exits_1() {
     .unwrap();
     let output = run(&["run", "-w", dir.path().to_str().unwrap(), "Hi"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    assert!(stderr(&output).contains("execution contract violated"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("execution contract violated"),
+        "{}",
+        stderr(&output)
+    );
 }

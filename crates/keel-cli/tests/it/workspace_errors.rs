@@ -17,8 +17,11 @@ fn broken_workspace_reports_all_errors_and_exits_2() {
         "apiVersion: keel/v1\nkind: Model\nmetadata: { name: default }\nspec:\n  provider: openai\n  model: gpt-4o-mini\n  baseUrl: \"${KEEL_TEST_SURELY_UNSET_VAR}\"\n",
     )
     .unwrap();
-    std::fs::write(config.join("tools.yaml"), "apiVersion: keel/v1\nkind: Tool\nmetadata: { name: get_weather\nspec: {}\n")
-        .unwrap();
+    std::fs::write(
+        config.join("tools.yaml"),
+        "apiVersion: keel/v1\nkind: Tool\nmetadata: { name: get_weather\nspec: {}\n",
+    )
+    .unwrap();
 
     let output = run(&["validate", "-w", dir.path().to_str().unwrap()]);
 

@@ -114,7 +114,10 @@ async fn json_round_trip_through_python() {
         ws.path(),
     );
     // python3 is a documented requirement of the test suite (.ci/run checks for it).
-    let out = tool.call(&ctx(ws.path()), json!({"x": 2, "y": 40})).await.unwrap();
+    let out = tool
+        .call(&ctx(ws.path()), json!({"x": 2, "y": 40}))
+        .await
+        .unwrap();
     assert_eq!(out.content, r#"{"sum":42}"#);
 }
 

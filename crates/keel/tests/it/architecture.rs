@@ -13,11 +13,22 @@ fn graph() -> HashMap<String, Vec<String>> {
     // Only this platform's packages: they are the ones the build downloaded, so this works
     // offline.
     let output = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--offline", "--filter-platform", &host_triple()])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--filter-platform",
+            &host_triple(),
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata runs");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let meta: Value = serde_json::from_slice(&output.stdout).unwrap();
     let names: HashMap<&str, &str> = meta["packages"]
         .as_array()
@@ -48,7 +59,10 @@ fn graph() -> HashMap<String, Vec<String>> {
 
 fn host_triple() -> String {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let output = Command::new(rustc).arg("-vV").output().expect("rustc -vV runs");
+    let output = Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV runs");
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("host: "))
@@ -70,10 +84,18 @@ fn closure(graph: &HashMap<String, Vec<String>>, root: &str) -> BTreeSet<String>
     seen
 }
 
-fn assert_forbidden(graph: &HashMap<String, Vec<String>>, krate: &str, forbidden: &[&str], why: &str) {
+fn assert_forbidden(
+    graph: &HashMap<String, Vec<String>>,
+    krate: &str,
+    forbidden: &[&str],
+    why: &str,
+) {
     let deps = closure(graph, krate);
     let found: Vec<_> = forbidden.iter().filter(|f| deps.contains(**f)).collect();
-    assert!(found.is_empty(), "{krate} must not depend on {found:?}: {why}");
+    assert!(
+        found.is_empty(),
+        "{krate} must not depend on {found:?}: {why}"
+    );
 }
 
 #[test]
@@ -83,8 +105,16 @@ fn types_crate_stays_dependency_light() {
         &g,
         "keel-types",
         &[
-            "tokio", "reqwest", "hyper", "axum", "sqlx", "rusqlite", "libsqlite3-sys",
-            "tokio-postgres", "keel-workspace", "keel-runtime",
+            "tokio",
+            "reqwest",
+            "hyper",
+            "axum",
+            "sqlx",
+            "rusqlite",
+            "libsqlite3-sys",
+            "tokio-postgres",
+            "keel-workspace",
+            "keel-runtime",
         ],
         "the types crate is the shared vocabulary: serde and ids only, no runtime, HTTP or database",
     );
@@ -96,7 +126,16 @@ fn kernel_knows_no_surface_and_no_concrete_provider() {
     assert_forbidden(
         &g,
         "keel-runtime",
-        &["keel-cli", "clap", "axum", "hyper", "reqwest", "keel-models", "keel-store", "keel"],
+        &[
+            "keel-cli",
+            "clap",
+            "axum",
+            "hyper",
+            "reqwest",
+            "keel-models",
+            "keel-store",
+            "keel",
+        ],
         "the kernel depends on ports; surfaces and concrete providers and stores depend on it",
     );
 }
@@ -120,7 +159,10 @@ fn the_graph_is_read_correctly() {
     let g = graph();
     let cli = closure(&g, "keel-cli");
     for expected in ["keel", "keel-runtime", "keel-types", "tokio", "clap"] {
-        assert!(cli.contains(expected), "keel-cli should depend on {expected}");
+        assert!(
+            cli.contains(expected),
+            "keel-cli should depend on {expected}"
+        );
     }
     assert!(closure(&g, "keel-models").contains("reqwest"));
 }

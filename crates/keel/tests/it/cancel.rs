@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use keel::types::EventPayload;
-use keel::{RequestOptions, Runtime, RunStatus};
+use keel::{RequestOptions, RunStatus, Runtime};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 
 use crate::common::{self, assert_well_formed, types};
@@ -42,7 +42,11 @@ pub async fn wait_for_file(path: &Path) -> String {
         {
             return text;
         }
-        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -62,18 +66,32 @@ spec:
 #[tokio::test]
 async fn cancelling_during_a_tool_kills_its_process_group() {
     let mock = MockLlm::start().await;
-    mock.push(MockResponse::tool_calls([MockToolCall::new("c", "slow", ["{}"])]));
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "c",
+        "slow",
+        ["{}"],
+    )]));
     let ws = common::workspace(&mock.base_url(), &["slow"], "");
     ws.write("config/tools.yaml", SLOW_TOOL);
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let mut handle = runtime
-        .request(RequestOptions { input: "Be slow".into(), ..Default::default() })
+        .request(RequestOptions {
+            input: "Be slow".into(),
+            ..Default::default()
+        })
         .await
         .unwrap();
 
-    let child: u32 = wait_for_file(&ws.join("child.pid")).await.trim().parse().unwrap();
+    let child: u32 = wait_for_file(&ws.join("child.pid"))
+        .await
+        .trim()
+        .parse()
+        .unwrap();
     let grandchild = wait_for_file(&ws.join("grandchild.pid")).await;
-    let grandchild: u32 = grandchild.trim().parse().unwrap_or_else(|e| panic!("{e}: {grandchild:?}"));
+    let grandchild: u32 = grandchild
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {grandchild:?}"));
     assert!(!process_gone(grandchild));
     assert!(runtime.cancel(handle.request_id()));
     let mut live = Vec::new();
@@ -83,13 +101,31 @@ async fn cancelling_during_a_tool_kills_its_process_group() {
     let response = handle.wait().await.unwrap();
 
     assert_eq!(response.status, RunStatus::Cancelled);
-    assert!(wait_gone(child), "the tool process {child} is still running");
-    assert!(wait_gone(grandchild), "the forked grandchild {grandchild} is still running");
+    assert!(
+        wait_gone(child),
+        "the tool process {child} is still running"
+    );
+    assert!(
+        wait_gone(grandchild),
+        "the forked grandchild {grandchild} is still running"
+    );
     let events = common::stored(&runtime, &response).await;
     assert_well_formed(&events);
-    assert_eq!(events.last().unwrap().type_name(), "runtime.request.cancelled", "{:?}", types(&events));
-    assert!(live.iter().any(|e| matches!(e.payload, EventPayload::RequestCancelled { .. })));
-    let record = runtime.get_run(&response.request_id).await.unwrap().unwrap();
+    assert_eq!(
+        events.last().unwrap().type_name(),
+        "runtime.request.cancelled",
+        "{:?}",
+        types(&events)
+    );
+    assert!(
+        live.iter()
+            .any(|e| matches!(e.payload, EventPayload::RequestCancelled { .. }))
+    );
+    let record = runtime
+        .get_run(&response.request_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.status, RunStatus::Cancelled);
 }
 
@@ -102,7 +138,10 @@ async fn cancelling_during_a_model_stream_ends_the_run() {
     let ws = common::workspace(&mock.base_url(), &[], "");
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let mut handle = runtime
-        .request(RequestOptions { input: "Count slowly".into(), ..Default::default() })
+        .request(RequestOptions {
+            input: "Count slowly".into(),
+            ..Default::default()
+        })
         .await
         .unwrap();
     // Cancel once the model round is under way.

@@ -64,11 +64,24 @@ pub fn types(events: &[Event]) -> Vec<&'static str> {
 /// exactly one terminal event.
 pub fn assert_well_formed(events: &[Event]) {
     for (i, event) in events.iter().enumerate() {
-        assert_eq!(event.seq, i as u64 + 1, "seq must be dense: {:?}", types(events));
+        assert_eq!(
+            event.seq,
+            i as u64 + 1,
+            "seq must be dense: {:?}",
+            types(events)
+        );
     }
-    assert_eq!(events.first().map(Event::type_name), Some("runtime.request.started"));
+    assert_eq!(
+        events.first().map(Event::type_name),
+        Some("runtime.request.started")
+    );
     let terminal = events.iter().filter(|e| e.payload.is_terminal()).count();
-    assert_eq!(terminal, 1, "exactly one terminal event: {:?}", types(events));
+    assert_eq!(
+        terminal,
+        1,
+        "exactly one terminal event: {:?}",
+        types(events)
+    );
     assert!(events.last().unwrap().payload.is_terminal());
 }
 
@@ -108,7 +121,9 @@ impl Tool for RecordingTool {
 
     async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         self.calls.lock().unwrap().push(args.clone());
-        Ok(ToolOutput::json(&json!({ "city": args["city"], "sky": "sunny", "celsius": 21 })))
+        Ok(ToolOutput::json(
+            &json!({ "city": args["city"], "sky": "sunny", "celsius": 21 }),
+        ))
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use keel::types::{EventPayload, GuardDecision};
-use keel::{Runtime, RunStatus};
+use keel::{RunStatus, Runtime};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 use serde_json::{Value, json};
 
@@ -39,16 +39,23 @@ async fn invalid_arguments_are_blocked_and_the_corrected_call_succeeds() {
 
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
     // The implementation only ever saw the valid call.
-    assert_eq!(*calls.lock().unwrap(), vec![json!({ "city": "Paris", "unit": "c" })]);
+    assert_eq!(
+        *calls.lock().unwrap(),
+        vec![json!({ "city": "Paris", "unit": "c" })]
+    );
 
     // The model received the structured issues as the result of the blocked call.
     let requests = mock.requests();
-    let feedback: Value = serde_json::from_str(requests[1].last_content_of("tool").unwrap()).unwrap();
+    let feedback: Value =
+        serde_json::from_str(requests[1].last_content_of("tool").unwrap()).unwrap();
     let issues = feedback["issues"].as_array().unwrap();
     let paths: Vec<&str> = issues.iter().map(|i| i["path"].as_str().unwrap()).collect();
     assert!(paths.contains(&"/city"), "{feedback}");
     assert!(paths.contains(&"/unit"), "{feedback}");
-    assert!(paths.contains(&""), "the unknown property is reported on the object: {feedback}");
+    assert!(
+        paths.contains(&""),
+        "the unknown property is reported on the object: {feedback}"
+    );
     let city = issues.iter().find(|i| i["path"] == "/city").unwrap();
     assert_eq!(city["expected"], "string");
     assert_eq!(city["found"], "integer 42");
@@ -62,10 +69,20 @@ async fn invalid_arguments_are_blocked_and_the_corrected_call_succeeds() {
             _ => None,
         })
         .collect();
-    assert_eq!(decisions, vec![GuardDecision::Blocked, GuardDecision::Accepted]);
+    assert_eq!(
+        decisions,
+        vec![GuardDecision::Blocked, GuardDecision::Accepted]
+    );
     let tool_starts = events
         .iter()
-        .filter(|e| matches!(&e.payload, EventPayload::Adapter { event: keel::types::AdapterEvent::ToolStart { .. } }))
+        .filter(|e| {
+            matches!(
+                &e.payload,
+                EventPayload::Adapter {
+                    event: keel::types::AdapterEvent::ToolStart { .. }
+                }
+            )
+        })
         .count();
     assert_eq!(tool_starts, 1, "a blocked call never starts");
 }
@@ -86,8 +103,14 @@ async fn a_tool_outside_the_inventory_is_blocked_even_if_registered() {
 
     assert_eq!(response.status, RunStatus::Completed);
     assert!(!ws.join("pwned.txt").exists());
-    let feedback = mock.requests()[1].last_content_of("tool").unwrap().to_owned();
-    assert!(feedback.contains("not available to this agent"), "{feedback}");
+    let feedback = mock.requests()[1]
+        .last_content_of("tool")
+        .unwrap()
+        .to_owned();
+    assert!(
+        feedback.contains("not available to this agent"),
+        "{feedback}"
+    );
     // And the model was never offered the tool.
     let offered: Vec<String> = mock.requests()[0].body["tools"]
         .as_array()

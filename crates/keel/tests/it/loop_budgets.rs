@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use keel::types::{ErrorCode, FinishReason};
-use keel::{Runtime, RunStatus};
+use keel::{RunStatus, Runtime};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 
 use crate::common::{self, assert_well_formed, types};
@@ -14,7 +14,11 @@ async fn max_steps_ends_a_run_that_never_answers() {
     mock.respond_with(|_| {
         MockResponse::tool_calls([MockToolCall::new("c", "list_dir", [r#"{"path":"."}"#])])
     });
-    let ws = common::workspace(&mock.base_url(), &["list_dir"], "  limits: { maxSteps: 3 }\n");
+    let ws = common::workspace(
+        &mock.base_url(),
+        &["list_dir"],
+        "  limits: { maxSteps: 3 }\n",
+    );
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
 
     let (response, _) = common::run(&runtime, "Loop forever").await;
@@ -60,7 +64,10 @@ async fn an_answer_without_the_required_tool_breaks_the_contract() {
     let events = common::stored(&runtime, &response).await;
     assert_well_formed(&events);
     let names = types(&events);
-    assert!(names.contains(&"runtime.execution.contract.failed"), "{names:?}");
+    assert!(
+        names.contains(&"runtime.execution.contract.failed"),
+        "{names:?}"
+    );
 }
 
 #[tokio::test]

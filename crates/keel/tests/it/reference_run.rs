@@ -22,9 +22,16 @@ async fn reference_run_event_sequence() {
     let stored = common::stored(&runtime, &response).await;
 
     // Live subscribers saw exactly the stored events, plus narration derived from them.
-    let live_facts: Vec<_> = live.iter().filter(|e| !e.payload.is_derived()).cloned().collect();
+    let live_facts: Vec<_> = live
+        .iter()
+        .filter(|e| !e.payload.is_derived())
+        .cloned()
+        .collect();
     assert_eq!(live_facts, stored);
-    assert!(live.iter().any(|e| e.type_name() == "runtime.progress.narration"));
+    assert!(
+        live.iter()
+            .any(|e| e.type_name() == "runtime.progress.narration")
+    );
 
     insta::assert_json_snapshot!("reference_run", stored, {
         "[].id" => "[id]",

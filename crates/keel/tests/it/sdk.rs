@@ -7,7 +7,7 @@ use keel::types::{
     BoxStream, Message, ModelError, ModelEvent, ModelRequest, ModelStopReason, ModelStream, Role,
     Usage,
 };
-use keel::{ModelProvider, Runtime, RunStatus};
+use keel::{ModelProvider, RunStatus, Runtime};
 
 use crate::common::{self, RecordingTool};
 
@@ -28,14 +28,33 @@ impl ModelProvider for WeatherModel {
         let last: &Message = request.messages.last().expect("messages");
         let events = match last.role {
             Role::Tool => vec![
-                ModelEvent::TextDelta { text: format!("Tool said {}", last.content) },
-                ModelEvent::Stop { reason: ModelStopReason::Stop },
+                ModelEvent::TextDelta {
+                    text: format!("Tool said {}", last.content),
+                },
+                ModelEvent::Stop {
+                    reason: ModelStopReason::Stop,
+                },
             ],
             _ => vec![
-                ModelEvent::ToolCallStart { index: 0, id: "c1".into(), name: "get_weather".into() },
-                ModelEvent::ToolCallArgsDelta { index: 0, delta: r#"{"city":"Oslo"}"#.into() },
-                ModelEvent::Usage { usage: Usage { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } },
-                ModelEvent::Stop { reason: ModelStopReason::ToolCalls },
+                ModelEvent::ToolCallStart {
+                    index: 0,
+                    id: "c1".into(),
+                    name: "get_weather".into(),
+                },
+                ModelEvent::ToolCallArgsDelta {
+                    index: 0,
+                    delta: r#"{"city":"Oslo"}"#.into(),
+                },
+                ModelEvent::Usage {
+                    usage: Usage {
+                        prompt_tokens: 3,
+                        completion_tokens: 2,
+                        total_tokens: 5,
+                    },
+                },
+                ModelEvent::Stop {
+                    reason: ModelStopReason::ToolCalls,
+                },
             ],
         };
         let stream: BoxStream<'static, _> = Box::pin(futures_lite_iter(events));

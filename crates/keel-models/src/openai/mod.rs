@@ -1,0 +1,407 @@
+//! The `openai` provider: Chat Completions over HTTP, for OpenAI and every compatible server
+//! (Ollama, vLLM, llama.cpp, LM Studio, …).
+//!
+//! Start at [`OpenAiProvider`]. A round is one `POST {base_url}/chat/completions`; streamed
+//! answers are decoded incrementally (`sse::SseDecoder` then `decode::ChunkDecoder`), whole
+//! answers are decoded at once (`decode::completion_events`), and both yield the same
+//! [`ModelEvent`] sequence. Failures are classified in `http_error`, the one table from HTTP
+//! status to [`ModelError`]. The provider never retries: the runtime does, using that
+//! classification.
+
+mod decode;
+mod http_error;
+mod wire;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::stream;
+use keel_types::{ModelError, ModelEvent, ModelParams, ModelProvider, ModelRequest, ModelStream};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use tracing::debug;
+
+use crate::ProviderError;
+use crate::sse::SseDecoder;
+use decode::ChunkDecoder;
+
+/// The endpoint used when a `Model` document names none.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Connect timeout and longest silence between two chunks, when none is configured.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Largest answer (whole completion, or one SSE event) accepted.
+const MAX_ANSWER_BYTES: usize = 32 << 20;
+/// Largest error body read.
+const MAX_ERROR_BYTES: usize = 64 << 10;
+/// After `[DONE]`, how long to wait for the body's end so the connection can be reused.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// How to reach an OpenAI-compatible endpoint.
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// API base, e.g. `https://api.openai.com/v1`; `/chat/completions` is appended.
+    pub base_url: String,
+    /// The `model` sent in each request.
+    pub model: String,
+    /// Sent as `Authorization: Bearer …` when present.
+    pub api_key: Option<String>,
+    /// Defaults for sampling; a request's own values win field by field.
+    pub params: ModelParams,
+    /// Connect timeout, and the longest wait for the response head or between two chunks.
+    pub timeout: Duration,
+    /// When false, answers are always requested whole, even if a request asks to stream (for
+    /// servers without SSE support).
+    pub allow_stream: bool,
+}
+
+impl OpenAiConfig {
+    /// The default endpoint and timeout, no key, streaming allowed.
+    pub fn new(model: impl Into<String>) -> Self {
+        Self {
+            base_url: DEFAULT_BASE_URL.into(),
+            model: model.into(),
+            api_key: None,
+            params: ModelParams::default(),
+            timeout: DEFAULT_TIMEOUT,
+            allow_stream: true,
+        }
+    }
+}
+
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("params", &self.params)
+            .field("timeout", &self.timeout)
+            .field("allow_stream", &self.allow_stream)
+            .finish()
+    }
+}
+
+/// A Chat Completions provider. Cheap to share (`Arc`); one HTTP connection pool per provider.
+pub struct OpenAiProvider {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    model: String,
+    auth: Option<HeaderValue>,
+    params: ModelParams,
+    timeout: Duration,
+    allow_stream: bool,
+}
+
+impl fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiProvider")
+            .field("url", &self.url.as_str())
+            .field("model", &self.model)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiProvider {
+    /// Builds a provider with its own connection pool.
+    pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
+        let client = build_client(&config)?;
+        Self::with_client(config, client)
+    }
+
+    /// Builds a provider on an existing client (to share one pool between providers).
+    pub fn with_client(
+        config: OpenAiConfig,
+        client: reqwest::Client,
+    ) -> Result<Self, ProviderError> {
+        let url = chat_url(&config.base_url)?;
+        let auth = match &config.api_key {
+            Some(key) => {
+                let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+                    .map_err(|_| ProviderError::InvalidApiKey)?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
+        Ok(Self {
+            client,
+            url,
+            model: config.model,
+            auth,
+            params: config.params,
+            timeout: config.timeout,
+            allow_stream: config.allow_stream,
+        })
+    }
+}
+
+/// `{base_url}/chat/completions`, validated.
+fn chat_url(base_url: &str) -> Result<reqwest::Url, ProviderError> {
+    let invalid = |reason: String| ProviderError::InvalidBaseUrl {
+        url: base_url.to_owned(),
+        reason,
+    };
+    let url = reqwest::Url::parse(&format!(
+        "{}/chat/completions",
+        base_url.trim_end_matches('/')
+    ))
+    .map_err(|e| invalid(e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid("the scheme must be http or https".into()));
+    }
+    Ok(url)
+}
+
+fn build_client(config: &OpenAiConfig) -> Result<reqwest::Client, ProviderError> {
+    // reqwest is built without a compiled-in TLS crypto provider; ring is ours. A provider
+    // installed earlier by someone else is fine too, hence the ignored result.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(config.timeout)
+        .tcp_nodelay(true)
+        .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")));
+    if is_loopback(&config.base_url) {
+        // A local server (a mock, Ollama, vLLM) is never behind the system proxy.
+        builder = builder.no_proxy();
+    }
+    builder
+        .build()
+        .map_err(|e| ProviderError::HttpClient(e.to_string()))
+}
+
+fn is_loopback(base_url: &str) -> bool {
+    reqwest::Url::parse(base_url)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_owned))
+        .is_some_and(|host| {
+            host == "localhost"
+                || host == "[::1]"
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        })
+}
+
+#[async_trait]
+impl ModelProvider for OpenAiProvider {
+    fn provider_name(&self) -> &str {
+        "openai"
+    }
+
+    fn model_name(&self) -> &str {
+        &self.model
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let stream = request.stream && self.allow_stream;
+        let body = serde_json::to_vec(&wire::ChatRequest {
+            model: &self.model,
+            messages: &request.messages,
+            tools: &request.tools,
+            params: ModelParams {
+                temperature: request.params.temperature.or(self.params.temperature),
+                max_tokens: request.params.max_tokens.or(self.params.max_tokens),
+            },
+            stream,
+        })
+        .map_err(|e| ModelError::BadRequest {
+            status: 0,
+            message: format!("cannot encode the request: {e}"),
+        })?;
+        let mut builder = self
+            .client
+            .post(self.url.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(
+                ACCEPT,
+                if stream {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
+            )
+            .body(body);
+        if let Some(auth) = &self.auth {
+            builder = builder.header(AUTHORIZATION, auth.clone());
+        }
+        let response = match tokio::time::timeout(self.timeout, builder.send()).await {
+            Err(_) => {
+                return Err(ModelError::Timeout(format!(
+                    "no response within {:?}",
+                    self.timeout
+                )));
+            }
+            Ok(Err(e)) => return Err(http_error::send_error(&e)),
+            Ok(Ok(response)) => response,
+        };
+
+        let status = response.status();
+        if !status.is_success() {
+            let headers = response.headers().clone();
+            let body = read_body(response, self.timeout, MAX_ERROR_BYTES, true)
+                .await
+                .unwrap_or_default();
+            let error = http_error::classify_status(status.as_u16(), &headers, &body);
+            debug!(status = status.as_u16(), model = %self.model, "Model endpoint answered with an error.");
+            return Err(error);
+        }
+
+        let is_sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if stream && is_sse {
+            return Ok(Box::pin(stream::unfold(
+                Streaming::new(response, self.timeout),
+                Streaming::next_item,
+            )));
+        }
+        // A whole answer; servers that stream although asked not to are decoded the same way.
+        let body = read_body(response, self.timeout, MAX_ANSWER_BYTES, false).await?;
+        let events = if is_sse {
+            let mut decoder = SseState::default();
+            let mut events = VecDeque::new();
+            decoder.feed(&body, &mut events)?;
+            decoder.end(&mut events)?;
+            Vec::from(events)
+        } else {
+            decode::completion_events(&body)?
+        };
+        Ok(Box::pin(stream::iter(events.into_iter().map(Ok))))
+    }
+}
+
+/// Reads a whole body, each chunk within `idle`. Past `limit` the body is either truncated
+/// (`truncate`, for error bodies) or refused.
+async fn read_body(
+    mut response: reqwest::Response,
+    idle: Duration,
+    limit: usize,
+    truncate: bool,
+) -> Result<Vec<u8>, ModelError> {
+    let mut body = Vec::new();
+    loop {
+        let chunk = match tokio::time::timeout(idle, response.chunk()).await {
+            Err(_) => {
+                return Err(ModelError::Timeout(format!(
+                    "no data from the model for {idle:?}"
+                )));
+            }
+            Ok(Err(e)) => return Err(http_error::body_error(&e)),
+            Ok(Ok(None)) => return Ok(body),
+            Ok(Ok(Some(chunk))) => chunk,
+        };
+        if body.len() + chunk.len() > limit {
+            if truncate {
+                let room = limit - body.len();
+                body.extend_from_slice(&chunk[..room]);
+                return Ok(body);
+            }
+            return Err(ModelError::MalformedStream(format!(
+                "the answer is larger than {limit} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+}
+
+/// SSE framing plus chunk decoding.
+#[derive(Debug, Default)]
+struct SseState {
+    sse: SseDecoder,
+    chunks: ChunkDecoder,
+}
+
+impl SseState {
+    fn feed(&mut self, bytes: &[u8], out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
+        self.sse.push(bytes);
+        while let Some(data) = self.sse.next_event() {
+            self.chunks.on_data(data, out)?;
+        }
+        if self.sse.buffered() > MAX_ANSWER_BYTES {
+            return Err(ModelError::MalformedStream(format!(
+                "an SSE event is larger than {MAX_ANSWER_BYTES} bytes"
+            )));
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
+        if let Some(data) = self.sse.finish() {
+            self.chunks.on_data(data, out)?;
+        }
+        self.chunks.on_end(out)
+    }
+}
+
+/// A streamed answer being read. Deltas decoded from one network read are queued in
+/// `pending` and handed out one by one; an error is handed out after the deltas before it.
+struct Streaming {
+    response: reqwest::Response,
+    decoder: SseState,
+    pending: VecDeque<ModelEvent>,
+    failed: Option<ModelError>,
+    finished: bool,
+    idle: Duration,
+}
+
+impl Streaming {
+    fn new(response: reqwest::Response, idle: Duration) -> Self {
+        Self {
+            response,
+            decoder: SseState::default(),
+            pending: VecDeque::new(),
+            failed: None,
+            finished: false,
+            idle,
+        }
+    }
+
+    async fn next_item(mut self) -> Option<(Result<ModelEvent, ModelError>, Self)> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some((Ok(event), self));
+            }
+            if let Some(error) = self.failed.take() {
+                return Some((Err(error), self));
+            }
+            if self.finished {
+                return None;
+            }
+            if let Err(error) = self.advance().await {
+                self.finished = true;
+                self.failed = Some(error);
+            }
+        }
+    }
+
+    /// Reads one network chunk and decodes it.
+    async fn advance(&mut self) -> Result<(), ModelError> {
+        let done = self.decoder.chunks.is_done();
+        // After `[DONE]` the body's end is read too, so the connection returns to the pool;
+        // a server that keeps it open gets a short grace, then the answer completes anyway.
+        let wait = if done {
+            self.idle.min(DRAIN_GRACE)
+        } else {
+            self.idle
+        };
+        match tokio::time::timeout(wait, self.response.chunk()).await {
+            Ok(Ok(Some(bytes))) => self.decoder.feed(&bytes, &mut self.pending),
+            Ok(Ok(None)) => self.complete(),
+            _ if done => self.complete(),
+            Err(_) => Err(ModelError::Timeout(format!(
+                "no data from the model for {wait:?}"
+            ))),
+            Ok(Err(e)) => Err(http_error::body_error(&e)),
+        }
+    }
+
+    fn complete(&mut self) -> Result<(), ModelError> {
+        self.finished = true;
+        self.decoder.end(&mut self.pending)
+    }
+}

@@ -1,0 +1,144 @@
+//! What the `openai` provider sends: the Chat Completions request body and headers.
+
+use keel_test_support::{MockLlm, MockResponse};
+use keel_types::{Message, ModelParams, ToolCall};
+use serde_json::json;
+
+use crate::{API_KEY, events, provider, provider_with, request};
+
+#[tokio::test]
+async fn the_request_uses_the_chat_completions_format_and_bearer_auth() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["ok"]));
+    let mut request = request(true);
+    request.messages.push(Message::assistant(
+        "",
+        vec![ToolCall {
+            id: "call_1".into(),
+            name: "get_weather".into(),
+            arguments: r#"{"city":"Paris"}"#.into(),
+        }],
+    ));
+    request
+        .messages
+        .push(Message::tool_result("call_1", "sunny, 21°C"));
+    request.params = ModelParams {
+        temperature: Some(0.2),
+        max_tokens: Some(256),
+    };
+
+    events(&provider(&mock), request).await;
+
+    let sent = mock.last_request().unwrap();
+    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(
+        sent.header("authorization"),
+        Some(format!("Bearer {API_KEY}").as_str())
+    );
+    assert_eq!(sent.header("content-type"), Some("application/json"));
+    assert_eq!(
+        sent.body,
+        json!({
+            "model": "gpt-test",
+            "messages": [
+                { "role": "system", "content": "You are terse." },
+                { "role": "user", "content": "What is the weather in Paris?" },
+                { "role": "assistant", "content": null, "tool_calls": [{
+                    "id": "call_1", "type": "function",
+                    "function": { "name": "get_weather", "arguments": "{\"city\":\"Paris\"}" }
+                }] },
+                { "role": "tool", "content": "sunny, 21°C", "tool_call_id": "call_1" }
+            ],
+            "tools": [{ "type": "function", "function": {
+                "name": "get_weather",
+                "description": "Current weather for a city.",
+                "parameters": {
+                    "type": "object",
+                    "properties": { "city": { "type": "string" } },
+                    "required": ["city"]
+                }
+            } }],
+            "stream": true,
+            "stream_options": { "include_usage": true },
+            "temperature": 0.2,
+            "max_tokens": 256
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_whole_answer_request_has_no_stream_options_and_no_tools_when_none() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::completion_text("ok"));
+    let mut request = request(false);
+    request.tools.clear();
+
+    events(&provider(&mock), request).await;
+
+    let body = mock.last_request().unwrap().body;
+    assert_eq!(body["stream"], json!(false));
+    assert!(body.get("stream_options").is_none());
+    assert!(body.get("tools").is_none());
+    assert!(body.get("temperature").is_none());
+}
+
+#[tokio::test]
+async fn configured_params_are_defaults_that_the_request_overrides() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["ok"]));
+    let provider = provider_with(&mock, |c| {
+        c.params = ModelParams {
+            temperature: Some(0.9),
+            max_tokens: Some(100),
+        };
+    });
+    let mut request = request(true);
+    request.params.max_tokens = Some(5);
+
+    events(&provider, request).await;
+
+    let body = mock.last_request().unwrap().body;
+    assert_eq!(body["temperature"], json!(0.9));
+    assert_eq!(body["max_tokens"], json!(5));
+}
+
+#[tokio::test]
+async fn no_key_means_no_authorization_header() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["ok"]));
+    let provider = provider_with(&mock, |c| c.api_key = None);
+
+    events(&provider, request(true)).await;
+
+    assert_eq!(mock.last_request().unwrap().header("authorization"), None);
+}
+
+#[tokio::test]
+async fn a_base_url_with_a_trailing_slash_is_accepted() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["ok"]));
+    let base = format!("{}/", mock.base_url());
+    let provider = provider_with(&mock, |c| c.base_url = base);
+
+    events(&provider, request(true)).await;
+
+    assert_eq!(mock.last_request().unwrap().path, "/v1/chat/completions");
+}
+
+#[test]
+fn the_config_debug_output_hides_the_key() {
+    let mut config = keel_models::OpenAiConfig::new("m");
+    config.api_key = Some(API_KEY.into());
+    assert!(!format!("{config:?}").contains(API_KEY));
+}
+
+#[test]
+fn an_invalid_base_url_is_refused_at_construction() {
+    let mut config = keel_models::OpenAiConfig::new("m");
+    config.base_url = "ftp://example.com".into();
+    let error = keel_models::OpenAiProvider::new(config).unwrap_err();
+    assert!(
+        matches!(error, keel_models::ProviderError::InvalidBaseUrl { .. }),
+        "{error}"
+    );
+}

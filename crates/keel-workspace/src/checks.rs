@@ -1,0 +1,254 @@
+//! Checks that go beyond one document's schema: references between documents (an agent's
+//! model and tools, the runtime's default agent, an agent's required tools), provider
+//! settings that depend on each other, tool names that shadow built-ins, and tool argument
+//! schemas that must themselves be valid JSON Schemas.
+//!
+//! They read the merged YAML trees, not the typed specs, so that a document with a schema
+//! error still has its references checked: every problem is reported in one pass. Values of
+//! the wrong type are skipped here (schema validation reports them).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::documents::{Document, Documents, Kind};
+use crate::suggest::{closest, list};
+use crate::validate::{Reporter, segments};
+use crate::yaml::{Loc, Node, NodeValue, Seg};
+use crate::{BUILTIN_TOOLS, Diagnostic};
+
+/// Runs every check on every document that has a spec.
+/// `provided` names tools the embedding program supplies in code (the SDK's injected tools).
+pub(crate) fn check_all(docs: &Documents, provided: &BTreeSet<String>, out: &mut Vec<Diagnostic>) {
+    for doc in &docs.list {
+        let Some(spec) = &doc.spec else { continue };
+        let mut checker = Checker {
+            docs,
+            provided,
+            doc,
+            spec,
+            out: &mut *out,
+        };
+        match doc.kind {
+            Kind::Runtime => checker.runtime(),
+            Kind::Model => checker.model(),
+            Kind::Tool => checker.tool(),
+            Kind::Agent => checker.agent(),
+        }
+    }
+}
+
+struct Checker<'a> {
+    docs: &'a Documents,
+    provided: &'a BTreeSet<String>,
+    doc: &'a Document,
+    spec: &'a Node,
+    out: &'a mut Vec<Diagnostic>,
+}
+
+impl<'a> Checker<'a> {
+    fn push(&mut self, loc: &Loc, message: String, hint: Option<String>) {
+        self.out.push(loc.error(message, hint));
+    }
+
+    /// The string at `key` of the spec, with its node.
+    fn string(&self, key: &str) -> Option<(&'a str, &'a Node)> {
+        let spec: &'a Node = self.spec;
+        let node = spec.get(key)?;
+        Some((node.as_str()?, node))
+    }
+
+    fn runtime(&mut self) {
+        let Some((agent, node)) = self.string("defaultAgent") else {
+            return;
+        };
+        if self.docs.contains(Kind::Agent, agent) {
+            return;
+        }
+        let hint = missing_hint(agent, self.docs.names(Kind::Agent), "Agent", "agents");
+        self.push(
+            &node.loc,
+            format!("`defaultAgent` names agent `{agent}`, which is not defined"),
+            Some(hint),
+        );
+    }
+
+    fn model(&mut self) {
+        let Some((provider, node)) = self.string("provider") else {
+            return;
+        };
+        let has = |key: &str| self.spec.get(key).is_some_and(|n| !n.is_null());
+        let name = &self.doc.name;
+        let problem = match provider {
+            "anthropic" => Some((
+                "provider `anthropic` is not supported yet".to_owned(),
+                "use `openai` (any OpenAI-compatible endpoint) or `scripted`",
+            )),
+            "scripted" if !has("script") => Some((
+                format!("scripted model `{name}` has no `script`"),
+                "add `script:` with the script file, relative to the workspace root",
+            )),
+            "openai" if !has("model") => Some((
+                format!("openai model `{name}` has no `model`"),
+                "add `model:` with the model name the endpoint expects",
+            )),
+            _ => None,
+        };
+        if let Some((message, hint)) = problem {
+            let loc = node.loc.clone();
+            self.push(&loc, message, Some(hint.into()));
+        }
+    }
+
+    fn tool(&mut self) {
+        let name = &self.doc.name;
+        if BUILTIN_TOOLS.contains(&name.as_str()) {
+            let loc = self.doc.name_loc.clone();
+            self.push(
+                &loc,
+                format!("tool `{name}` has the name of a built-in tool"),
+                Some("rename it; built-in tools need no `Tool` document".into()),
+            );
+        }
+        if let Some(schema) = self.spec.get("schema")
+            && matches!(schema.value, NodeValue::Map(_))
+        {
+            self.tool_schema(schema, &schema.to_json());
+        }
+    }
+
+    /// The argument schema must be a valid JSON Schema describing an object.
+    fn tool_schema(&mut self, node: &Node, schema: &Value) {
+        let label = self.doc.label();
+        let before = self.out.len();
+        match jsonschema::meta::validator_for(schema) {
+            Ok(meta) => {
+                let reporter = Reporter {
+                    doc: self.doc,
+                    spec: self.spec,
+                    base: vec![Seg::Key("schema".into())],
+                    schema: &Value::Null,
+                };
+                for error in meta.iter_errors(schema) {
+                    reporter.report(&error, self.out);
+                }
+            }
+            Err(e) => self.push(
+                &node.loc,
+                format!("`spec.schema` of {label} is not a valid JSON Schema: {e}"),
+                None,
+            ),
+        }
+        if self.out.len() > before {
+            return;
+        }
+        if schema.get("type") != Some(&Value::String("object".into())) {
+            let loc = node.get("type").map_or(&node.loc, |t| &t.loc).clone();
+            self.push(
+                &loc,
+                format!("`spec.schema` of {label} must describe an object"),
+                Some(
+                    "tool arguments are a JSON object: put `type: object` at the root of the schema"
+                        .into(),
+                ),
+            );
+            return;
+        }
+        if let Err(e) = jsonschema::validator_for(schema) {
+            let loc = node.deepest(&segments(e.instance_path())).loc.clone();
+            self.push(
+                &loc,
+                format!("`spec.schema` of {label} is not a usable JSON Schema: {e}"),
+                None,
+            );
+        }
+    }
+
+    fn agent(&mut self) {
+        let agent = self.doc.name.clone();
+        if let Some((model, node)) = self.string("model")
+            && !self.docs.contains(Kind::Model, model)
+        {
+            let hint = missing_hint(model, self.docs.names(Kind::Model), "Model", "models");
+            let message = format!("agent `{agent}` uses model `{model}` which is not defined");
+            let loc = node.loc.clone();
+            self.push(&loc, message, Some(hint));
+        }
+        let tools = strings(self.spec.get("tools"));
+        for (tool, node) in &tools {
+            if BUILTIN_TOOLS.contains(tool)
+                || self.docs.contains(Kind::Tool, tool)
+                || self.provided.contains(*tool)
+            {
+                continue;
+            }
+            let known: Vec<&str> = BUILTIN_TOOLS
+                .iter()
+                .copied()
+                .chain(self.docs.names(Kind::Tool))
+                .collect();
+            let hint = match closest(tool, known.iter().copied(), 2) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None => format!(
+                    "built-in tools are {}; declare others with a `kind: Tool` document",
+                    list(BUILTIN_TOOLS.iter().copied())
+                ),
+            };
+            self.push(
+                &node.loc,
+                format!("agent `{agent}` uses tool `{tool}` which is neither built in nor defined"),
+                Some(hint),
+            );
+        }
+        let required = strings(
+            self.spec
+                .get("contract")
+                .and_then(|c| c.get("requiredTools")),
+        );
+        for (tool, node) in required {
+            if tools.iter().any(|(t, _)| *t == tool) {
+                continue;
+            }
+            self.push(
+                &node.loc,
+                format!(
+                    "agent `{agent}` requires tool `{tool}` in its contract but does not list it in `tools`"
+                ),
+                Some(format!(
+                    "add `{tool}` to `spec.tools`, or remove it from `requiredTools`"
+                )),
+            );
+        }
+    }
+}
+
+/// The string items of a list node (other items are left to schema validation).
+fn strings(node: Option<&Node>) -> Vec<(&str, &Node)> {
+    match node.map(|n| &n.value) {
+        Some(NodeValue::Seq(items)) => items
+            .iter()
+            .filter_map(|item| Some((item.as_str()?, item)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// "did you mean …?", or which documents exist, or how to add one.
+fn missing_hint<'a>(
+    name: &str,
+    defined: impl Iterator<Item = &'a str>,
+    kind: &str,
+    plural: &str,
+) -> String {
+    let defined: Vec<&str> = defined.collect();
+    if let Some(near) = closest(name, defined.iter().copied(), 2) {
+        return format!("did you mean `{near}`?");
+    }
+    if defined.is_empty() {
+        return format!("no {plural} are defined; add a `kind: {kind}` document named `{name}`");
+    }
+    format!(
+        "defined {plural} are {}; or add a `kind: {kind}` document named `{name}`",
+        list(defined.iter().copied())
+    )
+}

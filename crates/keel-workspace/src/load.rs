@@ -1,0 +1,306 @@
+//! The loading pipeline behind [`Workspace::load_with`]: find the files, parse them into
+//! located trees, read envelopes, merge overlays, interpolate the environment, validate and
+//! deserialize each spec, run the cross-document checks, and either compile the workspace
+//! (with its explain table) or return every diagnostic, sorted.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::checks::check_all;
+use crate::documents::{Document, Documents, Kind, read_envelope};
+use crate::env::load_env;
+use crate::explain::explain_document;
+use crate::interpolate::interpolate_tree;
+use crate::validate::validate_spec;
+use crate::yaml::{Loc, Node, Source, parse_documents};
+use crate::{
+    AgentSpec, Diagnostic, LoadError, LoadOptions, ModelSpec, RuntimeSpec, ToolSpecDoc, Workspace,
+};
+
+/// A document's spec after validation and deserialization.
+#[derive(Debug, Clone)]
+pub(crate) enum Typed {
+    Runtime(RuntimeSpec),
+    Model(ModelSpec),
+    Tool(ToolSpecDoc),
+    Agent(AgentSpec),
+}
+
+/// Loads the workspace at `root`.
+pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, LoadError> {
+    let root = open_root(root)?;
+    let mut diagnostics = Vec::new();
+    let env = load_env(&root, &options.env, &mut diagnostics);
+
+    let mut docs = Documents::default();
+    for file in yaml_files(&root.join("config"), Path::new("config"), &mut diagnostics) {
+        let source = Source {
+            file: display_path(&root, &file, &file),
+            overlay: false,
+        };
+        for doc in read_file(&file, source, &mut diagnostics) {
+            docs.add_own(doc, &mut diagnostics);
+        }
+    }
+    for overlay in &options.overlays {
+        for (file, shown) in overlay_files(&root, overlay, &mut diagnostics) {
+            let source = Source {
+                file: shown,
+                overlay: true,
+            };
+            for doc in read_file(&file, source, &mut diagnostics) {
+                docs.add_overlay(doc);
+            }
+        }
+    }
+
+    let mut interpolation = Vec::new();
+    for doc in &mut docs.list {
+        if let Some(spec) = &mut doc.spec {
+            interpolate_tree(spec, &env, &mut interpolation);
+        }
+    }
+    // A scalar whose interpolation failed keeps its `${…}` text; do not also report that
+    // text as the wrong type.
+    let failed: HashSet<_> = interpolation.iter().map(position).collect();
+    diagnostics.append(&mut interpolation);
+
+    let mut checked = Vec::new();
+    let typed: Vec<Option<Typed>> = docs
+        .list
+        .iter()
+        .map(|doc| compile(doc, &mut checked))
+        .collect();
+    check_all(&docs, &options.provided_tools, &mut checked);
+    diagnostics.extend(
+        checked
+            .into_iter()
+            .filter(|d| !failed.contains(&position(d))),
+    );
+
+    if !diagnostics.is_empty() {
+        diagnostics.sort_by(|a, b| {
+            (&a.file, a.line, a.column, &a.message).cmp(&(&b.file, b.line, b.column, &b.message))
+        });
+        diagnostics.dedup();
+        return Err(LoadError::Invalid(diagnostics));
+    }
+    Ok(build(root, env, &docs, typed))
+}
+
+fn position(d: &Diagnostic) -> (PathBuf, usize, usize) {
+    (d.file.clone(), d.line, d.column)
+}
+
+/// The absolute workspace folder, if it is one.
+fn open_root(root: &Path) -> Result<PathBuf, LoadError> {
+    let not_a_workspace = |reason: &str| LoadError::NotAWorkspace {
+        path: root.to_path_buf(),
+        reason: reason.into(),
+    };
+    let absolute = std::fs::canonicalize(root).map_err(|_| {
+        not_a_workspace("the folder does not exist; create a workspace with `keel init`")
+    })?;
+    if !absolute.is_dir() {
+        return Err(not_a_workspace(
+            "it is not a folder; point at a workspace folder, or create one with `keel init`",
+        ));
+    }
+    if !absolute.join("config").is_dir() {
+        return Err(not_a_workspace(
+            "it has no `config/` folder; create a workspace with `keel init`",
+        ));
+    }
+    Ok(absolute)
+}
+
+/// `file` relative to `root` when inside it, else `given`.
+fn display_path(root: &Path, file: &Path, given: &Path) -> PathBuf {
+    file.strip_prefix(root)
+        .map_or_else(|_| given.to_path_buf(), Path::to_path_buf)
+}
+
+/// `*.yaml` and `*.yml` files under `dir`, sorted by path; hidden entries are skipped.
+/// `shown` names `dir` in diagnostics.
+fn yaml_files(dir: &Path, shown: &Path, diagnostics: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let walker = walkdir::WalkDir::new(dir)
+        .follow_links(true)
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
+    for entry in walker {
+        match entry {
+            Ok(entry) => {
+                let is_yaml = entry
+                    .path()
+                    .extension()
+                    .is_some_and(|ext| ext == "yaml" || ext == "yml");
+                if entry.file_type().is_file() && is_yaml {
+                    files.push(entry.into_path());
+                }
+            }
+            Err(e) => {
+                let at = e.path().map_or_else(
+                    || shown.to_path_buf(),
+                    |p| shown.join(p.strip_prefix(dir).unwrap_or(p)),
+                );
+                let source = Arc::new(Source {
+                    file: at,
+                    overlay: false,
+                });
+                diagnostics.push(Loc::start_of(&source).error(format!("cannot read: {e}"), None));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The files of one overlay path with the names to show for them.
+fn overlay_files(
+    root: &Path,
+    given: &Path,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<(PathBuf, PathBuf)> {
+    let Ok(absolute) = std::fs::canonicalize(given) else {
+        let source = Arc::new(Source {
+            file: given.to_path_buf(),
+            overlay: true,
+        });
+        diagnostics.push(
+            Loc::start_of(&source).error(
+                format!("overlay `{}` does not exist", given.display()),
+                Some(
+                    "check KEEL_CONFIG_PATHS; relative paths resolve against the current directory"
+                        .into(),
+                ),
+            ),
+        );
+        return Vec::new();
+    };
+    if !absolute.is_dir() {
+        return vec![(absolute.clone(), display_path(root, &absolute, given))];
+    }
+    yaml_files(&absolute, given, diagnostics)
+        .into_iter()
+        .map(|file| {
+            let inside = given.join(file.strip_prefix(&absolute).unwrap_or(&file));
+            let shown = display_path(root, &file, &inside);
+            (file, shown)
+        })
+        .collect()
+}
+
+/// Reads, parses and identifies the documents of one file.
+fn read_file(path: &Path, source: Source, diagnostics: &mut Vec<Diagnostic>) -> Vec<Document> {
+    let source = Arc::new(source);
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => {
+            diagnostics.push(Loc::start_of(&source).error(format!("cannot read file: {e}"), None));
+            return Vec::new();
+        }
+    };
+    let parsed = parse_documents(&text, &source);
+    diagnostics.extend(parsed.errors);
+    parsed
+        .documents
+        .into_iter()
+        .filter_map(|root| read_envelope(root, diagnostics))
+        .collect()
+}
+
+/// Validates and deserializes one document's spec.
+fn compile(doc: &Document, diagnostics: &mut Vec<Diagnostic>) -> Option<Typed> {
+    let Some(spec) = &doc.spec else {
+        diagnostics.push(doc.loc.error(
+            format!("missing `spec` in {}", doc.label()),
+            Some(format!("add `spec:` with the fields of the {}", doc.kind)),
+        ));
+        return None;
+    };
+    let json = validate_spec(doc, spec, diagnostics)?;
+    match doc.kind {
+        Kind::Runtime => deserialize(doc, json, diagnostics).map(Typed::Runtime),
+        Kind::Model => deserialize(doc, json, diagnostics).map(Typed::Model),
+        Kind::Tool => deserialize(doc, json, diagnostics).map(Typed::Tool),
+        Kind::Agent => deserialize(doc, json, diagnostics).map(Typed::Agent),
+    }
+}
+
+/// Serde rarely fails once the schema passed (e.g. a number too large for its field); serde
+/// does not say where, so the diagnostic points at `spec:`.
+fn deserialize<T: DeserializeOwned>(
+    doc: &Document,
+    json: Value,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<T> {
+    match serde_json::from_value(json) {
+        Ok(value) => Some(value),
+        Err(e) => {
+            diagnostics.push(
+                doc.spec_loc
+                    .error(format!("invalid spec of {}: {e}", doc.label()), None),
+            );
+            None
+        }
+    }
+}
+
+/// The compiled workspace and its explain table (Runtime, then Models, Tools and Agents,
+/// each by name).
+fn build(
+    root: PathBuf,
+    env: BTreeMap<String, String>,
+    docs: &Documents,
+    typed: Vec<Option<Typed>>,
+) -> Workspace {
+    let mut runtime = None;
+    let mut models = BTreeMap::new();
+    let mut tools = BTreeMap::new();
+    let mut agents = BTreeMap::new();
+    let mut explained: Vec<(Kind, &str, Option<&Node>, Value)> = Vec::new();
+    for (doc, typed) in docs.list.iter().zip(typed) {
+        let Some(typed) = typed else { continue };
+        let value = match &typed {
+            Typed::Runtime(spec) => serde_json::to_value(spec),
+            Typed::Model(spec) => serde_json::to_value(spec),
+            Typed::Tool(spec) => serde_json::to_value(spec),
+            Typed::Agent(spec) => serde_json::to_value(spec),
+        };
+        if let Ok(value) = value {
+            explained.push((doc.kind, &doc.name, doc.spec.as_ref(), value));
+        }
+        let name = doc.name.clone();
+        match typed {
+            Typed::Runtime(spec) => runtime = Some(spec),
+            Typed::Model(spec) => drop(models.insert(name, spec)),
+            Typed::Tool(spec) => drop(tools.insert(name, spec)),
+            Typed::Agent(spec) => drop(agents.insert(name, spec)),
+        }
+    }
+    let runtime = runtime.unwrap_or_else(|| {
+        if let Ok(value) = serde_json::to_value(RuntimeSpec::default()) {
+            explained.push((Kind::Runtime, "default", None, value));
+        }
+        RuntimeSpec::default()
+    });
+    explained.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    let mut explain = Vec::new();
+    for (kind, name, spec, value) in &explained {
+        explain_document(*kind, name, *spec, value, &mut explain);
+    }
+    Workspace {
+        root,
+        runtime,
+        models,
+        tools,
+        agents,
+        env,
+        explain,
+    }
+}

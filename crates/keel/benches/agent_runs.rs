@@ -1,0 +1,192 @@
+//! Agent-run throughput: N runs of an agent against the `keel-mock-llm` server on loopback,
+//! each with two streamed model rounds and one tool call (`read_file`), the event log on.
+//! Reports runs/s, p50/p99 latency, CPU time of this process per run and peak RSS, at
+//! concurrency 1 and 64. The mock runs in its own process, so its CPU is not counted.
+//!
+//! ```sh
+//! cargo build --release -p keel-test-support --bin keel-mock-llm
+//! cargo bench -p keel --bench agent_runs              # KEEL_BENCH_RUNS=20000 to change N
+//! ```
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use keel::{RequestOptions, RunStatus, Runtime};
+
+struct Mock {
+    child: Child,
+    base_url: String,
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn mock_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("KEEL_MOCK_LLM") {
+        return PathBuf::from(path);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let path = target.join("release/keel-mock-llm");
+    assert!(
+        path.exists(),
+        "{} not found: run `cargo build --release -p keel-test-support --bin keel-mock-llm` first",
+        path.display()
+    );
+    path
+}
+
+fn start_mock() -> Mock {
+    let mut child = Command::new(mock_binary())
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the mock starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base_url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("address line")
+        .to_owned();
+    Mock { child, base_url }
+}
+
+fn workspace(base_url: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("bench.yaml"),
+        format!(
+            "apiVersion: keel/v1\nkind: Runtime\nmetadata: {{ name: default }}\nspec:\n  limits: {{ maxConcurrentRuns: 256 }}\n---\napiVersion: keel/v1\nkind: Model\nmetadata: {{ name: mock }}\nspec: {{ provider: openai, baseUrl: \"{base_url}\", model: mock-model }}\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: {{ name: bench }}\nspec:\n  model: mock\n  instructions: You are a benchmark agent.\n  tools: [read_file]\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("README.md"),
+        "# Bench\nA small file the agent reads.\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// User + system CPU time of this process, from /proc (clock ticks of 10 ms).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    // After the command name: state is field 3, utime 14, stime 15 (1-based in proc(5)).
+    let utime: u64 = fields[11].parse().unwrap();
+    let stime: u64 = fields[12].parse().unwrap();
+    Duration::from_millis((utime + stime) * 10)
+}
+
+/// Peak resident set size in MiB.
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kb / 1024.0
+}
+
+async fn one_run(runtime: &Runtime) -> Duration {
+    let started = Instant::now();
+    let mut handle = runtime
+        .request(RequestOptions {
+            input: "Read the README.".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    while handle.next_event().await.is_some() {}
+    let response = handle.wait().await.unwrap();
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    assert_eq!(response.steps, 2);
+    started.elapsed()
+}
+
+async fn measure(runtime: &Runtime, concurrency: usize, runs: usize) {
+    let next = Arc::new(AtomicUsize::new(0));
+    let cpu_before = cpu_time();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let runtime = runtime.clone();
+        let next = next.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while next.fetch_add(1, Ordering::Relaxed) < runs {
+                latencies.push(one_run(&runtime).await);
+            }
+            latencies
+        }));
+    }
+    let mut latencies = Vec::with_capacity(runs);
+    for task in tasks {
+        latencies.extend(task.await.unwrap());
+    }
+    let wall = started.elapsed();
+    let cpu = cpu_time() - cpu_before;
+    latencies.sort();
+    let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
+    println!(
+        "concurrency {concurrency:>3}: {runs} runs in {:.2}s  {:>7.0} runs/s  p50 {:>7.2} ms  p99 {:>7.2} ms  CPU {:.3} ms/run  peak RSS {:.1} MiB",
+        wall.as_secs_f64(),
+        runs as f64 / wall.as_secs_f64(),
+        pct(0.50).as_secs_f64() * 1000.0,
+        pct(0.99).as_secs_f64() * 1000.0,
+        cpu.as_secs_f64() * 1000.0 / runs as f64,
+        peak_rss_mib(),
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; any other argument is ignored too.
+    let runs: usize = std::env::var("KEEL_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let mock = start_mock();
+    let ws = workspace(&mock.base_url);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+        println!(
+            "agent_runs: 2 streamed model rounds + 1 read_file call per run, JSONL event log on, mock at {}",
+            mock.base_url
+        );
+        for _ in 0..200 {
+            one_run(&runtime).await;
+        }
+        measure(&runtime, 1, (runs / 5).max(1)).await;
+        measure(&runtime, 64, runs).await;
+    });
+}
