@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use keel::workspace::Origin;
 use keel::{LoadError, Workspace};
 
 use crate::{EXIT_USAGE, out};
@@ -37,10 +38,14 @@ pub fn explain(root: &Path) -> u8 {
     match load(root) {
         Ok(ws) => {
             for entry in ws.explain() {
-                out::line(&format!(
-                    "{} = {}  ({})",
-                    entry.path, entry.value, entry.origin
-                ));
+                // A value interpolated from a secret-looking variable is never printed.
+                let value = match &entry.origin {
+                    Origin::Env { var, .. } if keel::workspace::looks_secret(var) => {
+                        "\"[REDACTED]\"".to_owned()
+                    }
+                    _ => entry.value.to_string(),
+                };
+                out::line(&format!("{} = {value}  ({})", entry.path, entry.origin));
             }
             0
         }

@@ -24,7 +24,9 @@ impl Redactor {
     pub fn from_env(env: &BTreeMap<String, String>) -> Self {
         let mut secrets: Vec<String> = env
             .iter()
-            .filter(|(name, value)| is_secret_name(name) && value.len() >= MIN_SECRET_LEN)
+            .filter(|(name, value)| {
+                keel_workspace::looks_secret(name) && value.len() >= MIN_SECRET_LEN
+            })
             .map(|(_, value)| value.clone())
             .collect();
         // Longest first, so a secret containing another is replaced whole.
@@ -90,13 +92,6 @@ impl Redactor {
             }
         }
     }
-}
-
-fn is_secret_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"]
-        .iter()
-        .any(|marker| upper.contains(marker))
 }
 
 #[cfg(test)]

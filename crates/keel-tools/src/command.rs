@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel_types::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+pub use keel_workspace::looks_secret;
 use keel_workspace::{ToolImpl, ToolSpecDoc};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -30,10 +31,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// At most this much of stderr is kept for the error message.
 pub const STDERR_CAP: usize = 8 * 1024;
-
-/// Words that mark an inherited environment variable as a secret (matched case-insensitively
-/// anywhere in the name).
-const SECRET_MARKERS: &[&str] = &["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"];
 
 /// A tool backed by a process.
 #[derive(Debug, Clone)]
@@ -295,12 +292,6 @@ fn finish(status: ExitStatus, out: Captured, err: Captured) -> Result<ToolOutput
         Ok(value) => Ok(ToolOutput::json(&value)),
         Err(_) => Ok(ToolOutput::text(text)),
     }
-}
-
-/// Whether an environment variable's name suggests it holds a secret.
-pub fn looks_secret(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    SECRET_MARKERS.iter().any(|marker| upper.contains(marker))
 }
 
 /// The child's environment: `inherited` without secret-looking names, then the tool's own

@@ -23,13 +23,13 @@ pub use ports::{
 };
 pub use run::{ErrorCode, ErrorInfo, FinishReason, RunRecord, RunStatus};
 
-/// The current time as an RFC 3339 string with millisecond precision, in UTC.
+/// The current time as an RFC 3339 string in UTC with exactly three fractional digits, e.g.
+/// `2026-11-22T12:00:00.120Z` (fixed width, so timestamps sort as text).
 pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    let ms = now.millisecond();
-    let now = now
-        .replace_nanosecond(u32::from(ms) * 1_000_000)
-        .unwrap_or(now);
-    now.format(&time::format_description::well_known::Rfc3339)
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time::OffsetDateTime::now_utc()
+        .format(FORMAT)
         .unwrap_or_default()
 }

@@ -29,6 +29,17 @@ pub use spec::*;
 /// Names of the built-in tools an agent may list without declaring them.
 pub const BUILTIN_TOOLS: &[&str] = &["read_file", "list_dir", "grep", "write_file"];
 
+/// Words that mark an environment variable as a secret (matched case-insensitively anywhere
+/// in the name).
+const SECRET_MARKERS: &[&str] = &["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"];
+
+/// Whether an environment variable's name suggests it holds a secret. Such values are kept
+/// out of tool processes, redacted from events and hidden by `config explain`.
+pub fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_MARKERS.iter().any(|marker| upper.contains(marker))
+}
+
 /// A compiled, validated workspace. Immutable: reloading builds a new one.
 #[derive(Debug, Clone)]
 pub struct Workspace {
