@@ -136,7 +136,20 @@ impl RunStore for JsonlStore {
     async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         let dir = self.run_dir(&run.request_id);
         fs::create_dir(&dir).map_err(|e| io_error(&dir, &e))?;
-        self.write_record(run)
+        self.write_record(run)?;
+        // The log is new: open it now, so the first append needs no look at an old tail.
+        let path = self.events_path(&run.request_id);
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| io_error(&path, &e))?;
+        self.inner
+            .open
+            .lock()
+            .map_err(|_| StoreError::Invalid("event log lock poisoned".into()))?
+            .insert(run.request_id.clone(), OpenLog { file, last_seq: 0 });
+        Ok(())
     }
 
     async fn append(&self, events: &[Event]) -> Result<(), StoreError> {

@@ -6,7 +6,14 @@ use serde::{Deserialize, Serialize};
 
 /// A new sortable identifier with the given prefix, e.g. `run_0193…`.
 pub fn new_id(prefix: &str) -> String {
-    let uuid = uuid::Uuid::now_v7();
+    // UUIDv7 layout (48-bit millisecond time, then random bits) with the random part from a
+    // fast thread-local generator: ids are made for every event, and asking the OS for
+    // randomness each time is a system call per event.
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let random: [u8; 10] = std::array::from_fn(|_| fastrand::u8(..));
+    let uuid = uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid();
     let mut buf = uuid::Uuid::encode_buffer();
     format!("{prefix}_{}", uuid.simple().encode_lower(&mut buf))
 }

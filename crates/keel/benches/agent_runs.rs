@@ -7,6 +7,8 @@
 //! cargo build --release -p keel-test-support --bin keel-mock-llm
 //! cargo bench -p keel --bench agent_runs              # KEEL_BENCH_RUNS=20000 to change N
 //! ```
+//!
+//! The run log goes to a temporary workspace under `target/` (or `KEEL_BENCH_DIR`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -39,10 +41,7 @@ fn mock_binary() -> PathBuf {
     if let Ok(path) = std::env::var("KEEL_MOCK_LLM") {
         return PathBuf::from(path);
     }
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let path = target.join("release/keel-mock-llm");
+    let path = target_dir().join("release/keel-mock-llm");
     assert!(
         path.exists(),
         "{} not found: run `cargo build --release -p keel-test-support --bin keel-mock-llm` first",
@@ -69,8 +68,21 @@ fn start_mock() -> Mock {
     Mock { child, base_url }
 }
 
+/// The target directory (where the mock binary is, and where the bench workspace goes).
+fn target_dir() -> PathBuf {
+    std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+}
+
+/// A temporary workspace under `KEEL_BENCH_DIR`, or under the target directory: a project
+/// folder on the ordinary disk, as users have (on some machines `/tmp` is far slower).
 fn workspace(base_url: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+    let parent = std::env::var("KEEL_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| target_dir());
+    std::fs::create_dir_all(&parent).unwrap();
+    let dir = tempfile::tempdir_in(&parent).unwrap();
     let config = dir.path().join("config");
     std::fs::create_dir_all(&config).unwrap();
     std::fs::write(
