@@ -88,6 +88,11 @@ impl RunHandle {
         self.events.recv().await
     }
 
+    /// The live events as a `Stream`; it ends when the run has ended.
+    pub fn events(&mut self) -> impl futures_util::Stream<Item = Event> + Send + '_ {
+        futures_util::stream::poll_fn(move |cx| self.events.poll_recv(cx))
+    }
+
     /// A token that cancels the run when triggered.
     pub fn cancel_token(&self) -> CancellationToken {
         self.cancel.clone()

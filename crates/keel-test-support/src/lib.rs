@@ -15,6 +15,7 @@
 
 mod mock_llm;
 mod mock_response;
+pub mod process;
 mod temp_workspace;
 
 pub use mock_llm::{MockLlm, RecordedRequest, Responder};

@@ -1,41 +1,13 @@
 //! SIGINT to `keel run` cancels the run: exit 130, `runtime.request.cancelled` recorded, and no
 //! child process left running.
 
-use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
+use keel_test_support::process::{read_pid, wait_gone};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 use serde_json::Value;
 
 use crate::common::{keel, run, stdout};
-
-fn process_gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-    }
-}
-
-fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn read_pid(path: &Path) -> Option<u32> {
-    std::fs::read_to_string(path)
-        .ok()
-        .filter(|t| t.ends_with('\n'))?
-        .trim()
-        .parse()
-        .ok()
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigint_cancels_the_run_and_kills_tool_processes() {
@@ -81,21 +53,8 @@ spec: {{ model: mock, tools: [slow] }}
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut pids = (0, 0);
-    tokio::task::block_in_place(|| {
-        wait_until("the tool to start", || {
-            match (
-                read_pid(&ws.join("child.pid")),
-                read_pid(&ws.join("grandchild.pid")),
-            ) {
-                (Some(c), Some(g)) => {
-                    pids = (c, g);
-                    true
-                }
-                _ => false,
-            }
-        });
-    });
+    let child_pid = read_pid(&ws.join("child.pid")).await;
+    let grandchild_pid = read_pid(&ws.join("grandchild.pid")).await;
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -104,10 +63,14 @@ spec: {{ model: mock, tools: [slow] }}
     let exit = tokio::task::block_in_place(|| child.wait().unwrap());
 
     assert_eq!(exit.code(), Some(130));
-    tokio::task::block_in_place(|| {
-        wait_until("the tool process to die", || process_gone(pids.0));
-        wait_until("the forked grandchild to die", || process_gone(pids.1));
-    });
+    assert!(
+        wait_gone(child_pid).await,
+        "the tool process is still running"
+    );
+    assert!(
+        wait_gone(grandchild_pid).await,
+        "the forked grandchild is still running"
+    );
     let listed = run(&["runs", "list", "-w", ws.to_str().unwrap(), "--json"]);
     let record: Value = serde_json::from_str(stdout(&listed).lines().next().unwrap()).unwrap();
     assert_eq!(record["status"], "cancelled");

@@ -172,3 +172,35 @@ fn a_failed_run_exits_1() {
         stderr(&output)
     );
 }
+
+#[test]
+fn events_globs_choose_what_goes_to_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&quickstart_dir(), dir.path());
+    let output = run(&[
+        "run",
+        "-w",
+        dir.path().to_str().unwrap(),
+        "--events",
+        "runtime.tool.*",
+        "--events",
+        "runtime.request.completed",
+        "What is here?",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
+    let lines: Vec<Value> = stderr(&output)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let types: Vec<&str> = lines.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        vec![
+            "runtime.tool.guard",
+            "runtime.tool.guard",
+            "runtime.request.completed"
+        ]
+    );
+    // The answer still streams to stdout.
+    assert!(stdout(&output).contains("This workspace holds"));
+}

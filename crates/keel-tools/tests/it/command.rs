@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use keel_test_support::process::{read_pid, wait_gone as gone};
 use keel_tools::command::{CommandTool, looks_secret};
 use keel_types::{Tool, ToolError};
 use keel_workspace::{ToolImpl, ToolSpecDoc};
@@ -36,41 +37,6 @@ fn sh(script: &str, root: &Path) -> CommandTool {
 
 fn sh_with_timeout(script: &str, root: &Path, timeout: Duration) -> CommandTool {
     CommandTool::new("t", &doc(&["sh", "-c", script], Some(timeout), &[]), root)
-}
-
-/// Whether a process is running (a zombie waiting to be reaped counts as gone).
-fn alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit_once(") ")
-        .and_then(|(_, rest)| rest.chars().next());
-    !matches!(state, Some('Z' | 'X') | None)
-}
-
-/// Polls until `pid` is gone, for up to five seconds.
-async fn gone(pid: u32) -> bool {
-    for _ in 0..100 {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
-}
-
-/// Polls until `path` holds a pid, for up to five seconds.
-async fn read_pid(path: &Path) -> u32 {
-    for _ in 0..100 {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && let Ok(pid) = text.trim().parse()
-        {
-            return pid;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("no pid in {}", path.display());
 }
 
 /// A script that forks a long sleeper, records both pids, and waits.

@@ -1,55 +1,14 @@
 //! Cancellation reaches the model stream and tool processes: the run ends with
 //! `runtime.request.cancelled` and no child process is left running.
 
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use keel::types::EventPayload;
 use keel::{RequestOptions, RunStatus, Runtime};
+use keel_test_support::process::{alive, read_pid, wait_gone};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 
 use crate::common::{self, assert_well_formed, types};
-
-/// Whether a process is gone (or a zombie nobody has reaped yet).
-pub fn process_gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-    }
-}
-
-/// Polls until the process is gone, up to five seconds.
-pub fn wait_gone(pid: u32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if process_gone(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-/// Waits for a file a child process writes.
-pub async fn wait_for_file(path: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && text.ends_with('\n')
-        {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 const SLOW_TOOL: &str = r#"apiVersion: keel/v1
 kind: Tool
@@ -82,17 +41,9 @@ async fn cancelling_during_a_tool_kills_its_process_group() {
         .await
         .unwrap();
 
-    let child: u32 = wait_for_file(&ws.join("child.pid"))
-        .await
-        .trim()
-        .parse()
-        .unwrap();
-    let grandchild = wait_for_file(&ws.join("grandchild.pid")).await;
-    let grandchild: u32 = grandchild
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{e}: {grandchild:?}"));
-    assert!(!process_gone(grandchild));
+    let child = read_pid(&ws.join("child.pid")).await;
+    let grandchild = read_pid(&ws.join("grandchild.pid")).await;
+    assert!(alive(grandchild));
     assert!(runtime.cancel(handle.request_id()));
     let mut live = Vec::new();
     while let Some(event) = handle.next_event().await {
@@ -102,11 +53,11 @@ async fn cancelling_during_a_tool_kills_its_process_group() {
 
     assert_eq!(response.status, RunStatus::Cancelled);
     assert!(
-        wait_gone(child),
+        wait_gone(child).await,
         "the tool process {child} is still running"
     );
     assert!(
-        wait_gone(grandchild),
+        wait_gone(grandchild).await,
         "the forked grandchild {grandchild} is still running"
     );
     let events = common::stored(&runtime, &response).await;

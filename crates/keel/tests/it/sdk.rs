@@ -91,3 +91,29 @@ async fn injected_provider_and_tool_replace_the_workspace_ones() {
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].status, RunStatus::Completed);
 }
+
+#[tokio::test]
+async fn the_handle_streams_events_and_the_final_response() {
+    use futures_util::StreamExt;
+
+    let ws = common::workspace("http://127.0.0.1:9/v1", &["get_weather"], "");
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .model_provider("mock", Arc::new(WeatherModel))
+        .tool(Arc::new(RecordingTool::weather()))
+        .build()
+        .unwrap();
+    let mut handle = runtime
+        .request(keel::RequestOptions {
+            input: "Weather?".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let types: Vec<&'static str> = handle.events().map(|e| e.type_name()).collect().await;
+    let response = handle.wait().await.unwrap();
+
+    assert_eq!(types.first(), Some(&"runtime.request.started"));
+    assert!(types.contains(&"runtime.request.completed"));
+    assert_eq!(response.status, RunStatus::Completed);
+}
