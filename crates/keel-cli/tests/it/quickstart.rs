@@ -204,3 +204,32 @@ fn events_globs_choose_what_goes_to_stderr() {
     // The answer still streams to stdout.
     assert!(stdout(&output).contains("This workspace holds"));
 }
+
+#[test]
+fn an_unknown_agent_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&quickstart_dir(), dir.path());
+    let output = run(&[
+        "run",
+        "-w",
+        dir.path().to_str().unwrap(),
+        "--agent",
+        "nobody",
+        "Hi",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("unknown agent `nobody` (agents: assistant)"),
+        "{}",
+        stderr(&output)
+    );
+    let ok = run(&[
+        "run",
+        "-w",
+        dir.path().to_str().unwrap(),
+        "--agent",
+        "assistant",
+        "Hi",
+    ]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+}

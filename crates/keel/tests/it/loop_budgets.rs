@@ -112,3 +112,54 @@ async fn the_required_tool_called_successfully_completes_the_run() {
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
     assert_eq!(response.finish_reason, FinishReason::Completed);
 }
+
+const RENDEZVOUS_TOOLS: &str = r#"apiVersion: keel/v1
+kind: Tool
+metadata: { name: ping }
+spec:
+  description: Marks a.flag, then waits for b.flag.
+  impl:
+    kind: command
+    command: ["sh", "-c", "touch a.flag; while [ ! -e b.flag ]; do sleep 0.01; done; echo ping"]
+    timeout: 10s
+---
+apiVersion: keel/v1
+kind: Tool
+metadata: { name: pong }
+spec:
+  description: Marks b.flag, then waits for a.flag.
+  impl:
+    kind: command
+    command: ["sh", "-c", "touch b.flag; while [ ! -e a.flag ]; do sleep 0.01; done; echo pong"]
+    timeout: 10s
+"#;
+
+#[tokio::test]
+async fn tool_calls_of_one_answer_run_concurrently() {
+    // Each tool waits for the other to start: they can only both succeed if they overlap.
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::tool_calls([
+        MockToolCall::new("c1", "ping", ["{}"]),
+        MockToolCall::new("c2", "pong", ["{}"]),
+    ]));
+    mock.push(MockResponse::text(["Both answered."]));
+    let ws = common::workspace(&mock.base_url(), &["ping", "pong"], "");
+    ws.write("config/tools.yaml", RENDEZVOUS_TOOLS);
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    let (response, _) = common::run(&runtime, "Ping pong").await;
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    let second = &mock.requests()[1];
+    let results: Vec<&str> = second
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        results,
+        vec!["ping\n", "pong\n"],
+        "results come back in call order"
+    );
+}
