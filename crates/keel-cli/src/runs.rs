@@ -104,6 +104,7 @@ async fn list(
         status: status.as_deref().map(parse_status).transpose()?,
         agent,
         session: None,
+        since: None,
         limit: Some(limit),
     };
     let runs = store.list_runs(&filter).await.map_err(failed)?;

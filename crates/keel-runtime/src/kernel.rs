@@ -184,21 +184,12 @@ impl Kernel {
             .get(&agent.model)
             .is_none_or(|model| model.stream);
         let request_id = RequestId::generate();
-        let record = RunRecord {
-            request_id: request_id.clone(),
-            session_id: options.session_id.clone(),
-            agent: agent_name.clone(),
-            status: RunStatus::Running,
-            input: options.input.clone(),
-            output: None,
-            error: None,
-            finish_reason: None,
-            usage: Usage::default(),
-            steps: 0,
-            started_at: keel_types::now_rfc3339(),
-            ended_at: None,
-            event_count: 0,
-        };
+        let record = RunRecord::new(
+            request_id.clone(),
+            options.session_id.clone(),
+            agent_name.clone(),
+            options.input.clone(),
+        );
         let store = self.inner.parts.store.clone();
         store.create_run(&record).await?;
 

@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use keel_types::{Event, RequestId, RunFilter, RunRecord, RunStore, StoreError};
+use keel_types::{
+    Event, Message, RequestId, RunFilter, RunRecord, RunStore, SessionId, SessionMessage,
+    SessionRecord, StoreError,
+};
 
 /// File name of the event log inside a run folder.
 pub const EVENTS_FILE: &str = "events.jsonl";
@@ -208,6 +211,55 @@ impl RunStore for JsonlStore {
         events.retain(|e| e.seq > after);
         Ok(events)
     }
+
+    async fn recover(&self) -> Result<Vec<RequestId>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn claim(&self, _id: &RequestId) -> Result<RunRecord, StoreError> {
+        Err(unsupported("resuming runs"))
+    }
+
+    async fn prune(&self, _before: &str) -> Result<u64, StoreError> {
+        Err(unsupported("pruning"))
+    }
+
+    async fn ensure_session(
+        &self,
+        _id: &SessionId,
+        _agent: &str,
+    ) -> Result<SessionRecord, StoreError> {
+        Err(unsupported("sessions"))
+    }
+
+    async fn get_session(&self, _id: &SessionId) -> Result<Option<SessionRecord>, StoreError> {
+        Ok(None)
+    }
+
+    async fn list_sessions(&self, _limit: Option<usize>) -> Result<Vec<SessionRecord>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn delete_session(&self, _id: &SessionId) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    async fn session_messages(&self, _id: &SessionId) -> Result<Vec<SessionMessage>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn append_session_messages(
+        &self,
+        _id: &SessionId,
+        _request_id: &RequestId,
+        _messages: &[Message],
+    ) -> Result<(), StoreError> {
+        Err(unsupported("sessions"))
+    }
+}
+
+fn unsupported(what: &str) -> StoreError {
+    StoreError::Invalid(format!("{what} need the SQLite store"))
 }
 
 fn read_record(path: &Path) -> Result<Option<RunRecord>, StoreError> {

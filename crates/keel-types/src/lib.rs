@@ -21,7 +21,10 @@ pub use ports::{
     BoxStream, ModelError, ModelProvider, ModelStream, RunFilter, RunStore, StoreError, Tool,
     ToolContext, ToolError, ToolOutput,
 };
-pub use run::{ErrorCode, ErrorInfo, FinishReason, RunRecord, RunStatus};
+pub use run::{
+    ErrorCode, ErrorInfo, FinishReason, RunLinks, RunRecord, RunStatus, SessionMessage,
+    SessionRecord,
+};
 
 /// The current time as an RFC 3339 string in UTC with exactly three fractional digits, e.g.
 /// `2026-11-22T12:00:00.120Z` (fixed width, so timestamps sort as text).

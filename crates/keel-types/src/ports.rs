@@ -11,8 +11,8 @@ use futures_core::Stream;
 use serde_json::Value;
 
 use crate::event::Event;
-use crate::message::{ModelEvent, ModelRequest, ToolSpec};
-use crate::run::{ErrorCode, RunRecord, RunStatus};
+use crate::message::{Message, ModelEvent, ModelRequest, ToolSpec};
+use crate::run::{ErrorCode, RunRecord, RunStatus, SessionMessage, SessionRecord};
 use crate::{RequestId, SessionId};
 
 /// A boxed, sendable stream.
@@ -192,6 +192,8 @@ pub struct RunFilter {
     pub status: Option<RunStatus>,
     pub agent: Option<String>,
     pub session: Option<SessionId>,
+    /// Only runs started at or after this RFC 3339 time.
+    pub since: Option<String>,
     pub limit: Option<usize>,
 }
 
@@ -213,4 +215,38 @@ pub trait RunStore: Send + Sync {
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError>;
     /// The stored events of a run with `seq > after`, in order.
     async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, StoreError>;
+
+    /// Marks runs left `running` or `waiting_approval` by processes that no longer exist as
+    /// `interrupted`, and returns their ids. Runs of live processes are left alone.
+    async fn recover(&self) -> Result<Vec<RequestId>, StoreError>;
+    /// Takes over an `interrupted` run to resume it: it becomes `running`, owned by this
+    /// process. Exactly one caller wins; the others get [`StoreError::Invalid`].
+    async fn claim(&self, id: &RequestId) -> Result<RunRecord, StoreError>;
+    /// Deletes ended runs that started before `before` (RFC 3339) with their events and
+    /// mirrors; returns how many were deleted.
+    async fn prune(&self, before: &str) -> Result<u64, StoreError>;
+
+    /// The session, created (owned by `agent`) if it does not exist yet.
+    async fn ensure_session(
+        &self,
+        id: &SessionId,
+        agent: &str,
+    ) -> Result<SessionRecord, StoreError>;
+    /// One session, if it exists.
+    async fn get_session(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError>;
+    /// Sessions, most recently updated first.
+    async fn list_sessions(&self, limit: Option<usize>) -> Result<Vec<SessionRecord>, StoreError>;
+    /// Deletes a session and its transcript (its runs stay, as records). Returns whether it
+    /// existed.
+    async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError>;
+    /// The session's whole transcript, in order.
+    async fn session_messages(&self, id: &SessionId) -> Result<Vec<SessionMessage>, StoreError>;
+    /// Appends the messages a request added to its session's transcript (in one transaction)
+    /// and touches the session.
+    async fn append_session_messages(
+        &self,
+        id: &SessionId,
+        request_id: &RequestId,
+        messages: &[Message],
+    ) -> Result<(), StoreError>;
 }

@@ -127,4 +127,95 @@ pub struct RunRecord {
     /// Number of events recorded for the run.
     #[serde(default)]
     pub event_count: u64,
+    /// How this run relates to others (parent, retry, replay, fork).
+    #[serde(default, skip_serializing_if = "RunLinks::is_empty")]
+    pub links: RunLinks,
+}
+
+impl RunRecord {
+    /// A new `running` run started now.
+    pub fn new(
+        request_id: RequestId,
+        session_id: Option<SessionId>,
+        agent: impl Into<String>,
+        input: impl Into<String>,
+    ) -> Self {
+        Self {
+            request_id,
+            session_id,
+            agent: agent.into(),
+            status: RunStatus::Running,
+            input: input.into(),
+            output: None,
+            error: None,
+            finish_reason: None,
+            usage: Usage::default(),
+            steps: 0,
+            started_at: crate::now_rfc3339(),
+            ended_at: None,
+            event_count: 0,
+            links: RunLinks::default(),
+        }
+    }
+}
+
+/// Links between runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunLinks {
+    /// The run that started this one as a subagent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<RequestId>,
+    /// The run this one retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_of: Option<RequestId>,
+    /// The run this one replays (model answers taken from its log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<RequestId>,
+    /// The run this one was forked from, and the last `seq` taken from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<RequestId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_seq: Option<u64>,
+    /// How many times the run was resumed after an interruption.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resumed: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl RunLinks {
+    /// Whether no link is set.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// A session: a conversation boundary spanning requests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRecord {
+    pub session_id: SessionId,
+    /// The agent of the session's first request.
+    pub agent: String,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Requests run in the session.
+    #[serde(default)]
+    pub run_count: u64,
+    /// Messages in the persisted transcript.
+    #[serde(default)]
+    pub message_count: u64,
+}
+
+/// One message of a session's transcript, with the request that added it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMessage {
+    /// Position in the transcript, dense from 1.
+    pub seq: u64,
+    pub request_id: RequestId,
+    pub message: crate::Message,
 }

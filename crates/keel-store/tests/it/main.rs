@@ -6,25 +6,12 @@ use std::io::Write;
 use keel_store::JsonlStore;
 use keel_types::{
     Event, EventId, EventPayload, RequestId, RunFilter, RunRecord, RunStatus, RunStore, StoreError,
-    Usage,
 };
 
 fn record(id: &str, agent: &str, status: RunStatus) -> RunRecord {
-    RunRecord {
-        request_id: RequestId::from(id),
-        session_id: None,
-        agent: agent.into(),
-        status,
-        input: "hi".into(),
-        output: None,
-        error: None,
-        finish_reason: None,
-        usage: Usage::default(),
-        steps: 0,
-        started_at: "2026-11-22T12:00:00.000Z".into(),
-        ended_at: None,
-        event_count: 0,
-    }
+    let mut run = RunRecord::new(RequestId::from(id), None, agent, "hi");
+    run.status = status;
+    run
 }
 
 fn event(id: &str, seq: u64, payload: EventPayload) -> Event {
