@@ -184,6 +184,15 @@ pub enum StoreError {
     /// The caller broke the store's contract (e.g. a gap in `seq`).
     #[error("invalid store operation: {0}")]
     Invalid(String),
+    /// The store was written by a newer Keel; nothing was changed.
+    #[error(
+        "the store at {path} has schema version {found}, newer than this keel supports ({supported}); upgrade keel"
+    )]
+    Version {
+        path: String,
+        found: u32,
+        supported: u32,
+    },
 }
 
 /// Which runs to list.
