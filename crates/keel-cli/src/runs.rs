@@ -217,6 +217,19 @@ fn summary(event: &Event) -> String {
         }
         EventPayload::RequestFailed { error, .. } => error.message.clone(),
         EventPayload::RequestCancelled { reason, .. } => reason.clone(),
+        EventPayload::RequestResumed {
+            reissued_round,
+            rerun_calls,
+            abandoned_calls,
+        } => format!(
+            "reissued_round={reissued_round} rerun={} abandoned={}",
+            rerun_calls.join(","),
+            abandoned_calls.join(",")
+        ),
+        EventPayload::RequestForked {
+            from_request_id,
+            at_seq,
+        } => format!("from={from_request_id} at={at_seq}"),
         EventPayload::ContractFailed { missing_tools } => {
             format!("missing={}", missing_tools.join(","))
         }

@@ -18,14 +18,15 @@ use futures_util::StreamExt;
 use keel_tools::gateway::{Gateway, Guarded};
 use keel_types::{
     AdapterEvent, ErrorCode, ErrorInfo, EventPayload, FinishReason, Message, ModelError,
-    ModelEvent, ModelParams, ModelProvider, ModelRequest, ModelStopReason, RunRecord, RunStatus,
-    RunStore, StoreError, ToolCall, ToolContext, Usage,
+    ModelEvent, ModelParams, ModelProvider, ModelRequest, ModelStopReason, RequestId, RunRecord,
+    RunStatus, RunStore, StoreError, ToolCall, ToolContext, Usage,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use tokio_util::sync::CancellationToken;
 
 use crate::emitter::Emitter;
 use crate::kernel::RunResponse;
+use crate::rebuild::{PendingCall, Rebuilt};
 use crate::retry;
 
 /// One run in progress.
@@ -43,6 +44,22 @@ pub(crate) struct AgentRun {
     steps: u32,
     /// Tools that completed successfully at least once (for the execution contract).
     succeeded: HashSet<String>,
+    /// The conversation sent to the model: prompt, history, input, then this run's rounds.
+    messages: Vec<Message>,
+    /// Index of this request's input in `messages`: what follows is new in this run.
+    input_at: usize,
+    /// Calls of the last answer left without a result by an interrupted process.
+    pending: Vec<PendingCall>,
+}
+
+/// How a run begins.
+pub(crate) enum Start {
+    /// A new request.
+    Fresh,
+    /// An interrupted run continues from its log.
+    Resumed { cut_off_round: bool },
+    /// A copy of another run's first events continues.
+    Forked { from: RequestId, at_seq: u64 },
 }
 
 /// How the loop ended, before the terminal event is written.
@@ -105,6 +122,7 @@ impl AgentRun {
         agent: AgentSpec,
         stream: bool,
         record: RunRecord,
+        history: Vec<Message>,
     ) -> Self {
         let tool_ctx = ToolContext {
             workspace_root: workspace.root.clone(),
@@ -127,7 +145,35 @@ impl AgentRun {
             usage: Usage::default(),
             steps: 0,
             succeeded: HashSet::new(),
+            messages: Vec::new(),
+            input_at: 0,
+            pending: Vec::new(),
         }
+        .with_prompt(history)
+    }
+
+    /// Prompt assembly in the documented order: system instructions → (policy text, skill
+    /// index, skill bodies, memory context: later features) → trimmed session history → the
+    /// current input.
+    fn with_prompt(mut self, history: Vec<Message>) -> Self {
+        if !self.agent.instructions.trim().is_empty() {
+            self.messages
+                .push(Message::system(self.agent.instructions.clone()));
+        }
+        self.messages.extend(history);
+        self.input_at = self.messages.len();
+        self.messages.push(Message::user(self.record.input.clone()));
+        self
+    }
+
+    /// Continues from a rebuilt log: its rounds, usage and pending calls.
+    pub(crate) fn with_rebuilt(mut self, rebuilt: Rebuilt) -> Self {
+        self.messages.extend(rebuilt.messages);
+        self.steps = rebuilt.steps;
+        self.usage = rebuilt.usage;
+        self.succeeded = rebuilt.succeeded;
+        self.pending = rebuilt.pending;
+        self
     }
 
     fn max_steps(&self) -> u32 {
@@ -145,19 +191,11 @@ impl AgentRun {
             .0
     }
 
-    /// Prompt assembly in the documented order.
-    fn initial_messages(&self) -> Vec<Message> {
-        let mut messages = Vec::with_capacity(2);
-        if !self.agent.instructions.trim().is_empty() {
-            messages.push(Message::system(self.agent.instructions.clone()));
-        }
-        messages.push(Message::user(self.record.input.clone()));
-        messages
-    }
-
     /// Model rounds and tool calls until an answer or a failure.
     async fn drive(&mut self) -> End {
-        let mut messages = self.initial_messages();
+        if let Err(error) = self.run_pending().await {
+            return End::store(error);
+        }
         let max_steps = self.max_steps();
         loop {
             if self.steps >= max_steps {
@@ -168,7 +206,7 @@ impl AgentRun {
                 );
             }
             self.steps += 1;
-            let answer = match self.model_round(self.steps, &messages).await {
+            let answer = match self.model_round(self.steps).await {
                 Ok(answer) => answer,
                 Err(RoundError::Model(error)) => return End::model(&error),
                 Err(RoundError::Store(error)) => return End::store(error),
@@ -176,12 +214,61 @@ impl AgentRun {
             if answer.calls.is_empty() {
                 return self.final_answer(answer).await;
             }
-            messages.push(Message::assistant(answer.text, answer.calls.clone()));
+            self.messages
+                .push(Message::assistant(answer.text, answer.calls.clone()));
             match self.run_tools(&answer.calls).await {
-                Ok(results) => messages.extend(results),
+                Ok(results) => self.messages.extend(results),
                 Err(error) => return End::store(error),
             }
         }
+    }
+
+    /// Settles the calls an interrupted process left without a result: calls that never
+    /// started, and started calls of idempotent tools, run (again); the others are reported
+    /// to the model as having an unknown outcome.
+    async fn run_pending(&mut self) -> Result<(), StoreError> {
+        let pending = std::mem::take(&mut self.pending);
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut rerun = Vec::new();
+        let mut results: Vec<(String, Message)> = Vec::new();
+        for item in &pending {
+            if !item.started || self.gateway.is_idempotent(&item.call.name) {
+                rerun.push(item.call.clone());
+                continue;
+            }
+            let output = serde_json::json!({
+                "error": "this call was interrupted (the process running it stopped); its outcome is unknown and it was not run again because the tool is not marked idempotent"
+            })
+            .to_string();
+            self.emitter
+                .emit(EventPayload::Adapter {
+                    event: AdapterEvent::ToolResult {
+                        call_id: item.call.id.clone(),
+                        tool: item.call.name.clone(),
+                        ok: false,
+                        output: output.clone(),
+                        duration_ms: 0,
+                    },
+                })
+                .await?;
+            results.push((
+                item.call.id.clone(),
+                Message::tool_result(&item.call.id, output),
+            ));
+        }
+        for message in self.run_tools(&rerun).await? {
+            let id = message.tool_call_id.clone().unwrap_or_default();
+            results.push((id, message));
+        }
+        // Results go back in the original call order.
+        for item in &pending {
+            if let Some(at) = results.iter().position(|(id, _)| id == &item.call.id) {
+                self.messages.push(results.remove(at).1);
+            }
+        }
+        Ok(())
     }
 
     async fn final_answer(&mut self, answer: Answer) -> End {
@@ -217,14 +304,30 @@ impl AgentRun {
             ModelStopReason::Length => FinishReason::Length,
             _ => FinishReason::Completed,
         };
+        self.messages
+            .push(Message::assistant(answer.text.clone(), Vec::new()));
+        if let Err(error) = self.save_transcript().await {
+            return End::store(error);
+        }
         End::Answer {
             output: answer.text,
             finish_reason,
         }
     }
 
+    /// Appends this request's turn (input, rounds, tool results, answer) to its session.
+    async fn save_transcript(&self) -> Result<(), StoreError> {
+        let Some(session) = &self.record.session_id else {
+            return Ok(());
+        };
+        let turn = self.messages.get(self.input_at..).unwrap_or_default();
+        self.store
+            .append_session_messages(session, &self.record.request_id, turn)
+            .await
+    }
+
     /// One model round, retried per the retry policy.
-    async fn model_round(&mut self, step: u32, messages: &[Message]) -> Result<Answer, RoundError> {
+    async fn model_round(&mut self, step: u32) -> Result<Answer, RoundError> {
         let policy = self.workspace.runtime.retry.model.clone();
         let mut attempt = 1;
         loop {
@@ -237,7 +340,7 @@ impl AgentRun {
                 })
                 .await?;
             let started = Instant::now();
-            match self.stream_answer(step, messages).await {
+            match self.stream_answer(step).await {
                 Ok((answer, usage)) => {
                     self.usage.add(&usage);
                     self.emitter
@@ -274,13 +377,9 @@ impl AgentRun {
     }
 
     /// Streams one answer, emitting text deltas, and assembles it.
-    async fn stream_answer(
-        &self,
-        step: u32,
-        messages: &[Message],
-    ) -> Result<(Answer, Usage), RoundError> {
+    async fn stream_answer(&self, step: u32) -> Result<(Answer, Usage), RoundError> {
         let request = ModelRequest {
-            messages: messages.to_vec(),
+            messages: self.messages.clone(),
             tools: self.gateway.specs(&self.agent.tools).cloned().collect(),
             params: self.model_params(),
             stream: self.stream,
@@ -527,17 +626,36 @@ impl AgentRun {
     }
 }
 
-/// Runs a request to its end: started event, the loop under cancellation and the wall-clock
-/// budget, then the terminal event.
-pub(crate) async fn execute(mut run: AgentRun, cancel: CancellationToken) -> RunResponse {
+/// Runs a request to its end: the opening event, the loop under cancellation and the
+/// wall-clock budget, then the terminal event.
+pub(crate) async fn execute(
+    mut run: AgentRun,
+    start: Start,
+    cancel: CancellationToken,
+) -> RunResponse {
     let started = Instant::now();
-    let end = if let Err(error) = run
-        .emitter
-        .emit(EventPayload::RequestStarted {
+    let opening = match start {
+        Start::Fresh => EventPayload::RequestStarted {
             input: run.record.input.clone(),
-        })
-        .await
-    {
+        },
+        Start::Resumed { cut_off_round } => {
+            let (rerun, abandoned): (Vec<&PendingCall>, Vec<&PendingCall>) = run
+                .pending
+                .iter()
+                .filter(|p| p.started)
+                .partition(|p| run.gateway.is_idempotent(&p.call.name));
+            EventPayload::RequestResumed {
+                reissued_round: cut_off_round,
+                rerun_calls: rerun.iter().map(|p| p.call.id.clone()).collect(),
+                abandoned_calls: abandoned.iter().map(|p| p.call.id.clone()).collect(),
+            }
+        }
+        Start::Forked { from, at_seq } => EventPayload::RequestForked {
+            from_request_id: from,
+            at_seq,
+        },
+    };
+    let end = if let Err(error) = run.emitter.emit(opening).await {
         End::store(error)
     } else {
         let timeout = run.run_timeout();

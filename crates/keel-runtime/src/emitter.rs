@@ -29,9 +29,11 @@ struct State {
 }
 
 impl Emitter {
-    /// An emitter for a run; `subscriber` receives every event (and narration) after it is
-    /// stored.
+    /// An emitter for a run whose log holds `last_seq` events already; `subscriber` receives
+    /// every event (and narration) after it is stored.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
+        last_seq: u64,
         request_id: RequestId,
         session_id: Option<SessionId>,
         agent: String,
@@ -47,7 +49,10 @@ impl Emitter {
             store,
             redactor,
             narrator,
-            state: Mutex::new(State { seq: 0, subscriber }),
+            state: Mutex::new(State {
+                seq: last_seq,
+                subscriber,
+            }),
         }
     }
 

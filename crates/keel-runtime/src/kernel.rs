@@ -7,20 +7,23 @@ use std::sync::{Arc, Mutex};
 
 use keel_tools::gateway::Gateway;
 use keel_types::{
-    ErrorInfo, Event, FinishReason, ModelProvider, RequestId, RunFilter, RunRecord, RunStatus,
-    RunStore, SessionId, Usage,
+    ErrorInfo, Event, EventId, FinishReason, Message, ModelProvider, RequestId, RunFilter,
+    RunRecord, RunStatus, RunStore, SessionId, Usage,
 };
-use keel_workspace::Workspace;
+use keel_workspace::{AgentSpec, Workspace};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::RuntimeError;
-use crate::agent_loop::{self, AgentRun};
+use crate::agent_loop::{self, AgentRun, Start};
 use crate::emitter::Emitter;
+use crate::history::trim_history;
 use crate::narrator::Narrator;
+use crate::rebuild::{Rebuilt, rebuild};
 use crate::redact::Redactor;
+use crate::replay::{Divergence, ReplayProvider, diverge};
 
 /// Everything the kernel is assembled from.
 pub struct KernelParts {
@@ -151,59 +154,238 @@ impl Kernel {
             Some(name) => name.to_owned(),
             None => return Err(RuntimeError::NoDefaultAgent),
         };
-        let Some(agent) = workspace.agents.get(&agent_name).cloned() else {
-            return Err(RuntimeError::UnknownAgent {
-                name: agent_name,
+        let agent = self.agent(&agent_name)?;
+        let provider = self.provider(&agent_name, &agent)?;
+        let store = &self.inner.parts.store;
+        let history = match &options.session_id {
+            Some(session) => {
+                store.ensure_session(session, &agent_name).await?;
+                let transcript = store.session_messages(session).await?;
+                trim_history(
+                    transcript.into_iter().map(|m| m.message).collect(),
+                    workspace.runtime.limits.history_tokens,
+                )
+            }
+            None => Vec::new(),
+        };
+        let record = RunRecord::new(
+            RequestId::generate(),
+            options.session_id,
+            agent_name,
+            options.input,
+        );
+        store.create_run(&record).await?;
+        Ok(self.spawn(record, agent, provider, history, None, Start::Fresh, 0))
+    }
+
+    /// Continues an `interrupted` run from its log: a cut-off model round is asked again; a
+    /// tool call that started without a recorded result runs again only if its tool is
+    /// idempotent (the model is told the outcome is unknown otherwise).
+    pub async fn resume(&self, id: &RequestId) -> Result<RunHandle, RuntimeError> {
+        let store = &self.inner.parts.store;
+        let before = store
+            .get_run(id)
+            .await?
+            .ok_or_else(|| RuntimeError::InvalidInput(format!("no run `{id}`")))?;
+        if before.status != RunStatus::Interrupted {
+            return Err(RuntimeError::InvalidInput(format!(
+                "run `{id}` is {}, only interrupted runs can be resumed",
+                before.status.as_str()
+            )));
+        }
+        let agent = self.agent(&before.agent)?;
+        let provider = self.provider(&before.agent, &agent)?;
+        let events = store.events(id, 0).await?;
+        let rebuilt = rebuild(&events).map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
+        let record = store.claim(id).await?;
+        let history = self.history_of(&record).await?;
+        let cut_off_round = rebuilt.cut_off_round;
+        let last_seq = rebuilt.last_seq;
+        Ok(self.spawn(
+            record,
+            agent,
+            provider,
+            history,
+            Some(rebuilt),
+            Start::Resumed { cut_off_round },
+            last_seq,
+        ))
+    }
+
+    /// Starts a new run that copies the first `at_seq` events of run `id` and continues from
+    /// there with the live model. The fork has no session (it is a branch, not a turn).
+    pub async fn fork(&self, id: &RequestId, at_seq: u64) -> Result<RunHandle, RuntimeError> {
+        let store = &self.inner.parts.store;
+        let original = store
+            .get_run(id)
+            .await?
+            .ok_or_else(|| RuntimeError::InvalidInput(format!("no run `{id}`")))?;
+        let events = store.events(id, 0).await?;
+        let last = events.iter().map(|e| e.seq).max().unwrap_or(0);
+        let terminal = events
+            .iter()
+            .find(|e| e.payload.is_terminal())
+            .map(|e| e.seq);
+        if at_seq == 0 || at_seq > last || terminal.is_some_and(|t| at_seq >= t) {
+            return Err(RuntimeError::InvalidInput(format!(
+                "--at must name an event of run `{id}` before its end (1..{})",
+                terminal.unwrap_or(last + 1).saturating_sub(1).max(1)
+            )));
+        }
+        let agent = self.agent(&original.agent)?;
+        let provider = self.provider(&original.agent, &agent)?;
+        let prefix: Vec<Event> = events.into_iter().filter(|e| e.seq <= at_seq).collect();
+        let rebuilt = rebuild(&prefix).map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
+        let mut record = RunRecord::new(
+            RequestId::generate(),
+            None,
+            original.agent,
+            rebuilt.input.clone(),
+        );
+        record.links.forked_from = Some(id.clone());
+        record.links.fork_seq = Some(at_seq);
+        store.create_run(&record).await?;
+        let copies: Vec<Event> = prefix
+            .into_iter()
+            .map(|event| Event {
+                id: EventId::generate(),
+                request_id: record.request_id.clone(),
+                session_id: None,
+                ..event
+            })
+            .collect();
+        store.append(&copies).await?;
+        Ok(self.spawn(
+            record,
+            agent,
+            provider,
+            Vec::new(),
+            Some(rebuilt),
+            Start::Forked {
+                from: id.clone(),
+                at_seq,
+            },
+            at_seq,
+        ))
+    }
+
+    /// Re-executes run `id` as a new run whose model answers (and failures) come from the
+    /// original's log; tools run for real. Compare the two with [`Kernel::divergence`].
+    pub async fn replay(&self, id: &RequestId) -> Result<RunHandle, RuntimeError> {
+        let store = &self.inner.parts.store;
+        let original = store
+            .get_run(id)
+            .await?
+            .ok_or_else(|| RuntimeError::InvalidInput(format!("no run `{id}`")))?;
+        let events = store.events(id, 0).await?;
+        let agent = self.agent(&original.agent)?;
+        let provider: Arc<dyn ModelProvider> = Arc::new(ReplayProvider::from_events(&events));
+        let mut record =
+            RunRecord::new(RequestId::generate(), None, original.agent, original.input);
+        record.links.replay_of = Some(id.clone());
+        store.create_run(&record).await?;
+        Ok(self.spawn(record, agent, provider, Vec::new(), None, Start::Fresh, 0))
+    }
+
+    /// Where the log of `new` first differs from the log of `original` (ids, times and
+    /// durations aside); `None` when they are the same.
+    pub async fn divergence(
+        &self,
+        original: &RequestId,
+        new: &RequestId,
+    ) -> Result<Option<Divergence>, RuntimeError> {
+        let store = &self.inner.parts.store;
+        let a = store.events(original, 0).await?;
+        let b = store.events(new, 0).await?;
+        Ok(diverge(&a, &b))
+    }
+
+    /// Marks runs left active by processes that died as `interrupted`; returns their ids.
+    pub async fn recover(&self) -> Result<Vec<RequestId>, RuntimeError> {
+        Ok(self.inner.parts.store.recover().await?)
+    }
+
+    fn agent(&self, name: &str) -> Result<AgentSpec, RuntimeError> {
+        let workspace = &self.inner.parts.workspace;
+        workspace
+            .agents
+            .get(name)
+            .cloned()
+            .ok_or_else(|| RuntimeError::UnknownAgent {
+                name: name.to_owned(),
                 available: workspace
                     .agents
                     .keys()
                     .cloned()
                     .collect::<Vec<_>>()
                     .join(", "),
-            });
+            })
+    }
+
+    fn provider(
+        &self,
+        agent_name: &str,
+        agent: &AgentSpec,
+    ) -> Result<Arc<dyn ModelProvider>, RuntimeError> {
+        let unavailable = |message: String| RuntimeError::ModelUnavailable {
+            agent: agent_name.to_owned(),
+            model: agent.model.clone(),
+            message,
         };
-        let provider = match self.inner.parts.models.get(&agent.model) {
-            Some(Ok(provider)) => provider.clone(),
-            Some(Err(message)) => {
-                return Err(RuntimeError::ModelUnavailable {
-                    agent: agent_name,
-                    model: agent.model.clone(),
-                    message: message.clone(),
-                });
-            }
-            None => {
-                return Err(RuntimeError::ModelUnavailable {
-                    agent: agent_name,
-                    model: agent.model.clone(),
-                    message: "no provider is configured for it".into(),
-                });
-            }
+        match self.inner.parts.models.get(&agent.model) {
+            Some(Ok(provider)) => Ok(provider.clone()),
+            Some(Err(message)) => Err(unavailable(message.clone())),
+            None => Err(unavailable("no provider is configured for it".into())),
+        }
+    }
+
+    /// The trimmed transcript of a run's session, without the run's own turn.
+    async fn history_of(&self, record: &RunRecord) -> Result<Vec<Message>, RuntimeError> {
+        let Some(session) = &record.session_id else {
+            return Ok(Vec::new());
         };
+        let transcript = self.inner.parts.store.session_messages(session).await?;
+        Ok(trim_history(
+            transcript
+                .into_iter()
+                .filter(|m| m.request_id != record.request_id)
+                .map(|m| m.message)
+                .collect(),
+            self.inner.parts.workspace.runtime.limits.history_tokens,
+        ))
+    }
+
+    /// Spawns the agent loop for a recorded run.
+    #[allow(clippy::too_many_arguments)]
+    fn spawn(
+        &self,
+        record: RunRecord,
+        agent: AgentSpec,
+        provider: Arc<dyn ModelProvider>,
+        history: Vec<Message>,
+        rebuilt: Option<Rebuilt>,
+        start: Start,
+        last_seq: u64,
+    ) -> RunHandle {
+        let workspace = &self.inner.parts.workspace;
+        let store = self.inner.parts.store.clone();
         let stream = workspace
             .models
             .get(&agent.model)
             .is_none_or(|model| model.stream);
-        let request_id = RequestId::generate();
-        let record = RunRecord::new(
-            request_id.clone(),
-            options.session_id.clone(),
-            agent_name.clone(),
-            options.input.clone(),
-        );
-        let store = self.inner.parts.store.clone();
-        store.create_run(&record).await?;
-
+        let request_id = record.request_id.clone();
         let (tx, rx) = mpsc::unbounded_channel();
         let emitter = Emitter::new(
+            last_seq,
             request_id.clone(),
-            options.session_id,
-            agent_name,
+            record.session_id.clone(),
+            record.agent.clone(),
             store.clone(),
             self.inner.redactor.clone(),
             self.inner.narrator.clone(),
             Some(tx),
         );
-        let run = AgentRun::new(
+        let mut run = AgentRun::new(
             emitter,
             provider,
             self.inner.parts.gateway.clone(),
@@ -212,7 +394,11 @@ impl Kernel {
             agent,
             stream,
             record,
+            history,
         );
+        if let Some(rebuilt) = rebuilt {
+            run = run.with_rebuilt(rebuilt);
+        }
         let cancel = CancellationToken::new();
         self.track(&request_id, &cancel);
         let permits = self.inner.permits.clone();
@@ -225,17 +411,17 @@ impl Kernel {
                 permit = permits.acquire_owned() => permit.ok(),
                 _ = token.cancelled() => None,
             };
-            let response = agent_loop::execute(run, token).await;
+            let response = agent_loop::execute(run, start, token).await;
             drop(permit);
             kernel.untrack(&id);
             response
         });
-        Ok(RunHandle {
+        RunHandle {
             request_id,
             events: rx,
             cancel,
             task,
-        })
+        }
     }
 
     /// Cancels an active run. Returns whether a run with that id was active.

@@ -9,10 +9,14 @@
 pub mod agent_loop;
 pub mod emitter;
 mod error;
+pub mod history;
 mod kernel;
 pub mod narrator;
+pub mod rebuild;
 pub mod redact;
+pub mod replay;
 pub mod retry;
 
 pub use error::RuntimeError;
 pub use kernel::{Kernel, KernelParts, RequestOptions, RunHandle, RunResponse};
+pub use replay::Divergence;

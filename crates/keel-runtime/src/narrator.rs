@@ -117,6 +117,31 @@ impl Narrator {
             ),
             EventPayload::RequestFailed { error, .. } => format!("Failed: {}.", error.message),
             EventPayload::RequestCancelled { .. } => "Cancelled.".to_owned(),
+            EventPayload::RequestResumed {
+                reissued_round,
+                rerun_calls,
+                abandoned_calls,
+            } => {
+                let mut line = format!("Resumed {}", event.request_id);
+                if *reissued_round {
+                    line.push_str("; the interrupted model round is asked again");
+                }
+                if !rerun_calls.is_empty() {
+                    line.push_str(&format!("; re-running {} tool call(s)", rerun_calls.len()));
+                }
+                if !abandoned_calls.is_empty() {
+                    line.push_str(&format!(
+                        "; {} interrupted tool call(s) are not re-run (not idempotent)",
+                        abandoned_calls.len()
+                    ));
+                }
+                line.push('.');
+                line
+            }
+            EventPayload::RequestForked {
+                from_request_id,
+                at_seq,
+            } => format!("Forked from {from_request_id} at event {at_seq}."),
             _ => return None,
         };
         Some(line)

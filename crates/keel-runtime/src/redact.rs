@@ -72,7 +72,10 @@ impl Redactor {
                 AdapterEvent::ToolResult { output, .. } => s(output),
             },
             EventPayload::Narration { text, .. } => s(text),
-            EventPayload::ContractFailed { .. } | EventPayload::ModelStarted { .. } => {}
+            EventPayload::ContractFailed { .. }
+            | EventPayload::ModelStarted { .. }
+            | EventPayload::RequestResumed { .. }
+            | EventPayload::RequestForked { .. } => {}
         }
     }
 

@@ -42,6 +42,7 @@ pub struct CommandTool {
     timeout: Duration,
     env: BTreeMap<String, String>,
     workspace_root: PathBuf,
+    idempotent: bool,
 }
 
 impl CommandTool {
@@ -72,6 +73,7 @@ impl CommandTool {
             timeout: timeout.map_or(DEFAULT_TIMEOUT, |t| t.0),
             env: env.clone(),
             workspace_root,
+            idempotent: doc.idempotent,
         }
     }
 
@@ -119,6 +121,10 @@ impl CommandTool {
 impl Tool for CommandTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn idempotent(&self) -> bool {
+        self.idempotent
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {

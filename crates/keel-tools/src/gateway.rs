@@ -68,14 +68,20 @@ impl Guarded {
     /// The tool result the model receives for a blocked call: the issues, so it can correct
     /// itself.
     pub fn blocked_message(&self) -> String {
-        json!({
-            "error": "tool call blocked: the arguments do not match the tool's schema",
-            "tool": self.requested,
-            "issues": self.issues,
-            "hint": "fix the arguments listed in `issues` and call the tool again",
-        })
-        .to_string()
+        blocked_message(&self.requested, &self.issues)
     }
+}
+
+/// The tool result a model receives for a blocked call of `tool` (also rebuilt from a run's
+/// log when it is resumed).
+pub fn blocked_message(tool: &str, issues: &[Issue]) -> String {
+    json!({
+        "error": "tool call blocked: the arguments do not match the tool's schema",
+        "tool": tool,
+        "issues": issues,
+        "hint": "fix the arguments listed in `issues` and call the tool again",
+    })
+    .to_string()
 }
 
 impl Gateway {
@@ -107,6 +113,11 @@ impl Gateway {
         inventory
             .iter()
             .filter_map(|name| self.tools.get(name).map(|r| r.tool.spec()))
+    }
+
+    /// Whether calling the tool twice with the same arguments is safe.
+    pub fn is_idempotent(&self, name: &str) -> bool {
+        self.tools.get(name).is_some_and(|r| r.tool.idempotent())
     }
 
     /// Whether a tool with that name is registered.

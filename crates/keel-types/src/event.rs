@@ -111,6 +111,23 @@ pub enum EventPayload {
         steps: u32,
         duration_ms: u64,
     },
+    /// An interrupted run continues in a new process.
+    #[serde(rename = "runtime.request.resumed", rename_all = "camelCase")]
+    RequestResumed {
+        /// A model round was cut off and is asked again.
+        reissued_round: bool,
+        /// Tool calls that started without a recorded result and run again (idempotent tools).
+        rerun_calls: Vec<String>,
+        /// Tool calls that started without a recorded result and are not run again; the model
+        /// is told their outcome is unknown.
+        abandoned_calls: Vec<String>,
+    },
+    /// This run continues another run's log from `atSeq` (its first events are copies).
+    #[serde(rename = "runtime.request.forked", rename_all = "camelCase")]
+    RequestForked {
+        from_request_id: RequestId,
+        at_seq: u64,
+    },
     #[serde(rename = "runtime.execution.contract.failed", rename_all = "camelCase")]
     ContractFailed {
         /// Required tools that were never called successfully.
@@ -170,6 +187,8 @@ impl EventPayload {
             Self::RequestCompleted { .. } => "runtime.request.completed",
             Self::RequestFailed { .. } => "runtime.request.failed",
             Self::RequestCancelled { .. } => "runtime.request.cancelled",
+            Self::RequestResumed { .. } => "runtime.request.resumed",
+            Self::RequestForked { .. } => "runtime.request.forked",
             Self::ContractFailed { .. } => "runtime.execution.contract.failed",
             Self::ModelStarted { .. } => "runtime.model.started",
             Self::ModelCompleted { .. } => "runtime.model.completed",

@@ -51,21 +51,36 @@ pub enum ModelError {
     /// The answer could not be understood (bad JSON, broken SSE, impossible deltas).
     #[error("malformed model stream: {0}")]
     MalformedStream(String),
+    /// A failure read back from a run's log (replay): the same code, message and wait as the
+    /// original, so the replayed run records the same events.
+    #[error("{}", .error.message)]
+    Recorded {
+        error: crate::ErrorInfo,
+        retry_after: Option<Duration>,
+    },
 }
 
 impl ModelError {
     /// Whether trying again may succeed (connect, timeout, 429, 5xx).
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Self::Connect(_) | Self::Timeout(_) | Self::RateLimited { .. } | Self::Server { .. }
-        )
+        match self {
+            Self::Recorded { error, .. } => error.code == ErrorCode::ModelUnavailable,
+            other => matches!(
+                other,
+                Self::Connect(_)
+                    | Self::Timeout(_)
+                    | Self::RateLimited { .. }
+                    | Self::Server { .. }
+            ),
+        }
     }
 
     /// How long the server asked us to wait, if it did.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Self::RateLimited { retry_after, .. } => *retry_after,
+            Self::RateLimited { retry_after, .. } | Self::Recorded { retry_after, .. } => {
+                *retry_after
+            }
             _ => None,
         }
     }
@@ -81,6 +96,7 @@ impl ModelError {
             | Self::Timeout(_)
             | Self::RateLimited { .. }
             | Self::Server { .. } => ErrorCode::ModelUnavailable,
+            Self::Recorded { error, .. } => error.code,
         }
     }
 }
@@ -162,6 +178,12 @@ pub trait Tool: Send + Sync {
     /// Whether the tool only reads (it may then run without approval by default).
     fn read_only(&self) -> bool {
         false
+    }
+
+    /// Whether running the same call twice is safe. A resumed run re-runs a call that started
+    /// but has no recorded result only when its tool is idempotent. Read-only tools are.
+    fn idempotent(&self) -> bool {
+        self.read_only()
     }
 
     /// Runs the tool. The gateway guarantees `args` is valid against the schema. Dropping the

@@ -80,12 +80,15 @@ pub struct RuntimeSpec {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct StoreSpec {
     pub url: String,
+    /// How long ended runs are kept: what `keel runs prune` removes when no age is given.
+    pub retention: Duration,
 }
 
 impl Default for StoreSpec {
     fn default() -> Self {
         Self {
             url: "sqlite://.keel/keel.db".into(),
+            retention: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }
@@ -138,6 +141,9 @@ pub struct Limits {
     /// Tool calls of one model answer that may run at once.
     #[schemars(range(min = 1))]
     pub max_parallel_tools: u32,
+    /// Session history sent with each request, in (estimated) tokens; older turns are
+    /// dropped first, never separating a tool call from its result.
+    pub history_tokens: u64,
 }
 
 impl Default for Limits {
@@ -148,6 +154,7 @@ impl Default for Limits {
             run_timeout: Duration::from_secs(600),
             max_tool_output_bytes: 65536,
             max_parallel_tools: 8,
+            history_tokens: 8000,
         }
     }
 }

@@ -1,0 +1,279 @@
+//! Rebuilding a run's conversation from its event log, for `resume` (continue an interrupted
+//! run) and `fork` (continue a copy of a run's first events).
+//!
+//! The log holds everything the loop needs: the input, each model answer in full
+//! (`runtime.model.completed`), each tool result (`agent.tool.result`) or blocked call
+//! (`runtime.tool.guard`). A model round with no `completed` event was cut off and is simply
+//! asked again. Tool calls of the last answer with no recorded result are returned as
+//! pending, with whether they had started.
+
+use std::collections::{HashMap, HashSet};
+
+use keel_tools::gateway::blocked_message;
+use keel_types::{AdapterEvent, Event, EventPayload, GuardDecision, Message, ToolCall, Usage};
+
+/// The state of a run as its log describes it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rebuilt {
+    /// The request's input.
+    pub input: String,
+    /// Assistant and tool messages after the input, in order.
+    pub messages: Vec<Message>,
+    /// Completed model rounds.
+    pub steps: u32,
+    pub usage: Usage,
+    /// Tools that completed successfully at least once.
+    pub succeeded: HashSet<String>,
+    /// Calls of the last answer without a recorded result, in call order.
+    pub pending: Vec<PendingCall>,
+    /// A model round had started and has no answer: it will be asked again.
+    pub cut_off_round: bool,
+    /// The `seq` of the last event read.
+    pub last_seq: u64,
+}
+
+/// A tool call with no recorded result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingCall {
+    pub call: ToolCall,
+    /// It passed the gateway and started: it may have had effects.
+    pub started: bool,
+}
+
+/// Why a log cannot be continued.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RebuildError {
+    #[error("the run's log is empty")]
+    Empty,
+    #[error("the run's log does not start with runtime.request.started")]
+    NoStart,
+    #[error("the run already ended (event {0} is terminal)")]
+    Ended(u64),
+}
+
+/// Reads the log and returns the conversation state at its end.
+pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
+    let first = events.first().ok_or(RebuildError::Empty)?;
+    let EventPayload::RequestStarted { input } = &first.payload else {
+        return Err(RebuildError::NoStart);
+    };
+    let mut state = Rebuilt {
+        input: input.clone(),
+        ..Rebuilt::default()
+    };
+    // Answers with their calls, and what became of each call.
+    let mut answers: Vec<Message> = Vec::new();
+    let mut results: HashMap<String, String> = HashMap::new();
+    let mut started: HashSet<String> = HashSet::new();
+    let mut round_open = false;
+    for event in events {
+        state.last_seq = event.seq;
+        match &event.payload {
+            payload if payload.is_terminal() => return Err(RebuildError::Ended(event.seq)),
+            EventPayload::ModelStarted { .. } => round_open = true,
+            EventPayload::ModelRetry { .. } => round_open = false,
+            EventPayload::ModelCompleted {
+                step,
+                usage,
+                content,
+                tool_calls,
+                ..
+            } => {
+                round_open = false;
+                state.steps = *step;
+                state.usage.add(usage);
+                answers.push(Message::assistant(content.clone(), tool_calls.clone()));
+            }
+            EventPayload::ToolGuard {
+                call_id,
+                tool,
+                decision: GuardDecision::Blocked,
+                issues,
+                ..
+            } => {
+                results.insert(call_id.clone(), blocked_message(tool, issues));
+            }
+            EventPayload::Adapter {
+                event: AdapterEvent::ToolStart { call_id, .. },
+            } => {
+                started.insert(call_id.clone());
+            }
+            EventPayload::Adapter {
+                event:
+                    AdapterEvent::ToolResult {
+                        call_id,
+                        tool,
+                        ok,
+                        output,
+                        ..
+                    },
+            } => {
+                if *ok {
+                    state.succeeded.insert(tool.clone());
+                }
+                results.insert(call_id.clone(), output.clone());
+            }
+            _ => {}
+        }
+    }
+    state.cut_off_round = round_open;
+    let last = answers.len().saturating_sub(1);
+    for (index, answer) in answers.into_iter().enumerate() {
+        let calls = answer.tool_calls.clone();
+        state.messages.push(answer);
+        for call in calls {
+            match results.remove(&call.id) {
+                Some(output) => state.messages.push(Message::tool_result(&call.id, output)),
+                // Only the last answer can have calls without results: the loop asks the
+                // model again only after every call of an answer has its result.
+                None if index == last => state.pending.push(PendingCall {
+                    started: started.contains(&call.id),
+                    call,
+                }),
+                None => state.messages.push(Message::tool_result(
+                    &call.id,
+                    r#"{"error":"no result was recorded for this call"}"#,
+                )),
+            }
+        }
+    }
+    Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use keel_types::{EventId, ModelStopReason, RequestId, Role};
+    use serde_json::json;
+
+    use super::*;
+
+    fn events(payloads: Vec<EventPayload>) -> Vec<Event> {
+        payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, payload)| Event {
+                id: EventId::generate(),
+                seq: i as u64 + 1,
+                ts: "t".into(),
+                request_id: RequestId::from("run_1"),
+                session_id: None,
+                agent_id: "a".into(),
+                payload,
+            })
+            .collect()
+    }
+
+    fn call(id: &str, name: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    fn completed(step: u32, calls: Vec<ToolCall>) -> EventPayload {
+        EventPayload::ModelCompleted {
+            step,
+            stop_reason: ModelStopReason::ToolCalls,
+            usage: Usage {
+                prompt_tokens: 1,
+                completion_tokens: 1,
+                total_tokens: 2,
+            },
+            latency_ms: 1,
+            content: String::new(),
+            tool_calls: calls,
+        }
+    }
+
+    fn started(step: u32) -> EventPayload {
+        EventPayload::ModelStarted {
+            step,
+            attempt: 1,
+            model: "m".into(),
+            provider: "p".into(),
+        }
+    }
+
+    fn tool_start(id: &str) -> EventPayload {
+        EventPayload::Adapter {
+            event: AdapterEvent::ToolStart {
+                call_id: id.into(),
+                tool: "t".into(),
+                arguments: json!({}),
+            },
+        }
+    }
+
+    fn tool_result(id: &str, ok: bool) -> EventPayload {
+        EventPayload::Adapter {
+            event: AdapterEvent::ToolResult {
+                call_id: id.into(),
+                tool: "t".into(),
+                ok,
+                output: format!("out {id}"),
+                duration_ms: 1,
+            },
+        }
+    }
+
+    #[test]
+    fn a_cut_off_round_after_complete_tool_results_is_asked_again() {
+        let log = events(vec![
+            EventPayload::RequestStarted { input: "hi".into() },
+            started(1),
+            completed(1, vec![call("a", "t")]),
+            tool_start("a"),
+            tool_result("a", true),
+            started(2),
+        ]);
+        let state = rebuild(&log).unwrap();
+        assert!(state.cut_off_round);
+        assert!(state.pending.is_empty());
+        assert_eq!(state.steps, 1);
+        assert_eq!(state.usage.total_tokens, 2);
+        let roles: Vec<Role> = state.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, vec![Role::Assistant, Role::Tool]);
+        assert!(state.succeeded.contains("t"));
+        assert_eq!(state.last_seq, 6);
+    }
+
+    #[test]
+    fn calls_without_results_are_pending_with_whether_they_started() {
+        let log = events(vec![
+            EventPayload::RequestStarted { input: "hi".into() },
+            started(1),
+            completed(1, vec![call("a", "t"), call("b", "t"), call("c", "t")]),
+            tool_start("a"),
+            tool_start("b"),
+            tool_result("a", false),
+        ]);
+        let state = rebuild(&log).unwrap();
+        assert!(!state.cut_off_round);
+        assert_eq!(state.messages.len(), 2, "the answer and a's result");
+        let pending: Vec<(&str, bool)> = state
+            .pending
+            .iter()
+            .map(|p| (p.call.id.as_str(), p.started))
+            .collect();
+        assert_eq!(pending, vec![("b", true), ("c", false)]);
+        assert!(!state.succeeded.contains("t"), "a failed");
+    }
+
+    #[test]
+    fn an_ended_run_cannot_be_continued() {
+        let log = events(vec![
+            EventPayload::RequestStarted { input: "hi".into() },
+            EventPayload::RequestCancelled {
+                reason: "x".into(),
+                usage: Usage::default(),
+                steps: 0,
+                duration_ms: 0,
+            },
+        ]);
+        assert_eq!(rebuild(&log), Err(RebuildError::Ended(2)));
+        assert_eq!(rebuild(&[]), Err(RebuildError::Empty));
+    }
+}
