@@ -3,11 +3,13 @@
 //! Exit codes: 0 completed, 1 failed, 2 usage or configuration error, 130 cancelled.
 //! Output goes through [`out`]; each subcommand lives in its own module.
 
+mod chat;
 mod config;
 mod init;
 mod out;
 mod run;
 mod runs;
+mod sessions;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -56,12 +58,21 @@ enum Command {
     },
     /// Run one request and stream the answer.
     Run(run::RunArgs),
-    /// Inspect recorded runs.
+    /// Chat with an agent in a session, in the terminal.
+    Chat(chat::ChatArgs),
+    /// Inspect, export, resume, replay, fork and prune recorded runs.
     Runs {
         #[command(flatten)]
         ws: WorkspaceArg,
         #[command(subcommand)]
         command: runs::RunsCommand,
+    },
+    /// List, show and delete sessions.
+    Sessions {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(subcommand)]
+        command: sessions::SessionsCommand,
     },
 }
 
@@ -107,7 +118,15 @@ async fn dispatch(command: Command) -> u8 {
             command: ConfigCommand::Explain(ws),
         } => config::explain(&ws.workspace),
         Command::Run(args) => run::run(args).await,
+        Command::Chat(args) => chat::chat(args).await,
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
+        Command::Sessions { ws, command } => {
+            let result = match runs::open_store(&ws.workspace) {
+                Ok(store) => sessions::sessions(&store, command).await,
+                Err(error) => Err(error),
+            };
+            runs::report(result)
+        }
     }
 }
 

@@ -26,3 +26,10 @@ pub fn status(text: &str) {
 pub fn error(text: &str) {
     status(&format!("error: {text}"));
 }
+
+/// Writes a prompt to stderr without a newline.
+pub fn prompt(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(text.as_bytes());
+    let _ = stderr.flush();
+}

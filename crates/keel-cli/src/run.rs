@@ -1,12 +1,20 @@
 //! `keel run`: one request, the answer streamed to stdout, narration (or the selected events)
 //! to stderr; `--json` prints events as JSON lines on stdout instead. Ctrl-C cancels the run
 //! (exit 130); a second Ctrl-C exits at once.
+//!
+//! [`follow`] — printing a run as it happens — is shared by every command that runs
+//! something (`run`, `chat`, `runs resume|replay|fork`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use keel::types::AdapterEvent;
-use keel::{Event, EventPayload, RequestOptions, RunStatus, Runtime};
+use keel::{
+    Event, EventPayload, RequestOptions, RunHandle, RunResponse, RunStatus, Runtime, SessionId,
+    Workspace,
+};
+use tokio_util::sync::CancellationToken;
 
 use crate::{EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, config, out};
 
@@ -18,88 +26,176 @@ pub struct RunArgs {
     /// The agent to run (default: the workspace's default agent).
     #[arg(long)]
     agent: Option<String>,
-    /// Print every event as one JSON line on stdout instead of the answer.
+    /// Run in this session: its history is sent along and this turn is added to it (the
+    /// session is created if it does not exist).
     #[arg(long)]
-    json: bool,
-    /// Show events whose type matches this glob (repeatable), e.g. `runtime.tool.*`.
-    /// Default: the workspace's `cli.events.include` (narration).
-    #[arg(long = "events", value_name = "GLOB")]
-    events: Vec<String>,
+    session: Option<String>,
+    #[command(flatten)]
+    output: OutputArgs,
     /// The prompt.
     #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
     prompt: Vec<String>,
 }
 
+/// How a followed run is printed.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutputArgs {
+    /// Print every event as one JSON line on stdout instead of the answer.
+    #[arg(long)]
+    pub json: bool,
+    /// Show events whose type matches this glob (repeatable), e.g. `runtime.tool.*`.
+    /// Default: the workspace's `cli.events.include` (narration).
+    #[arg(long = "events", value_name = "GLOB")]
+    pub events: Vec<String>,
+}
+
 pub async fn run(args: RunArgs) -> u8 {
-    let workspace = match config::load(&args.workspace) {
-        Ok(ws) => ws,
-        Err(code) => return code,
-    };
-    let patterns = match args.events.is_empty() {
-        true if args.json => vec!["*".to_owned()],
-        true => workspace.runtime.cli.events.include.clone(),
-        false => args.events.clone(),
-    };
-    let filter = match build_filter(&patterns) {
-        Ok(filter) => filter,
+    let session = match args.session.as_deref().map(parse_session).transpose() {
+        Ok(session) => session,
         Err(message) => {
             out::error(&message);
             return EXIT_USAGE;
         }
     };
-    let runtime = match Runtime::builder().loaded_workspace(workspace).build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            out::error(&error.to_string());
-            return EXIT_USAGE;
-        }
+    let (runtime, printer) = match start(&args.workspace, &args.output).await {
+        Ok(started) => started,
+        Err(code) => return code,
     };
     let options = RequestOptions {
         input: args.prompt.join(" "),
         agent: args.agent.clone(),
-        session_id: None,
+        session_id: session,
     };
-    let mut handle = match runtime.request(options).await {
+    let handle = match runtime.request(options).await {
         Ok(handle) => handle,
         Err(error) => {
             out::error(&error.to_string());
             return EXIT_USAGE;
         }
     };
+    let interrupts = Interrupts::listen(true);
+    finish(follow(handle, printer, &interrupts).await)
+}
 
-    let cancel = handle.cancel_token();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            cancel.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(i32::from(EXIT_CANCELLED));
-            }
+/// Validates a session id given on the command line.
+pub fn parse_session(text: &str) -> Result<SessionId, String> {
+    let valid = !text.is_empty()
+        && text.len() <= 128
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    match valid {
+        true => Ok(SessionId::from(text)),
+        false => Err(format!(
+            "invalid session id `{text}`: use 1-128 letters, digits, `-`, `_` or `.`"
+        )),
+    }
+}
+
+/// Loads the workspace, builds the runtime, recovers runs of dead processes, and prepares the
+/// printer. `Err` is the exit code (the problem was printed).
+pub async fn start(root: &Path, output: &OutputArgs) -> Result<(Runtime, Printer), u8> {
+    let workspace = config::load(root)?;
+    let printer = Printer::new(&workspace, output)?;
+    let runtime = Runtime::builder()
+        .loaded_workspace(workspace)
+        .build()
+        .map_err(|error| {
+            out::error(&error.to_string());
+            EXIT_USAGE
+        })?;
+    match runtime.recover().await {
+        Ok(ids) if !ids.is_empty() => out::status(&format!(
+            "» {} run(s) left running by a process that stopped are now interrupted: {} (keel runs resume ID)",
+            ids.len(),
+            ids.iter()
+                .map(|id| id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Ok(_) => {}
+        Err(error) => {
+            out::error(&error.to_string());
+            return Err(EXIT_FAILED);
         }
-    });
+    }
+    Ok((runtime, printer))
+}
 
-    let mut printer = Printer {
-        json: args.json,
-        filter,
-        printed_text: false,
-        at_line_start: true,
-    };
+/// Routes Ctrl-C to the run in progress: the first cancels it; with `exit_on_second`, a
+/// second exits the process with 130.
+pub struct Interrupts {
+    current: Arc<Mutex<Option<CancellationToken>>>,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl Interrupts {
+    pub fn listen(exit_on_second: bool) -> Self {
+        let current: Arc<Mutex<Option<CancellationToken>>> = Arc::default();
+        let shared = current.clone();
+        let listener = tokio::spawn(async move {
+            let mut cancelled_one = false;
+            while tokio::signal::ctrl_c().await.is_ok() {
+                let token = shared.lock().ok().and_then(|mut c| c.take());
+                match token {
+                    Some(token) => {
+                        token.cancel();
+                        cancelled_one = true;
+                    }
+                    None if exit_on_second && cancelled_one => {
+                        std::process::exit(i32::from(EXIT_CANCELLED))
+                    }
+                    None => out::status("\n(no turn in progress: Ctrl-D or /exit leaves)"),
+                }
+            }
+        });
+        Self { current, listener }
+    }
+
+    fn watch(&self, token: CancellationToken) {
+        if let Ok(mut current) = self.current.lock() {
+            *current = Some(token);
+        }
+    }
+
+    fn clear(&self) {
+        if let Ok(mut current) = self.current.lock() {
+            *current = None;
+        }
+    }
+}
+
+impl Drop for Interrupts {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+/// Prints a run as it happens and returns its response.
+pub async fn follow(
+    mut handle: RunHandle,
+    mut printer: Printer,
+    interrupts: &Interrupts,
+) -> Result<RunResponse, String> {
+    interrupts.watch(handle.cancel_token());
     while let Some(event) = handle.next_event().await {
         printer.show(&event);
     }
-    let response = match handle.wait().await {
+    interrupts.clear();
+    let response = handle.wait().await.map_err(|e| e.to_string())?;
+    printer.end(&response);
+    Ok(response)
+}
+
+/// The exit code for a followed run, printing its error.
+pub fn finish(result: Result<RunResponse, String>) -> u8 {
+    let response = match result {
         Ok(response) => response,
-        Err(error) => {
-            out::error(&error.to_string());
+        Err(message) => {
+            out::error(&message);
             return EXIT_FAILED;
         }
     };
-    if !args.json {
-        match (&response.output, printer.printed_text) {
-            (Some(output), false) => out::line(output),
-            _ if !printer.at_line_start => out::line(""),
-            _ => {}
-        }
-    }
     match response.status {
         RunStatus::Completed => 0,
         RunStatus::Cancelled => EXIT_CANCELLED,
@@ -115,17 +211,10 @@ pub async fn run(args: RunArgs) -> u8 {
     }
 }
 
-fn build_filter(patterns: &[String]) -> Result<GlobSet, String> {
-    let mut builder = GlobSetBuilder::new();
-    for pattern in patterns {
-        let glob =
-            Glob::new(pattern).map_err(|e| format!("invalid --events glob `{pattern}`: {e}"))?;
-        builder.add(glob);
-    }
-    builder.build().map_err(|e| e.to_string())
-}
-
-struct Printer {
+/// Prints a run's events: answer text to stdout, selected events to stderr (or everything
+/// selected as JSON lines on stdout with `--json`).
+#[derive(Clone)]
+pub struct Printer {
     json: bool,
     filter: GlobSet,
     printed_text: bool,
@@ -133,6 +222,32 @@ struct Printer {
 }
 
 impl Printer {
+    fn new(workspace: &Workspace, output: &OutputArgs) -> Result<Self, u8> {
+        let patterns = match output.events.is_empty() {
+            true if output.json => vec!["*".to_owned()],
+            true => workspace.runtime.cli.events.include.clone(),
+            false => output.events.clone(),
+        };
+        let mut builder = GlobSetBuilder::new();
+        for pattern in &patterns {
+            let glob = Glob::new(pattern).map_err(|e| {
+                out::error(&format!("invalid --events glob `{pattern}`: {e}"));
+                EXIT_USAGE
+            })?;
+            builder.add(glob);
+        }
+        let filter = builder.build().map_err(|e| {
+            out::error(&e.to_string());
+            EXIT_USAGE
+        })?;
+        Ok(Self {
+            json: output.json,
+            filter,
+            printed_text: false,
+            at_line_start: true,
+        })
+    }
+
     fn show(&mut self, event: &Event) {
         let selected = self.filter.is_match(event.type_name());
         if self.json {
@@ -163,5 +278,18 @@ impl Printer {
             EventPayload::Narration { text, .. } => out::status(&format!("» {text}")),
             _ => out::status(&serde_json::to_string(event).unwrap_or_default()),
         }
+    }
+
+    fn end(&mut self, response: &RunResponse) {
+        if self.json {
+            return;
+        }
+        match (&response.output, self.printed_text) {
+            (Some(output), false) => out::line(output),
+            _ if !self.at_line_start => out::line(""),
+            _ => {}
+        }
+        self.printed_text = false;
+        self.at_line_start = true;
     }
 }

@@ -26,13 +26,22 @@ pub use run::{
     SessionRecord,
 };
 
+const TIMESTAMP: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
+    "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+);
+
 /// The current time as an RFC 3339 string in UTC with exactly three fractional digits, e.g.
 /// `2026-11-22T12:00:00.120Z` (fixed width, so timestamps sort as text).
 pub fn now_rfc3339() -> String {
-    const FORMAT: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    time::OffsetDateTime::now_utc()
-        .format(FORMAT)
-        .unwrap_or_default()
+    time_before(std::time::Duration::ZERO)
+}
+
+/// The time `ago` before now, in the same format as [`now_rfc3339`].
+pub fn time_before(ago: std::time::Duration) -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let then = time::Duration::try_from(ago)
+        .ok()
+        .and_then(|ago| now.checked_sub(ago))
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    then.format(TIMESTAMP).unwrap_or_default()
 }

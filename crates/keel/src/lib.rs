@@ -22,10 +22,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use keel_runtime::{RequestOptions, RunHandle, RunResponse, RuntimeError};
+pub use keel_runtime::{Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError};
 pub use keel_types::{
     self as types, Event, EventPayload, ModelProvider, RequestId, RunFilter, RunRecord, RunStatus,
-    RunStore, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    RunStore, SessionId, SessionMessage, SessionRecord, Tool, ToolContext, ToolError, ToolOutput,
+    ToolSpec,
 };
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
@@ -144,7 +145,7 @@ impl RuntimeBuilder {
         let gateway = Arc::new(Gateway::new(assemble_tools(&workspace, self.tools))?);
         let store = match self.store {
             Some(store) => store,
-            None => Arc::new(keel_store::JsonlStore::open(&workspace.root)?),
+            None => Arc::new(keel_store::SqliteStore::open(&workspace.root)?),
         };
         let kernel = Kernel::new(KernelParts {
             workspace,
@@ -219,5 +220,60 @@ impl Runtime {
     /// A run's stored events with `seq > after`.
     pub async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, Error> {
         Ok(self.kernel.events(id, after).await?)
+    }
+
+    /// Marks runs left active by processes that died as `interrupted`; returns their ids.
+    /// Call it when your program starts (the CLI does).
+    pub async fn recover(&self) -> Result<Vec<RequestId>, Error> {
+        Ok(self.kernel.recover().await?)
+    }
+
+    /// Continues an interrupted run from its log.
+    pub async fn resume(&self, id: &RequestId) -> Result<RunHandle, Error> {
+        Ok(self.kernel.resume(id).await?)
+    }
+
+    /// A new run continuing a copy of run `id`'s first `at_seq` events.
+    pub async fn fork(&self, id: &RequestId, at_seq: u64) -> Result<RunHandle, Error> {
+        Ok(self.kernel.fork(id, at_seq).await?)
+    }
+
+    /// Re-executes run `id` with its recorded model answers (no model is called).
+    pub async fn replay(&self, id: &RequestId) -> Result<RunHandle, Error> {
+        Ok(self.kernel.replay(id).await?)
+    }
+
+    /// Where run `new`'s events first differ from run `original`'s; `None` if they agree.
+    pub async fn divergence(
+        &self,
+        original: &RequestId,
+        new: &RequestId,
+    ) -> Result<Option<Divergence>, Error> {
+        Ok(self.kernel.divergence(original, new).await?)
+    }
+
+    /// Sessions, most recently updated first.
+    pub async fn list_sessions(&self, limit: Option<usize>) -> Result<Vec<SessionRecord>, Error> {
+        Ok(self.kernel.store().list_sessions(limit).await?)
+    }
+
+    /// One session.
+    pub async fn get_session(&self, id: &SessionId) -> Result<Option<SessionRecord>, Error> {
+        Ok(self.kernel.store().get_session(id).await?)
+    }
+
+    /// A session's persisted transcript.
+    pub async fn session_transcript(&self, id: &SessionId) -> Result<Vec<SessionMessage>, Error> {
+        Ok(self.kernel.store().session_messages(id).await?)
+    }
+
+    /// Deletes a session and its transcript; its runs stay. Returns whether it existed.
+    pub async fn delete_session(&self, id: &SessionId) -> Result<bool, Error> {
+        Ok(self.kernel.store().delete_session(id).await?)
+    }
+
+    /// Deletes ended runs that started before `before` (RFC 3339); returns how many.
+    pub async fn prune(&self, before: &str) -> Result<u64, Error> {
+        Ok(self.kernel.store().prune(before).await?)
     }
 }

@@ -3,5 +3,7 @@
 
 mod cancel;
 mod common;
+mod crash;
 mod quickstart;
+mod sessions;
 mod workspace_errors;

@@ -10,4 +10,7 @@ mod gateway;
 mod loop_budgets;
 mod openai_runs;
 mod reference_run;
+mod replay;
+mod resume;
 mod sdk;
+mod sessions;

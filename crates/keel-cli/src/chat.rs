@@ -1,0 +1,116 @@
+//! `keel chat`: an interactive session in the terminal. Each input is one request in the
+//! session, its answer streamed as it comes. A line ending in `\` continues on the next line;
+//! `"""` on a line of its own starts and ends a block. Ctrl-C cancels the turn in progress,
+//! not the session; Ctrl-D or `/exit` leaves.
+
+use std::io::{BufRead, IsTerminal};
+use std::path::PathBuf;
+
+use keel::{RequestOptions, SessionId};
+use tokio::sync::mpsc;
+
+use crate::run::{self, Interrupts, OutputArgs};
+use crate::{EXIT_USAGE, out};
+
+#[derive(Debug, clap::Args)]
+pub struct ChatArgs {
+    /// The workspace folder.
+    #[arg(short = 'w', long = "workspace", default_value = ".")]
+    workspace: PathBuf,
+    /// The agent to chat with (default: the workspace's default agent).
+    #[arg(long)]
+    agent: Option<String>,
+    /// Continue this session (default: a new one).
+    #[arg(long)]
+    session: Option<String>,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+pub async fn chat(args: ChatArgs) -> u8 {
+    let session = match args.session.as_deref().map(run::parse_session).transpose() {
+        Ok(Some(session)) => session,
+        Ok(None) => SessionId::generate(),
+        Err(message) => {
+            out::error(&message);
+            return EXIT_USAGE;
+        }
+    };
+    let (runtime, printer) = match run::start(&args.workspace, &args.output).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let interactive = std::io::stdin().is_terminal();
+    out::status(&format!(
+        "Session {session}. Ctrl-C cancels a turn; Ctrl-D or /exit leaves. Continue later with: keel chat --session {session}"
+    ));
+    let mut inputs = read_inputs();
+    let interrupts = Interrupts::listen(false);
+    let mut last_code = 0;
+    loop {
+        if interactive {
+            out::prompt("› ");
+        }
+        let Some(input) = inputs.recv().await else {
+            break;
+        };
+        let input = input.trim();
+        if input.is_empty() {
+            continue;
+        }
+        if matches!(input, "/exit" | "/quit") {
+            break;
+        }
+        let options = RequestOptions {
+            input: input.to_owned(),
+            agent: args.agent.clone(),
+            session_id: Some(session.clone()),
+        };
+        let handle = match runtime.request(options).await {
+            Ok(handle) => handle,
+            Err(error) => {
+                out::error(&error.to_string());
+                return EXIT_USAGE;
+            }
+        };
+        last_code = run::finish(run::follow(handle, printer.clone(), &interrupts).await);
+    }
+    last_code
+}
+
+/// Reads whole inputs (joining continued lines and blocks) on a thread, so the async side
+/// never blocks on the terminal.
+fn read_inputs() -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel(4);
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut lines = stdin.lock().lines();
+        let mut buffer = String::new();
+        let mut in_block = false;
+        while let Some(Ok(line)) = lines.next() {
+            if line.trim() == "\"\"\"" {
+                in_block = !in_block;
+                if in_block {
+                    continue;
+                }
+            } else if in_block {
+                buffer.push_str(&line);
+                buffer.push('\n');
+                continue;
+            } else if let Some(head) = line.strip_suffix('\\') {
+                buffer.push_str(head);
+                buffer.push('\n');
+                continue;
+            } else {
+                buffer.push_str(&line);
+            }
+            if tx.blocking_send(std::mem::take(&mut buffer)).is_err() {
+                return;
+            }
+        }
+        if !buffer.trim().is_empty() {
+            let _ = tx.blocking_send(buffer);
+        }
+    });
+    rx
+}

@@ -1,0 +1,100 @@
+//! `keel sessions list|show|delete`.
+
+use clap::Subcommand;
+use keel::types::Role;
+use keel::{RunStore, SessionId};
+
+use crate::out;
+use crate::runs::{CmdResult, failed};
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// List sessions, most recently used first.
+    List {
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a session and its transcript.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a session and its transcript (its runs stay).
+    Delete { id: String },
+}
+
+pub async fn sessions(store: &dyn RunStore, command: SessionsCommand) -> CmdResult {
+    match command {
+        SessionsCommand::List { limit, json } => {
+            let sessions = store.list_sessions(Some(limit)).await.map_err(failed)?;
+            if json {
+                for session in &sessions {
+                    out::line(&serde_json::to_string(session).map_err(failed)?);
+                }
+                return Ok(());
+            }
+            out::line(&format!(
+                "{:<36}  {:<14}  {:>5}  {:>8}  UPDATED",
+                "ID", "AGENT", "RUNS", "MESSAGES"
+            ));
+            for s in &sessions {
+                out::line(&format!(
+                    "{:<36}  {:<14}  {:>5}  {:>8}  {}",
+                    s.session_id, s.agent, s.run_count, s.message_count, s.updated_at
+                ));
+            }
+            Ok(())
+        }
+        SessionsCommand::Show { id, json } => {
+            let id = SessionId::from(id);
+            let session = store
+                .get_session(&id)
+                .await
+                .map_err(failed)?
+                .ok_or_else(|| failed(format!("no session `{id}`")))?;
+            let transcript = store.session_messages(&id).await.map_err(failed)?;
+            if json {
+                out::line(
+                    &serde_json::to_string_pretty(&serde_json::json!({
+                        "session": session,
+                        "transcript": transcript,
+                    }))
+                    .map_err(failed)?,
+                );
+                return Ok(());
+            }
+            out::line(&format!(
+                "session {} (agent {}, {} run(s), updated {})",
+                session.session_id, session.agent, session.run_count, session.updated_at
+            ));
+            for entry in &transcript {
+                let m = &entry.message;
+                let who = match m.role {
+                    Role::System => "system",
+                    Role::User => "user",
+                    Role::Assistant => "assistant",
+                    Role::Tool => "tool",
+                };
+                let mut text = m.content.clone();
+                for call in &m.tool_calls {
+                    text.push_str(&format!(" [calls {}({})]", call.name, call.arguments));
+                }
+                out::line(&format!("{:>4} {who:>9}: {}", entry.seq, text.trim()));
+            }
+            Ok(())
+        }
+        SessionsCommand::Delete { id } => {
+            let id = SessionId::from(id);
+            match store.delete_session(&id).await.map_err(failed)? {
+                true => {
+                    out::line(&format!("deleted session {id}"));
+                    Ok(())
+                }
+                false => Err(failed(format!("no session `{id}`"))),
+            }
+        }
+    }
+}

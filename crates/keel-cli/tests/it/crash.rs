@@ -1,0 +1,137 @@
+//! Crash recovery end to end: 20 `keel run` processes against a slow model are killed with
+//! SIGKILL mid-flight; afterwards every run is `completed` or `interrupted`, every log is
+//! dense with no torn or duplicated record (store and JSONL mirror agree), and
+//! `keel runs resume` completes each interrupted run. It also has 20 processes writing to one
+//! store at the same time.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use keel_test_support::{MockLlm, MockResponse, MockToolCall};
+use serde_json::Value;
+
+use crate::common::{keel, run, stderr, stdout};
+
+const RUNS: usize = 20;
+
+fn workspace(base_url: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    std::fs::write(
+        dir.path().join("config/all.yaml"),
+        format!(
+            "apiVersion: keel/v1\nkind: Model\nmetadata: {{ name: mock }}\nspec: {{ provider: openai, baseUrl: \"{base_url}\", model: mock-model }}\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: {{ name: a }}\nspec: {{ model: mock, tools: [list_dir] }}\n"
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_runs_are_interrupted_consistent_and_resumable() {
+    let mock = MockLlm::start().await;
+    let slow = Arc::new(AtomicBool::new(true));
+    let slow_flag = slow.clone();
+    mock.respond_with(move |request| match request.last_role() {
+        Some("user") => {
+            MockResponse::tool_calls([MockToolCall::new("c1", "list_dir", [r#"{"path":"."}"#])])
+        }
+        _ if slow_flag.load(Ordering::SeqCst) => {
+            MockResponse::text(["Still ", "thinking ", "about ", "it ", "slowly."])
+                .chunk_delay(Duration::from_millis(400))
+        }
+        _ => MockResponse::text(["Done ", "after ", "resume."]),
+    });
+    let dir = workspace(&mock.base_url());
+    let ws = dir.path().to_str().unwrap().to_owned();
+
+    let mut children: Vec<Child> = (0..RUNS)
+        .map(|i| {
+            keel()
+                .args(["run", "-w", &ws, &format!("task {i}")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Kill once every run is in its slow second round (or after a generous wait).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while mock.request_count() < 2 * RUNS && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for child in &children {
+        let _ = Command::new("kill")
+            .args(["-KILL", &child.id().to_string()])
+            .status();
+    }
+    for child in &mut children {
+        let _ = tokio::task::block_in_place(|| child.wait());
+    }
+    slow.store(false, Ordering::SeqCst);
+
+    // Starting Keel again recovers the runs of the dead processes.
+    let listed = run(&["runs", "list", "-w", &ws, "--json", "--limit", "100"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    let runs = json_lines(&stdout(&listed));
+    assert_eq!(runs.len(), RUNS);
+    let mut interrupted = Vec::new();
+    for record in &runs {
+        let id = record["requestId"].as_str().unwrap();
+        match record["status"].as_str().unwrap() {
+            "completed" => {}
+            "interrupted" => interrupted.push(id.to_owned()),
+            other => panic!("run {id} is {other}"),
+        }
+        let events = json_lines(&stdout(&run(&["runs", "events", "-w", &ws, id, "--json"])));
+        for (i, event) in events.iter().enumerate() {
+            assert_eq!(event["seq"], i as u64 + 1, "run {id}: seq must be dense");
+        }
+        let mirror =
+            std::fs::read_to_string(dir.path().join(".keel/runs").join(id).join("events.jsonl"))
+                .unwrap();
+        assert_eq!(
+            json_lines(&mirror),
+            events,
+            "run {id}: the mirror agrees with the store"
+        );
+    }
+    assert!(!interrupted.is_empty(), "the kill landed mid-flight");
+
+    for id in &interrupted {
+        let resumed = run(&["runs", "resume", "-w", &ws, id]);
+        assert_eq!(
+            resumed.status.code(),
+            Some(0),
+            "resume {id}: {}",
+            stderr(&resumed)
+        );
+        assert!(stdout(&resumed).contains("Done after resume."));
+        let record: Value =
+            serde_json::from_str(&stdout(&run(&["runs", "show", "-w", &ws, id, "--json"])))
+                .unwrap();
+        assert_eq!(record["status"], "completed");
+        assert_eq!(record["links"]["resumed"], 1);
+        let events = json_lines(&stdout(&run(&["runs", "events", "-w", &ws, id, "--json"])));
+        for (i, event) in events.iter().enumerate() {
+            assert_eq!(event["seq"], i as u64 + 1);
+        }
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| e["type"] == "runtime.request.resumed")
+                .count(),
+            1
+        );
+        assert_eq!(events.last().unwrap()["type"], "runtime.request.completed");
+    }
+}

@@ -1,0 +1,265 @@
+//! Resume continues an interrupted run from its log. The log here is written the way a process
+//! that died mid-run leaves it (the crash itself is exercised end to end in keel-cli's tests).
+
+use std::sync::Arc;
+
+use keel::types::{
+    AdapterEvent, EventPayload, GuardDecision, ModelStopReason, RunLinks, ToolCall, Usage,
+};
+use keel::{Event, RequestId, RunRecord, RunStatus, RunStore, Runtime};
+use keel_store::SqliteStore;
+use keel_test_support::{MockLlm, MockResponse};
+use serde_json::json;
+
+use crate::common::{self, assert_well_formed};
+
+const COUNTER_TOOL: &str = r#"apiVersion: keel/v1
+kind: Tool
+metadata: { name: bump }
+spec:
+  description: Appends a line to counter.txt (not idempotent).
+  impl: { kind: command, command: ["sh", "-c", "echo x >> counter.txt; echo bumped"] }
+"#;
+
+fn event(id: &RequestId, seq: u64, payload: EventPayload) -> Event {
+    Event {
+        id: keel::types::EventId::generate(),
+        seq,
+        ts: keel::types::now_rfc3339(),
+        request_id: id.clone(),
+        session_id: None,
+        agent_id: "assistant".into(),
+        payload,
+    }
+}
+
+fn call(id: &str, name: &str, args: &str) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.into(),
+    }
+}
+
+fn guard(id: &RequestId, seq: u64, call: &ToolCall) -> Event {
+    event(
+        id,
+        seq,
+        EventPayload::ToolGuard {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            decision: GuardDecision::Accepted,
+            arguments: call.arguments.clone(),
+            issues: vec![],
+        },
+    )
+}
+
+fn start(id: &RequestId, seq: u64, call: &ToolCall) -> Event {
+    event(
+        id,
+        seq,
+        EventPayload::Adapter {
+            event: AdapterEvent::ToolStart {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: serde_json::from_str(&call.arguments).unwrap(),
+            },
+        },
+    )
+}
+
+#[tokio::test]
+async fn an_interrupted_run_resumes_rerunning_only_idempotent_calls() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["Resumed and done."]));
+    let ws = common::workspace(&mock.base_url(), &["bump", "read_file", "list_dir"], "");
+    ws.write("config/tools.yaml", COUNTER_TOOL);
+    let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .store(store.clone())
+        .build()
+        .unwrap();
+
+    // The log of a process that died while running three tool calls: `bump` (not idempotent)
+    // and `read_file` (idempotent) had started, `list_dir` had not.
+    let id = RequestId::generate();
+    let mut record = RunRecord::new(id.clone(), None, "assistant", "Do three things");
+    store.create_run(&record).await.unwrap();
+    let bump = call("call_bump", "bump", "{}");
+    let read = call("call_read", "read_file", r#"{"path":"README.md"}"#);
+    let list = call("call_list", "list_dir", r#"{"path":"."}"#);
+    let log = vec![
+        event(
+            &id,
+            1,
+            EventPayload::RequestStarted {
+                input: "Do three things".into(),
+            },
+        ),
+        event(
+            &id,
+            2,
+            EventPayload::ModelStarted {
+                step: 1,
+                attempt: 1,
+                model: "mock-model".into(),
+                provider: "openai".into(),
+            },
+        ),
+        event(
+            &id,
+            3,
+            EventPayload::ModelCompleted {
+                step: 1,
+                stop_reason: ModelStopReason::ToolCalls,
+                usage: Usage {
+                    prompt_tokens: 5,
+                    completion_tokens: 5,
+                    total_tokens: 10,
+                },
+                latency_ms: 3,
+                content: String::new(),
+                tool_calls: vec![bump.clone(), read.clone(), list.clone()],
+            },
+        ),
+        guard(&id, 4, &bump),
+        guard(&id, 5, &read),
+        guard(&id, 6, &list),
+        start(&id, 7, &bump),
+        start(&id, 8, &read),
+    ];
+    store.append(&log).await.unwrap();
+    record.status = RunStatus::Interrupted;
+    store.update_run(&record).await.unwrap();
+
+    let mut handle = runtime.resume(&id).await.unwrap();
+    while handle.next_event().await.is_some() {}
+    let response = handle.wait().await.unwrap();
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    assert_eq!(response.output.as_deref(), Some("Resumed and done."));
+    assert_eq!(response.steps, 2, "the recorded round counts");
+    assert!(
+        !ws.join("counter.txt").exists(),
+        "the non-idempotent call was not run again"
+    );
+    let events = common::stored(&runtime, &response).await;
+    assert_well_formed(&events);
+    assert_eq!(events[8].seq, 9);
+    assert_eq!(
+        events[8].payload,
+        EventPayload::RequestResumed {
+            reissued_round: false,
+            rerun_calls: vec!["call_read".into()],
+            abandoned_calls: vec!["call_bump".into()],
+        }
+    );
+    // The model got one result per call, in call order.
+    let sent = mock.requests()[0].messages().to_vec();
+    let tool_messages: Vec<(&str, &str)> = sent
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap(),
+                m["content"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(tool_messages.len(), 3);
+    assert_eq!(tool_messages[0].0, "call_bump");
+    assert!(tool_messages[0].1.contains("outcome is unknown"));
+    assert_eq!(tool_messages[1].0, "call_read");
+    assert!(tool_messages[1].1.contains("Hello from the README."));
+    assert_eq!(tool_messages[2].0, "call_list");
+    assert!(tool_messages[2].1.contains("README.md"));
+    let record = runtime.get_run(&id).await.unwrap().unwrap();
+    assert_eq!(record.status, RunStatus::Completed);
+    assert_eq!(
+        record.links,
+        RunLinks {
+            resumed: 1,
+            ..Default::default()
+        }
+    );
+    assert_eq!(record.usage.total_tokens, response.usage.total_tokens);
+    assert!(json!(record).to_string().contains("resumed"));
+
+    // A completed run cannot be resumed.
+    let again = runtime.resume(&id).await;
+    assert!(again.is_err());
+}
+
+#[tokio::test]
+async fn a_cut_off_model_round_is_asked_again() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["Second try."]));
+    let ws = common::workspace(&mock.base_url(), &[], "");
+    let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let id = RequestId::generate();
+    let mut record = RunRecord::new(id.clone(), None, "assistant", "Hi");
+    store.create_run(&record).await.unwrap();
+    store
+        .append(&[
+            event(&id, 1, EventPayload::RequestStarted { input: "Hi".into() }),
+            event(
+                &id,
+                2,
+                EventPayload::ModelStarted {
+                    step: 1,
+                    attempt: 1,
+                    model: "mock-model".into(),
+                    provider: "openai".into(),
+                },
+            ),
+            event(
+                &id,
+                3,
+                EventPayload::Adapter {
+                    event: AdapterEvent::OutputDelta {
+                        step: 1,
+                        text: "Fir".into(),
+                    },
+                },
+            ),
+        ])
+        .await
+        .unwrap();
+    record.status = RunStatus::Interrupted;
+    store.update_run(&record).await.unwrap();
+
+    let mut handle = runtime.resume(&id).await.unwrap();
+    while handle.next_event().await.is_some() {}
+    let response = handle.wait().await.unwrap();
+
+    assert_eq!(response.status, RunStatus::Completed);
+    assert_eq!(response.output.as_deref(), Some("Second try."));
+    let events = common::stored(&runtime, &response).await;
+    assert_well_formed(&events);
+    assert!(matches!(
+        events[3].payload,
+        EventPayload::RequestResumed {
+            reissued_round: true,
+            ..
+        }
+    ));
+    let model_started: Vec<u32> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::ModelStarted { step, .. } => Some(*step),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        model_started,
+        vec![1, 1],
+        "the cut-off round 1 is asked again"
+    );
+}
