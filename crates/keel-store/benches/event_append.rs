@@ -1,0 +1,142 @@
+//! Durable event-append throughput of `SqliteStore` (WAL, `synchronous = FULL`, group commit).
+//!
+//! ```text
+//! cargo bench -p keel-store --bench event_append
+//! ```
+//!
+//! Each scenario appends realistic events (`runtime.adapter.event` output deltas, about 300
+//! bytes of JSON) one per call, as the runtime does, from N concurrent runs (64, then 1) for a
+//! few seconds, and prints events/s, the p50/p99 latency of one `append` (until the event is
+//! committed, synced and mirrored) and how many commits (batches, one WAL sync each) that took.
+//!
+//! Knobs: `KEEL_BENCH_DIR` (where the workspaces go; default `target/keel-bench`, not `/tmp`,
+//! which is slow and noisy on small machines), `KEEL_BENCH_SECS` (per scenario, default 5),
+//! `KEEL_BENCH_RUNS` (concurrent runs of the main scenario, default 64).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use keel_store::SqliteStore;
+use keel_types::{
+    AdapterEvent, Event, EventId, EventPayload, RequestId, RunRecord, RunStore, now_rfc3339,
+};
+
+fn main() {
+    let secs = env_number("KEEL_BENCH_SECS", 5);
+    let runs = env_number("KEEL_BENCH_RUNS", 64);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let base = bench_dir();
+    std::fs::create_dir_all(&base).unwrap();
+    let base = base.canonicalize().unwrap();
+    let sample = serde_json::to_string(&delta(&RequestId::generate(), 2)).unwrap();
+    println!(
+        "event_append: durable appends (WAL, synchronous=FULL, group commit); {} bytes/event; {secs}s per scenario; in {}",
+        sample.len(),
+        base.display()
+    );
+    let duration = Duration::from_secs(secs as u64);
+    for writers in [runs, 1] {
+        runtime.block_on(scenario(&base, writers, duration));
+    }
+}
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn bench_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("KEEL_BENCH_DIR") {
+        return PathBuf::from(dir);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")));
+    target.join("keel-bench")
+}
+
+/// An output delta of about 300 bytes of JSON, like a streamed answer chunk.
+fn delta(id: &RequestId, seq: u64) -> Event {
+    Event {
+        id: EventId::generate(),
+        seq,
+        ts: now_rfc3339(),
+        request_id: id.clone(),
+        session_id: None,
+        agent_id: "assistant".into(),
+        payload: EventPayload::Adapter {
+            event: AdapterEvent::OutputDelta {
+                step: 3,
+                text: "The quick brown fox jumps over the lazy dog while the model keeps \
+                       streaming its answer, token after token, chunk after chunk."
+                    .into(),
+            },
+        },
+    }
+}
+
+async fn scenario(base: &Path, runs: usize, duration: Duration) {
+    let name = format!("{runs} concurrent runs");
+    let dir = base.join(format!("event_append-{runs}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = SqliteStore::open(&dir).unwrap();
+    let before = store.write_stats();
+    let start = Instant::now();
+    let deadline = start + duration;
+    let tasks: Vec<_> = (0..runs)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let id = RequestId::generate();
+                store
+                    .create_run(&RunRecord::new(id.clone(), None, "assistant", "bench"))
+                    .await
+                    .unwrap();
+                let mut latencies: Vec<u32> = Vec::with_capacity(1 << 16);
+                let mut seq = 1;
+                while Instant::now() < deadline {
+                    let event = delta(&id, seq);
+                    let sent = Instant::now();
+                    store.append(std::slice::from_ref(&event)).await.unwrap();
+                    latencies.push(u32::try_from(sent.elapsed().as_micros()).unwrap_or(u32::MAX));
+                    seq += 1;
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.unwrap());
+    }
+    let elapsed = start.elapsed();
+    let after = store.write_stats();
+    latencies.sort_unstable();
+    let percentile = |p: f64| {
+        let index = ((latencies.len() as f64 - 1.0) * p).round() as usize;
+        latencies.get(index).copied().unwrap_or(0)
+    };
+    let events = after.events - before.events;
+    let commits = after.commits - before.commits;
+    println!(
+        "{name:>22}: {:>7.0} events/s  p50 {:>6} µs  p99 {:>6} µs  {events} events in {commits} commits ({:.1} events/commit) over {:.1}s",
+        events as f64 / elapsed.as_secs_f64(),
+        percentile(0.50),
+        percentile(0.99),
+        events as f64 / commits.max(1) as f64,
+        elapsed.as_secs_f64(),
+    );
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}

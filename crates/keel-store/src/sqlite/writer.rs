@@ -1,0 +1,534 @@
+//! The writer and finisher threads and their group commit — the heart of the SQLite store.
+//!
+//! One thread owns the write connection. Callers send it [`Command`]s over a channel and wait
+//! on a oneshot reply. The writer blocks for the first command, drains whatever else is queued
+//! (up to [`MAX_COMMANDS`] commands or about [`MAX_EVENTS`] events), and runs them all in ONE
+//! `BEGIN IMMEDIATE` transaction: a command that fails (a `seq` gap, an unknown run) is rolled
+//! back alone — a one-event append needs nothing for that (a failed single `INSERT` undoes
+//! itself), anything larger runs in its own `SAVEPOINT` — and the rest of the batch commits.
+//! One commit, one WAL sync, for the whole batch.
+//!
+//! The committed — so durable (`synchronous = FULL`) — batch then goes to the finisher thread,
+//! which writes the JSONL mirror lines of its committed events (one `write` per run, for all
+//! the batches it has at hand), runs the jobs' follow-ups and only then replies to every
+//! caller. Meanwhile the writer already executes the next batch.
+//!
+//! So an event is durable, and mirrored, before any caller — and therefore any subscriber —
+//! sees it, without a sync per event. If the transaction itself is lost (the commit fails,
+//! SQLite rolls it back after an I/O error, or another process holds the lock for longer than
+//! the busy timeout), every command of the batch gets the error and nothing is mirrored.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use keel_types::{RequestId, StoreError};
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::oneshot;
+
+use super::connection::sql_error;
+use super::rows;
+use crate::batch::{self, EncodedBatch};
+use crate::mirror::{MirrorFiles, StoredLine};
+
+/// At most this many commands share one transaction.
+pub(crate) const MAX_COMMANDS: usize = 512;
+/// A batch stops taking commands once it holds this many events.
+pub(crate) const MAX_EVENTS: usize = 4096;
+
+/// What the writer thread is asked to do.
+pub(crate) enum Command {
+    /// The hot path: events of one run.
+    Append {
+        batch: EncodedBatch,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
+    /// Anything else (run records, sessions, recovery, pruning).
+    Job(Box<dyn Job>),
+}
+
+impl Command {
+    fn event_count(&self) -> usize {
+        match self {
+            Self::Append { batch, .. } => batch.events.len(),
+            Self::Job(_) => 1,
+        }
+    }
+}
+
+/// A write other than an append: a step inside the batch transaction, and a step after the
+/// batch committed (or failed) that replies.
+pub(crate) trait Job: Send {
+    /// Runs inside the batch transaction, within the job's own savepoint.
+    fn execute(&mut self, conn: &Connection, db: &Path) -> Result<(), StoreError>;
+    /// Runs after the commit (with `Ok`) or after a failure; does the job's follow-up work
+    /// (mirror files) on success and sends the reply.
+    fn finish(self: Box<Self>, outcome: Result<(), StoreError>, after: &mut After<'_>);
+}
+
+/// What a job's follow-up step may use, on the finisher thread: a read connection (it sees
+/// every committed batch) and the mirrors.
+pub(crate) struct After<'a> {
+    pub conn: &'a Connection,
+    pub db: &'a Path,
+    pub mirrors: &'a mut MirrorFiles,
+}
+
+impl After<'_> {
+    /// Repairs a run's mirror from the store, logging (not failing) when it cannot.
+    pub(crate) fn repair_mirror(&mut self, id: &RequestId) {
+        let (conn, db) = (self.conn, self.db);
+        let mut fetch =
+            |id: &RequestId, after: u64, up_to: u64| rows::stored_lines(conn, db, id, after, up_to);
+        match self.mirrors.repair(id, &mut fetch) {
+            Ok(0) => {}
+            Ok(added) => {
+                tracing::info!(request_id = %id, added, "Mirror repaired from the store.");
+            }
+            Err(error) => {
+                tracing::warn!(request_id = %id, %error, "Mirror left as it is; the store keeps the events.");
+            }
+        }
+    }
+}
+
+/// A job made of two closures: `execute` returns the value, `after` does the follow-up.
+struct FnJob<T, E, A> {
+    execute: Option<E>,
+    after: Option<A>,
+    value: Option<T>,
+    reply: oneshot::Sender<Result<T, StoreError>>,
+}
+
+impl<T, E, A> Job for FnJob<T, E, A>
+where
+    T: Send,
+    E: FnOnce(&Connection, &Path) -> Result<T, StoreError> + Send,
+    A: FnOnce(&T, &mut After<'_>) + Send,
+{
+    fn execute(&mut self, conn: &Connection, db: &Path) -> Result<(), StoreError> {
+        let execute = self
+            .execute
+            .take()
+            .ok_or_else(|| StoreError::Invalid("a store job ran twice".into()))?;
+        self.value = Some(execute(conn, db)?);
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, outcome: Result<(), StoreError>, after: &mut After<'_>) {
+        let this = *self;
+        let result = match (outcome, this.value) {
+            (Ok(()), Some(value)) => {
+                if let Some(follow_up) = this.after {
+                    follow_up(&value, after);
+                }
+                Ok(value)
+            }
+            (Ok(()), None) => Err(StoreError::Invalid("a store job never ran".into())),
+            (Err(error), _) => Err(error),
+        };
+        let _ = this.reply.send(result);
+    }
+}
+
+/// Totals of the writer thread since the store was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Transactions committed (each one WAL sync).
+    pub commits: u64,
+    /// Commands (appends and other writes) committed.
+    pub commands: u64,
+    /// Events committed.
+    pub events: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    commits: AtomicU64,
+    commands: AtomicU64,
+    events: AtomicU64,
+}
+
+/// The handle on the writer and finisher threads. Dropping it lets them finish their queues
+/// and stop.
+pub(crate) struct Writer {
+    tx: Option<mpsc::Sender<Command>>,
+    threads: Vec<JoinHandle<()>>,
+    counters: Arc<Counters>,
+    db: PathBuf,
+}
+
+/// What the finisher thread needs: a read connection (to fill mirror gaps from the store) and
+/// the mirrors.
+pub(crate) struct FinisherParts {
+    pub reader: Connection,
+    pub mirrors: MirrorFiles,
+}
+
+impl Writer {
+    /// Starts the writer thread on an open write connection, and the finisher thread.
+    pub(crate) fn start(
+        conn: Connection,
+        db: PathBuf,
+        parts: FinisherParts,
+    ) -> Result<Self, StoreError> {
+        let (tx, rx) = mpsc::channel();
+        // Bounded: the writer stays at most a few batches ahead of the finisher.
+        let (done_tx, done_rx) = mpsc::sync_channel(4);
+        let counters = Arc::new(Counters::default());
+        let spawn_error = |e: std::io::Error| StoreError::Io {
+            path: db.display().to_string(),
+            message: format!("cannot start the store's writer thread: {e}"),
+        };
+        let finisher = Finisher {
+            reader: parts.reader,
+            db: db.clone(),
+            mirrors: parts.mirrors,
+        };
+        let finisher = std::thread::Builder::new()
+            .name("keel-store-finisher".into())
+            .spawn(move || finisher.run(&done_rx))
+            .map_err(spawn_error)?;
+        let writer = WriterThread {
+            conn,
+            db: db.clone(),
+            counters: Arc::clone(&counters),
+            done: done_tx,
+        };
+        let writer = std::thread::Builder::new()
+            .name("keel-store-writer".into())
+            .spawn(move || writer.run(&rx))
+            .map_err(spawn_error)?;
+        Ok(Self {
+            tx: Some(tx),
+            threads: vec![writer, finisher],
+            counters,
+            db,
+        })
+    }
+
+    /// Appends a checked batch; returns once it is committed, durable and mirrored.
+    pub(crate) async fn append(&self, batch: EncodedBatch) -> Result<(), StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::Append { batch, reply })?;
+        answer.await.map_err(|_| self.stopped())?
+    }
+
+    /// Runs `execute` in a batch transaction and, once durable, `after`; returns `execute`'s
+    /// value.
+    pub(crate) async fn job<T, E, A>(&self, execute: E, after: A) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        E: FnOnce(&Connection, &Path) -> Result<T, StoreError> + Send + 'static,
+        A: FnOnce(&T, &mut After<'_>) + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        self.send(Command::Job(Box::new(FnJob {
+            execute: Some(execute),
+            after: Some(after),
+            value: None,
+            reply,
+        })))?;
+        answer.await.map_err(|_| self.stopped())?
+    }
+
+    /// The writer's totals.
+    pub(crate) fn stats(&self) -> WriteStats {
+        WriteStats {
+            commits: self.counters.commits.load(Ordering::Relaxed),
+            commands: self.counters.commands.load(Ordering::Relaxed),
+            events: self.counters.events.load(Ordering::Relaxed),
+        }
+    }
+
+    fn send(&self, command: Command) -> Result<(), StoreError> {
+        self.tx
+            .as_ref()
+            .ok_or_else(|| self.stopped())?
+            .send(command)
+            .map_err(|_| self.stopped())
+    }
+
+    fn stopped(&self) -> StoreError {
+        StoreError::Io {
+            path: self.db.display().to_string(),
+            message: "the store's writer thread stopped".into(),
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer once it has written what was queued, which ends
+        // the finisher once it has answered everyone; joining means the database is closed
+        // (and its WAL checkpointed) when the store is gone.
+        self.tx.take();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A batch the writer committed (or failed), on its way to the finisher.
+struct Committed {
+    commands: Vec<Command>,
+    outcomes: Vec<Result<(), StoreError>>,
+}
+
+struct WriterThread {
+    conn: Connection,
+    db: PathBuf,
+    counters: Arc<Counters>,
+    done: mpsc::SyncSender<Committed>,
+}
+
+impl WriterThread {
+    fn run(self, rx: &mpsc::Receiver<Command>) {
+        while let Ok(first) = rx.recv() {
+            let mut commands = Vec::with_capacity(64);
+            let mut events = first.event_count();
+            commands.push(first);
+            while commands.len() < MAX_COMMANDS && events < MAX_EVENTS {
+                match rx.try_recv() {
+                    Ok(command) => {
+                        events += command.event_count();
+                        commands.push(command);
+                    }
+                    Err(_) => break,
+                }
+            }
+            let outcomes = self.execute_all(&mut commands);
+            self.count(&commands, &outcomes);
+            if self.done.send(Committed { commands, outcomes }).is_err() {
+                tracing::warn!(path = %self.db.display(), "Store finisher stopped; writer stops.");
+                break;
+            }
+        }
+        tracing::debug!(path = %self.db.display(), "Store writer stopped.");
+    }
+
+    fn count(&self, commands: &[Command], outcomes: &[Result<(), StoreError>]) {
+        let mut committed = 0;
+        let mut events = 0;
+        for (command, outcome) in commands.iter().zip(outcomes) {
+            if outcome.is_ok() {
+                committed += 1;
+                if let Command::Append { batch, .. } = command {
+                    events += batch.events.len() as u64;
+                }
+            }
+        }
+        if committed > 0 {
+            self.counters.commits.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .commands
+                .fetch_add(committed, Ordering::Relaxed);
+            self.counters.events.fetch_add(events, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs every command in one transaction and commits. Appends of one event need no
+    /// savepoint (a failed single INSERT undoes itself); anything larger runs in its own, so
+    /// a command's failure fails only that command. A lost transaction fails them all.
+    fn execute_all(&self, batch: &mut [Command]) -> Vec<Result<(), StoreError>> {
+        let (conn, db) = (&self.conn, self.db.as_path());
+        let count = batch.len();
+        let all_fail = |error: StoreError| vec![Err(error); count];
+        if let Err(e) = run(conn, "BEGIN IMMEDIATE") {
+            return all_fail(sql_error(db, &e));
+        }
+        let mut outcomes = Vec::with_capacity(count);
+        for command in batch.iter_mut() {
+            let outcome = match command {
+                Command::Append { batch, .. } if batch.events.len() == 1 => {
+                    execute_append(conn, db, batch)
+                }
+                Command::Append { batch, .. } => {
+                    in_savepoint(conn, db, |conn| execute_append(conn, db, batch))
+                }
+                Command::Job(job) => in_savepoint(conn, db, |conn| job.execute(conn, db)),
+            };
+            if let Err(error) = &outcome
+                && conn.is_autocommit()
+            {
+                // SQLite rolled the whole transaction back (I/O error, disk full…): nothing
+                // of this batch is stored, and later commands must not run outside it.
+                return all_fail(StoreError::Io {
+                    path: db.display().to_string(),
+                    message: format!("the batch was rolled back: {error}"),
+                });
+            }
+            outcomes.push(outcome);
+        }
+        match run(conn, "COMMIT") {
+            Ok(()) => outcomes,
+            Err(e) => {
+                let error = sql_error(db, &e);
+                tracing::warn!(path = %db.display(), %error, "Store commit failed; the batch is lost.");
+                if !conn.is_autocommit() {
+                    let _ = run(conn, "ROLLBACK");
+                }
+                all_fail(error)
+            }
+        }
+    }
+}
+
+/// The finisher thread: writes the mirror lines of committed batches, runs the jobs'
+/// follow-ups and answers the callers — in commit order, while the writer already runs the
+/// next batch.
+struct Finisher {
+    reader: Connection,
+    db: PathBuf,
+    mirrors: MirrorFiles,
+}
+
+/// The events of one run committed in the batches at hand, ready for its mirror.
+struct MirrorBatch {
+    first_seq: u64,
+    last_seq: u64,
+    lines: Vec<u8>,
+    terminal: bool,
+}
+
+impl Finisher {
+    fn run(mut self, rx: &mpsc::Receiver<Committed>) {
+        while let Ok(first) = rx.recv() {
+            let mut batches = vec![first];
+            while batches.len() < 64 {
+                match rx.try_recv() {
+                    Ok(batch) => batches.push(batch),
+                    Err(_) => break,
+                }
+            }
+            self.write_mirrors(&batches);
+            self.answer(batches);
+        }
+        tracing::debug!(path = %self.db.display(), "Store finisher stopped.");
+    }
+
+    /// Writes the committed events to their mirrors, one write per run.
+    fn write_mirrors(&mut self, batches: &[Committed]) {
+        let mut order: Vec<&RequestId> = Vec::new();
+        let mut runs: HashMap<&RequestId, MirrorBatch> = HashMap::new();
+        let committed = batches
+            .iter()
+            .flat_map(|b| b.commands.iter().zip(&b.outcomes));
+        for (command, outcome) in committed {
+            let (Command::Append { batch, .. }, Ok(())) = (command, outcome) else {
+                continue;
+            };
+            let entry = runs.entry(&batch.request_id).or_insert_with(|| {
+                order.push(&batch.request_id);
+                MirrorBatch {
+                    first_seq: batch.first_seq(),
+                    last_seq: 0,
+                    lines: Vec::new(),
+                    terminal: false,
+                }
+            });
+            for event in &batch.events {
+                entry.lines.extend_from_slice(event.body.as_bytes());
+                entry.lines.push(b'\n');
+            }
+            entry.last_seq = batch.last_seq();
+            entry.terminal |= batch.terminal;
+        }
+        let (conn, db) = (&self.reader, self.db.as_path());
+        let mut fetch = |id: &RequestId, after: u64, up_to: u64| -> Result<Vec<StoredLine>, _> {
+            rows::stored_lines(conn, db, id, after, up_to)
+        };
+        for id in order {
+            let Some(run) = runs.get(id) else { continue };
+            self.mirrors
+                .append(id, run.first_seq, run.last_seq, &run.lines, &mut fetch);
+            if run.terminal {
+                self.mirrors.close(id);
+            }
+        }
+    }
+
+    /// Runs the jobs' follow-ups, then answers every caller.
+    fn answer(&mut self, batches: Vec<Committed>) {
+        let mut after = After {
+            conn: &self.reader,
+            db: &self.db,
+            mirrors: &mut self.mirrors,
+        };
+        let mut replies = Vec::new();
+        for batch in batches {
+            for (command, outcome) in batch.commands.into_iter().zip(batch.outcomes) {
+                match command {
+                    Command::Job(job) => job.finish(outcome, &mut after),
+                    Command::Append { reply, .. } => replies.push((reply, outcome)),
+                }
+            }
+        }
+        for (reply, outcome) in replies {
+            // A caller that stopped waiting (its task was dropped) is no error.
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
+/// Checks that a batch continues the run's stored log and inserts it.
+fn execute_append(conn: &Connection, db: &Path, batch: &EncodedBatch) -> Result<(), StoreError> {
+    let id = batch.request_id.as_str();
+    let last: Option<u64> = conn
+        .prepare_cached("SELECT seq FROM events WHERE request_id = ?1 ORDER BY seq DESC LIMIT 1")
+        .and_then(|mut stmt| stmt.query_row([id], |row| row.get(0)).optional())
+        .map_err(|e| sql_error(db, &e))?;
+    if last.is_none() && !rows::run_exists(conn, db, &batch.request_id)? {
+        return Err(StoreError::NotFound(id.to_owned()));
+    }
+    let expected = last.unwrap_or(0) + 1;
+    if batch.first_seq() != expected {
+        return Err(batch::continuity_error(batch, expected));
+    }
+    let mut insert = conn
+        .prepare_cached(
+            "INSERT INTO events (request_id, seq, id, type, ts, body) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .map_err(|e| sql_error(db, &e))?;
+    for event in &batch.events {
+        insert
+            .execute(params![
+                id,
+                event.seq,
+                event.id,
+                event.type_name,
+                event.ts,
+                event.body
+            ])
+            .map_err(|e| sql_error(db, &e))?;
+    }
+    Ok(())
+}
+
+/// Runs `f` inside a savepoint: released on success, rolled back (alone) on failure.
+fn in_savepoint(
+    conn: &Connection,
+    db: &Path,
+    f: impl FnOnce(&Connection) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    run(conn, "SAVEPOINT command").map_err(|e| sql_error(db, &e))?;
+    match f(conn) {
+        Ok(()) => run(conn, "RELEASE command").map_err(|e| sql_error(db, &e)),
+        Err(error) => {
+            if !conn.is_autocommit() {
+                let _ = run(conn, "ROLLBACK TO command");
+                let _ = run(conn, "RELEASE command");
+            }
+            Err(error)
+        }
+    }
+}
+
+/// Runs a statement without parameters through the statement cache.
+fn run(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}

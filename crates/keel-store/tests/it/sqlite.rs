@@ -1,0 +1,440 @@
+//! The SQLite store's round trips: run records, events, listing and filters, sessions and
+//! transcripts, pruning, and reopening a store.
+
+use keel_store::{MirrorStatus, SqliteStore};
+use keel_types::{
+    ErrorCode, ErrorInfo, FinishReason, Message, RequestId, RunFilter, RunLinks, RunRecord,
+    RunStatus, RunStore, SessionId, StoreError, ToolCall, Usage,
+};
+
+use crate::{
+    assert_mirror_matches, completed, delta, record, run_with_events, sqlite_store, started,
+    stored_seqs,
+};
+
+fn ids(runs: Vec<RunRecord>) -> Vec<String> {
+    runs.into_iter().map(|r| r.request_id.0).collect()
+}
+
+fn at(id: &str, agent: &str, status: RunStatus, started_at: &str) -> RunRecord {
+    let mut run = record(id, agent, status);
+    run.started_at = started_at.into();
+    run
+}
+
+#[tokio::test]
+async fn a_run_record_round_trips_with_every_field() {
+    let (_dir, store) = sqlite_store();
+    let mut run = RunRecord::new(
+        RequestId::from("run_full"),
+        Some(SessionId::from("ses_1")),
+        "writer",
+        "write a poem",
+    );
+    store.create_run(&run).await.unwrap();
+    assert_eq!(
+        store.get_run(&run.request_id).await.unwrap(),
+        Some(run.clone())
+    );
+
+    run.status = RunStatus::Failed;
+    run.output = Some("half a poem".into());
+    run.error = Some(ErrorInfo::new(ErrorCode::ModelUnavailable, "503 twice"));
+    run.finish_reason = Some(FinishReason::ModelError);
+    run.usage = Usage {
+        prompt_tokens: 10,
+        completion_tokens: 20,
+        total_tokens: 30,
+    };
+    run.steps = 3;
+    run.ended_at = Some("2026-11-22T12:00:09.000Z".into());
+    run.event_count = 42;
+    run.links = RunLinks {
+        parent_id: Some(RequestId::from("run_parent")),
+        retry_of: Some(RequestId::from("run_before")),
+        replay_of: Some(RequestId::from("run_replayed")),
+        forked_from: Some(RequestId::from("run_forked")),
+        fork_seq: Some(7),
+        resumed: 2,
+    };
+    store.update_run(&run).await.unwrap();
+    assert_eq!(store.get_run(&run.request_id).await.unwrap(), Some(run));
+}
+
+#[tokio::test]
+async fn unknown_runs_are_not_found_and_duplicates_are_refused() {
+    let (_dir, store) = sqlite_store();
+    let missing = RequestId::from("run_9");
+    assert_eq!(store.get_run(&missing).await.unwrap(), None);
+    assert!(matches!(
+        store.events(&missing, 0).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store
+            .update_run(&record("run_9", "a", RunStatus::Completed))
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.append(&[started("run_9", 1)]).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    store
+        .create_run(&record("run_1", "a", RunStatus::Running))
+        .await
+        .unwrap();
+    let again = store
+        .create_run(&record("run_1", "a", RunStatus::Running))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&again, StoreError::Invalid(m) if m.contains("already exists")),
+        "{again}"
+    );
+    assert!(matches!(
+        store.verify_mirror(&RequestId::from("run_9")),
+        Err(StoreError::NotFound(_))
+    ));
+    // A run without events has an empty (not missing) log and an empty mirror.
+    assert!(
+        store
+            .events(&RequestId::from("run_1"), 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.events_path(&RequestId::from("run_1")).exists());
+}
+
+#[tokio::test]
+async fn events_round_trip_in_order_with_after_and_into_the_mirror() {
+    let (_dir, store) = sqlite_store();
+    store
+        .create_run(&record("run_1", "a", RunStatus::Running))
+        .await
+        .unwrap();
+    let sent = vec![started("run_1", 1), delta("run_1", 2), delta("run_1", 3)];
+    store.append(&sent[..2]).await.unwrap();
+    store.append(&sent[2..]).await.unwrap();
+    store.append(&[]).await.unwrap();
+
+    let id = RequestId::from("run_1");
+    assert_eq!(store.events(&id, 0).await.unwrap(), sent);
+    assert_eq!(store.events(&id, 2).await.unwrap(), sent[2..]);
+    assert!(store.events(&id, 3).await.unwrap().is_empty());
+    assert_mirror_matches(&store, "run_1").await;
+    assert_eq!(
+        store.verify_mirror(&id).unwrap(),
+        MirrorStatus::InSync { events: 3 }
+    );
+}
+
+#[tokio::test]
+async fn a_reopened_store_continues_each_log_where_it_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = SqliteStore::open(dir.path()).unwrap();
+        run_with_events(&store, "run_1", 3).await;
+    }
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let stale = store.append(&[delta("run_1", 3)]).await.unwrap_err();
+    assert!(
+        matches!(&stale, StoreError::Invalid(m) if m.contains("expected 4")),
+        "{stale}"
+    );
+    store.append(&[delta("run_1", 4)]).await.unwrap();
+    store.append(&[completed("run_1", 5)]).await.unwrap();
+    assert_eq!(stored_seqs(&store, "run_1").await, vec![1, 2, 3, 4, 5]);
+    assert_mirror_matches(&store, "run_1").await;
+    assert!(dir.path().join(".keel/keel.db").exists());
+}
+
+#[tokio::test]
+async fn runs_are_listed_newest_first_with_every_filter() {
+    let (_dir, store) = sqlite_store();
+    let mut in_session = at(
+        "run_4",
+        "b",
+        RunStatus::Completed,
+        "2026-11-22T12:00:04.000Z",
+    );
+    in_session.session_id = Some(SessionId::from("ses_1"));
+    for run in [
+        at(
+            "run_1",
+            "a",
+            RunStatus::Completed,
+            "2026-11-22T12:00:01.000Z",
+        ),
+        at("run_2", "b", RunStatus::Failed, "2026-11-22T12:00:02.000Z"),
+        at("run_3", "a", RunStatus::Failed, "2026-11-22T12:00:03.000Z"),
+        in_session,
+        // Same start as run_4: the id breaks the tie, newest (largest) first.
+        at("run_5", "a", RunStatus::Running, "2026-11-22T12:00:04.000Z"),
+    ] {
+        store.create_run(&run).await.unwrap();
+    }
+
+    let list = |filter: RunFilter| {
+        let store = store.clone();
+        async move { ids(store.list_runs(&filter).await.unwrap()) }
+    };
+    assert_eq!(
+        list(RunFilter::default()).await,
+        ["run_5", "run_4", "run_3", "run_2", "run_1"]
+    );
+    assert_eq!(
+        list(RunFilter {
+            status: Some(RunStatus::Failed),
+            agent: Some("a".into()),
+            ..Default::default()
+        })
+        .await,
+        ["run_3"]
+    );
+    assert_eq!(
+        list(RunFilter {
+            session: Some(SessionId::from("ses_1")),
+            ..Default::default()
+        })
+        .await,
+        ["run_4"]
+    );
+    assert_eq!(
+        list(RunFilter {
+            since: Some("2026-11-22T12:00:03.000Z".into()),
+            ..Default::default()
+        })
+        .await,
+        ["run_5", "run_4", "run_3"]
+    );
+    assert_eq!(
+        list(RunFilter {
+            agent: Some("a".into()),
+            limit: Some(2),
+            ..Default::default()
+        })
+        .await,
+        ["run_5", "run_3"]
+    );
+    assert!(
+        list(RunFilter {
+            agent: Some("nobody".into()),
+            ..Default::default()
+        })
+        .await
+        .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn sessions_keep_their_transcript_in_order_and_count_runs_and_messages() {
+    let (_dir, store) = sqlite_store();
+    let ses = SessionId::from("ses_1");
+    let first = store.ensure_session(&ses, "writer").await.unwrap();
+    assert_eq!(
+        (first.agent.as_str(), first.run_count, first.message_count),
+        ("writer", 0, 0)
+    );
+    // Ensuring again returns the same session; the agent of the first request stays.
+    let again = store.ensure_session(&ses, "other").await.unwrap();
+    assert_eq!(again.agent, "writer");
+    assert_eq!(again.created_at, first.created_at);
+
+    let mut run = record("run_1", "writer", RunStatus::Running);
+    run.session_id = Some(ses.clone());
+    store.create_run(&run).await.unwrap();
+    let turn_one = vec![
+        Message::user("hello"),
+        Message::assistant(
+            "",
+            vec![ToolCall {
+                id: "call_1".into(),
+                name: "read_file".into(),
+                arguments: r#"{"path":"a"}"#.into(),
+            }],
+        ),
+        Message::tool_result("call_1", "contents"),
+        Message::assistant("hi!", vec![]),
+    ];
+    store
+        .append_session_messages(&ses, &run.request_id, &turn_one)
+        .await
+        .unwrap();
+    store
+        .append_session_messages(&ses, &RequestId::from("run_2"), &[Message::user("again")])
+        .await
+        .unwrap();
+
+    let transcript = store.session_messages(&ses).await.unwrap();
+    assert_eq!(
+        transcript.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5]
+    );
+    assert_eq!(
+        transcript
+            .iter()
+            .map(|m| m.message.clone())
+            .collect::<Vec<_>>()[..4],
+        turn_one[..]
+    );
+    assert_eq!(transcript[4].request_id, RequestId::from("run_2"));
+
+    let got = store.get_session(&ses).await.unwrap().unwrap();
+    assert_eq!((got.run_count, got.message_count), (1, 5));
+    assert!(got.updated_at >= first.updated_at);
+
+    // Appending to a session that does not exist is refused and writes nothing.
+    let unknown = SessionId::from("ses_unknown");
+    assert!(matches!(
+        store
+            .append_session_messages(&unknown, &run.request_id, &[Message::user("x")])
+            .await,
+        Err(StoreError::Invalid(_))
+    ));
+    assert!(store.session_messages(&unknown).await.unwrap().is_empty());
+    assert_eq!(store.get_session(&unknown).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn sessions_are_listed_by_last_update_and_deleted_with_their_transcript_only() {
+    let (_dir, store) = sqlite_store();
+    for id in ["ses_a", "ses_b", "ses_c"] {
+        store
+            .ensure_session(&SessionId::from(id), "a")
+            .await
+            .unwrap();
+        // Distinct millisecond timestamps.
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    // Touch the oldest: it becomes the most recent.
+    store
+        .append_session_messages(
+            &SessionId::from("ses_a"),
+            &RequestId::from("run_1"),
+            &[Message::user("hi")],
+        )
+        .await
+        .unwrap();
+    let listed: Vec<String> = store
+        .list_sessions(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.session_id.0)
+        .collect();
+    assert_eq!(listed, ["ses_a", "ses_c", "ses_b"]);
+    assert_eq!(store.list_sessions(Some(1)).await.unwrap().len(), 1);
+
+    let mut run = record("run_1", "a", RunStatus::Completed);
+    run.session_id = Some(SessionId::from("ses_a"));
+    store.create_run(&run).await.unwrap();
+
+    assert!(
+        store
+            .delete_session(&SessionId::from("ses_a"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .delete_session(&SessionId::from("ses_a"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.get_session(&SessionId::from("ses_a")).await.unwrap(),
+        None
+    );
+    assert!(
+        store
+            .session_messages(&SessionId::from("ses_a"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The run stays, as a record still naming its session.
+    let kept = store.get_run(&run.request_id).await.unwrap().unwrap();
+    assert_eq!(kept.session_id, Some(SessionId::from("ses_a")));
+    // A session created again starts a fresh transcript.
+    store
+        .ensure_session(&SessionId::from("ses_a"), "a")
+        .await
+        .unwrap();
+    store
+        .append_session_messages(
+            &SessionId::from("ses_a"),
+            &RequestId::from("run_2"),
+            &[Message::user("new")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .session_messages(&SessionId::from("ses_a"))
+            .await
+            .unwrap()[0]
+            .seq,
+        1
+    );
+}
+
+#[tokio::test]
+async fn prune_deletes_old_ended_runs_with_events_and_mirrors_but_keeps_resumable_ones() {
+    let (_dir, store) = sqlite_store();
+    let old = "2026-01-01T00:00:00.000Z";
+    let new = "2026-12-01T00:00:00.000Z";
+    for (id, status, started_at) in [
+        ("run_done", RunStatus::Completed, old),
+        ("run_failed", RunStatus::Failed, old),
+        ("run_cancelled", RunStatus::Cancelled, old),
+        ("run_interrupted", RunStatus::Interrupted, old),
+        ("run_running", RunStatus::Running, old),
+        ("run_recent", RunStatus::Completed, new),
+    ] {
+        store
+            .create_run(&at(id, "a", status, started_at))
+            .await
+            .unwrap();
+        store
+            .append(&[started(id, 1), completed(id, 2)])
+            .await
+            .unwrap();
+    }
+    let done_dir = store.run_dir(&RequestId::from("run_done"));
+    assert!(done_dir.join("events.jsonl").exists());
+
+    assert_eq!(store.prune("2026-06-01T00:00:00.000Z").await.unwrap(), 3);
+    let left = ids(store.list_runs(&RunFilter::default()).await.unwrap());
+    assert_eq!(left, ["run_recent", "run_running", "run_interrupted"]);
+    assert!(!done_dir.exists());
+    assert!(matches!(
+        store.events(&RequestId::from("run_done"), 0).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(stored_seqs(&store, "run_interrupted").await, [1, 2]);
+    assert!(store.run_dir(&RequestId::from("run_recent")).exists());
+    assert_eq!(store.prune("2026-06-01T00:00:00.000Z").await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn group_commit_shares_transactions_between_concurrent_writers() {
+    let (_dir, store) = sqlite_store();
+    let mut tasks = Vec::new();
+    for n in 0..16 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            run_with_events(&store, &format!("run_{n}"), 50).await;
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let stats = store.write_stats();
+    assert_eq!(stats.events, 16 * 50);
+    assert_eq!(stats.commands, 16 * 51);
+    // Not a timing assertion: with 16 writers waiting, batches must have formed at all.
+    assert!(stats.commits < stats.commands, "{stats:?}");
+}
