@@ -242,17 +242,15 @@ impl AgentRun {
                 "error": "this call was interrupted (the process running it stopped); its outcome is unknown and it was not run again because the tool is not marked idempotent"
             })
             .to_string();
-            self.emitter
-                .emit(EventPayload::Adapter {
-                    event: AdapterEvent::ToolResult {
-                        call_id: item.call.id.clone(),
-                        tool: item.call.name.clone(),
-                        ok: false,
-                        output: output.clone(),
-                        duration_ms: 0,
-                    },
-                })
-                .await?;
+            self.emitter.emit(EventPayload::Adapter {
+                event: AdapterEvent::ToolResult {
+                    call_id: item.call.id.clone(),
+                    tool: item.call.name.clone(),
+                    ok: false,
+                    output: output.clone(),
+                    duration_ms: 0,
+                },
+            })?;
             results.push((
                 item.call.id.clone(),
                 Message::tool_result(&item.call.id, output),
@@ -285,13 +283,9 @@ impl AgentRun {
                 "execution contract violated: required tool(s) not called successfully: {}",
                 missing.join(", ")
             );
-            if let Err(error) = self
-                .emitter
-                .emit(EventPayload::ContractFailed {
-                    missing_tools: missing,
-                })
-                .await
-            {
+            if let Err(error) = self.emitter.emit(EventPayload::ContractFailed {
+                missing_tools: missing,
+            }) {
                 return End::store(error);
             }
             return End::failed(
@@ -331,28 +325,24 @@ impl AgentRun {
         let policy = self.workspace.runtime.retry.model.clone();
         let mut attempt = 1;
         loop {
-            self.emitter
-                .emit(EventPayload::ModelStarted {
-                    step,
-                    attempt,
-                    model: self.provider.model_name().to_owned(),
-                    provider: self.provider.provider_name().to_owned(),
-                })
-                .await?;
+            self.emitter.emit(EventPayload::ModelStarted {
+                step,
+                attempt,
+                model: self.provider.model_name().to_owned(),
+                provider: self.provider.provider_name().to_owned(),
+            })?;
             let started = Instant::now();
             match self.stream_answer(step).await {
                 Ok((answer, usage)) => {
                     self.usage.add(&usage);
-                    self.emitter
-                        .emit(EventPayload::ModelCompleted {
-                            step,
-                            stop_reason: answer.stop,
-                            usage,
-                            latency_ms: millis(started.elapsed()),
-                            content: answer.text.clone(),
-                            tool_calls: answer.calls.clone(),
-                        })
-                        .await?;
+                    self.emitter.emit(EventPayload::ModelCompleted {
+                        step,
+                        stop_reason: answer.stop,
+                        usage,
+                        latency_ms: millis(started.elapsed()),
+                        content: answer.text.clone(),
+                        tool_calls: answer.calls.clone(),
+                    })?;
                     return Ok(answer);
                 }
                 Err(RoundError::Model(error))
@@ -360,14 +350,12 @@ impl AgentRun {
                 {
                     let delay = retry::backoff(&policy, attempt, error.retry_after());
                     tracing::debug!(request_id = %self.record.request_id, attempt, ?delay, %error, "Retrying model round.");
-                    self.emitter
-                        .emit(EventPayload::ModelRetry {
-                            step,
-                            attempt,
-                            error: ErrorInfo::new(error.code(), error.to_string()),
-                            delay_ms: millis(delay),
-                        })
-                        .await?;
+                    self.emitter.emit(EventPayload::ModelRetry {
+                        step,
+                        attempt,
+                        error: ErrorInfo::new(error.code(), error.to_string()),
+                        delay_ms: millis(delay),
+                    })?;
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
@@ -397,11 +385,9 @@ impl AgentRun {
             match item.map_err(RoundError::Model)? {
                 ModelEvent::TextDelta { text: delta } => {
                     text.push_str(&delta);
-                    self.emitter
-                        .emit(EventPayload::Adapter {
-                            event: AdapterEvent::OutputDelta { step, text: delta },
-                        })
-                        .await?;
+                    self.emitter.emit(EventPayload::Adapter {
+                        event: AdapterEvent::OutputDelta { step, text: delta },
+                    })?;
                 }
                 ModelEvent::ToolCallStart { index, id, name } => {
                     if index != calls.len() {
@@ -453,15 +439,13 @@ impl AgentRun {
         let mut guarded = Vec::with_capacity(calls.len());
         for call in calls {
             let verdict = self.gateway.guard(&self.agent.tools, call);
-            self.emitter
-                .emit(EventPayload::ToolGuard {
-                    call_id: call.id.clone(),
-                    tool: call.name.clone(),
-                    decision: verdict.decision,
-                    arguments: call.arguments.clone(),
-                    issues: verdict.issues.clone(),
-                })
-                .await?;
+            self.emitter.emit(EventPayload::ToolGuard {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                decision: verdict.decision,
+                arguments: call.arguments.clone(),
+                issues: verdict.issues.clone(),
+            })?;
             guarded.push(verdict);
         }
         let parallel = self.workspace.runtime.limits.max_parallel_tools.max(1) as usize;
@@ -495,8 +479,9 @@ impl AgentRun {
                 None,
             ));
         };
+        // Write-ahead: the start is durable before the tool can have effects.
         self.emitter
-            .emit(EventPayload::Adapter {
+            .emit_durable(EventPayload::Adapter {
                 event: AdapterEvent::ToolStart {
                     call_id: verdict.call_id.clone(),
                     tool: verdict.requested.clone(),
@@ -514,17 +499,15 @@ impl AgentRun {
                 serde_json::json!({ "error": error.to_string() }).to_string(),
             ),
         };
-        self.emitter
-            .emit(EventPayload::Adapter {
-                event: AdapterEvent::ToolResult {
-                    call_id: verdict.call_id.clone(),
-                    tool: verdict.requested.clone(),
-                    ok,
-                    output: output.clone(),
-                    duration_ms,
-                },
-            })
-            .await?;
+        self.emitter.emit(EventPayload::Adapter {
+            event: AdapterEvent::ToolResult {
+                call_id: verdict.call_id.clone(),
+                tool: verdict.requested.clone(),
+                ok,
+                output: output.clone(),
+                duration_ms,
+            },
+        })?;
         let succeeded = ok.then(|| verdict.requested.clone());
         Ok((Message::tool_result(&verdict.call_id, output), succeeded))
     }
@@ -598,7 +581,7 @@ impl AgentRun {
             ),
         };
         let mut error = error;
-        if let Err(store_error) = self.emitter.emit(payload).await {
+        if let Err(store_error) = self.emitter.emit_durable(payload).await {
             tracing::error!(request_id = %self.record.request_id, %store_error, "Could not record the end of a run.");
             error.get_or_insert(ErrorInfo::new(ErrorCode::Store, store_error.to_string()));
         }
@@ -609,7 +592,7 @@ impl AgentRun {
         self.record.usage = self.usage;
         self.record.steps = self.steps;
         self.record.ended_at = Some(keel_types::now_rfc3339());
-        self.record.event_count = self.emitter.count().await;
+        self.record.event_count = self.emitter.count();
         if let Err(store_error) = self.store.update_run(&self.record).await {
             tracing::error!(request_id = %self.record.request_id, %store_error, "Could not update the run record.");
         }
@@ -655,7 +638,7 @@ pub(crate) async fn execute(
             at_seq,
         },
     };
-    let end = if let Err(error) = run.emitter.emit(opening).await {
+    let end = if let Err(error) = run.emitter.emit(opening) {
         End::store(error)
     } else {
         let timeout = run.run_timeout();

@@ -1,36 +1,48 @@
 //! The emission pipeline of one run (SPEC §7): redact → durable append → live subscribers,
 //! then the narrator's derived view to subscribers only.
 //!
-//! `seq` is assigned under the emitter's lock, so events are stored dense and in order even
-//! when concurrent tool calls emit at once.
+//! Appends are pipelined: [`Emitter::emit`] assigns the next `seq` and queues the event; a
+//! flusher task appends everything queued for the run in one store call, and only once that
+//! call returns (the events are durable) forwards them to the subscriber. So the loop never
+//! waits for the disk to stream text, yet nobody sees an event that is not stored.
+//!
+//! Write-ahead rule: before an action with effects outside the log (running a tool) and before
+//! a run is declared finished, the loop calls [`Emitter::barrier`], which waits until every
+//! event emitted so far is durable. A failed append is sticky: every later `emit` and
+//! `barrier` reports it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use keel_types::{Event, EventId, EventPayload, RequestId, RunStore, SessionId, StoreError};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{mpsc, watch};
 
 use crate::narrator::Narrator;
 use crate::redact::Redactor;
+
+/// What the flusher publishes: the last durable `seq`, or the error that stopped it.
+type Durable = Result<u64, StoreError>;
 
 /// Emits the events of one run.
 pub struct Emitter {
     request_id: RequestId,
     session_id: Option<SessionId>,
     agent: String,
-    store: Arc<dyn RunStore>,
     redactor: Arc<Redactor>,
-    narrator: Arc<Narrator>,
+    /// The last assigned `seq` and the queue to the flusher, under one lock so queue order is
+    /// `seq` order.
     state: Mutex<State>,
+    durable: watch::Receiver<Durable>,
 }
 
 struct State {
     seq: u64,
-    subscriber: Option<mpsc::UnboundedSender<Event>>,
+    queue: mpsc::UnboundedSender<Event>,
 }
 
 impl Emitter {
     /// An emitter for a run whose log holds `last_seq` events already; `subscriber` receives
-    /// every event (and narration) after it is stored.
+    /// every event (and narration) after it is stored. Must be created inside a Tokio runtime
+    /// (it spawns the run's flusher).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         last_seq: u64,
@@ -42,24 +54,42 @@ impl Emitter {
         narrator: Arc<Narrator>,
         subscriber: Option<mpsc::UnboundedSender<Event>>,
     ) -> Self {
+        let (queue, pending) = mpsc::unbounded_channel();
+        let (publish, durable) = watch::channel(Ok(last_seq));
+        tokio::spawn(flush(
+            pending,
+            store,
+            Forwarder {
+                subscriber,
+                narrator,
+                redactor: redactor.clone(),
+            },
+            publish,
+        ));
         Self {
             request_id,
             session_id,
             agent,
-            store,
             redactor,
-            narrator,
             state: Mutex::new(State {
                 seq: last_seq,
-                subscriber,
+                queue,
             }),
+            durable,
         }
     }
 
-    /// Stores an event and then shows it to subscribers. Returns the stored event.
-    pub async fn emit(&self, mut payload: EventPayload) -> Result<Event, StoreError> {
+    /// Queues an event for the log; it reaches subscribers once it is stored. Fails if an
+    /// earlier append failed.
+    pub fn emit(&self, mut payload: EventPayload) -> Result<Event, StoreError> {
+        if let Err(error) = &*self.durable.borrow() {
+            return Err(error.clone());
+        }
         self.redactor.redact(&mut payload);
-        let mut state = self.state.lock().await;
+        let mut state = match self.state.lock() {
+            Ok(state) => state,
+            Err(poisoned) => poisoned.into_inner(),
+        };
         let event = Event {
             id: EventId::generate(),
             seq: state.seq + 1,
@@ -69,33 +99,97 @@ impl Emitter {
             agent_id: self.agent.clone(),
             payload,
         };
-        self.store.append(std::slice::from_ref(&event)).await?;
+        state
+            .queue
+            .send(event.clone())
+            .map_err(|_| StoreError::Invalid("the run's event flusher stopped".into()))?;
         state.seq = event.seq;
-        if let Some(subscriber) = &state.subscriber {
-            let narration = self.narrator.narrate(&event).map(|text| {
-                let mut payload = EventPayload::Narration {
-                    text,
-                    source_event_ids: vec![event.id.clone()],
-                };
-                self.redactor.redact(&mut payload);
-                Event {
-                    id: EventId::generate(),
-                    payload,
-                    ..event.clone()
-                }
-            });
-            // A subscriber that went away simply stops receiving.
-            if subscriber.send(event.clone()).is_err() {
-                state.subscriber = None;
-            } else if let Some(narration) = narration {
-                let _ = subscriber.send(narration);
-            }
-        }
         Ok(event)
     }
 
-    /// Number of events stored so far.
-    pub async fn count(&self) -> u64 {
-        self.state.lock().await.seq
+    /// Emits an event and waits until it (and everything before it) is durable.
+    pub async fn emit_durable(&self, payload: EventPayload) -> Result<Event, StoreError> {
+        let event = self.emit(payload)?;
+        self.barrier().await?;
+        Ok(event)
+    }
+
+    /// Waits until every event emitted so far is stored and delivered to the subscriber.
+    pub async fn barrier(&self) -> Result<(), StoreError> {
+        let target = self.count();
+        let mut durable = self.durable.clone();
+        let outcome = durable
+            .wait_for(|d| d.as_ref().map_or(true, |seq| *seq >= target))
+            .await
+            .map_err(|_| StoreError::Invalid("the run's event flusher stopped".into()))?;
+        match &*outcome {
+            Ok(_) => Ok(()),
+            Err(error) => Err(error.clone()),
+        }
+    }
+
+    /// Number of events emitted so far (the last `seq`).
+    pub fn count(&self) -> u64 {
+        match self.state.lock() {
+            Ok(state) => state.seq,
+            Err(poisoned) => poisoned.into_inner().seq,
+        }
+    }
+}
+
+/// Delivers stored events, and narration derived from them, to the live subscriber.
+struct Forwarder {
+    subscriber: Option<mpsc::UnboundedSender<Event>>,
+    narrator: Arc<Narrator>,
+    redactor: Arc<Redactor>,
+}
+
+impl Forwarder {
+    fn forward(&mut self, event: Event) {
+        let Some(subscriber) = &self.subscriber else {
+            return;
+        };
+        let narration = self.narrator.narrate(&event).map(|text| {
+            let mut payload = EventPayload::Narration {
+                text,
+                source_event_ids: vec![event.id.clone()],
+            };
+            self.redactor.redact(&mut payload);
+            Event {
+                id: EventId::generate(),
+                payload,
+                ..event.clone()
+            }
+        });
+        // A subscriber that went away simply stops receiving.
+        if subscriber.send(event).is_err() {
+            self.subscriber = None;
+        } else if let Some(narration) = narration {
+            let _ = subscriber.send(narration);
+        }
+    }
+}
+
+/// The run's flusher: appends whatever is queued in one call, then forwards it and publishes
+/// the new durable `seq`. Ends when the emitter is dropped and the queue is drained, or at the
+/// first failed append.
+async fn flush(
+    mut pending: mpsc::UnboundedReceiver<Event>,
+    store: Arc<dyn RunStore>,
+    mut forwarder: Forwarder,
+    publish: watch::Sender<Durable>,
+) {
+    let mut batch = Vec::new();
+    while pending.recv_many(&mut batch, 256).await > 0 {
+        if let Err(error) = store.append(&batch).await {
+            tracing::error!(request_id = %batch[0].request_id, %error, "Could not store events.");
+            let _previous = publish.send_replace(Err(error));
+            return;
+        }
+        let last = batch.last().map_or(0, |e| e.seq);
+        for event in batch.drain(..) {
+            forwarder.forward(event);
+        }
+        let _previous = publish.send_replace(Ok(last));
     }
 }

@@ -5,8 +5,8 @@
 //! ```
 //!
 //! Each scenario appends realistic events (`runtime.adapter.event` output deltas, about 300
-//! bytes of JSON) one per call, as the runtime does, from N concurrent runs (64, then 1) for a
-//! few seconds, and prints events/s, the p50/p99 latency of one `append` (until the event is
+//! bytes of JSON) from N concurrent runs for a few seconds — one event per call (64 runs,
+//! then 1), and 16 per call (64 runs: the runtime's pipelined flusher under load) — and prints events/s, the p50/p99 latency of one `append` (until the event is
 //! committed, synced and mirrored) and how many commits (batches, one WAL sync each) that took.
 //!
 //! Knobs: `KEEL_BENCH_DIR` (where the workspaces go; default `target/keel-bench`, not `/tmp`,
@@ -44,8 +44,11 @@ fn main() {
         base.display()
     );
     let duration = Duration::from_secs(secs as u64);
-    for writers in [runs, 1] {
-        runtime.block_on(scenario(&base, writers, duration));
+    // (concurrent runs, events per `append` call): one at a time, as a run emits them; and
+    // batched, as the runtime's per-run flusher sends what queued while the last append was
+    // being committed (pipelined emission under load).
+    for (writers, per_call) in [(runs, 1), (runs, 16), (1, 1)] {
+        runtime.block_on(scenario(&base, writers, per_call, duration));
     }
 }
 
@@ -86,9 +89,9 @@ fn delta(id: &RequestId, seq: u64) -> Event {
     }
 }
 
-async fn scenario(base: &Path, runs: usize, duration: Duration) {
-    let name = format!("{runs} concurrent runs");
-    let dir = base.join(format!("event_append-{runs}"));
+async fn scenario(base: &Path, runs: usize, per_call: u64, duration: Duration) {
+    let name = format!("{runs} runs x {per_call}/append");
+    let dir = base.join(format!("event_append-{runs}-{per_call}"));
     let _ = std::fs::remove_dir_all(&dir);
     let store = SqliteStore::open(&dir).unwrap();
     let before = store.write_stats();
@@ -106,11 +109,11 @@ async fn scenario(base: &Path, runs: usize, duration: Duration) {
                 let mut latencies: Vec<u32> = Vec::with_capacity(1 << 16);
                 let mut seq = 1;
                 while Instant::now() < deadline {
-                    let event = delta(&id, seq);
+                    let events: Vec<Event> = (seq..seq + per_call).map(|s| delta(&id, s)).collect();
                     let sent = Instant::now();
-                    store.append(std::slice::from_ref(&event)).await.unwrap();
+                    store.append(&events).await.unwrap();
                     latencies.push(u32::try_from(sent.elapsed().as_micros()).unwrap_or(u32::MAX));
-                    seq += 1;
+                    seq += per_call;
                 }
                 latencies
             })
