@@ -52,6 +52,8 @@ fn units(transcript: Vec<Message>) -> Vec<(Vec<Message>, u64)> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
     use keel_types::ToolCall;
 
     use super::*;
