@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use keel::types::{AdapterEvent, RunFilter};
 use keel::{Event, EventPayload, RequestId, RunStatus, RunStore, SessionId};
-use keel_store::SqliteStore;
+use keel_store::{MirrorStatus, SqliteStore};
 
 use crate::run::{self, Interrupts, OutputArgs};
 use crate::{EXIT_FAILED, EXIT_USAGE, config, out};
@@ -359,6 +359,14 @@ async fn show(store: &SqliteStore, id: &RequestId, json: bool) -> CmdResult {
         run.usage.total_tokens, run.usage.prompt_tokens, run.usage.completion_tokens
     ));
     out::line(&format!("events:    {}", run.event_count));
+    let mirror = match store.verify_mirror(id) {
+        Ok(MirrorStatus::InSync { .. }) => "in sync with the store".to_owned(),
+        Ok(MirrorStatus::Behind {
+            mirrored, stored, ..
+        }) => format!("{mirrored} of {stored} events (repaired when Keel next recovers this run)"),
+        Err(error) => format!("{error} (left as is; `keel runs export` writes from the store)"),
+    };
+    out::line(&format!("mirror:    {mirror}"));
     out::line(&format!("input:     {}", run.input));
     if let Some(output) = &run.output {
         out::line(&format!("output:    {output}"));

@@ -118,3 +118,80 @@ fn export_writes_the_store_events_and_prune_deletes_old_ended_runs() {
         0
     );
 }
+
+#[test]
+fn a_damaged_mirror_is_reported_never_rewritten_and_export_still_works() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&quickstart_dir(), dir.path());
+    let ws = dir.path().to_str().unwrap();
+    assert_eq!(
+        run(&["run", "-w", ws, "What is here?"]).status.code(),
+        Some(0)
+    );
+    let listed = stdout(&run(&["runs", "list", "-w", ws, "--json"]));
+    let record: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
+    let id = record["requestId"].as_str().unwrap();
+    let shown = stdout(&run(&["runs", "show", "-w", ws, id]));
+    assert!(
+        shown.contains("mirror:    in sync with the store"),
+        "{shown}"
+    );
+
+    let path = dir.path().join(".keel/runs").join(id).join("events.jsonl");
+    let original = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = original.lines().collect();
+    lines[2] = "{\"this line\": \"was damaged";
+    let damaged = format!("{}\n", lines.join("\n"));
+    std::fs::write(&path, &damaged).unwrap();
+
+    let shown = run(&["runs", "show", "-w", ws, id]);
+    assert_eq!(shown.status.code(), Some(0));
+    assert!(
+        stdout(&shown).contains("events.jsonl:3"),
+        "{}",
+        stdout(&shown)
+    );
+    let exported = run(&["runs", "export", "-w", ws, id]);
+    assert_eq!(
+        stdout(&exported),
+        original,
+        "the export comes from the store"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        damaged,
+        "the mirror is left as is"
+    );
+}
+
+#[test]
+fn replay_of_a_scripted_run_matches_event_for_event() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&quickstart_dir(), dir.path());
+    let ws = dir.path().to_str().unwrap();
+    assert_eq!(
+        run(&["run", "-w", ws, "What is here?"]).status.code(),
+        Some(0)
+    );
+    let listed = stdout(&run(&["runs", "list", "-w", ws, "--json"]));
+    let record: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
+    let id = record["requestId"].as_str().unwrap();
+
+    let replayed = run(&["runs", "replay", "-w", ws, id]);
+    assert_eq!(replayed.status.code(), Some(0), "{}", stderr(&replayed));
+    assert!(
+        stderr(&replayed).contains("event for event"),
+        "{}",
+        stderr(&replayed)
+    );
+
+    // Change what a tool reads: the replay now diverges, and says where.
+    std::fs::write(dir.path().join("notes/ideas.md"), "# Other ideas\n").unwrap();
+    let diverged = run(&["runs", "replay", "-w", ws, id]);
+    assert_eq!(diverged.status.code(), Some(1));
+    assert!(
+        stderr(&diverged).contains("diverges from"),
+        "{}",
+        stderr(&diverged)
+    );
+}
