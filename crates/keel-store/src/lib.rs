@@ -6,15 +6,13 @@
 //! [`sqlite`] (the store, its crash recovery and mirror repair), then `sqlite::writer` (the
 //! group commit).
 //!
-//! [`JsonlStore`] is the earlier file-only store, kept while callers move over. [`mirror`] is
-//! the JSONL format both use: reading, torn-tail handling and repair.
+//! [`mirror`] is the JSONL format of the mirrors and of `keel runs export`: reading, torn-tail
+//! handling and repair.
 
 mod batch;
-mod jsonl;
 pub mod mirror;
 mod owner;
 pub mod sqlite;
 
-pub use jsonl::{JsonlStore, RUN_FILE};
 pub use mirror::{EVENTS_FILE, MirrorStatus, read_events_file};
 pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore, WriteStats};

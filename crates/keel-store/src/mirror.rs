@@ -1,6 +1,5 @@
 //! The JSONL form of a run's log: `<runs>/<requestId>/events.jsonl`, one event per line, for
-//! `tail -f` and export. Both stores use it: [`crate::JsonlStore`] as its log, and
-//! [`crate::SqliteStore`] as a mirror of what it committed.
+//! `tail -f` and export: [`crate::SqliteStore`] mirrors what it committed in this form.
 //!
 //! The format is append-only and every batch of lines is written with one `write`, so after a
 //! crash the file is a run of whole lines followed, at worst, by a *torn tail*: bytes after the

@@ -3,7 +3,6 @@
 
 mod concurrency;
 mod corrupt;
-mod jsonl;
 mod multiprocess;
 mod recovery;
 mod seq_rules;
