@@ -34,16 +34,6 @@ impl EncodedBatch {
     pub(crate) fn last_seq(&self) -> u64 {
         self.events.last().map_or(0, |e| e.seq)
     }
-
-    /// The mirror lines of the batch, each ending in a newline.
-    pub(crate) fn lines(&self) -> Vec<u8> {
-        let mut buf = Vec::with_capacity(self.events.iter().map(|e| e.body.len() + 1).sum());
-        for event in &self.events {
-            buf.extend_from_slice(event.body.as_bytes());
-            buf.push(b'\n');
-        }
-        buf
-    }
 }
 
 /// Checks a batch against the contract (one run, dense `seq`, nothing derived) and serializes
