@@ -183,10 +183,7 @@ impl Kernel {
     /// idempotent (the model is told the outcome is unknown otherwise).
     pub async fn resume(&self, id: &RequestId) -> Result<RunHandle, RuntimeError> {
         let store = &self.inner.parts.store;
-        let before = store
-            .get_run(id)
-            .await?
-            .ok_or_else(|| RuntimeError::InvalidInput(format!("no run `{id}`")))?;
+        let before = self.existing_run(id).await?;
         if before.status != RunStatus::Interrupted {
             return Err(RuntimeError::InvalidInput(format!(
                 "run `{id}` is {}, only interrupted runs can be resumed",
@@ -216,10 +213,7 @@ impl Kernel {
     /// there with the live model. The fork has no session (it is a branch, not a turn).
     pub async fn fork(&self, id: &RequestId, at_seq: u64) -> Result<RunHandle, RuntimeError> {
         let store = &self.inner.parts.store;
-        let original = store
-            .get_run(id)
-            .await?
-            .ok_or_else(|| RuntimeError::InvalidInput(format!("no run `{id}`")))?;
+        let original = self.existing_run(id).await?;
         let events = store.events(id, 0).await?;
         let last = events.iter().map(|e| e.seq).max().unwrap_or(0);
         let terminal = events
@@ -273,10 +267,7 @@ impl Kernel {
     /// original's log; tools run for real. Compare the two with [`Kernel::divergence`].
     pub async fn replay(&self, id: &RequestId) -> Result<RunHandle, RuntimeError> {
         let store = &self.inner.parts.store;
-        let original = store
-            .get_run(id)
-            .await?
-            .ok_or_else(|| RuntimeError::InvalidInput(format!("no run `{id}`")))?;
+        let original = self.existing_run(id).await?;
         let events = store.events(id, 0).await?;
         let agent = self.agent(&original.agent)?;
         let provider: Arc<dyn ModelProvider> = Arc::new(ReplayProvider::from_events(&events));
@@ -303,6 +294,16 @@ impl Kernel {
     /// Marks runs left active by processes that died as `interrupted`; returns their ids.
     pub async fn recover(&self) -> Result<Vec<RequestId>, RuntimeError> {
         Ok(self.inner.parts.store.recover().await?)
+    }
+
+    /// The record of a run that must exist.
+    async fn existing_run(&self, id: &RequestId) -> Result<RunRecord, RuntimeError> {
+        self.inner
+            .parts
+            .store
+            .get_run(id)
+            .await?
+            .ok_or_else(|| RuntimeError::InvalidInput(format!("no run `{id}`")))
     }
 
     fn agent(&self, name: &str) -> Result<AgentSpec, RuntimeError> {

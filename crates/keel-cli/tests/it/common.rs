@@ -47,3 +47,10 @@ pub fn copy_tree(from: &Path, to: &Path) {
 pub fn quickstart_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart")
 }
+
+/// The id of the newest run of the workspace at `ws`.
+pub fn newest_run_id(ws: &str) -> String {
+    let listed = stdout(&run(&["runs", "list", "-w", ws, "--json", "--limit", "1"]));
+    let record: serde_json::Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
+    record["requestId"].as_str().unwrap().to_owned()
+}

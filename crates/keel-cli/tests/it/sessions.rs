@@ -5,7 +5,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
-use crate::common::{copy_tree, keel, quickstart_dir, run, stderr, stdout};
+use crate::common::{copy_tree, keel, newest_run_id, quickstart_dir, run, stderr, stdout};
 
 #[test]
 fn chat_keeps_one_session_across_turns_and_sessions_can_be_listed_shown_and_deleted() {
@@ -87,9 +87,7 @@ fn export_writes_the_store_events_and_prune_deletes_old_ended_runs() {
         run(&["run", "-w", ws, "What is here?"]).status.code(),
         Some(0)
     );
-    let listed = stdout(&run(&["runs", "list", "-w", ws, "--json"]));
-    let record: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
-    let id = record["requestId"].as_str().unwrap();
+    let id = &newest_run_id(ws);
 
     let exported = run(&["runs", "export", "-w", ws, id]);
     assert_eq!(exported.status.code(), Some(0));
@@ -128,9 +126,7 @@ fn a_damaged_mirror_is_reported_never_rewritten_and_export_still_works() {
         run(&["run", "-w", ws, "What is here?"]).status.code(),
         Some(0)
     );
-    let listed = stdout(&run(&["runs", "list", "-w", ws, "--json"]));
-    let record: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
-    let id = record["requestId"].as_str().unwrap();
+    let id = &newest_run_id(ws);
     let shown = stdout(&run(&["runs", "show", "-w", ws, id]));
     assert!(
         shown.contains("mirror:    in sync with the store"),
@@ -173,9 +169,7 @@ fn replay_of_a_scripted_run_matches_event_for_event() {
         run(&["run", "-w", ws, "What is here?"]).status.code(),
         Some(0)
     );
-    let listed = stdout(&run(&["runs", "list", "-w", ws, "--json"]));
-    let record: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
-    let id = record["requestId"].as_str().unwrap();
+    let id = &newest_run_id(ws);
 
     let replayed = run(&["runs", "replay", "-w", ws, id]);
     assert_eq!(replayed.status.code(), Some(0), "{}", stderr(&replayed));
