@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use keel_tools::gateway::{Gateway, Guarded};
 use keel_types::{
-    AdapterEvent, ErrorCode, ErrorInfo, EventPayload, FinishReason, Message, ModelError,
-    ModelEvent, ModelParams, ModelProvider, ModelRequest, ModelStopReason, RequestId, RunRecord,
-    RunStatus, RunStore, StoreError, ToolCall, ToolContext, Usage,
+    AdapterEvent, ErrorCode, ErrorInfo, EventPayload, FinishReason, GuardDecision, Message,
+    ModelError, ModelEvent, ModelParams, ModelProvider, ModelRequest, ModelStopReason, RequestId,
+    RunRecord, RunStatus, RunStore, StoreError, ToolCall, ToolContext, Usage,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use tokio_util::sync::CancellationToken;
@@ -437,14 +437,24 @@ impl AgentRun {
     /// messages in call order.
     async fn run_tools(&mut self, calls: &[ToolCall]) -> Result<Vec<Message>, StoreError> {
         let mut guarded = Vec::with_capacity(calls.len());
+        let workspace = self.workspace.clone();
+        let agent = self.record.agent.clone();
+        let mode_of = move |tool: &str| workspace.gateway_mode(&agent, tool);
         for call in calls {
-            let verdict = self.gateway.guard(&self.agent.tools, call);
+            let verdict = self
+                .gateway
+                .guard(&self.tool_ctx, &self.agent.tools, call, &mode_of)
+                .await;
+            let repaired = verdict.decision == GuardDecision::Repaired;
             self.emitter.emit(EventPayload::ToolGuard {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 decision: verdict.decision,
                 arguments: call.arguments.clone(),
                 issues: verdict.issues.clone(),
+                repairs: verdict.repairs.clone(),
+                resolved_tool: (verdict.tool != call.name).then(|| verdict.tool.clone()),
+                repaired_arguments: repaired.then(|| verdict.arguments.clone()).flatten(),
             })?;
             guarded.push(verdict);
         }
@@ -484,7 +494,7 @@ impl AgentRun {
             .emit_durable(EventPayload::Adapter {
                 event: AdapterEvent::ToolStart {
                     call_id: verdict.call_id.clone(),
-                    tool: verdict.requested.clone(),
+                    tool: verdict.tool.clone(),
                     arguments,
                 },
             })
@@ -508,7 +518,7 @@ impl AgentRun {
                 duration_ms,
             },
         })?;
-        let succeeded = ok.then(|| verdict.requested.clone());
+        let succeeded = ok.then(|| verdict.tool.clone());
         Ok((Message::tool_result(&verdict.call_id, output), succeeded))
     }
 

@@ -58,12 +58,23 @@ impl Redactor {
                 }
             }
             EventPayload::ToolGuard {
-                arguments, issues, ..
+                arguments,
+                issues,
+                repairs,
+                repaired_arguments,
+                ..
             } => {
                 s(arguments);
                 for issue in issues {
                     s(&mut issue.found);
                     s(&mut issue.message);
+                }
+                for repair in repairs {
+                    self.redact_value(&mut repair.from);
+                    self.redact_value(&mut repair.to);
+                }
+                if let Some(value) = repaired_arguments {
+                    self.redact_value(value);
                 }
             }
             EventPayload::Adapter { event } => match event {

@@ -46,15 +46,19 @@ pub struct CommandTool {
 }
 
 impl CommandTool {
-    /// The tool called `name` described by `doc`, running in `workspace_root`.
+    /// The tool called `name` described by `doc`, running in `workspace_root`. A document of
+    /// another kind gives a tool with no program, whose calls fail saying so; use
+    /// [`crate::declared`] to build the right tool for any document.
     pub fn new(name: &str, doc: &ToolSpecDoc, workspace_root: &Path) -> CommandTool {
-        // `ToolImpl` has one kind today; a new kind will make this pattern refutable and point
-        // here at compile time.
-        let ToolImpl::Command {
-            command,
-            timeout,
-            env,
-        } = &doc.implementation;
+        let no_env = BTreeMap::new();
+        let (command, timeout, env) = match &doc.implementation {
+            ToolImpl::Command {
+                command,
+                timeout,
+                env,
+            } => (command.as_slice(), *timeout, env),
+            _ => (&[][..], None, &no_env),
+        };
         // Relative program paths must not depend on how the child's cwd is applied.
         let workspace_root =
             std::path::absolute(workspace_root).unwrap_or_else(|_| workspace_root.to_path_buf());

@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use keel_types::{
-    GuardDecision, Issue, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec,
+    GuardDecision, Issue, Repair, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
+use keel_workspace::GatewayMode;
 use serde_json::{Value, json};
 
 /// Longest rendering of a found value inside an issue.
@@ -53,10 +54,14 @@ pub struct Guarded {
     pub call_id: String,
     /// The tool name as the model sent it.
     pub requested: String,
+    /// The tool that runs: `requested`, or the inventory tool its name was repaired to.
+    pub tool: String,
     pub decision: GuardDecision,
-    /// Parsed, valid arguments (present unless blocked).
+    /// Parsed, valid (possibly repaired) arguments; present unless blocked.
     pub arguments: Option<Value>,
     pub issues: Vec<Issue>,
+    /// What was changed to make the call valid (decision `repaired`).
+    pub repairs: Vec<Repair>,
 }
 
 impl Guarded {
@@ -125,14 +130,23 @@ impl Gateway {
         self.tools.contains_key(name)
     }
 
-    /// Checks one call against the caller's inventory and the tool's schema.
-    pub fn guard(&self, inventory: &[String], call: &ToolCall) -> Guarded {
+    /// Checks one call against the caller's inventory and the tool's schema, in the gateway
+    /// mode `mode_of(tool)` gives for the tool.
+    pub async fn guard(
+        &self,
+        ctx: &ToolContext,
+        inventory: &[String],
+        call: &ToolCall,
+        mode_of: &(dyn Fn(&str) -> GatewayMode + Sync),
+    ) -> Guarded {
         let blocked = |issues: Vec<Issue>| Guarded {
             call_id: call.id.clone(),
             requested: call.name.clone(),
+            tool: call.name.clone(),
             decision: GuardDecision::Blocked,
             arguments: None,
             issues,
+            repairs: Vec::new(),
         };
         let registered = match inventory.iter().any(|n| n == &call.name) {
             true => self.tools.get(&call.name),
@@ -150,20 +164,28 @@ impl Gateway {
             Ok(value) => value,
             Err(issue) => return blocked(vec![issue]),
         };
-        let issues: Vec<Issue> = registered
-            .validator
-            .iter_errors(&arguments)
-            .map(|error| issue_from(&error))
-            .collect();
+        if mode_of(&call.name) != GatewayMode::Off {
+            let issues: Vec<Issue> = registered
+                .validator
+                .iter_errors(&arguments)
+                .map(|error| issue_from(&error))
+                .collect();
+            if !issues.is_empty() {
+                return blocked(issues);
+            }
+        }
+        let issues = registered.tool.check(ctx, &arguments);
         if !issues.is_empty() {
             return blocked(issues);
         }
         Guarded {
             call_id: call.id.clone(),
             requested: call.name.clone(),
+            tool: call.name.clone(),
             decision: GuardDecision::Accepted,
             arguments: Some(arguments),
             issues: Vec::new(),
+            repairs: Vec::new(),
         }
     }
 
@@ -177,10 +199,10 @@ impl Gateway {
         let (Some(arguments), true) = (&guarded.arguments, guarded.is_allowed()) else {
             return Err(ToolError::InvalidArguments(guarded.blocked_message()));
         };
-        let Some(registered) = self.tools.get(&guarded.requested) else {
+        let Some(registered) = self.tools.get(&guarded.tool) else {
             return Err(ToolError::Failed(format!(
                 "tool `{}` is not registered",
-                guarded.requested
+                guarded.tool
             )));
         };
         registered.tool.call(ctx, arguments.clone()).await
@@ -318,23 +340,47 @@ mod tests {
         }
     }
 
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    fn ctx() -> ToolContext {
+        ToolContext {
+            workspace_root: ".".into(),
+            request_id: "run_x".into(),
+            session_id: None,
+            agent: "a".into(),
+            max_output_bytes: 1024,
+        }
+    }
+
     fn inventory() -> Vec<String> {
         vec!["get_weather".into()]
     }
 
     #[test]
     fn valid_call_is_accepted_with_parsed_arguments() {
-        let g = gateway().guard(&inventory(), &call("get_weather", r#"{"city":"Paris"}"#));
+        let g = block_on(gateway().guard(
+            &ctx(),
+            &inventory(),
+            &call("get_weather", r#"{"city":"Paris"}"#),
+            &|_| GatewayMode::Repair,
+        ));
         assert_eq!(g.decision, GuardDecision::Accepted);
         assert_eq!(g.arguments, Some(json!({"city": "Paris"})));
     }
 
     #[test]
     fn every_schema_violation_is_reported_with_its_path() {
-        let g = gateway().guard(
+        let g = block_on(gateway().guard(
+            &ctx(),
             &inventory(),
             &call("get_weather", r#"{"days":0,"unit":"k","x":1}"#),
-        );
+            &|_| GatewayMode::Repair,
+        ));
         assert_eq!(g.decision, GuardDecision::Blocked);
         assert!(g.arguments.is_none());
         let mut paths: Vec<_> = g.issues.iter().map(|i| i.path.as_str()).collect();
@@ -347,7 +393,12 @@ mod tests {
 
     #[test]
     fn wrong_type_names_expected_and_found() {
-        let g = gateway().guard(&inventory(), &call("get_weather", r#"{"city":42}"#));
+        let g = block_on(gateway().guard(
+            &ctx(),
+            &inventory(),
+            &call("get_weather", r#"{"city":42}"#),
+            &|_| GatewayMode::Repair,
+        ));
         assert_eq!(g.issues.len(), 1);
         assert_eq!(g.issues[0].path, "/city");
         assert_eq!(g.issues[0].expected, "string");
@@ -356,14 +407,24 @@ mod tests {
 
     #[test]
     fn tool_outside_inventory_is_blocked_even_if_registered() {
-        let g = gateway().guard(&[], &call("get_weather", r#"{"city":"Paris"}"#));
+        let g = block_on(gateway().guard(
+            &ctx(),
+            &[],
+            &call("get_weather", r#"{"city":"Paris"}"#),
+            &|_| GatewayMode::Repair,
+        ));
         assert_eq!(g.decision, GuardDecision::Blocked);
         assert!(g.issues[0].message.contains("not available"));
     }
 
     #[test]
     fn malformed_json_is_blocked() {
-        let g = gateway().guard(&inventory(), &call("get_weather", r#"{"city":"#));
+        let g = block_on(gateway().guard(
+            &ctx(),
+            &inventory(),
+            &call("get_weather", r#"{"city":"#),
+            &|_| GatewayMode::Repair,
+        ));
         assert_eq!(g.decision, GuardDecision::Blocked);
         assert!(g.issues[0].message.contains("not valid JSON"));
     }
@@ -371,7 +432,11 @@ mod tests {
     #[tokio::test]
     async fn execute_refuses_a_blocked_call() {
         let gw = gateway();
-        let g = gw.guard(&inventory(), &call("get_weather", "{}"));
+        let g = gw
+            .guard(&ctx(), &inventory(), &call("get_weather", "{}"), &|_| {
+                GatewayMode::Repair
+            })
+            .await;
         let ctx = ToolContext {
             workspace_root: ".".into(),
             request_id: "run_x".into(),

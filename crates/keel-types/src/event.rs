@@ -56,6 +56,22 @@ pub struct Issue {
     pub message: String,
 }
 
+/// One deterministic (or model-made) change the gateway made to a call before accepting it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Repair {
+    /// JSON pointer into the arguments (`""` for the whole call or the tool name).
+    pub path: String,
+    /// What kind of repair: `coerce_number`, `coerce_boolean`, `coerce_string`, `enum_case`,
+    /// `wrap_array`, `drop_unknown`, `fill_default`, `decode_json_string`, `tool_name`,
+    /// `repair_model`.
+    pub kind: String,
+    /// The value before (for `tool_name`: the name the model sent).
+    pub from: Value,
+    /// The value after (`null` when removed).
+    pub to: Value,
+}
+
 /// Agent signals, wrapped in `runtime.adapter.event` and told apart by `phase`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "phase", rename_all = "camelCase")]
@@ -168,6 +184,15 @@ pub enum EventPayload {
         arguments: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         issues: Vec<Issue>,
+        /// What the gateway changed to make the call valid.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        repairs: Vec<Repair>,
+        /// The tool the call runs, when the name was repaired.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resolved_tool: Option<String>,
+        /// The arguments the tool receives, when they were repaired.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        repaired_arguments: Option<Value>,
     },
     #[serde(rename = "runtime.adapter.event")]
     Adapter { event: AdapterEvent },

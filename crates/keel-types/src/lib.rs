@@ -11,7 +11,7 @@ pub mod message;
 pub mod ports;
 pub mod run;
 
-pub use event::{AdapterEvent, Event, EventPayload, GuardDecision, Issue};
+pub use event::{AdapterEvent, Event, EventPayload, GuardDecision, Issue, Repair};
 pub use ids::{EventId, RequestId, SessionId, new_id};
 pub use message::{
     Message, ModelEvent, ModelParams, ModelRequest, ModelStopReason, Role, ToolCall, ToolSpec,

@@ -186,6 +186,13 @@ pub trait Tool: Send + Sync {
         self.read_only()
     }
 
+    /// Semantic validation after the schema check (paths inside the workspace, size limits,
+    /// URL allow-lists…), with the request's context. Issues block the call like schema
+    /// issues do. The default accepts everything.
+    fn check(&self, _ctx: &ToolContext, _args: &Value) -> Vec<crate::Issue> {
+        Vec::new()
+    }
+
     /// Runs the tool. The gateway guarantees `args` is valid against the schema. Dropping the
     /// future must stop the work, including any child processes.
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError>;

@@ -182,6 +182,16 @@ pub struct ExplainEntry {
 }
 
 impl Workspace {
+    /// The gateway mode for a call of `tool` by `agent`: the tool's override, else the
+    /// agent's, else the runtime's.
+    pub fn gateway_mode(&self, agent: &str, tool: &str) -> GatewayMode {
+        self.tools
+            .get(tool)
+            .and_then(|t| t.gateway.mode)
+            .or_else(|| self.agents.get(agent).and_then(|a| a.gateway.mode))
+            .unwrap_or(self.runtime.gateway.mode)
+    }
+
     /// Loads the workspace at `root` with the process environment and `KEEL_CONFIG_PATHS`.
     pub fn load(root: &Path) -> Result<Self, LoadError> {
         Self::load_with(root, &LoadOptions::from_process_env())

@@ -73,6 +73,87 @@ pub struct RuntimeSpec {
     pub retry: RetrySpec,
     pub progress: ProgressSpec,
     pub cli: CliSpec,
+    /// How the tool gateway treats invalid calls (agents and tools may override the mode).
+    pub gateway: GatewaySpec,
+    /// Settings of the built-in tools.
+    pub tools: BuiltinToolSettings,
+}
+
+/// The gateway's handling of invalid tool calls.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct GatewaySpec {
+    pub mode: GatewayMode,
+    /// A `Model` asked to fix a call that deterministic repairs could not (none: no model).
+    pub repair_model: Option<String>,
+}
+
+/// What the gateway does with a call that fails its schema.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GatewayMode {
+    /// Try deterministic repairs (then the repair model), re-validate, block what is left.
+    #[default]
+    Repair,
+    /// Block invalid calls without repairing them.
+    Validate,
+    /// Pass arguments through unchecked (only for tools that validate themselves).
+    Off,
+}
+
+/// Per-level override of the gateway mode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct GatewayOverride {
+    pub mode: Option<GatewayMode>,
+}
+
+/// Settings of the built-in tools.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct BuiltinToolSettings {
+    pub shell: ShellSettings,
+    pub http_fetch: HttpFetchSettings,
+}
+
+/// The `shell` tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ShellSettings {
+    /// Default and maximum time a command may run.
+    pub timeout: Duration,
+    pub max_timeout: Duration,
+}
+
+impl Default for ShellSettings {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(60),
+            max_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The `http_fetch` tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct HttpFetchSettings {
+    /// URL patterns that may be fetched (`*` matches any run of characters), e.g.
+    /// `https://api.example.com/*`. Empty: nothing may be fetched.
+    pub allow: Vec<String>,
+    pub timeout: Duration,
+    /// Largest response body read.
+    pub max_bytes: u64,
+}
+
+impl Default for HttpFetchSettings {
+    fn default() -> Self {
+        Self {
+            allow: Vec::new(),
+            timeout: Duration::from_secs(30),
+            max_bytes: 1024 * 1024,
+        }
+    }
 }
 
 /// Where runs are stored.
@@ -312,6 +393,9 @@ pub struct ToolSpecDoc {
     /// Safe to run twice with the same arguments (used when resuming runs).
     #[serde(default)]
     pub idempotent: bool,
+    /// Overrides the gateway mode for calls of this tool.
+    #[serde(default)]
+    pub gateway: GatewayOverride,
 }
 
 fn empty_object_schema() -> Value {
@@ -332,6 +416,33 @@ pub enum ToolImpl {
         #[serde(default)]
         env: BTreeMap<String, String>,
     },
+    /// An HTTP API call: the URL template's `{name}` placeholders are filled from the
+    /// arguments (URL-encoded); for methods with a body, the other arguments are sent as JSON.
+    Http {
+        #[serde(default = "default_method")]
+        method: HttpMethod,
+        url: String,
+        /// Header values; `${VAR}` interpolation reads secrets from the environment.
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        #[serde(default)]
+        timeout: Option<Duration>,
+    },
+}
+
+fn default_method() -> HttpMethod {
+    HttpMethod::Get
+}
+
+/// An HTTP method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HttpMethod {
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
 }
 
 /// A policy decision.
@@ -358,6 +469,9 @@ pub struct AgentSpec {
     pub limits: AgentLimits,
     #[serde(default)]
     pub contract: ContractSpec,
+    /// Overrides the runtime's gateway mode for this agent's calls.
+    #[serde(default)]
+    pub gateway: GatewayOverride,
 }
 
 /// Per-agent budgets; unset values come from the runtime's limits.

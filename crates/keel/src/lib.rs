@@ -31,7 +31,6 @@ pub use keel_types::{
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
 use keel_runtime::{Kernel, KernelParts};
-use keel_tools::command::CommandTool;
 use keel_tools::gateway::{Gateway, GatewayError};
 
 /// Why the runtime could not be assembled or used.
@@ -172,7 +171,7 @@ fn assemble_tools(workspace: &Workspace, injected: Vec<Arc<dyn Tool>>) -> Vec<Ar
         }
     }
     for (name, doc) in &workspace.tools {
-        put(Arc::new(CommandTool::new(name, doc, &workspace.root)));
+        put(keel_tools::declared(name, doc, &workspace.root));
     }
     for tool in injected {
         put(tool);

@@ -28,6 +28,7 @@ fn doc(command: &[&str], timeout: Option<Duration>, env: &[(&str, &str)]) -> Too
         },
         policy: None,
         idempotent: false,
+        gateway: Default::default(),
     }
 }
 

@@ -138,7 +138,10 @@ fn a_workspace_with_all_four_kinds_loads_typed() {
         command,
         timeout,
         env,
-    } = &tool.implementation;
+    } = &tool.implementation
+    else {
+        panic!("a command tool: {:?}", tool.implementation);
+    };
     assert_eq!(command, &["python3", "resources/tools/weather.py"]);
     assert_eq!(timeout.map(|d| d.0), Some(StdDuration::from_secs(10)));
     assert_eq!(env["UNITS"], "metric");

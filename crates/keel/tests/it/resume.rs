@@ -51,6 +51,9 @@ fn guard(id: &RequestId, seq: u64, call: &ToolCall) -> Event {
             decision: GuardDecision::Accepted,
             arguments: call.arguments.clone(),
             issues: vec![],
+            repairs: vec![],
+            resolved_tool: None,
+            repaired_arguments: None,
         },
     )
 }
