@@ -3,6 +3,7 @@
 //! Exit codes: 0 completed, 1 failed, 2 usage or configuration error, 130 cancelled.
 //! Output goes through [`out`]; each subcommand lives in its own module.
 
+mod artifacts;
 mod chat;
 mod config;
 mod init;
@@ -67,6 +68,13 @@ enum Command {
         #[command(subcommand)]
         command: runs::RunsCommand,
     },
+    /// Show stored artifacts (large tool outputs).
+    Artifacts {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(subcommand)]
+        command: artifacts::ArtifactsCommand,
+    },
     /// List, show and delete sessions.
     Sessions {
         #[command(flatten)]
@@ -120,6 +128,9 @@ async fn dispatch(command: Command) -> u8 {
         Command::Run(args) => run::run(args).await,
         Command::Chat(args) => chat::chat(args).await,
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
+        Command::Artifacts { ws, command } => {
+            runs::report(artifacts::artifacts(&ws.workspace, command).await)
+        }
         Command::Sessions { ws, command } => {
             let result = match runs::open_store(&ws.workspace) {
                 Ok(store) => sessions::sessions(&store, command).await,

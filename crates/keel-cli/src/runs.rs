@@ -485,6 +485,12 @@ fn summary(event: &Event) -> String {
             }
         },
         EventPayload::Narration { text, .. } => text.clone(),
+        EventPayload::ArtifactCreated { artifact, .. } => {
+            format!(
+                "{} {} bytes {}",
+                artifact.uri, artifact.bytes, artifact.name
+            )
+        }
     };
     one_line(&text, 100)
 }

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use keel_tools::gateway::{Gateway, Guarded};
 use keel_types::{
-    AdapterEvent, ErrorCode, ErrorInfo, EventPayload, FinishReason, GuardDecision, Message,
-    ModelError, ModelEvent, ModelParams, ModelProvider, ModelRequest, ModelStopReason, RequestId,
-    RunRecord, RunStatus, RunStore, StoreError, ToolCall, ToolContext, Usage,
+    AdapterEvent, ArtifactStore, ErrorCode, ErrorInfo, EventPayload, FinishReason, GuardDecision,
+    Message, ModelError, ModelEvent, ModelParams, ModelProvider, ModelRequest, ModelStopReason,
+    RequestId, RunRecord, RunStatus, RunStore, StoreError, ToolCall, ToolContext, Usage,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use tokio_util::sync::CancellationToken;
@@ -35,6 +35,7 @@ pub(crate) struct AgentRun {
     provider: Arc<dyn ModelProvider>,
     gateway: Arc<Gateway>,
     store: Arc<dyn RunStore>,
+    artifacts: Arc<dyn ArtifactStore>,
     workspace: Arc<Workspace>,
     agent: AgentSpec,
     stream: bool,
@@ -118,6 +119,7 @@ impl AgentRun {
         provider: Arc<dyn ModelProvider>,
         gateway: Arc<Gateway>,
         store: Arc<dyn RunStore>,
+        artifacts: Arc<dyn ArtifactStore>,
         workspace: Arc<Workspace>,
         agent: AgentSpec,
         stream: bool,
@@ -137,6 +139,7 @@ impl AgentRun {
             provider,
             gateway,
             store,
+            artifacts,
             workspace,
             agent,
             stream,
@@ -503,7 +506,7 @@ impl AgentRun {
         let result = self.gateway.execute(&self.tool_ctx, verdict).await;
         let duration_ms = millis(started.elapsed());
         let (ok, output) = match result {
-            Ok(output) => (true, self.bounded(output.content)),
+            Ok(output) => (true, self.settle_output(verdict, output.content).await?),
             Err(error) => (
                 false,
                 serde_json::json!({ "error": error.to_string() }).to_string(),
@@ -522,20 +525,44 @@ impl AgentRun {
         Ok((Message::tool_result(&verdict.call_id, output), succeeded))
     }
 
-    /// Caps a tool result at the runtime's output limit, saying so.
-    fn bounded(&self, mut content: String) -> String {
+    /// What the model receives for a tool's output: the output itself when it fits the
+    /// limit; otherwise the whole output is stored as an artifact and the model gets a
+    /// preview and the artifact's URI.
+    async fn settle_output(
+        &self,
+        verdict: &Guarded,
+        content: String,
+    ) -> Result<String, StoreError> {
         let limit = self.tool_ctx.max_output_bytes;
         if content.len() <= limit {
-            return content;
+            return Ok(content);
         }
-        let total = content.len();
-        let mut cut = limit;
+        let artifact = self
+            .artifacts
+            .put(
+                &self.record.request_id,
+                &format!("{} output ({})", verdict.tool, verdict.call_id),
+                "text/plain",
+                content.as_bytes(),
+            )
+            .await?;
+        let note = format!(
+            "\n[output truncated: {} bytes in all; the whole output is stored as {}]",
+            content.len(),
+            artifact.uri
+        );
+        let mut cut = limit.saturating_sub(note.len());
         while !content.is_char_boundary(cut) {
             cut -= 1;
         }
-        content.truncate(cut);
-        content.push_str(&format!("\n[output truncated: {total} bytes in all]"));
-        content
+        let mut preview = content;
+        preview.truncate(cut);
+        preview.push_str(&note);
+        self.emitter.emit(EventPayload::ArtifactCreated {
+            artifact,
+            call_id: Some(verdict.call_id.clone()),
+        })?;
+        Ok(preview)
     }
 
     /// Records how the run ended: the terminal event, then the run record.

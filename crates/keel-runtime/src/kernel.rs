@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use keel_tools::gateway::Gateway;
 use keel_types::{
-    ErrorInfo, Event, EventId, FinishReason, Message, ModelProvider, RequestId, RunFilter,
-    RunRecord, RunStatus, RunStore, SessionId, Usage,
+    ArtifactStore, ErrorInfo, Event, EventId, FinishReason, Message, ModelProvider, RequestId,
+    RunFilter, RunRecord, RunStatus, RunStore, SessionId, Usage,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,8 @@ pub struct KernelParts {
     pub models: HashMap<String, Result<Arc<dyn ModelProvider>, String>>,
     pub gateway: Arc<Gateway>,
     pub store: Arc<dyn RunStore>,
+    /// Where large tool outputs go.
+    pub artifacts: Arc<dyn ArtifactStore>,
 }
 
 /// The runtime kernel. Cheap to clone.
@@ -140,6 +142,11 @@ impl Kernel {
     /// The run store.
     pub fn store(&self) -> &Arc<dyn RunStore> {
         &self.inner.parts.store
+    }
+
+    /// The artifact store.
+    pub fn artifacts(&self) -> &Arc<dyn ArtifactStore> {
+        &self.inner.parts.artifacts
     }
 
     /// The tool gateway.
@@ -391,6 +398,7 @@ impl Kernel {
             provider,
             self.inner.parts.gateway.clone(),
             store,
+            self.inner.parts.artifacts.clone(),
             workspace.clone(),
             agent,
             stream,

@@ -116,6 +116,10 @@ impl Narrator {
                 usage.total_tokens
             ),
             EventPayload::RequestFailed { error, .. } => format!("Failed: {}.", error.message),
+            EventPayload::ArtifactCreated { artifact, .. } => format!(
+                "Stored {} ({} bytes) as {}.",
+                artifact.name, artifact.bytes, artifact.uri
+            ),
             EventPayload::RequestCancelled { .. } => "Cancelled.".to_owned(),
             EventPayload::RequestResumed {
                 reissued_round,

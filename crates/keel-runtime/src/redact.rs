@@ -86,7 +86,8 @@ impl Redactor {
             EventPayload::ContractFailed { .. }
             | EventPayload::ModelStarted { .. }
             | EventPayload::RequestResumed { .. }
-            | EventPayload::RequestForked { .. } => {}
+            | EventPayload::RequestForked { .. }
+            | EventPayload::ArtifactCreated { .. } => {}
         }
     }
 

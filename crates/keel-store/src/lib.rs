@@ -9,10 +9,12 @@
 //! [`mirror`] is the JSONL format of the mirrors and of `keel runs export`: reading, torn-tail
 //! handling and repair.
 
+pub mod artifacts;
 mod batch;
 pub mod mirror;
 mod owner;
 pub mod sqlite;
 
+pub use artifacts::FsArtifacts;
 pub use mirror::{EVENTS_FILE, MirrorStatus, read_events_file};
 pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore, WriteStats};

@@ -196,6 +196,13 @@ pub enum EventPayload {
     },
     #[serde(rename = "runtime.adapter.event")]
     Adapter { event: AdapterEvent },
+    /// A large tool result (or another output) was stored as an artifact.
+    #[serde(rename = "runtime.artifact.created", rename_all = "camelCase")]
+    ArtifactCreated {
+        artifact: crate::ArtifactRecord,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
     /// A derived, human-readable view of progress; never stored.
     #[serde(rename = "runtime.progress.narration", rename_all = "camelCase")]
     Narration {
@@ -220,6 +227,7 @@ impl EventPayload {
             Self::ModelRetry { .. } => "runtime.model.retry",
             Self::ToolGuard { .. } => "runtime.tool.guard",
             Self::Adapter { .. } => "runtime.adapter.event",
+            Self::ArtifactCreated { .. } => "runtime.artifact.created",
             Self::Narration { .. } => "runtime.progress.narration",
         }
     }

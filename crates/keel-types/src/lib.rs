@@ -18,8 +18,8 @@ pub use message::{
     Usage,
 };
 pub use ports::{
-    BoxStream, ModelError, ModelProvider, ModelStream, RunFilter, RunStore, StoreError, Tool,
-    ToolContext, ToolError, ToolOutput,
+    ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, BoxStream, ModelError, ModelProvider,
+    ModelStream, RunFilter, RunStore, StoreError, Tool, ToolContext, ToolError, ToolOutput,
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunLinks, RunRecord, RunStatus, SessionMessage,

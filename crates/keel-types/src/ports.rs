@@ -198,6 +198,41 @@ pub trait Tool: Send + Sync {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError>;
 }
 
+/// A stored artifact (a large tool result, a file a run produced), addressed by a logical
+/// URI `keel://artifacts/<id>`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactRecord {
+    pub id: String,
+    pub uri: String,
+    pub request_id: RequestId,
+    /// What it is, e.g. `shell output (call_1)`.
+    pub name: String,
+    pub media_type: String,
+    pub bytes: u64,
+    /// Hex SHA-256 of the content.
+    pub sha256: String,
+    pub created_at: String,
+}
+
+/// The scheme and prefix of artifact URIs.
+pub const ARTIFACT_URI_PREFIX: &str = "keel://artifacts/";
+
+/// Where artifacts are kept.
+#[async_trait]
+pub trait ArtifactStore: Send + Sync {
+    /// Stores content for a run.
+    async fn put(
+        &self,
+        request_id: &RequestId,
+        name: &str,
+        media_type: &str,
+        content: &[u8],
+    ) -> Result<ArtifactRecord, StoreError>;
+    /// An artifact by URI (`keel://artifacts/<id>`) or bare id.
+    async fn get(&self, uri: &str) -> Result<Option<(ArtifactRecord, Vec<u8>)>, StoreError>;
+}
+
 /// A failure of the run store.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StoreError {

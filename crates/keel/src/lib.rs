@@ -24,9 +24,9 @@ use std::sync::Arc;
 
 pub use keel_runtime::{Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError};
 pub use keel_types::{
-    self as types, Event, EventPayload, ModelProvider, RequestId, RunFilter, RunRecord, RunStatus,
-    RunStore, SessionId, SessionMessage, SessionRecord, Tool, ToolContext, ToolError, ToolOutput,
-    ToolSpec,
+    self as types, ArtifactRecord, ArtifactStore, Event, EventPayload, ModelProvider, RequestId,
+    RunFilter, RunRecord, RunStatus, RunStore, SessionId, SessionMessage, SessionRecord, Tool,
+    ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
@@ -62,6 +62,7 @@ pub struct RuntimeBuilder {
     models: HashMap<String, Arc<dyn ModelProvider>>,
     tools: Vec<Arc<dyn Tool>>,
     store: Option<Arc<dyn RunStore>>,
+    artifacts: Option<Arc<dyn ArtifactStore>>,
 }
 
 impl RuntimeBuilder {
@@ -108,6 +109,12 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Uses this artifact store instead of the workspace's `.keel/artifacts`.
+    pub fn artifacts(mut self, artifacts: Arc<dyn ArtifactStore>) -> Self {
+        self.artifacts = Some(artifacts);
+        self
+    }
+
     /// Loads the workspace and assembles the runtime. Needs a Tokio runtime only when runs
     /// start, not here.
     pub fn build(self) -> Result<Runtime, Error> {
@@ -146,11 +153,16 @@ impl RuntimeBuilder {
             Some(store) => store,
             None => Arc::new(keel_store::SqliteStore::open(&workspace.root)?),
         };
+        let artifacts = match self.artifacts {
+            Some(artifacts) => artifacts,
+            None => Arc::new(keel_store::FsArtifacts::open(&workspace.root)),
+        };
         let kernel = Kernel::new(KernelParts {
             workspace,
             models,
             gateway,
             store,
+            artifacts,
         });
         Ok(Runtime { kernel })
     }
@@ -269,6 +281,11 @@ impl Runtime {
     /// Deletes a session and its transcript; its runs stay. Returns whether it existed.
     pub async fn delete_session(&self, id: &SessionId) -> Result<bool, Error> {
         Ok(self.kernel.store().delete_session(id).await?)
+    }
+
+    /// An artifact and its content, by URI (`keel://artifacts/<id>`) or id.
+    pub async fn artifact(&self, uri: &str) -> Result<Option<(ArtifactRecord, Vec<u8>)>, Error> {
+        Ok(self.kernel.artifacts().get(uri).await?)
     }
 
     /// Deletes ended runs that started before `before` (RFC 3339); returns how many.
