@@ -11,6 +11,7 @@ mod out;
 mod run;
 mod runs;
 mod sessions;
+mod tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -67,6 +68,20 @@ enum Command {
         ws: WorkspaceArg,
         #[command(subcommand)]
         command: runs::RunsCommand,
+    },
+    /// List, describe and call tools; usage statistics.
+    Tools {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(subcommand)]
+        command: tools::ToolsCommand,
+    },
+    /// Staged tool calls: create, inspect, update, run, delete.
+    Tasks {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(subcommand)]
+        command: tools::TasksCommand,
     },
     /// Show stored artifacts (large tool outputs).
     Artifacts {
@@ -128,6 +143,8 @@ async fn dispatch(command: Command) -> u8 {
         Command::Run(args) => run::run(args).await,
         Command::Chat(args) => chat::chat(args).await,
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
+        Command::Tools { ws, command } => tools::tools(&ws.workspace, command).await,
+        Command::Tasks { ws, command } => tools::tasks(&ws.workspace, command).await,
         Command::Artifacts { ws, command } => {
             runs::report(artifacts::artifacts(&ws.workspace, command).await)
         }

@@ -485,6 +485,15 @@ fn summary(event: &Event) -> String {
             }
         },
         EventPayload::Narration { text, .. } => text.clone(),
+        EventPayload::DirectStarted {
+            tool, arguments, ..
+        } => format!("{tool} {arguments}"),
+        EventPayload::DirectCompleted {
+            tool,
+            ok,
+            duration_ms,
+            ..
+        } => format!("{tool} ok={ok} {duration_ms}ms"),
         EventPayload::ArtifactCreated { artifact, .. } => {
             format!(
                 "{} {} bytes {}",

@@ -19,9 +19,11 @@ use keel_tools::gateway::{Gateway, Guarded};
 use keel_types::{
     AdapterEvent, ArtifactStore, ErrorCode, ErrorInfo, EventPayload, FinishReason, GuardDecision,
     Message, ModelError, ModelEvent, ModelParams, ModelProvider, ModelRequest, ModelStopReason,
-    RequestId, RunRecord, RunStatus, RunStore, StoreError, ToolCall, ToolContext, Usage,
+    RequestId, RunRecord, RunStatus, RunStore, StoreError, TaskRecord, TaskStatus, ToolCall,
+    ToolContext, Usage,
 };
 use keel_workspace::{AgentSpec, Workspace};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::emitter::Emitter;
@@ -51,6 +53,15 @@ pub(crate) struct AgentRun {
     input_at: usize,
     /// Calls of the last answer left without a result by an interrupted process.
     pending: Vec<PendingCall>,
+    /// A tool call made directly (a task or `tools call`): the run is that call alone.
+    direct: Option<DirectCall>,
+}
+
+/// A tool call a client makes directly, without a model.
+pub(crate) struct DirectCall {
+    pub call: ToolCall,
+    /// The task it runs, updated when the run ends.
+    pub task: Option<TaskRecord>,
 }
 
 /// How a run begins.
@@ -151,6 +162,7 @@ impl AgentRun {
             messages: Vec::new(),
             input_at: 0,
             pending: Vec::new(),
+            direct: None,
         }
         .with_prompt(history)
     }
@@ -166,6 +178,12 @@ impl AgentRun {
         self.messages.extend(history);
         self.input_at = self.messages.len();
         self.messages.push(Message::user(self.record.input.clone()));
+        self
+    }
+
+    /// Makes the run a direct tool call.
+    pub(crate) fn with_direct(mut self, direct: DirectCall) -> Self {
+        self.direct = Some(direct);
         self
     }
 
@@ -196,6 +214,12 @@ impl AgentRun {
 
     /// Model rounds and tool calls until an answer or a failure.
     async fn drive(&mut self) -> End {
+        if let Some(direct) = self.direct.as_ref().map(|d| d.call.clone()) {
+            return match self.run_direct(direct).await {
+                Ok(end) => end,
+                Err(error) => End::store(error),
+            };
+        }
         if let Err(error) = self.run_pending().await {
             return End::store(error);
         }
@@ -224,6 +248,47 @@ impl AgentRun {
                 Err(error) => return End::store(error),
             }
         }
+    }
+
+    /// A direct tool call: the gateway's checks, execution, and the direct events around it.
+    async fn run_direct(&mut self, call: ToolCall) -> Result<End, StoreError> {
+        let task_id = self
+            .direct
+            .as_ref()
+            .and_then(|d| d.task.as_ref())
+            .map(|t| t.task_id.clone());
+        let arguments =
+            serde_json::from_str(&call.arguments).unwrap_or(Value::String(call.arguments.clone()));
+        self.emitter.emit(EventPayload::DirectStarted {
+            task_id: task_id.clone(),
+            tool: call.name.clone(),
+            arguments,
+        })?;
+        let started = Instant::now();
+        let guarded = self.guard_calls(std::slice::from_ref(&call)).await?;
+        let verdict = guarded.first().cloned();
+        let mut results = self.execute_guarded(&guarded).await?;
+        let output = results.pop().map(|m| m.content).unwrap_or_default();
+        let blocked = verdict.as_ref().is_none_or(|v| !v.is_allowed());
+        let ok = !blocked
+            && self
+                .succeeded
+                .contains(&verdict.as_ref().map(|v| v.tool.clone()).unwrap_or_default());
+        self.emitter.emit(EventPayload::DirectCompleted {
+            task_id,
+            tool: verdict.map_or(call.name.clone(), |v| v.tool),
+            ok,
+            output: output.clone(),
+            duration_ms: millis(started.elapsed()),
+        })?;
+        Ok(match (ok, blocked) {
+            (true, _) => End::Answer {
+                output,
+                finish_reason: FinishReason::Completed,
+            },
+            (false, true) => End::failed(ErrorCode::ToolBlocked, output, FinishReason::Completed),
+            (false, false) => End::failed(ErrorCode::ToolFailed, output, FinishReason::Completed),
+        })
     }
 
     /// Settles the calls an interrupted process left without a result: calls that never
@@ -439,6 +504,12 @@ impl AgentRun {
     /// Guards every call, runs the allowed ones concurrently (bounded), and returns the tool
     /// messages in call order.
     async fn run_tools(&mut self, calls: &[ToolCall]) -> Result<Vec<Message>, StoreError> {
+        let guarded = self.guard_calls(calls).await?;
+        self.execute_guarded(&guarded).await
+    }
+
+    /// The gateway's verdict on each call, each recorded as `runtime.tool.guard`.
+    async fn guard_calls(&self, calls: &[ToolCall]) -> Result<Vec<Guarded>, StoreError> {
         let mut guarded = Vec::with_capacity(calls.len());
         let workspace = self.workspace.clone();
         let agent = self.record.agent.clone();
@@ -461,6 +532,11 @@ impl AgentRun {
             })?;
             guarded.push(verdict);
         }
+        Ok(guarded)
+    }
+
+    /// Runs the allowed calls concurrently (bounded); the tool messages in call order.
+    async fn execute_guarded(&mut self, guarded: &[Guarded]) -> Result<Vec<Message>, StoreError> {
         let parallel = self.workspace.runtime.limits.max_parallel_tools.max(1) as usize;
         let this = &*self;
         // Futures are built up front (not in a stream closure) so the spawned run stays `Send`.
@@ -505,13 +581,19 @@ impl AgentRun {
         let started = Instant::now();
         let result = self.gateway.execute(&self.tool_ctx, verdict).await;
         let duration_ms = millis(started.elapsed());
-        let (ok, output) = match result {
+        let (ok, mut output) = match result {
             Ok(output) => (true, self.settle_output(verdict, output.content).await?),
             Err(error) => (
                 false,
                 serde_json::json!({ "error": error.to_string() }).to_string(),
             ),
         };
+        // The model sees what the gateway changed, so it can send it right next time.
+        if let Some(note) = verdict.repair_note() {
+            output.push_str("\n[");
+            output.push_str(&note);
+            output.push(']');
+        }
         self.emitter.emit(EventPayload::Adapter {
             event: AdapterEvent::ToolResult {
                 call_id: verdict.call_id.clone(),
@@ -630,6 +712,20 @@ impl AgentRun {
         self.record.steps = self.steps;
         self.record.ended_at = Some(keel_types::now_rfc3339());
         self.record.event_count = self.emitter.count();
+        if let Some(mut task) = self.direct.take().and_then(|d| d.task) {
+            task.status = match status {
+                RunStatus::Completed => TaskStatus::Completed,
+                _ => TaskStatus::Failed,
+            };
+            task.request_id = Some(self.record.request_id.clone());
+            task.output = output
+                .clone()
+                .or_else(|| error.as_ref().map(|e| e.message.clone()));
+            task.updated_at = keel_types::now_rfc3339();
+            if let Err(store_error) = self.store.put_task(&task).await {
+                tracing::error!(task_id = %task.task_id, %store_error, "Could not update the task.");
+            }
+        }
         if let Err(store_error) = self.store.update_run(&self.record).await {
             tracing::error!(request_id = %self.record.request_id, %store_error, "Could not update the run record.");
         }

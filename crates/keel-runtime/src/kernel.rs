@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::RuntimeError;
-use crate::agent_loop::{self, AgentRun, Start};
+use crate::agent_loop::{self, AgentRun, DirectCall, Start};
 use crate::emitter::Emitter;
 use crate::history::trim_history;
 use crate::narrator::Narrator;
@@ -313,7 +313,17 @@ impl Kernel {
             .ok_or_else(|| RuntimeError::InvalidInput(format!("no run `{id}`")))
     }
 
-    fn agent(&self, name: &str) -> Result<AgentSpec, RuntimeError> {
+    /// The agent named, or the workspace's default.
+    pub(crate) fn agent_name(&self, agent: Option<&str>) -> Result<String, RuntimeError> {
+        let workspace = &self.inner.parts.workspace;
+        let name = agent
+            .or(workspace.default_agent())
+            .ok_or(RuntimeError::NoDefaultAgent)?;
+        self.agent(name)?;
+        Ok(name.to_owned())
+    }
+
+    pub(crate) fn agent(&self, name: &str) -> Result<AgentSpec, RuntimeError> {
         let workspace = &self.inner.parts.workspace;
         workspace
             .agents
@@ -330,7 +340,7 @@ impl Kernel {
             })
     }
 
-    fn provider(
+    pub(crate) fn provider(
         &self,
         agent_name: &str,
         agent: &AgentSpec,
@@ -363,6 +373,18 @@ impl Kernel {
         ))
     }
 
+    /// Spawns a direct tool call for a recorded run.
+    pub(crate) fn spawn_with(
+        &self,
+        record: RunRecord,
+        agent: AgentSpec,
+        provider: Arc<dyn ModelProvider>,
+        start: Start,
+        direct: Option<DirectCall>,
+    ) -> RunHandle {
+        self.spawn_run(record, agent, provider, Vec::new(), None, start, 0, direct)
+    }
+
     /// Spawns the agent loop for a recorded run.
     #[allow(clippy::too_many_arguments)]
     fn spawn(
@@ -374,6 +396,23 @@ impl Kernel {
         rebuilt: Option<Rebuilt>,
         start: Start,
         last_seq: u64,
+    ) -> RunHandle {
+        self.spawn_run(
+            record, agent, provider, history, rebuilt, start, last_seq, None,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn spawn_run(
+        &self,
+        record: RunRecord,
+        agent: AgentSpec,
+        provider: Arc<dyn ModelProvider>,
+        history: Vec<Message>,
+        rebuilt: Option<Rebuilt>,
+        start: Start,
+        last_seq: u64,
+        direct: Option<DirectCall>,
     ) -> RunHandle {
         let workspace = &self.inner.parts.workspace;
         let store = self.inner.parts.store.clone();
@@ -407,6 +446,9 @@ impl Kernel {
         );
         if let Some(rebuilt) = rebuilt {
             run = run.with_rebuilt(rebuilt);
+        }
+        if let Some(direct) = direct {
+            run = run.with_direct(direct);
         }
         let cancel = CancellationToken::new();
         self.track(&request_id, &cancel);

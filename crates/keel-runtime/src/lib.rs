@@ -7,6 +7,7 @@
 //! the CLI or a concrete store.
 
 pub mod agent_loop;
+mod direct;
 pub mod emitter;
 mod error;
 pub mod history;

@@ -116,6 +116,19 @@ impl Narrator {
                 usage.total_tokens
             ),
             EventPayload::RequestFailed { error, .. } => format!("Failed: {}.", error.message),
+            EventPayload::DirectStarted { tool, task_id, .. } => match task_id {
+                Some(task) => format!("Running task {task} ({tool})…"),
+                None => format!("Calling {tool} directly…"),
+            },
+            EventPayload::DirectCompleted {
+                tool,
+                ok,
+                duration_ms,
+                ..
+            } => match ok {
+                true => format!("{tool} finished in {}.", millis(*duration_ms)),
+                false => format!("{tool} did not succeed."),
+            },
             EventPayload::ArtifactCreated { artifact, .. } => format!(
                 "Stored {} ({} bytes) as {}.",
                 artifact.name, artifact.bytes, artifact.uri

@@ -83,6 +83,8 @@ impl Redactor {
                 AdapterEvent::ToolResult { output, .. } => s(output),
             },
             EventPayload::Narration { text, .. } => s(text),
+            EventPayload::DirectStarted { arguments, .. } => self.redact_value(arguments),
+            EventPayload::DirectCompleted { output, .. } => s(output),
             EventPayload::ContractFailed { .. }
             | EventPayload::ModelStarted { .. }
             | EventPayload::RequestResumed { .. }

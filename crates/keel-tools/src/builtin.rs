@@ -1,45 +1,138 @@
-//! Keel's built-in file tools: `read_file`, `list_dir`, `grep` and `write_file`.
+//! Keel's built-in tools: the file tools `read_file`, `list_dir`, `grep`, `write_file`,
+//! `edit_file` and `glob`, plus `shell` and `http_fetch`.
 //!
-//! Start at [`builtin`], which hands out a tool by name. Every tool resolves its paths through
-//! [`crate::paths`], so nothing outside the workspace (or, for writes, inside `.keel/`) can be
-//! touched. Walks and reads run on the blocking pool and stop early when the call future is
-//! dropped. Shared pieces — argument access, bounded output, binary detection — live here; each
+//! Start at [`builtins`], which builds all of them from the workspace's settings. Every file
+//! tool resolves its paths through [`crate::paths`], so nothing outside the workspace (or, for
+//! writes, inside `.keel/`) can be touched; each also declares the same containment in
+//! [`Tool::check`], so the gateway blocks an escaping path before the tool runs. Walks and
+//! reads run on the blocking pool and stop early when the call future is dropped. Shared
+//! pieces — argument access, bounded output, binary detection, path checks — live here; each
 //! tool has its own submodule.
 
+mod edit_file;
+mod glob;
 mod grep;
+mod http_fetch;
 mod list_dir;
 mod read_file;
+mod shell;
 mod write_file;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use keel_types::{Tool, ToolError};
+use keel_types::{Issue, Tool, ToolContext, ToolError};
+use keel_workspace::BuiltinToolSettings;
 use serde_json::Value;
 
+pub use edit_file::EditFile;
+pub use glob::Glob;
 pub use grep::Grep;
+pub use http_fetch::HttpFetch;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
+pub use shell::Shell;
 pub use write_file::WriteFile;
 
-/// The names of the built-in tools, in the order of `keel_workspace::BUILTIN_TOOLS`.
-const NAMES: &[&str] = &["read_file", "list_dir", "grep", "write_file"];
+use crate::paths::{self, Access};
 
-/// The built-in tool called `name`, if there is one.
+/// The names of the built-in tools, in the order of `keel_workspace::BUILTIN_TOOLS`.
+const NAMES: &[&str] = &[
+    "read_file",
+    "list_dir",
+    "grep",
+    "write_file",
+    "edit_file",
+    "glob",
+    "shell",
+    "http_fetch",
+];
+
+/// Largest `content` `write_file` accepts, and largest file `edit_file` changes.
+pub const MAX_WRITE_BYTES: usize = 10 * 1024 * 1024;
+
+/// Every built-in tool, configured by the `Runtime` document's `tools` settings, in the
+/// order of [`builtin_names`].
+pub fn builtins(settings: &BuiltinToolSettings) -> Vec<Arc<dyn Tool>> {
+    NAMES
+        .iter()
+        .filter_map(|name| build(name, settings))
+        .collect()
+}
+
+/// The built-in tool called `name` with default settings (so `http_fetch` allows nothing),
+/// if there is one. Use [`builtins`] to configure them.
 pub fn builtin(name: &str) -> Option<Arc<dyn Tool>> {
+    build(name, &BuiltinToolSettings::default())
+}
+
+fn build(name: &str, settings: &BuiltinToolSettings) -> Option<Arc<dyn Tool>> {
     let tool: Arc<dyn Tool> = match name {
         "read_file" => Arc::new(ReadFile::new()),
         "list_dir" => Arc::new(ListDir::new()),
         "grep" => Arc::new(Grep::new()),
         "write_file" => Arc::new(WriteFile::new()),
+        "edit_file" => Arc::new(EditFile::new()),
+        "glob" => Arc::new(Glob::new()),
+        "shell" => Arc::new(Shell::new(&settings.shell)),
+        "http_fetch" => Arc::new(HttpFetch::new(&settings.http_fetch)),
         _ => return None,
     };
     Some(tool)
 }
 
-/// The names [`builtin`] knows.
+/// The names [`builtins`] gives, equal to `keel_workspace::BUILTIN_TOOLS`.
 pub fn builtin_names() -> &'static [&'static str] {
     NAMES
+}
+
+/// The issue of the optional path argument `key` (default `default`) when it leaves the
+/// workspace, as [`Tool::check`] reports it.
+fn path_issues(
+    ctx: &ToolContext,
+    args: &Value,
+    key: &str,
+    default: Option<&str>,
+    mode: Access,
+) -> Vec<Issue> {
+    let requested = match args.get(key) {
+        Some(Value::String(s)) => s.as_str(),
+        None | Some(Value::Null) => match default {
+            Some(default) => default,
+            None => return Vec::new(),
+        },
+        // The schema check reports wrong types.
+        Some(_) => return Vec::new(),
+    };
+    paths::issue(&ctx.workspace_root, &format!("/{key}"), requested, mode)
+        .into_iter()
+        .collect()
+}
+
+/// An issue about the string argument `key`, for [`Tool::check`].
+fn arg_issue(key: &str, expected: &str, found: impl Into<String>, message: String) -> Issue {
+    Issue {
+        path: format!("/{key}"),
+        expected: expected.to_owned(),
+        found: found.into(),
+        message,
+    }
+}
+
+/// The issue of a string argument longer than `max` bytes.
+fn size_issue(args: &Value, key: &str, max: usize) -> Option<Issue> {
+    let text = args.get(key)?.as_str()?;
+    (text.len() > max).then(|| {
+        arg_issue(
+            key,
+            &format!("at most {max} bytes"),
+            format!("{} bytes", text.len()),
+            format!(
+                "`{key}` is {} bytes, over the limit of {max} bytes",
+                text.len()
+            ),
+        )
+    })
 }
 
 /// Bytes kept free under the output cap for a truncation note.
@@ -215,9 +308,14 @@ mod tests {
     #[test]
     fn names_match_the_workspace_list() {
         assert_eq!(builtin_names(), keel_workspace::BUILTIN_TOOLS);
+        let names: Vec<String> = builtins(&BuiltinToolSettings::default())
+            .iter()
+            .map(|t| t.spec().name.clone())
+            .collect();
+        assert_eq!(names, builtin_names());
         for name in builtin_names() {
             assert!(builtin(name).is_some_and(|t| t.spec().name == *name));
         }
-        assert!(builtin("shell").is_none());
+        assert!(builtin("exec_start").is_none());
     }
 }

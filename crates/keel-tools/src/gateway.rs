@@ -1,23 +1,41 @@
 //! The tool gateway: the one path every tool call takes, whoever makes it (SPEC §5).
 //!
-//! [`Gateway::guard`] runs the checks in order — inventory (the tool must be in the caller's
-//! list), argument parsing, JSON Schema validation — and returns a [`Guarded`] call with the
-//! decision and the structured [`Issue`]s. Only an accepted call can be passed to
-//! [`Gateway::execute`], so a tool implementation never sees arguments that fail its schema.
-//! Repair, policy, hooks and approval slot in between guard and execute in later steps.
+//! [`Gateway::guard`] runs the checks in order and returns a [`Guarded`] call with the
+//! decision, the structured [`Issue`]s and the [`Repair`]s it made:
+//!
+//! 1. inventory — the tool must be in the caller's list; in `repair` mode a misspelled name is
+//!    repaired to a listed tool ([`crate::repair::name`]), never to one outside the list;
+//! 2. parsing, then JSON Schema validation — in `repair` mode (the default) a call that fails
+//!    its schema gets deterministic repairs ([`crate::repair::schema`]), then, if issues
+//!    remain and a repair model is configured, one model repair; the result is re-validated
+//!    with the compiled schema and what is still wrong blocks the call. `validate` mode blocks
+//!    without repairing; `off` skips the schema;
+//! 3. the tool's semantic `check` (paths inside the workspace, …).
+//!
+//! Only an allowed call can be passed to [`Gateway::execute`], so a tool implementation never
+//! sees arguments that fail its schema (outside `off` mode). Policy, hooks and approval slot in
+//! between guard and execute in later steps.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use keel_types::{
-    GuardDecision, Issue, Repair, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec,
+    GuardDecision, Issue, ModelProvider, Repair, Tool, ToolCall, ToolContext, ToolError,
+    ToolOutput, ToolSpec,
 };
 use keel_workspace::GatewayMode;
 use serde_json::{Value, json};
+use tracing::{debug, warn};
+
+use crate::repair;
 
 /// Longest rendering of a found value inside an issue.
 const MAX_FOUND_CHARS: usize = 120;
+
+/// How long the repair model may take before the call is blocked instead.
+const DEFAULT_REPAIR_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why the gateway could not be built.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -38,13 +56,21 @@ struct Registered {
 /// The registry of runnable tools with their compiled schemas.
 pub struct Gateway {
     tools: HashMap<String, Registered>,
+    repair_model: Option<Arc<dyn ModelProvider>>,
+    repair_timeout: Duration,
 }
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut names: Vec<_> = self.tools.keys().collect();
         names.sort();
-        f.debug_struct("Gateway").field("tools", &names).finish()
+        f.debug_struct("Gateway")
+            .field("tools", &names)
+            .field(
+                "repair_model",
+                &self.repair_model.as_ref().map(|m| m.model_name()),
+            )
+            .finish()
     }
 }
 
@@ -59,8 +85,11 @@ pub struct Guarded {
     pub decision: GuardDecision,
     /// Parsed, valid (possibly repaired) arguments; present unless blocked.
     pub arguments: Option<Value>,
+    /// Why the call is blocked. After repairs, these are the issues that remain (paths and
+    /// values refer to the repaired arguments).
     pub issues: Vec<Issue>,
-    /// What was changed to make the call valid (decision `repaired`).
+    /// What was changed to make the call valid (decision `repaired`); on a blocked call, the
+    /// repairs that were tried before the remaining issues blocked it.
     pub repairs: Vec<Repair>,
 }
 
@@ -75,6 +104,14 @@ impl Guarded {
     pub fn blocked_message(&self) -> String {
         blocked_message(&self.requested, &self.issues)
     }
+
+    /// For a repaired call, a short text telling the model what the gateway changed (to be
+    /// appended to the tool result), e.g. `the gateway repaired this call: /days "3" → 3
+    /// (coerce_number); tool name "Get_Weather" → "get_weather"`.
+    pub fn repair_note(&self) -> Option<String> {
+        (self.decision == GuardDecision::Repaired && !self.repairs.is_empty())
+            .then(|| repair::note(&self.repairs))
+    }
 }
 
 /// The tool result a model receives for a blocked call of `tool` (also rebuilt from a run's
@@ -87,6 +124,44 @@ pub fn blocked_message(tool: &str, issues: &[Issue]) -> String {
         "hint": "fix the arguments listed in `issues` and call the tool again",
     })
     .to_string()
+}
+
+/// A verdict under construction: the call, the tool it resolved to and the repairs so far.
+struct Verdict<'a> {
+    call: &'a ToolCall,
+    tool: String,
+    repairs: Vec<Repair>,
+}
+
+impl Verdict<'_> {
+    fn blocked(self, issues: Vec<Issue>) -> Guarded {
+        debug!(call_id = %self.call.id, tool = %self.tool, issues = issues.len(), "Tool call blocked.");
+        Guarded {
+            call_id: self.call.id.clone(),
+            requested: self.call.name.clone(),
+            tool: self.tool,
+            decision: GuardDecision::Blocked,
+            arguments: None,
+            issues,
+            repairs: self.repairs,
+        }
+    }
+
+    fn allowed(self, arguments: Value) -> Guarded {
+        let decision = match self.repairs.is_empty() {
+            true => GuardDecision::Accepted,
+            false => GuardDecision::Repaired,
+        };
+        Guarded {
+            call_id: self.call.id.clone(),
+            requested: self.call.name.clone(),
+            tool: self.tool,
+            decision,
+            arguments: Some(arguments),
+            issues: Vec::new(),
+            repairs: self.repairs,
+        }
+    }
 }
 
 impl Gateway {
@@ -110,7 +185,24 @@ impl Gateway {
                 return Err(GatewayError::Duplicate(name));
             }
         }
-        Ok(Self { tools: map })
+        Ok(Self {
+            tools: map,
+            repair_model: None,
+            repair_timeout: DEFAULT_REPAIR_TIMEOUT,
+        })
+    }
+
+    /// Asks `model` to fix calls that deterministic repairs could not (in `repair` mode). Its
+    /// answer is re-validated; a failure or an invalid answer blocks the call as before.
+    pub fn with_repair_model(mut self, model: Arc<dyn ModelProvider>) -> Self {
+        self.repair_model = Some(model);
+        self
+    }
+
+    /// How long the repair model may take (default 30 s); past it the call is blocked.
+    pub fn with_repair_timeout(mut self, timeout: Duration) -> Self {
+        self.repair_timeout = timeout;
+        self
     }
 
     /// The specs of the listed tools, in list order, as the model should see them.
@@ -131,7 +223,7 @@ impl Gateway {
     }
 
     /// Checks one call against the caller's inventory and the tool's schema, in the gateway
-    /// mode `mode_of(tool)` gives for the tool.
+    /// mode `mode_of(tool)` gives for the tool, repairing what the mode allows.
     pub async fn guard(
         &self,
         ctx: &ToolContext,
@@ -139,54 +231,185 @@ impl Gateway {
         call: &ToolCall,
         mode_of: &(dyn Fn(&str) -> GatewayMode + Sync),
     ) -> Guarded {
-        let blocked = |issues: Vec<Issue>| Guarded {
-            call_id: call.id.clone(),
-            requested: call.name.clone(),
+        let mut verdict = Verdict {
+            call,
             tool: call.name.clone(),
-            decision: GuardDecision::Blocked,
-            arguments: None,
-            issues,
             repairs: Vec::new(),
         };
-        let registered = match inventory.iter().any(|n| n == &call.name) {
-            true => self.tools.get(&call.name),
-            false => None,
-        };
-        let Some(registered) = registered else {
-            return blocked(vec![Issue {
+        let Some((name, registered)) = self.resolve_tool(inventory, &call.name, mode_of) else {
+            return verdict.blocked(vec![Issue {
                 path: String::new(),
                 expected: format!("one of the agent's tools: {}", inventory.join(", ")),
                 found: call.name.clone(),
                 message: format!("tool `{}` is not available to this agent", call.name),
             }]);
         };
-        let arguments = match parse_arguments(&call.arguments) {
-            Ok(value) => value,
-            Err(issue) => return blocked(vec![issue]),
-        };
-        if mode_of(&call.name) != GatewayMode::Off {
-            let issues: Vec<Issue> = registered
-                .validator
-                .iter_errors(&arguments)
-                .map(|error| issue_from(&error))
-                .collect();
-            if !issues.is_empty() {
-                return blocked(issues);
-            }
+        if name != call.name {
+            verdict.repairs.push(Repair {
+                path: String::new(),
+                kind: "tool_name".into(),
+                from: Value::String(call.name.clone()),
+                to: Value::String(name.to_owned()),
+            });
+            verdict.tool = name.to_owned();
         }
+        let mode = mode_of(name);
+        let arguments = match self
+            .parsed(
+                name,
+                registered,
+                &call.arguments,
+                mode,
+                &mut verdict.repairs,
+            )
+            .await
+        {
+            Ok(value) => value,
+            Err(issue) => return verdict.blocked(vec![issue]),
+        };
+        let arguments = match mode {
+            GatewayMode::Off => arguments,
+            _ if registered.validator.is_valid(&arguments) => arguments,
+            GatewayMode::Validate => return verdict.blocked(issues_of(registered, &arguments)),
+            GatewayMode::Repair => {
+                match self
+                    .repaired(name, registered, arguments, &mut verdict.repairs)
+                    .await
+                {
+                    Ok(arguments) => arguments,
+                    Err(issues) => return verdict.blocked(issues),
+                }
+            }
+        };
         let issues = registered.tool.check(ctx, &arguments);
         if !issues.is_empty() {
-            return blocked(issues);
+            return verdict.blocked(issues);
         }
-        Guarded {
-            call_id: call.id.clone(),
-            requested: call.name.clone(),
-            tool: call.name.clone(),
-            decision: GuardDecision::Accepted,
-            arguments: Some(arguments),
-            issues: Vec::new(),
-            repairs: Vec::new(),
+        verdict.allowed(arguments)
+    }
+
+    /// The tool a call names: the sent name when the caller lists it, or — in `repair` mode,
+    /// for a name that is no registered tool — the listed tool it is a near miss of.
+    fn resolve_tool<'a>(
+        &'a self,
+        inventory: &'a [String],
+        sent: &str,
+        mode_of: &(dyn Fn(&str) -> GatewayMode + Sync),
+    ) -> Option<(&'a str, &'a Registered)> {
+        if let Some(listed) = inventory.iter().find(|n| *n == sent) {
+            return self.tools.get(sent).map(|r| (listed.as_str(), r));
         }
+        // A registered tool the caller does not list was asked for on purpose: never redirect
+        // it to a different tool.
+        if self.tools.contains_key(sent) {
+            return None;
+        }
+        let candidates = inventory
+            .iter()
+            .map(String::as_str)
+            .filter(|n| self.tools.contains_key(*n));
+        let name = repair::repair_tool_name(sent, candidates)?;
+        if mode_of(name) != GatewayMode::Repair {
+            return None;
+        }
+        debug!(sent, tool = name, "Tool name repaired.");
+        self.tools.get(name).map(|r| (name, r))
+    }
+
+    /// The arguments parsed from the raw text; text that is not JSON goes to the repair model
+    /// in `repair` mode.
+    async fn parsed(
+        &self,
+        name: &str,
+        registered: &Registered,
+        raw: &str,
+        mode: GatewayMode,
+        repairs: &mut Vec<Repair>,
+    ) -> Result<Value, Issue> {
+        let issue = match parse_arguments(raw) {
+            Ok(value) => return Ok(value),
+            Err(issue) if mode == GatewayMode::Repair => issue,
+            Err(issue) => return Err(issue),
+        };
+        let raw = Value::String(raw.to_owned());
+        let issues = std::slice::from_ref(&issue);
+        match self.ask_repair_model(name, registered, &raw, issues).await {
+            Some(fixed) => {
+                repairs.push(model_repair(raw, &fixed));
+                Ok(fixed)
+            }
+            None => Err(issue),
+        }
+    }
+
+    /// Repairs invalid arguments: decoding, deterministic repairs, then the repair model.
+    /// Returns valid arguments, or the issues that remain.
+    async fn repaired(
+        &self,
+        name: &str,
+        registered: &Registered,
+        mut arguments: Value,
+        repairs: &mut Vec<Repair>,
+    ) -> Result<Value, Vec<Issue>> {
+        if let Some((decoded, repair)) = repair::decode_arguments(&arguments) {
+            repairs.push(repair);
+            arguments = decoded;
+        }
+        let schema = &registered.tool.spec().parameters;
+        repairs.extend(repair::repair_arguments(schema, &mut arguments));
+        if registered.validator.is_valid(&arguments) {
+            return Ok(arguments);
+        }
+        let issues = issues_of(registered, &arguments);
+        match self
+            .ask_repair_model(name, registered, &arguments, &issues)
+            .await
+        {
+            Some(fixed) => {
+                repairs.push(model_repair(arguments, &fixed));
+                Ok(fixed)
+            }
+            None => Err(issues),
+        }
+    }
+
+    /// Asks the repair model (if any) once; returns its answer only if it is valid.
+    async fn ask_repair_model(
+        &self,
+        name: &str,
+        registered: &Registered,
+        arguments: &Value,
+        issues: &[Issue],
+    ) -> Option<Value> {
+        let model = self.repair_model.as_deref()?;
+        let schema = &registered.tool.spec().parameters;
+        let request = repair::model::request(name, schema, arguments, issues);
+        let answer = tokio::time::timeout(
+            self.repair_timeout,
+            repair::model::answer_text(model, request),
+        )
+        .await;
+        let text = match answer {
+            Ok(Ok(text)) => text,
+            Ok(Err(error)) => {
+                warn!(tool = name, %error, "Repair model failed; blocking the call.");
+                return None;
+            }
+            Err(_) => {
+                warn!(tool = name, timeout = ?self.repair_timeout, "Repair model timed out; blocking the call.");
+                return None;
+            }
+        };
+        let Some(mut fixed) = repair::model::parse_answer(&text) else {
+            debug!(tool = name, "Repair model answered no JSON object.");
+            return None;
+        };
+        // Small models still send `"3"` for 3: the same deterministic clean-up applies, folded
+        // into the one `repair_model` repair.
+        repair::repair_arguments(schema, &mut fixed);
+        let valid = registered.validator.is_valid(&fixed);
+        debug!(tool = name, valid, "Repair model answered.");
+        valid.then_some(fixed)
     }
 
     /// Runs a call the guard allowed. A blocked call is refused here too, so nothing can skip
@@ -207,6 +430,23 @@ impl Gateway {
         };
         registered.tool.call(ctx, arguments.clone()).await
     }
+}
+
+fn model_repair(from: Value, to: &Value) -> Repair {
+    Repair {
+        path: String::new(),
+        kind: "repair_model".into(),
+        from,
+        to: to.clone(),
+    }
+}
+
+fn issues_of(registered: &Registered, arguments: &Value) -> Vec<Issue> {
+    registered
+        .validator
+        .iter_errors(arguments)
+        .map(|error| issue_from(&error))
+        .collect()
 }
 
 /// Parses the raw argument text a model sent. Empty text means no arguments.
@@ -379,7 +619,7 @@ mod tests {
             &ctx(),
             &inventory(),
             &call("get_weather", r#"{"days":0,"unit":"k","x":1}"#),
-            &|_| GatewayMode::Repair,
+            &|_| GatewayMode::Validate,
         ));
         assert_eq!(g.decision, GuardDecision::Blocked);
         assert!(g.arguments.is_none());
@@ -397,7 +637,7 @@ mod tests {
             &ctx(),
             &inventory(),
             &call("get_weather", r#"{"city":42}"#),
-            &|_| GatewayMode::Repair,
+            &|_| GatewayMode::Validate,
         ));
         assert_eq!(g.issues.len(), 1);
         assert_eq!(g.issues[0].path, "/city");
@@ -427,6 +667,63 @@ mod tests {
         ));
         assert_eq!(g.decision, GuardDecision::Blocked);
         assert!(g.issues[0].message.contains("not valid JSON"));
+    }
+
+    #[test]
+    fn repair_mode_reports_only_the_issues_repairs_left() {
+        let g = block_on(gateway().guard(
+            &ctx(),
+            &inventory(),
+            &call("get_weather", r#"{"city":42,"days":"0","unit":"k","x":1}"#),
+            &|_| GatewayMode::Repair,
+        ));
+        assert_eq!(g.decision, GuardDecision::Blocked);
+        let paths: Vec<_> = g.issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(paths, vec!["/days", "/unit"]);
+        let kinds: Vec<_> = g.repairs.iter().map(|r| r.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            vec!["coerce_string", "coerce_number", "drop_unknown"]
+        );
+        assert_eq!(g.repair_note(), None);
+    }
+
+    #[test]
+    fn repaired_call_carries_its_arguments_and_a_note() {
+        let g = block_on(gateway().guard(
+            &ctx(),
+            &inventory(),
+            &call("Get_Weather", r#"{"city":"Paris","days":"3","unit":"F"}"#),
+            &|_| GatewayMode::Repair,
+        ));
+        assert_eq!(g.decision, GuardDecision::Repaired);
+        assert_eq!(
+            (g.requested.as_str(), g.tool.as_str()),
+            ("Get_Weather", "get_weather")
+        );
+        assert_eq!(
+            g.arguments,
+            Some(json!({"city": "Paris", "days": 3, "unit": "f"}))
+        );
+        assert_eq!(
+            g.repair_note().unwrap(),
+            "the gateway repaired this call: tool name \"Get_Weather\" → \"get_weather\"; \
+             /days \"3\" → 3 (coerce_number); /unit \"F\" → \"f\" (enum_case)"
+        );
+    }
+
+    #[test]
+    fn misspelled_name_is_blocked_outside_repair_mode() {
+        for mode in [GatewayMode::Validate, GatewayMode::Off] {
+            let g = block_on(gateway().guard(
+                &ctx(),
+                &inventory(),
+                &call("get_wether", r#"{"city":"Paris"}"#),
+                &|_| mode,
+            ));
+            assert_eq!(g.decision, GuardDecision::Blocked, "{mode:?}");
+            assert_eq!(g.tool, "get_wether");
+        }
     }
 
     #[tokio::test]

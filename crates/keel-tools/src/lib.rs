@@ -1,22 +1,47 @@
 //! The tool gateway and Keel's own tools.
 //!
-//! [`gateway`] is the one path every tool call takes (inventory → parse → schema validation →
-//! execution); [`builtin`] holds the built-in tools, [`command`] runs declared command tools,
-//! and [`paths`] keeps every path inside the workspace. Start reading at
-//! [`gateway::Gateway`].
+//! [`gateway`] is the one path every tool call takes (inventory → parse → schema validation,
+//! with [`repair`]s before blocking → semantic checks → execution); [`builtin`] holds the
+//! built-in tools, [`command`] runs declared command tools (on the process machinery of
+//! [`process`], shared with `shell`), [`http`] runs declared http tools (and holds what
+//! `http_fetch` shares with them), and [`paths`] keeps every path inside the workspace. Start
+//! reading at [`gateway::Gateway`].
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use keel_types::Tool;
-use keel_workspace::ToolSpecDoc;
+use keel_workspace::{ToolImpl, ToolSpecDoc, Workspace};
 
 pub mod builtin;
 pub mod command;
 pub mod gateway;
+pub mod http;
 pub mod paths;
+pub mod process;
+pub mod repair;
 
-/// The tool a workspace's `Tool` document declares, whatever its kind.
+/// The tool a workspace's `Tool` document declares, whatever its kind. An `http` tool built
+/// here masks only its own secret header values in responses; [`declared_in`] also masks the
+/// workspace's secret environment values.
 pub fn declared(name: &str, doc: &ToolSpecDoc, workspace_root: &Path) -> Arc<dyn Tool> {
-    Arc::new(command::CommandTool::new(name, doc, workspace_root))
+    declared_with_env(name, doc, workspace_root, &BTreeMap::new())
+}
+
+/// The tool a `Tool` document of `workspace` declares, whatever its kind.
+pub fn declared_in(name: &str, doc: &ToolSpecDoc, workspace: &Workspace) -> Arc<dyn Tool> {
+    declared_with_env(name, doc, &workspace.root, &workspace.env)
+}
+
+fn declared_with_env(
+    name: &str,
+    doc: &ToolSpecDoc,
+    workspace_root: &Path,
+    env: &BTreeMap<String, String>,
+) -> Arc<dyn Tool> {
+    match doc.implementation {
+        ToolImpl::Command { .. } => Arc::new(command::CommandTool::new(name, doc, workspace_root)),
+        ToolImpl::Http { .. } => Arc::new(http::HttpTool::new(name, doc, env)),
+    }
 }

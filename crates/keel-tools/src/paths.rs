@@ -5,6 +5,8 @@
 //! the root, and symlinks are resolved so that a link pointing outside the workspace cannot be
 //! used to read or write there. Writes are also refused inside `.keel/`, Keel's own state.
 //! [`display`] renders a resolved path the way the model should see it: relative to the root.
+//! [`issue`] runs the same resolution for a tool's `check`, so the gateway blocks an escaping
+//! path before the tool runs; the tools resolve again when they run (defence in depth).
 //!
 //! The check happens before the file operation, so a process racing the tool (swapping a
 //! directory for a symlink in between) is outside what this module defends against; the model
@@ -13,7 +15,7 @@
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-use keel_types::ToolError;
+use keel_types::{Issue, ToolError};
 
 /// The folder inside the workspace that holds Keel's own state.
 pub const STATE_DIR: &str = ".keel";
@@ -50,6 +52,32 @@ pub fn resolve(root: &Path, requested: &str, mode: Access) -> Result<PathBuf, To
         Access::Read => resolve_existing(&root, &parts, requested),
         Access::Write => resolve_for_write(&root, &parts, requested),
     }
+}
+
+/// The issue raised by the path argument at JSON pointer `pointer` (e.g. `/path`) holding
+/// `requested`, if resolving it for `mode` escapes the workspace or is refused (`.keel/`, the
+/// root as a file). Paths that merely do not exist raise no issue: the tool reports them.
+pub fn issue(root: &Path, pointer: &str, requested: &str, mode: Access) -> Option<Issue> {
+    let message = match resolve(root, requested, mode) {
+        Ok(_) | Err(ToolError::Io(_) | ToolError::Timeout(_) | ToolError::Failed(_)) => {
+            return None;
+        }
+        Err(err @ ToolError::PathEscape(_)) => format!(
+            "{err}; use a path relative to the workspace root, without `..`, that does not \
+             go through a symbolic link pointing outside"
+        ),
+        Err(ToolError::InvalidArguments(message)) => message,
+    };
+    let expected = match mode {
+        Access::Read => "a path inside the workspace",
+        Access::Write => "a writable file path inside the workspace (not under `.keel/`)",
+    };
+    Some(Issue {
+        path: pointer.to_owned(),
+        expected: expected.to_owned(),
+        found: requested.to_owned(),
+        message,
+    })
 }
 
 /// `path` (a resolved path) relative to the canonical `root`, with `/` separators; `.` for the
@@ -127,6 +155,11 @@ fn resolve_existing(root: &Path, parts: &[PathBuf], requested: &str) -> Result<P
             // A dangling symlink: where it points cannot be checked, so it is refused.
             ToolError::PathEscape(requested.to_owned())
         }
+        // A missing entry below a link that leads out: even "does not exist" would tell the
+        // caller something about the world outside.
+        io::ErrorKind::NotFound if existing_ancestor_escapes(root, parts) => {
+            ToolError::PathEscape(requested.to_owned())
+        }
         io::ErrorKind::NotFound => ToolError::Io(format!("`{requested}` does not exist")),
         _ => ToolError::Io(format!("cannot open `{requested}`: {e}")),
     })?;
@@ -135,6 +168,23 @@ fn resolve_existing(root: &Path, parts: &[PathBuf], requested: &str) -> Result<P
     } else {
         Err(ToolError::PathEscape(requested.to_owned()))
     }
+}
+
+/// Whether the deepest existing ancestor of `root/parts…` resolves outside `root` (or cannot
+/// be resolved at all).
+fn existing_ancestor_escapes(root: &Path, parts: &[PathBuf]) -> bool {
+    for depth in (0..parts.len()).rev() {
+        let prefix = parts
+            .iter()
+            .take(depth)
+            .fold(root.to_path_buf(), |acc, p| acc.join(p));
+        if prefix.symlink_metadata().is_ok() {
+            return prefix
+                .canonicalize()
+                .map_or(true, |real| !real.starts_with(root));
+        }
+    }
+    false
 }
 
 fn resolve_for_write(

@@ -196,6 +196,24 @@ pub enum EventPayload {
     },
     #[serde(rename = "runtime.adapter.event")]
     Adapter { event: AdapterEvent },
+    /// A tool called directly (a task or `tools call`), not by a model, starts.
+    #[serde(rename = "runtime.tool.direct.started", rename_all = "camelCase")]
+    DirectStarted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task_id: Option<String>,
+        tool: String,
+        arguments: Value,
+    },
+    /// A direct tool call ended.
+    #[serde(rename = "runtime.tool.direct.completed", rename_all = "camelCase")]
+    DirectCompleted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task_id: Option<String>,
+        tool: String,
+        ok: bool,
+        output: String,
+        duration_ms: u64,
+    },
     /// A large tool result (or another output) was stored as an artifact.
     #[serde(rename = "runtime.artifact.created", rename_all = "camelCase")]
     ArtifactCreated {
@@ -228,6 +246,8 @@ impl EventPayload {
             Self::ToolGuard { .. } => "runtime.tool.guard",
             Self::Adapter { .. } => "runtime.adapter.event",
             Self::ArtifactCreated { .. } => "runtime.artifact.created",
+            Self::DirectStarted { .. } => "runtime.tool.direct.started",
+            Self::DirectCompleted { .. } => "runtime.tool.direct.completed",
             Self::Narration { .. } => "runtime.progress.narration",
         }
     }

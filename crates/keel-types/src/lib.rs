@@ -10,6 +10,7 @@ pub mod ids;
 pub mod message;
 pub mod ports;
 pub mod run;
+pub mod task;
 
 pub use event::{AdapterEvent, Event, EventPayload, GuardDecision, Issue, Repair};
 pub use ids::{EventId, RequestId, SessionId, new_id};
@@ -25,6 +26,7 @@ pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunLinks, RunRecord, RunStatus, SessionMessage,
     SessionRecord,
 };
+pub use task::{TaskDecision, TaskRecord, TaskStatus, ToolStats};
 
 const TIMESTAMP: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
     "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"

@@ -314,6 +314,17 @@ pub trait RunStore: Send + Sync {
     async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError>;
     /// The session's whole transcript, in order.
     async fn session_messages(&self, id: &SessionId) -> Result<Vec<SessionMessage>, StoreError>;
+    /// Creates or replaces a task.
+    async fn put_task(&self, task: &crate::TaskRecord) -> Result<(), StoreError>;
+    /// One task.
+    async fn get_task(&self, id: &str) -> Result<Option<crate::TaskRecord>, StoreError>;
+    /// Tasks, newest first.
+    async fn list_tasks(&self, limit: Option<usize>) -> Result<Vec<crate::TaskRecord>, StoreError>;
+    /// Deletes a task; returns whether it existed.
+    async fn delete_task(&self, id: &str) -> Result<bool, StoreError>;
+    /// Usage telemetry per tool, from the recorded events.
+    async fn tool_stats(&self) -> Result<Vec<crate::ToolStats>, StoreError>;
+
     /// Appends the messages a request added to its session's transcript (in one transaction)
     /// and touches the session.
     async fn append_session_messages(

@@ -79,6 +79,10 @@ pub enum ErrorCode {
     Cancelled,
     ContractFailed,
     InvalidInput,
+    /// A tool called directly failed.
+    ToolFailed,
+    /// A tool called directly was blocked by the gateway.
+    ToolBlocked,
     Store,
     Internal,
 }

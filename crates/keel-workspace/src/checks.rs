@@ -59,6 +59,22 @@ impl<'a> Checker<'a> {
     }
 
     fn runtime(&mut self) {
+        let repair_model = self
+            .spec
+            .get("gateway")
+            .and_then(|g| g.get("repairModel"))
+            .and_then(|n| Some((n.as_str()?, n)));
+        if let Some((model, node)) = repair_model
+            && !self.docs.contains(Kind::Model, model)
+        {
+            let hint = missing_hint(model, self.docs.names(Kind::Model), "Model", "models");
+            let loc = node.loc.clone();
+            self.push(
+                &loc,
+                format!("`gateway.repairModel` names model `{model}`, which is not defined"),
+                Some(hint),
+            );
+        }
         let Some((agent, node)) = self.string("defaultAgent") else {
             return;
         };

@@ -27,7 +27,16 @@ use serde_json::Value;
 pub use spec::*;
 
 /// Names of the built-in tools an agent may list without declaring them.
-pub const BUILTIN_TOOLS: &[&str] = &["read_file", "list_dir", "grep", "write_file"];
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "read_file",
+    "list_dir",
+    "grep",
+    "write_file",
+    "edit_file",
+    "glob",
+    "shell",
+    "http_fetch",
+];
 
 /// Words that mark an environment variable as a secret (matched case-insensitively anywhere
 /// in the name).

@@ -462,7 +462,8 @@ pub struct AgentSpec {
     pub model: String,
     #[serde(default)]
     pub instructions: String,
-    /// Tool names: built-ins (`read_file`, `list_dir`, `grep`, `write_file`) or `Tool` documents.
+    /// Tool names: built-ins (`read_file`, `list_dir`, `grep`, `write_file`, `edit_file`,
+    /// `glob`, `shell`, `http_fetch`) or `Tool` documents.
     #[serde(default)]
     pub tools: Vec<String>,
     #[serde(default)]

@@ -25,8 +25,9 @@ use std::sync::Arc;
 pub use keel_runtime::{Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError};
 pub use keel_types::{
     self as types, ArtifactRecord, ArtifactStore, Event, EventPayload, ModelProvider, RequestId,
-    RunFilter, RunRecord, RunStatus, RunStore, SessionId, SessionMessage, SessionRecord, Tool,
-    ToolContext, ToolError, ToolOutput, ToolSpec,
+    RunFilter, RunRecord, RunStatus, RunStore, SessionId, SessionMessage, SessionRecord,
+    TaskDecision, TaskRecord, TaskStatus, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    ToolStats,
 };
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
@@ -148,7 +149,23 @@ impl RuntimeBuilder {
             models.entry(name).or_insert(Ok(provider));
         }
 
-        let gateway = Arc::new(Gateway::new(assemble_tools(&workspace, self.tools))?);
+        let mut gateway = Gateway::new(assemble_tools(&workspace, self.tools))?;
+        if let Some(name) = &workspace.runtime.gateway.repair_model {
+            match models.get(name) {
+                Some(Ok(provider)) => gateway = gateway.with_repair_model(provider.clone()),
+                Some(Err(message)) => {
+                    return Err(Error::InvalidInput(format!(
+                        "the gateway's repair model `{name}` is unavailable: {message}"
+                    )));
+                }
+                None => {
+                    return Err(Error::InvalidInput(format!(
+                        "the gateway's repair model `{name}` is not a Model of this workspace"
+                    )));
+                }
+            }
+        }
+        let gateway = Arc::new(gateway);
         let store = match self.store {
             Some(store) => store,
             None => Arc::new(keel_store::SqliteStore::open(&workspace.root)?),
@@ -177,13 +194,11 @@ fn assemble_tools(workspace: &Workspace, injected: Vec<Arc<dyn Tool>>) -> Vec<Ar
         by_name.retain(|(n, _)| n != &name);
         by_name.push((name, tool));
     };
-    for name in keel_tools::builtin::builtin_names() {
-        if let Some(tool) = keel_tools::builtin::builtin(name) {
-            put(tool);
-        }
+    for tool in keel_tools::builtin::builtins(&workspace.runtime.tools) {
+        put(tool);
     }
     for (name, doc) in &workspace.tools {
-        put(keel_tools::declared(name, doc, &workspace.root));
+        put(keel_tools::declared_in(name, doc, workspace));
     }
     for tool in injected {
         put(tool);
@@ -281,6 +296,83 @@ impl Runtime {
     /// Deletes a session and its transcript; its runs stay. Returns whether it existed.
     pub async fn delete_session(&self, id: &SessionId) -> Result<bool, Error> {
         Ok(self.kernel.store().delete_session(id).await?)
+    }
+
+    /// The tools an agent (default: the workspace's default agent) may call, as the model
+    /// sees them.
+    pub fn tools(&self, agent: Option<&str>) -> Result<Vec<ToolSpec>, Error> {
+        let name = agent
+            .or(self.workspace().default_agent())
+            .ok_or(RuntimeError::NoDefaultAgent)?;
+        let spec = self
+            .workspace()
+            .agents
+            .get(name)
+            .ok_or_else(|| RuntimeError::UnknownAgent {
+                name: name.to_owned(),
+                available: self
+                    .workspace()
+                    .agents
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        Ok(self.kernel.gateway().specs(&spec.tools).cloned().collect())
+    }
+
+    /// Calls a tool directly through the gateway, as a run of its own.
+    pub async fn call_tool(
+        &self,
+        agent: Option<&str>,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<RunHandle, Error> {
+        Ok(self.kernel.direct_run(agent, tool, arguments).await?)
+    }
+
+    /// Stages a tool call: checks it and records the task with the gateway's decision.
+    pub async fn create_task(
+        &self,
+        agent: Option<&str>,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<TaskRecord, Error> {
+        Ok(self.kernel.create_task(agent, tool, arguments).await?)
+    }
+
+    /// One task.
+    pub async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, Error> {
+        Ok(self.kernel.get_task(id).await?)
+    }
+
+    /// Tasks, newest first.
+    pub async fn list_tasks(&self, limit: Option<usize>) -> Result<Vec<TaskRecord>, Error> {
+        Ok(self.kernel.list_tasks(limit).await?)
+    }
+
+    /// Patches a task's arguments (JSON merge patch) and checks the call again.
+    pub async fn update_task(
+        &self,
+        id: &str,
+        patch: &serde_json::Value,
+    ) -> Result<TaskRecord, Error> {
+        Ok(self.kernel.update_task(id, patch).await?)
+    }
+
+    /// Runs an allowed task as a run of its own.
+    pub async fn run_task(&self, id: &str) -> Result<RunHandle, Error> {
+        Ok(self.kernel.run_task(id).await?)
+    }
+
+    /// Deletes a task; whether it existed.
+    pub async fn delete_task(&self, id: &str) -> Result<bool, Error> {
+        Ok(self.kernel.delete_task(id).await?)
+    }
+
+    /// Usage telemetry per tool (calls, errors, repairs, blocks, latency), from the log.
+    pub async fn tool_stats(&self) -> Result<Vec<ToolStats>, Error> {
+        Ok(self.kernel.store().tool_stats().await?)
     }
 
     /// An artifact and its content, by URI (`keel://artifacts/<id>`) or id.

@@ -6,4 +6,5 @@ mod common;
 mod crash;
 mod quickstart;
 mod sessions;
+mod tools;
 mod workspace_errors;

@@ -19,7 +19,10 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const CHECKPOINT_PAGES: u32 = 4000;
 
 /// The migrations, in order; the schema version is how many of them were applied.
-const MIGRATIONS: &[&str] = &[include_str!("../../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/0001_init.sql"),
+    include_str!("../../migrations/0002_tasks.sql"),
+];
 
 /// The newest schema version this build knows.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -25,6 +25,7 @@
 
 mod connection;
 mod rows;
+mod tasks;
 mod writer;
 mod writes;
 
@@ -387,6 +388,39 @@ impl RunStore for SqliteStore {
         let id = id.clone();
         self.read(move |conn, db| rows::session_messages(conn, db, &id))
             .await
+    }
+
+    async fn put_task(&self, task: &keel_types::TaskRecord) -> Result<(), StoreError> {
+        let task = task.clone();
+        self.inner
+            .writer
+            .job(move |conn, db| tasks::put(conn, db, &task), |_, _| {})
+            .await
+    }
+
+    async fn get_task(&self, id: &str) -> Result<Option<keel_types::TaskRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn, db| tasks::get(conn, db, &id)).await
+    }
+
+    async fn list_tasks(
+        &self,
+        limit: Option<usize>,
+    ) -> Result<Vec<keel_types::TaskRecord>, StoreError> {
+        self.read(move |conn, db| tasks::list(conn, db, limit))
+            .await
+    }
+
+    async fn delete_task(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.inner
+            .writer
+            .job(move |conn, db| tasks::delete(conn, db, &id), |_, _| {})
+            .await
+    }
+
+    async fn tool_stats(&self) -> Result<Vec<keel_types::ToolStats>, StoreError> {
+        self.read(tasks::tool_stats).await
     }
 
     async fn append_session_messages(

@@ -10,15 +10,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use globset::{GlobBuilder, GlobMatcher};
-use keel_types::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use regex::{Regex, RegexBuilder};
 use serde_json::{Value, json};
 use walkdir::WalkDir;
 
 use super::list_dir::is_skipped;
 use super::{
-    BoundedLines, clip, content_budget, looks_binary, opt_bool, opt_count, opt_str, req_str,
-    run_blocking,
+    BoundedLines, arg_issue, clip, content_budget, looks_binary, opt_bool, opt_count, opt_str,
+    path_issues, req_str, run_blocking,
 };
 use crate::paths::{self, Access};
 
@@ -101,6 +101,26 @@ impl Tool for Grep {
 
     fn read_only(&self) -> bool {
         true
+    }
+
+    fn check(&self, ctx: &ToolContext, args: &Value) -> Vec<Issue> {
+        let mut issues = path_issues(ctx, args, "path", Some("."), Access::Read);
+        if let Some(pattern) = args.get("pattern").and_then(Value::as_str)
+            && let Err(e) = Regex::new(pattern)
+        {
+            issues.push(arg_issue(
+                "pattern",
+                "a regular expression (Rust regex syntax)",
+                pattern,
+                format!("invalid `pattern`: {e}"),
+            ));
+        }
+        if let Some(glob) = args.get("glob").and_then(Value::as_str)
+            && let Err(ToolError::InvalidArguments(message)) = FileFilter::new(glob)
+        {
+            issues.push(arg_issue("glob", "a glob such as `*.rs`", glob, message));
+        }
+        issues
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {

@@ -7,11 +7,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use keel_types::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use serde_json::{Value, json};
 use walkdir::{DirEntry, WalkDir};
 
-use super::{BoundedLines, content_budget, opt_bool, opt_count, opt_str, run_blocking};
+use super::{
+    BoundedLines, content_budget, opt_bool, opt_count, opt_str, path_issues, run_blocking,
+};
 use crate::paths::{self, Access};
 
 /// Entries shown when the caller sets no `maxEntries`.
@@ -76,6 +78,10 @@ impl Tool for ListDir {
 
     fn read_only(&self) -> bool {
         true
+    }
+
+    fn check(&self, ctx: &ToolContext, args: &Value) -> Vec<Issue> {
+        path_issues(ctx, args, "path", Some("."), Access::Read)
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {

@@ -9,10 +9,12 @@ use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
 use async_trait::async_trait;
-use keel_types::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use serde_json::{Value, json};
 
-use super::{content_budget, io_error, looks_binary, opt_count, req_str, run_blocking};
+use super::{
+    content_budget, io_error, looks_binary, opt_count, path_issues, req_str, run_blocking,
+};
 use crate::paths::{self, Access};
 
 /// Reads a text file inside the workspace.
@@ -74,6 +76,10 @@ impl Tool for ReadFile {
 
     fn read_only(&self) -> bool {
         true
+    }
+
+    fn check(&self, ctx: &ToolContext, args: &Value) -> Vec<Issue> {
+        path_issues(ctx, args, "path", None, Access::Read)
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {

@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use keel_types::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use serde_json::{Value, json};
 
-use super::{io_error, opt_bool, req_str, run_blocking};
+use super::{MAX_WRITE_BYTES, io_error, opt_bool, path_issues, req_str, run_blocking, size_issue};
 use crate::paths::{self, Access};
 
 /// Writes a file inside the workspace.
@@ -73,10 +73,22 @@ impl Tool for WriteFile {
         &self.spec
     }
 
+    fn check(&self, ctx: &ToolContext, args: &Value) -> Vec<Issue> {
+        let mut issues = path_issues(ctx, args, "path", None, Access::Write);
+        issues.extend(size_issue(args, "content", MAX_WRITE_BYTES));
+        issues
+    }
+
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let requested = req_str(&args, "path")?.to_owned();
         let content = req_str(&args, "content")?.to_owned();
         let create_dirs = opt_bool(&args, "createDirs")?.unwrap_or(true);
+        if content.len() > MAX_WRITE_BYTES {
+            return Err(ToolError::InvalidArguments(format!(
+                "`content` is {} bytes, over the limit of {MAX_WRITE_BYTES} bytes",
+                content.len()
+            )));
+        }
         let root = paths::canonical_root(&ctx.workspace_root)?;
         let path = paths::resolve(&root, &requested, Access::Write)?;
         let shown = paths::display(&root, &path);
@@ -87,7 +99,7 @@ impl Tool for WriteFile {
     }
 }
 
-fn write_atomically(
+pub(super) fn write_atomically(
     path: &Path,
     requested: &str,
     content: &[u8],

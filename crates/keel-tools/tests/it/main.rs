@@ -1,12 +1,20 @@
 //! Integration tests of keel-tools against real files, directories, symlinks and processes.
 //!
 //! `files` covers what each file tool does, `escapes` that no file tool can leave the
-//! workspace (or write Keel's state), `command` the process-backed tools.
+//! workspace (or write Keel's state), `containment` that `check` blocks the same escapes
+//! before a call, `edit_and_glob` the editing and finding tools, `command` the process-backed
+//! tools, `shell` the built-in shell, `http` `http_fetch` and declared http tools, and `gateway`
+//! the guard → repair → block pipeline (corpus snapshot, property test, repair model).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod command;
+mod containment;
+mod edit_and_glob;
 mod escapes;
 mod files;
+mod gateway;
+mod http;
+mod shell;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

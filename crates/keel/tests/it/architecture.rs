@@ -130,13 +130,11 @@ fn kernel_knows_no_surface_and_no_concrete_provider() {
             "keel-cli",
             "clap",
             "axum",
-            "hyper",
-            "reqwest",
             "keel-models",
             "keel-store",
             "keel",
         ],
-        "the kernel depends on ports; surfaces and concrete providers and stores depend on it",
+        "the kernel depends on ports; surfaces (the CLI, HTTP servers) and concrete providers and stores depend on it",
     );
 }
 

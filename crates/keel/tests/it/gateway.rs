@@ -26,7 +26,12 @@ async fn invalid_arguments_are_blocked_and_the_corrected_call_succeeds() {
         [r#"{"city": "Paris", "unit": "c"}"#],
     )]));
     mock.push(MockResponse::text(["Sunny, 21°C."]));
-    let ws = common::workspace(&mock.base_url(), &["get_weather"], "");
+    // `validate` mode: no repairs, every issue of the call as sent is reported.
+    let ws = common::workspace(
+        &mock.base_url(),
+        &["get_weather"],
+        "  gateway: { mode: validate }\n",
+    );
     let tool = RecordingTool::weather();
     let calls = tool.calls.clone();
     let runtime = Runtime::builder()
@@ -119,4 +124,59 @@ async fn a_tool_outside_the_inventory_is_blocked_even_if_registered() {
         .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(offered, vec!["read_file"]);
+}
+
+#[tokio::test]
+async fn repairable_calls_are_repaired_and_the_model_is_told() {
+    let mock = MockLlm::start().await;
+    // A misspelled tool name, an enum in the wrong case, a number as a string, an extra field.
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_1",
+        "Get_Weather",
+        [r#"{"city": "Oslo", "unit": "C", "extra": 1}"#],
+    )]));
+    mock.push(MockResponse::text(["Cold."]));
+    let ws = common::workspace(&mock.base_url(), &["get_weather"], "");
+    let tool = RecordingTool::weather();
+    let calls = tool.calls.clone();
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .tool(Arc::new(tool))
+        .build()
+        .unwrap();
+
+    let (response, _) = common::run(&runtime, "Weather in Oslo?").await;
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    assert_eq!(
+        *calls.lock().unwrap(),
+        vec![json!({ "city": "Oslo", "unit": "c" })]
+    );
+    let events = common::stored(&runtime, &response).await;
+    let (decision, kinds, resolved) = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::ToolGuard {
+                decision,
+                repairs,
+                resolved_tool,
+                ..
+            } => Some((
+                *decision,
+                repairs.iter().map(|r| r.kind.clone()).collect::<Vec<_>>(),
+                resolved_tool.clone(),
+            )),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(decision, GuardDecision::Repaired);
+    assert_eq!(resolved.as_deref(), Some("get_weather"));
+    for kind in ["tool_name", "enum_case", "drop_unknown"] {
+        assert!(kinds.iter().any(|k| k == kind), "{kinds:?}");
+    }
+    let seen = mock.requests()[1]
+        .last_content_of("tool")
+        .unwrap()
+        .to_owned();
+    assert!(seen.contains("the gateway repaired this call"), "{seen}");
 }

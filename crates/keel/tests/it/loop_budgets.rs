@@ -163,3 +163,51 @@ async fn tool_calls_of_one_answer_run_concurrently() {
         "results come back in call order"
     );
 }
+
+#[tokio::test]
+async fn a_large_tool_output_becomes_an_artifact_with_a_preview() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "c1",
+        "big",
+        ["{}"],
+    )]));
+    mock.push(MockResponse::text(["Seen."]));
+    let ws = common::workspace(&mock.base_url(), &["big"], "");
+    ws.write(
+        "config/runtime.yaml",
+        "apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec:\n  limits: { maxToolOutputBytes: 1000 }\n",
+    );
+    ws.write(
+        "config/tools.yaml",
+        "apiVersion: keel/v1\nkind: Tool\nmetadata: { name: big }\nspec:\n  description: Prints a lot.\n  impl: { kind: command, command: [\"sh\", \"-c\", \"seq 1 5000\"] }\n",
+    );
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    let (response, _) = common::run(&runtime, "Print a lot").await;
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    let events = common::stored(&runtime, &response).await;
+    let artifact = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            keel::EventPayload::ArtifactCreated { artifact, call_id } => {
+                assert_eq!(call_id.as_deref(), Some("c1"));
+                Some(artifact.clone())
+            }
+            _ => None,
+        })
+        .expect("an artifact event");
+    let full: String = (1..=5000).map(|n| format!("{n}\n")).collect();
+    assert_eq!(artifact.bytes, full.len() as u64);
+    let (_, content) = runtime.artifact(&artifact.uri).await.unwrap().unwrap();
+    assert_eq!(String::from_utf8(content).unwrap(), full);
+    // The model saw a preview within the limit, and the URI.
+    let seen = mock.requests()[1]
+        .last_content_of("tool")
+        .unwrap()
+        .to_owned();
+    assert!(seen.len() <= 1000, "{} bytes", seen.len());
+    assert!(seen.starts_with("1\n2\n3\n"));
+    assert!(seen.contains(&artifact.uri));
+}

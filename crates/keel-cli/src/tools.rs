@@ -1,0 +1,233 @@
+//! `keel tools list|describe|call|stats` and `keel tasks create|get|list|update|run|delete`:
+//! tool calls made directly, through the same gateway as a model's calls.
+
+use std::path::Path;
+
+use clap::Subcommand;
+use keel::{Runtime, TaskDecision};
+
+use crate::run::{self, Interrupts, OutputArgs};
+use crate::runs::{CmdResult, failed, report};
+use crate::{EXIT_USAGE, out};
+
+#[derive(Debug, Subcommand)]
+pub enum ToolsCommand {
+    /// The tools an agent may call.
+    List {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A tool's description and argument schema.
+    Describe {
+        name: String,
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Call a tool directly (checked by the gateway, recorded as a run).
+    Call {
+        name: String,
+        /// The arguments as JSON.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        #[arg(long)]
+        agent: Option<String>,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Usage per tool: calls, errors, repairs, blocks, latency.
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TasksCommand {
+    /// Stage a call: check it and print the task with the gateway's decision.
+    Create {
+        tool: String,
+        #[arg(long, default_value = "{}")]
+        args: String,
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Print a task.
+    Get { id: String },
+    /// List tasks, newest first.
+    List {
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Patch a task's arguments (JSON merge patch) and check it again.
+    Update {
+        id: String,
+        #[arg(long)]
+        args: String,
+    },
+    /// Run an allowed task.
+    Run {
+        id: String,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Delete a task.
+    Delete { id: String },
+}
+
+pub async fn tools(root: &Path, command: ToolsCommand) -> u8 {
+    let output = match &command {
+        ToolsCommand::Call { output, .. } => output.clone(),
+        _ => OutputArgs {
+            json: false,
+            events: Vec::new(),
+        },
+    };
+    let (runtime, printer) = match run::start(root, &output).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    match command {
+        ToolsCommand::Call {
+            name, args, agent, ..
+        } => match runtime.call_tool(agent.as_deref(), &name, &args).await {
+            Ok(handle) => {
+                let interrupts = Interrupts::listen(true);
+                run::finish(run::follow(handle, printer, &interrupts).await)
+            }
+            Err(error) => report(Err((EXIT_USAGE, error.to_string()))),
+        },
+        command => report(inspect(&runtime, command).await),
+    }
+}
+
+async fn inspect(runtime: &Runtime, command: ToolsCommand) -> CmdResult {
+    match command {
+        ToolsCommand::List { agent, json } => {
+            let specs = runtime
+                .tools(agent.as_deref())
+                .map_err(|e| (EXIT_USAGE, e.to_string()))?;
+            for spec in specs {
+                match json {
+                    true => out::line(&serde_json::to_string(&spec).map_err(failed)?),
+                    false => out::line(&format!("{:<20}  {}", spec.name, spec.description)),
+                }
+            }
+            Ok(())
+        }
+        ToolsCommand::Describe { name, agent } => {
+            let specs = runtime
+                .tools(agent.as_deref())
+                .map_err(|e| (EXIT_USAGE, e.to_string()))?;
+            let spec = specs
+                .into_iter()
+                .find(|s| s.name == name)
+                .ok_or_else(|| (EXIT_USAGE, format!("the agent has no tool `{name}`")))?;
+            out::line(&serde_json::to_string_pretty(&spec).map_err(failed)?);
+            Ok(())
+        }
+        ToolsCommand::Stats { json } => {
+            let stats = runtime.tool_stats().await.map_err(failed)?;
+            if json {
+                for s in &stats {
+                    out::line(&serde_json::to_string(s).map_err(failed)?);
+                }
+                return Ok(());
+            }
+            out::line(&format!(
+                "{:<20}  {:>6}  {:>6}  {:>7}  {:>6}  {:>8}  {:>8}",
+                "TOOL", "CALLS", "ERRORS", "REPAIRS", "BLOCKS", "P50 MS", "P99 MS"
+            ));
+            for s in &stats {
+                out::line(&format!(
+                    "{:<20}  {:>6}  {:>6}  {:>7}  {:>6}  {:>8}  {:>8}",
+                    s.tool,
+                    s.calls,
+                    s.errors,
+                    s.repairs,
+                    s.blocks,
+                    s.latency_p50_ms,
+                    s.latency_p99_ms
+                ));
+            }
+            Ok(())
+        }
+        ToolsCommand::Call { .. } => Ok(()),
+    }
+}
+
+pub async fn tasks(root: &Path, command: TasksCommand) -> u8 {
+    let output = match &command {
+        TasksCommand::Run { output, .. } => output.clone(),
+        _ => OutputArgs {
+            json: false,
+            events: Vec::new(),
+        },
+    };
+    let (runtime, printer) = match run::start(root, &output).await {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    if let TasksCommand::Run { id, .. } = &command {
+        return match runtime.run_task(id).await {
+            Ok(handle) => {
+                let interrupts = Interrupts::listen(true);
+                run::finish(run::follow(handle, printer, &interrupts).await)
+            }
+            Err(error) => report(Err((EXIT_USAGE, error.to_string()))),
+        };
+    }
+    report(task_command(&runtime, command).await)
+}
+
+fn print_task(task: &keel::TaskRecord) -> CmdResult {
+    out::line(&serde_json::to_string_pretty(task).map_err(failed)?);
+    Ok(())
+}
+
+async fn task_command(runtime: &Runtime, command: TasksCommand) -> CmdResult {
+    match command {
+        TasksCommand::Create { tool, args, agent } => {
+            let task = runtime
+                .create_task(agent.as_deref(), &tool, &args)
+                .await
+                .map_err(|e| (EXIT_USAGE, e.to_string()))?;
+            print_task(&task)?;
+            match task.decision {
+                TaskDecision::Allow => Ok(()),
+                _ => Err((
+                    crate::EXIT_FAILED,
+                    format!("task {} is denied", task.task_id),
+                )),
+            }
+        }
+        TasksCommand::Get { id } => match runtime.get_task(&id).await.map_err(failed)? {
+            Some(task) => print_task(&task),
+            None => Err(failed(format!("no task `{id}`"))),
+        },
+        TasksCommand::List { limit } => {
+            for task in runtime.list_tasks(Some(limit)).await.map_err(failed)? {
+                out::line(&serde_json::to_string(&task).map_err(failed)?);
+            }
+            Ok(())
+        }
+        TasksCommand::Update { id, args } => {
+            let patch: serde_json::Value = serde_json::from_str(&args)
+                .map_err(|e| (EXIT_USAGE, format!("--args is not JSON: {e}")))?;
+            let task = runtime
+                .update_task(&id, &patch)
+                .await
+                .map_err(|e| (EXIT_USAGE, e.to_string()))?;
+            print_task(&task)
+        }
+        TasksCommand::Delete { id } => match runtime.delete_task(&id).await.map_err(failed)? {
+            true => {
+                out::line(&format!("deleted task {id}"));
+                Ok(())
+            }
+            false => Err(failed(format!("no task `{id}`"))),
+        },
+        TasksCommand::Run { .. } => Ok(()),
+    }
+}

@@ -1,0 +1,188 @@
+//! `edit_file`: replace an exact piece of text in a file, atomically.
+//!
+//! `old_string` must appear exactly once (or, with `replace_all`, at least once); otherwise
+//! the call fails with an error that says what to do — the text was not found, or it appears
+//! several times and needs more context. The new content is written like `write_file` writes
+//! (temporary file, flush, rename), so the file is never half-edited. Paths outside the
+//! workspace and inside `.keel/` are refused.
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use serde_json::{Value, json};
+
+use super::write_file::write_atomically;
+use super::{
+    MAX_WRITE_BYTES, arg_issue, io_error, looks_binary, opt_bool, path_issues, req_str,
+    run_blocking, size_issue,
+};
+use crate::paths::{self, Access};
+
+/// Edits a text file inside the workspace.
+#[derive(Debug)]
+pub struct EditFile {
+    spec: ToolSpec,
+}
+
+impl EditFile {
+    /// The tool with its schema.
+    pub fn new() -> Self {
+        Self {
+            spec: ToolSpec {
+                name: "edit_file".to_owned(),
+                description: "Edit a text file in the workspace by replacing an exact piece of \
+                    text. `old_string` must match the file's text exactly (whitespace and \
+                    indentation included) and appear exactly once; include enough surrounding \
+                    lines to make it unique, or set `replace_all` to replace every occurrence. \
+                    Read the file first. Files under `.keel/` cannot be edited."
+                    .to_owned(),
+                parameters: json!({
+                    "$schema": "https://json-schema.org/draft/2020-12/schema",
+                    "type": "object",
+                    "properties": {
+                        "path": {
+                            "type": "string",
+                            "minLength": 1,
+                            "description": "File path relative to the workspace root."
+                        },
+                        "old_string": {
+                            "type": "string",
+                            "minLength": 1,
+                            "description": "The exact text to replace."
+                        },
+                        "new_string": {
+                            "type": "string",
+                            "description": "The text to put in its place (may be empty to delete)."
+                        },
+                        "replace_all": {
+                            "type": "boolean",
+                            "default": false,
+                            "description": "Replace every occurrence instead of requiring exactly one."
+                        }
+                    },
+                    "required": ["path", "old_string", "new_string"],
+                    "additionalProperties": false
+                }),
+            },
+        }
+    }
+}
+
+impl Default for EditFile {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl Tool for EditFile {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn check(&self, ctx: &ToolContext, args: &Value) -> Vec<Issue> {
+        let mut issues = path_issues(ctx, args, "path", None, Access::Write);
+        issues.extend(size_issue(args, "old_string", MAX_WRITE_BYTES));
+        issues.extend(size_issue(args, "new_string", MAX_WRITE_BYTES));
+        if let (Some(old), Some(new)) = (
+            args.get("old_string").and_then(Value::as_str),
+            args.get("new_string").and_then(Value::as_str),
+        ) && old == new
+        {
+            issues.push(arg_issue(
+                "new_string",
+                "text different from `old_string`",
+                new,
+                "`new_string` is the same as `old_string`; nothing would change".to_owned(),
+            ));
+        }
+        issues
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let requested = req_str(&args, "path")?.to_owned();
+        let edit = Edit {
+            old: req_str(&args, "old_string")?.to_owned(),
+            new: req_str(&args, "new_string")?.to_owned(),
+            replace_all: opt_bool(&args, "replace_all")?.unwrap_or(false),
+        };
+        if edit.old.is_empty() {
+            return Err(ToolError::InvalidArguments(
+                "`old_string` must not be empty".to_owned(),
+            ));
+        }
+        if edit.old == edit.new {
+            return Err(ToolError::InvalidArguments(
+                "`new_string` is the same as `old_string`; nothing would change".to_owned(),
+            ));
+        }
+        let root = paths::canonical_root(&ctx.workspace_root)?;
+        let path = paths::resolve(&root, &requested, Access::Write)?;
+        let shown = paths::display(&root, &path);
+        let replaced = {
+            let shown = shown.clone();
+            run_blocking(move |_| edit.apply(&path, &shown)).await?
+        };
+        Ok(ToolOutput::text(format!(
+            "replaced {replaced} occurrence{} in {shown}",
+            if replaced == 1 { "" } else { "s" }
+        )))
+    }
+}
+
+/// One replacement to make.
+struct Edit {
+    old: String,
+    new: String,
+    replace_all: bool,
+}
+
+impl Edit {
+    /// Replaces the text in the file at `path` (shown to the model as `shown`) and returns
+    /// how many occurrences were replaced.
+    fn apply(&self, path: &Path, shown: &str) -> Result<usize, ToolError> {
+        let metadata = path.metadata().map_err(|e| io_error(shown, &e))?;
+        if metadata.is_dir() {
+            return Err(ToolError::Io(format!("`{shown}` is a directory")));
+        }
+        if metadata.len() > MAX_WRITE_BYTES as u64 {
+            return Err(ToolError::Io(format!(
+                "`{shown}` is {} bytes, over the {MAX_WRITE_BYTES}-byte limit of edit_file",
+                metadata.len()
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(|e| io_error(shown, &e))?;
+        let not_text = || ToolError::Io(format!("`{shown}` is a binary file and cannot be edited"));
+        if looks_binary(&bytes) {
+            return Err(not_text());
+        }
+        let text = String::from_utf8(bytes).map_err(|_| not_text())?;
+        let count = text.matches(self.old.as_str()).count();
+        match count {
+            0 => {
+                return Err(ToolError::Failed(format!(
+                    "`old_string` was not found in {shown}; read the file and copy the text \
+                     exactly, including whitespace and indentation"
+                )));
+            }
+            1 => {}
+            n if !self.replace_all => {
+                return Err(ToolError::Failed(format!(
+                    "`old_string` appears {n} times in {shown}; give more context to make it \
+                     unique, or set replace_all to replace every occurrence"
+                )));
+            }
+            _ => {}
+        }
+        let edited = text.replace(self.old.as_str(), &self.new);
+        if edited.len() > MAX_WRITE_BYTES {
+            return Err(ToolError::InvalidArguments(format!(
+                "the edited `{shown}` would be {} bytes, over the limit of {MAX_WRITE_BYTES} bytes",
+                edited.len()
+            )));
+        }
+        write_atomically(path, shown, edited.as_bytes(), false)?;
+        Ok(count)
+    }
+}

@@ -1,0 +1,275 @@
+//! Child processes of tools: the machinery `command` tools and `shell` share.
+//!
+//! [`command`] prepares a process the same way for both: a cleaned environment
+//! ([`child_env`]), piped output, and its own process group. [`run_to_end`] then feeds its
+//! stdin, reads stdout and stderr concurrently under size caps, and waits for it under a
+//! timeout. The process group — the command and anything it forked — is killed on timeout,
+//! when the future is dropped (cancellation), and as soon as the command itself exits, so no
+//! tool process outlives its call.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use keel_types::ToolError;
+use keel_workspace::looks_secret;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+
+/// A process in its own group, with a cleaned environment, piped stdout and stderr, and stdin
+/// piped when `with_stdin` (otherwise `/dev/null`, so a command reading stdin never hangs).
+pub(crate) fn command(
+    program: impl AsRef<OsStr>,
+    args: impl IntoIterator<Item = impl AsRef<OsStr>>,
+    cwd: &Path,
+    env: BTreeMap<OsString, OsString>,
+    with_stdin: bool,
+) -> Command {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env)
+        .stdin(if with_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    command
+}
+
+/// The child's environment: `inherited` without secret-looking names, then the tool's own
+/// `env` (declared explicitly, so kept whatever the name), then Keel's variables.
+pub fn child_env(
+    inherited: impl IntoIterator<Item = (OsString, OsString)>,
+    tool_env: &BTreeMap<String, String>,
+    keel_vars: &[(String, String)],
+) -> BTreeMap<OsString, OsString> {
+    let mut env: BTreeMap<OsString, OsString> = inherited
+        .into_iter()
+        .filter(|(name, _)| !looks_secret(&name.to_string_lossy()))
+        .collect();
+    for (name, value) in tool_env.iter().chain(keel_vars.iter().map(|(n, v)| (n, v))) {
+        env.insert(name.into(), value.into());
+    }
+    env
+}
+
+/// Why a program could not be started, in words.
+pub(crate) fn spawn_error(program: &str, err: &io::Error) -> ToolError {
+    match err.kind() {
+        io::ErrorKind::NotFound => {
+            ToolError::Failed(format!("cannot run `{program}`: program not found"))
+        }
+        io::ErrorKind::PermissionDenied => {
+            ToolError::Failed(format!("cannot run `{program}`: permission denied"))
+        }
+        _ => ToolError::Failed(format!("cannot run `{program}`: {err}")),
+    }
+}
+
+/// Output read from a pipe, kept up to a cap.
+#[derive(Debug, Default)]
+pub(crate) struct Captured {
+    pub bytes: Vec<u8>,
+    /// Everything the process wrote, kept or not.
+    pub total: usize,
+}
+
+impl Captured {
+    /// Whether some of the output was not kept.
+    pub fn truncated(&self) -> bool {
+        self.total > self.bytes.len()
+    }
+}
+
+/// A process that ran to its end.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub status: ExitStatus,
+    pub stdout: Captured,
+    pub stderr: Captured,
+}
+
+/// Why [`run_to_end`] did not see the process finish.
+#[derive(Debug)]
+pub(crate) enum RunError {
+    /// The timeout passed; the process group was killed.
+    TimedOut,
+    /// Waiting for the process failed.
+    Wait(io::Error),
+}
+
+/// Caps on what is kept of a process's output.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caps {
+    pub stdout: usize,
+    pub stderr: usize,
+}
+
+/// Runs a spawned `child` (from [`command`]) to its end: writes `input` to its stdin (when
+/// piped) and closes it, captures stdout and stderr under `caps`, and waits at most
+/// `timeout`. The child's process group is killed when the child exits, on timeout, and when
+/// this future is dropped.
+pub(crate) async fn run_to_end(
+    mut child: Child,
+    input: Vec<u8>,
+    caps: Caps,
+    timeout: Duration,
+) -> Result<Finished, RunError> {
+    // Declared after `child`, so it is dropped first: the group is killed, then the child
+    // handle (with `kill_on_drop`) is dropped and reaped by tokio.
+    let group = child.id().map(ProcessGroup);
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let run = async {
+        let feed = async {
+            if let Some(mut stdin) = stdin {
+                // The command may exit without reading its input; that is not an error.
+                let _ = stdin.write_all(&input).await;
+                let _ = stdin.shutdown().await;
+            }
+        };
+        // Once the command exits, whatever it left running in its group is killed, so a
+        // background process holding stdout open cannot stretch the call to its timeout.
+        let exited = async {
+            let status = child.wait().await;
+            if let Some(group) = &group {
+                group.kill();
+            }
+            status
+        };
+        let ((), stdout, stderr, status) = tokio::join!(
+            feed,
+            read_capped(stdout, caps.stdout),
+            read_capped(stderr, caps.stderr),
+            exited
+        );
+        (stdout, stderr, status)
+    };
+    match tokio::time::timeout(timeout, run).await {
+        Ok((stdout, stderr, status)) => Ok(Finished {
+            status: status.map_err(RunError::Wait)?,
+            stdout,
+            stderr,
+        }),
+        Err(_) => {
+            if let Some(group) = &group {
+                group.kill();
+            }
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            Err(RunError::TimedOut)
+        }
+    }
+}
+
+/// Reads `pipe` to its end, keeping the first `cap` bytes and discarding the rest (the child
+/// must never block on a full pipe). Read errors end the capture.
+async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>, cap: usize) -> Captured {
+    let mut captured = Captured::default();
+    let Some(mut pipe) = pipe else {
+        return captured;
+    };
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        match pipe.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(captured.bytes.len());
+                captured
+                    .bytes
+                    .extend_from_slice(chunk.get(..n.min(room)).unwrap_or_default());
+                captured.total += n;
+            }
+        }
+    }
+    captured
+}
+
+/// How a process ended that did not exit 0, in words: `exited with status 2`, `was killed by
+/// signal 9`.
+pub(crate) fn describe_failure(status: ExitStatus) -> String {
+    match status.code() {
+        Some(code) => format!("exited with status {code}"),
+        None => match std::os::unix::process::ExitStatusExt::signal(&status) {
+            Some(signal) => format!("was killed by signal {signal}"),
+            None => "failed".to_owned(),
+        },
+    }
+}
+
+/// The process group of a running command; killed when dropped.
+#[derive(Debug)]
+struct ProcessGroup(u32);
+
+impl ProcessGroup {
+    fn kill(&self) {
+        kill_group(self.0);
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sends SIGKILL to every process in group `pgid`. Errors (the group is already gone) are
+/// ignored.
+#[allow(unsafe_code)]
+fn kill_group(pgid: u32) {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    // Never signal our own group, init, or "every process" (-1).
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; a negative pid sends
+    // the signal to that process group only, and `pgid > 1` rules out the special values.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn child_env_drops_inherited_secrets_but_keeps_declared_ones() {
+        let inherited = [
+            ("PATH", "/bin"),
+            ("TEST_API_KEY", "sk-123"),
+            ("MY_TOKEN", "t"),
+            ("HOME", "/home/x"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let declared = BTreeMap::from([("SERVICE_TOKEN".to_owned(), "declared".to_owned())]);
+        let keel = [("KEEL_TOOL_NAME".to_owned(), "t".to_owned())];
+        let env = child_env(inherited, &declared, &keel);
+        let names: Vec<_> = env.keys().map(|k| k.to_str().unwrap()).collect();
+        assert_eq!(names, ["HOME", "KEEL_TOOL_NAME", "PATH", "SERVICE_TOKEN"]);
+        assert_eq!(env[&OsString::from("SERVICE_TOKEN")], "declared");
+    }
+
+    #[test]
+    fn declared_env_overrides_inherited_values() {
+        let inherited = [(OsString::from("LANG"), OsString::from("C"))];
+        let declared = BTreeMap::from([("LANG".to_owned(), "en_US.UTF-8".to_owned())]);
+        let env = child_env(inherited, &declared, &[]);
+        assert_eq!(env[&OsString::from("LANG")], "en_US.UTF-8");
+    }
+}

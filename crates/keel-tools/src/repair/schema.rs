@@ -1,0 +1,682 @@
+//! Deterministic argument repairs guided by the tool's JSON Schema.
+//!
+//! [`repair_arguments`] walks the arguments alongside the schema (`properties`,
+//! `additionalProperties`, `items`, `prefixItems`, `required`, `type` — a name or a list —,
+//! `enum`, `default`, local `$ref`s such as `#/$defs/x`, and `anyOf`/`oneOf` whose branches
+//! all declare a `type`). The rule that keeps repairs honest: **a repair only touches a value
+//! that violates its schema** — a value of the wrong type, a string not in its enum, a
+//! property the schema forbids, a required property that is missing but declares a default.
+//! Valid parts are never rewritten, and nothing is invented: a missing required property
+//! without a default stays missing (and the call is blocked).
+//!
+//! | kind | when |
+//! | --- | --- |
+//! | `decode_json_string` | an object/array expected, a string holding one found |
+//! | `coerce_number` | an integer/number expected, a numeric string found (`"3"`, `"2.5"`; an integer only if integral) |
+//! | `coerce_boolean` | a boolean expected, `true/false/yes/no/1/0` (any case) found |
+//! | `coerce_string` | a string expected, a number or boolean found |
+//! | `wrap_array` | an array expected, a lone non-null value found |
+//! | `enum_case` | a string not in the enum that matches exactly one option ignoring case and surrounding space |
+//! | `drop_unknown` | a property undeclared under `additionalProperties: false` |
+//! | `fill_default` | a required property missing whose schema declares a `default` |
+//!
+//! The gateway re-validates the result with the compiled schema; anything still wrong blocks
+//! the call. Composition keywords other than simple `anyOf`/`oneOf`, remote `$ref`s and
+//! `patternProperties` are left alone (no repair rather than a wrong one).
+
+use keel_types::Repair;
+use serde_json::{Map, Number, Value};
+
+/// Deepest schema/argument nesting the walker follows (bounds recursive `$ref`s).
+const MAX_DEPTH: usize = 48;
+/// Longest chain of `$ref`s followed for one schema.
+const MAX_REF_HOPS: usize = 16;
+
+/// Decodes arguments the model sent as a JSON string holding an object (`"{\"a\":1}"`).
+pub fn decode_arguments(arguments: &Value) -> Option<(Value, Repair)> {
+    let Value::String(text) = arguments else {
+        return None;
+    };
+    let decoded = serde_json::from_str::<Value>(text.trim()).ok()?;
+    decoded.is_object().then(|| {
+        let repair = Repair {
+            path: String::new(),
+            kind: "decode_json_string".into(),
+            from: arguments.clone(),
+            to: decoded.clone(),
+        };
+        (decoded, repair)
+    })
+}
+
+/// Repairs `arguments` in place against `schema` and returns what changed, in walk order.
+pub fn repair_arguments(schema: &Value, arguments: &mut Value) -> Vec<Repair> {
+    let mut walker = Walker {
+        root: schema,
+        repairs: Vec::new(),
+        path: String::new(),
+    };
+    walker.value(schema, arguments, 0);
+    walker.repairs
+}
+
+/// The JSON types a schema allows, as a bit set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Types(u8);
+
+impl Types {
+    const NULL: u8 = 1;
+    const BOOLEAN: u8 = 1 << 1;
+    const INTEGER: u8 = 1 << 2;
+    const NUMBER: u8 = 1 << 3;
+    const STRING: u8 = 1 << 4;
+    const ARRAY: u8 = 1 << 5;
+    const OBJECT: u8 = 1 << 6;
+
+    /// The types named by `type`; `None` when the schema does not restrict the type (or names
+    /// a type we do not know, in which case we do not guess).
+    fn declared(schema: &Map<String, Value>) -> Option<Self> {
+        match schema.get("type")? {
+            Value::String(name) => Self::named(name).map(Self),
+            Value::Array(names) => names.iter().try_fold(Self(0), |acc, name| {
+                let bit = Self::named(name.as_str()?)?;
+                Some(Self(acc.0 | bit))
+            }),
+            _ => None,
+        }
+    }
+
+    fn named(name: &str) -> Option<u8> {
+        Some(match name {
+            "null" => Self::NULL,
+            "boolean" => Self::BOOLEAN,
+            "integer" => Self::INTEGER,
+            "number" => Self::NUMBER,
+            "string" => Self::STRING,
+            "array" => Self::ARRAY,
+            "object" => Self::OBJECT,
+            _ => return None,
+        })
+    }
+
+    fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
+
+    fn admits(self, value: &Value) -> bool {
+        match value {
+            Value::Null => self.has(Self::NULL),
+            Value::Bool(_) => self.has(Self::BOOLEAN),
+            Value::Number(n) => self.has(Self::NUMBER) || (self.has(Self::INTEGER) && integral(n)),
+            Value::String(_) => self.has(Self::STRING),
+            Value::Array(_) => self.has(Self::ARRAY),
+            Value::Object(_) => self.has(Self::OBJECT),
+        }
+    }
+}
+
+fn integral(n: &Number) -> bool {
+    n.is_i64()
+        || n.is_u64()
+        || n.as_f64()
+            .is_some_and(|f| f.is_finite() && f.fract() == 0.0)
+}
+
+struct Walker<'s> {
+    root: &'s Value,
+    repairs: Vec<Repair>,
+    /// JSON pointer of the value being walked.
+    path: String,
+}
+
+impl<'s> Walker<'s> {
+    fn value(&mut self, schema: &'s Value, value: &mut Value, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        let Some(schema) = self.resolve(schema) else {
+            return;
+        };
+        let schema = match Self::branches(schema) {
+            Branches::None => schema,
+            Branches::Typed(branches) => match self.pick_branch(&branches, value) {
+                Some(branch) => branch,
+                None => return,
+            },
+            Branches::Opaque => return,
+        };
+        if let Some(types) = Types::declared(schema)
+            && !types.admits(value)
+        {
+            self.coerce(types, first_item(schema), value);
+        }
+        self.enum_case(schema, value);
+        match value {
+            Value::Object(map) => self.object(schema, map, depth),
+            Value::Array(items) => self.array(schema, items, depth),
+            _ => {}
+        }
+    }
+
+    /// Follows local `$ref`s (`#/$defs/x`, `#/definitions/x`) — and a lone `allOf` wrapper
+    /// around one schema, as generators emit for a described reference — to the schema they
+    /// name.
+    fn resolve(&self, mut schema: &'s Value) -> Option<&'s Map<String, Value>> {
+        for _ in 0..MAX_REF_HOPS {
+            let map = schema.as_object()?;
+            if let Some(reference) = map.get("$ref") {
+                let pointer = reference.as_str()?.strip_prefix('#')?;
+                schema = self.root.pointer(pointer)?;
+                continue;
+            }
+            match map.get("allOf") {
+                Some(Value::Array(only)) if only.len() == 1 && is_wrapper(map) => {
+                    schema = &only[0];
+                }
+                _ => return Some(map),
+            }
+        }
+        None
+    }
+
+    fn branches(schema: &'s Map<String, Value>) -> Branches<'s> {
+        if ["allOf", "not", "if"]
+            .iter()
+            .any(|k| schema.contains_key(*k))
+        {
+            return Branches::Opaque;
+        }
+        let list = match (schema.get("anyOf"), schema.get("oneOf")) {
+            (None, None) => return Branches::None,
+            (Some(Value::Array(list)), None) | (None, Some(Value::Array(list))) => list,
+            _ => return Branches::Opaque,
+        };
+        Branches::Typed(list.iter().collect())
+    }
+
+    /// For `anyOf`/`oneOf` whose branches all declare a type: coerces the value to the union
+    /// of those types if it matches none, then returns the one branch its type matches.
+    fn pick_branch(
+        &mut self,
+        branches: &[&'s Value],
+        value: &mut Value,
+    ) -> Option<&'s Map<String, Value>> {
+        let mut typed = Vec::with_capacity(branches.len());
+        for branch in branches {
+            let branch = self.resolve(branch)?;
+            if !matches!(Self::branches(branch), Branches::None) {
+                return None;
+            }
+            typed.push((branch, Types::declared(branch)?));
+        }
+        let union = Types(typed.iter().fold(0, |acc, (_, t)| acc | t.0));
+        if !union.admits(value) {
+            let array = typed.iter().find(|(_, t)| t.has(Types::ARRAY));
+            self.coerce(union, array.and_then(|(b, _)| first_item(b)), value);
+        }
+        let mut matching = typed.iter().filter(|(_, t)| t.admits(value));
+        let (branch, _) = matching.next()?;
+        matching.next().is_none().then_some(*branch)
+    }
+
+    /// Converts a value of the wrong type into one of `types`, when a rule allows it. A lone
+    /// value is wrapped into an array only if `first_item` (the schema of the array's first
+    /// item) could take it.
+    fn coerce(&mut self, types: Types, first_item: Option<&'s Value>, value: &mut Value) {
+        if let Some((kind, to)) = coerced(types, value) {
+            self.record(kind, std::mem::replace(value, to.clone()), to);
+            return;
+        }
+        if types.has(Types::ARRAY) && !value.is_null() && self.could_hold(first_item, value) {
+            let lone = std::mem::take(value);
+            *value = Value::Array(vec![lone.clone()]);
+            self.record("wrap_array", lone, value.clone());
+        }
+    }
+
+    /// Whether an item schema could take `value` as it is or after a coercion (unknown or
+    /// untyped item schemas could).
+    fn could_hold(&self, item: Option<&'s Value>, value: &Value) -> bool {
+        let Some(types) = item.and_then(|i| self.resolve(i)).and_then(Types::declared) else {
+            return true;
+        };
+        types.admits(value) || coerced(types, value).is_some()
+    }
+
+    /// Replaces a string that is not among the `enum` options by the option it matches
+    /// ignoring case and surrounding space, if exactly one does.
+    fn enum_case(&mut self, schema: &Map<String, Value>, value: &mut Value) {
+        let Some(Value::Array(options)) = schema.get("enum") else {
+            return;
+        };
+        let Value::String(text) = &*value else {
+            return;
+        };
+        if options.contains(&*value) {
+            return;
+        }
+        let trimmed = text.trim();
+        let exact = options.iter().find(|o| o.as_str() == Some(trimmed));
+        let chosen = exact.or_else(|| {
+            let lower = trimmed.to_lowercase();
+            let mut matches = options
+                .iter()
+                .filter(|o| o.as_str().is_some_and(|o| o.to_lowercase() == lower));
+            let first = matches.next()?;
+            matches.next().is_none().then_some(first)
+        });
+        if let Some(option) = chosen {
+            let to = option.clone();
+            self.record("enum_case", std::mem::replace(value, to.clone()), to);
+        }
+    }
+
+    fn object(
+        &mut self,
+        schema: &'s Map<String, Value>,
+        map: &mut Map<String, Value>,
+        depth: usize,
+    ) {
+        let properties = schema.get("properties").and_then(Value::as_object);
+        if let Some(properties) = properties {
+            for (key, sub) in properties {
+                if let Some(value) = map.get_mut(key) {
+                    let len = self.enter(key);
+                    self.value(sub, value, depth + 1);
+                    self.path.truncate(len);
+                }
+            }
+        }
+        let declared = |key: &str| properties.is_some_and(|p| p.contains_key(key));
+        if !schema.contains_key("patternProperties") {
+            match schema.get("additionalProperties") {
+                Some(Value::Bool(false)) => {
+                    let unknown: Vec<String> =
+                        map.keys().filter(|k| !declared(k)).cloned().collect();
+                    for key in unknown {
+                        if let Some(removed) = map.remove(&key) {
+                            let len = self.enter(&key);
+                            self.record("drop_unknown", removed, Value::Null);
+                            self.path.truncate(len);
+                        }
+                    }
+                }
+                Some(sub @ Value::Object(_)) => {
+                    for (key, value) in map.iter_mut().filter(|(k, _)| !declared(k)) {
+                        let len = self.enter(key);
+                        self.value(sub, value, depth + 1);
+                        self.path.truncate(len);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.fill_defaults(schema, properties, map);
+    }
+
+    /// Fills required properties that are missing but whose schema declares a default.
+    fn fill_defaults(
+        &mut self,
+        schema: &Map<String, Value>,
+        properties: Option<&'s Map<String, Value>>,
+        map: &mut Map<String, Value>,
+    ) {
+        let (Some(Value::Array(required)), Some(properties)) = (schema.get("required"), properties)
+        else {
+            return;
+        };
+        for name in required.iter().filter_map(Value::as_str) {
+            if map.contains_key(name) {
+                continue;
+            }
+            let Some(sub) = properties.get(name) else {
+                continue;
+            };
+            let default = sub
+                .get("default")
+                .or_else(|| self.resolve(sub).and_then(|s| s.get("default")));
+            if let Some(default) = default {
+                map.insert(name.to_owned(), default.clone());
+                let len = self.enter(name);
+                self.record("fill_default", Value::Null, default.clone());
+                self.path.truncate(len);
+            }
+        }
+    }
+
+    fn array(&mut self, schema: &'s Map<String, Value>, items: &mut [Value], depth: usize) {
+        let prefix = schema.get("prefixItems").and_then(Value::as_array);
+        let rest = schema.get("items").filter(|s| s.is_object());
+        for (index, item) in items.iter_mut().enumerate() {
+            let sub = prefix.and_then(|p| p.get(index)).or(rest);
+            if let Some(sub) = sub {
+                let len = self.path.len();
+                self.path.push('/');
+                self.path.push_str(&index.to_string());
+                self.value(sub, item, depth + 1);
+                self.path.truncate(len);
+            }
+        }
+    }
+
+    /// Appends `key` to the current pointer (escaped per RFC 6901); returns the old length.
+    fn enter(&mut self, key: &str) -> usize {
+        let len = self.path.len();
+        self.path.push('/');
+        for c in key.chars() {
+            match c {
+                '~' => self.path.push_str("~0"),
+                '/' => self.path.push_str("~1"),
+                c => self.path.push(c),
+            }
+        }
+        len
+    }
+
+    fn record(&mut self, kind: &str, from: Value, to: Value) {
+        self.repairs.push(Repair {
+            path: self.path.clone(),
+            kind: kind.to_owned(),
+            from,
+            to,
+        });
+    }
+}
+
+/// The schema of an array's first item: `prefixItems[0]`, else `items`.
+fn first_item(schema: &Map<String, Value>) -> Option<&Value> {
+    schema
+        .get("prefixItems")
+        .and_then(|p| p.get(0))
+        .or_else(|| schema.get("items"))
+}
+
+/// Whether a schema holding a one-element `allOf` adds nothing a repair would look at.
+fn is_wrapper(map: &Map<String, Value>) -> bool {
+    const STRUCTURAL: [&str; 9] = [
+        "type",
+        "properties",
+        "items",
+        "prefixItems",
+        "enum",
+        "anyOf",
+        "oneOf",
+        "required",
+        "additionalProperties",
+    ];
+    !STRUCTURAL.iter().any(|k| map.contains_key(*k))
+}
+
+enum Branches<'s> {
+    /// No `anyOf`/`oneOf`: the schema applies directly.
+    None,
+    /// `anyOf`/`oneOf` branches (checked when picked).
+    Typed(Vec<&'s Value>),
+    /// Composition we do not repair through.
+    Opaque,
+}
+
+/// The scalar conversion a rule allows from `value` to one of `types`: (kind, new value).
+fn coerced(types: Types, value: &Value) -> Option<(&'static str, Value)> {
+    match value {
+        Value::String(text) => coerced_string(types, text.trim()),
+        Value::Number(n) if types.has(Types::STRING) => {
+            Some(("coerce_string", Value::String(n.to_string())))
+        }
+        Value::Bool(b) if types.has(Types::STRING) => {
+            Some(("coerce_string", Value::String(b.to_string())))
+        }
+        _ => None,
+    }
+}
+
+fn coerced_string(types: Types, text: &str) -> Option<(&'static str, Value)> {
+    if types.has(Types::OBJECT | Types::ARRAY) && (text.starts_with('{') || text.starts_with('[')) {
+        let decoded = serde_json::from_str::<Value>(text).ok();
+        match decoded {
+            Some(v @ Value::Object(_)) if types.has(Types::OBJECT) => {
+                return Some(("decode_json_string", v));
+            }
+            Some(v @ Value::Array(_)) if types.has(Types::ARRAY) => {
+                return Some(("decode_json_string", v));
+            }
+            _ => {}
+        }
+    }
+    if types.has(Types::INTEGER | Types::NUMBER)
+        && let Ok(n) = serde_json::from_str::<Number>(text)
+    {
+        if types.has(Types::INTEGER)
+            && let Some(int) = as_integer(&n)
+        {
+            return Some(("coerce_number", int));
+        }
+        if types.has(Types::NUMBER) {
+            return Some(("coerce_number", Value::Number(n)));
+        }
+    }
+    if types.has(Types::BOOLEAN) {
+        let flag = match text.to_ascii_lowercase().as_str() {
+            "true" | "yes" | "1" => Some(true),
+            "false" | "no" | "0" => Some(false),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            return Some(("coerce_boolean", Value::Bool(flag)));
+        }
+    }
+    None
+}
+
+/// `n` as an integer JSON number, if it is integral and fits.
+fn as_integer(n: &Number) -> Option<Value> {
+    if n.is_i64() || n.is_u64() {
+        return Some(Value::Number(n.clone()));
+    }
+    let f = n.as_f64()?;
+    // 2^63: beyond it an f64 no longer converts to i64 exactly.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    (f.is_finite() && f.fract() == 0.0 && f.abs() < LIMIT).then(|| Value::from(f as i64))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn repaired(schema: Value, mut args: Value) -> (Value, Vec<(String, String)>) {
+        let repairs = repair_arguments(&schema, &mut args);
+        let kinds = repairs.into_iter().map(|r| (r.path, r.kind)).collect();
+        (args, kinds)
+    }
+
+    fn kinds(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(p, k)| ((*p).to_owned(), (*k).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn numeric_strings_become_numbers_only_when_they_fit_the_type() {
+        let schema = json!({ "type": "object", "properties": {
+            "n": { "type": "integer" }, "x": { "type": "number" }, "m": { "type": "integer" }
+        }});
+        let (args, done) = repaired(schema, json!({ "n": "3", "x": " 2.5 ", "m": "2.5" }));
+        assert_eq!(args, json!({ "n": 3, "x": 2.5, "m": "2.5" }));
+        assert_eq!(
+            done,
+            kinds(&[("/n", "coerce_number"), ("/x", "coerce_number")])
+        );
+    }
+
+    #[test]
+    fn integral_float_text_becomes_an_integer() {
+        let schema = json!({ "type": "object", "properties": { "n": { "type": "integer" } } });
+        let (args, _) = repaired(schema, json!({ "n": "4.0" }));
+        assert_eq!(args, json!({ "n": 4 }));
+    }
+
+    #[test]
+    fn non_numbers_are_left_alone() {
+        let schema = json!({ "type": "object", "properties": { "n": { "type": "number" } } });
+        for text in ["NaN", "inf", "", "0x10", "+3", "3 apples"] {
+            let (args, done) = repaired(schema.clone(), json!({ "n": text }));
+            assert_eq!(args, json!({ "n": text }));
+            assert!(done.is_empty(), "{text}");
+        }
+    }
+
+    #[test]
+    fn booleans_and_strings_convert_both_ways() {
+        let schema = json!({ "type": "object", "properties": {
+            "a": { "type": "boolean" }, "b": { "type": "boolean" }, "c": { "type": "string" },
+            "d": { "type": "string" }, "e": { "type": "boolean" }
+        }});
+        let (args, _) = repaired(
+            schema,
+            json!({ "a": "YES", "b": "0", "c": true, "d": 7, "e": "maybe" }),
+        );
+        assert_eq!(
+            args,
+            json!({ "a": true, "b": false, "c": "true", "d": "7", "e": "maybe" })
+        );
+    }
+
+    #[test]
+    fn valid_values_are_never_touched() {
+        let schema = json!({ "type": "object", "properties": {
+            "s": { "type": "string" }, "u": { "type": ["string", "integer"] }
+        }});
+        let (args, done) = repaired(schema, json!({ "s": "3", "u": 3, "other": "x" }));
+        assert_eq!(args, json!({ "s": "3", "u": 3, "other": "x" }));
+        assert!(done.is_empty());
+    }
+
+    #[test]
+    fn enum_matches_ignore_case_and_space_but_not_ambiguity() {
+        let schema = json!({ "type": "object", "properties": {
+            "u": { "enum": ["celsius", "fahrenheit"] },
+            "v": { "enum": ["A", "a"] },
+            "w": { "enum": ["A", "a"] }
+        }});
+        let (args, _) = repaired(schema, json!({ "u": " Celsius ", "v": "A ", "w": "á" }));
+        assert_eq!(args, json!({ "u": "celsius", "v": "A", "w": "á" }));
+    }
+
+    #[test]
+    fn lone_values_are_wrapped_and_their_items_repaired() {
+        let schema = json!({ "type": "object", "properties": {
+            "ids": { "type": "array", "items": { "type": "integer" } },
+            "tags": { "type": "array", "items": { "type": "string" } },
+            "none": { "type": "array" }
+        }});
+        let (args, done) = repaired(
+            schema,
+            json!({ "ids": "7", "tags": "[\"a\",\"b\"]", "none": null }),
+        );
+        assert_eq!(
+            args,
+            json!({ "ids": [7], "tags": ["a", "b"], "none": null })
+        );
+        assert_eq!(
+            done,
+            kinds(&[
+                ("/ids", "wrap_array"),
+                ("/ids/0", "coerce_number"),
+                ("/tags", "decode_json_string")
+            ])
+        );
+    }
+
+    #[test]
+    fn lone_values_the_items_cannot_take_are_not_wrapped() {
+        let schema = json!({ "type": "object", "properties": {
+            "tags": { "type": "array", "items": { "type": "string" } },
+            "people": { "type": "array", "items": { "$ref": "#/$defs/p" } }
+        }, "$defs": { "p": { "type": "object" } } });
+        let (args, done) = repaired(
+            schema,
+            json!({ "tags": { "a": 1 }, "people": { "n": "x" } }),
+        );
+        assert_eq!(
+            args,
+            json!({ "tags": { "a": 1 }, "people": [{ "n": "x" }] })
+        );
+        assert_eq!(done, kinds(&[("/people", "wrap_array")]));
+    }
+
+    #[test]
+    fn unknown_properties_are_dropped_only_when_forbidden() {
+        let closed =
+            json!({ "type": "object", "properties": { "a": {} }, "additionalProperties": false });
+        let open = json!({ "type": "object", "properties": { "a": {} } });
+        let (args, done) = repaired(closed, json!({ "a": 1, "b/c": 2 }));
+        assert_eq!(args, json!({ "a": 1 }));
+        assert_eq!(done, kinds(&[("/b~1c", "drop_unknown")]));
+        let (args, _) = repaired(open, json!({ "a": 1, "b": 2 }));
+        assert_eq!(args, json!({ "a": 1, "b": 2 }));
+    }
+
+    #[test]
+    fn only_required_properties_with_defaults_are_filled() {
+        let schema = json!({ "type": "object",
+            "properties": {
+                "unit": { "enum": ["c", "f"], "default": "c" },
+                "lang": { "type": "string", "default": "en" },
+                "city": { "type": "string" }
+            },
+            "required": ["unit", "city"] });
+        let (args, done) = repaired(schema, json!({}));
+        assert_eq!(args, json!({ "unit": "c" }));
+        assert_eq!(done, kinds(&[("/unit", "fill_default")]));
+    }
+
+    #[test]
+    fn refs_into_defs_are_followed() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "where": { "$ref": "#/$defs/place" } },
+            "$defs": { "place": { "type": "object", "properties": {
+                "lat": { "type": "number" }, "next": { "$ref": "#/$defs/place" }
+            }, "additionalProperties": false } }
+        });
+        let (args, _) = repaired(
+            schema,
+            json!({ "where": { "lat": "1.5", "x": 1, "next": { "lat": "2" } } }),
+        );
+        assert_eq!(
+            args,
+            json!({ "where": { "lat": 1.5, "next": { "lat": 2 } } })
+        );
+    }
+
+    #[test]
+    fn simple_any_of_acts_as_a_type_union() {
+        let schema = json!({ "type": "object", "properties": {
+            "n": { "anyOf": [{ "type": "integer" }, { "type": "null" }] },
+            "o": { "anyOf": [{ "type": "object", "properties": { "k": { "type": "integer" } } }, { "type": "null" }] }
+        }});
+        let (args, _) = repaired(schema, json!({ "n": "5", "o": { "k": "6" } }));
+        assert_eq!(args, json!({ "n": 5, "o": { "k": 6 } }));
+    }
+
+    #[test]
+    fn root_string_holding_an_object_is_decoded() {
+        let (value, repair) = decode_arguments(&json!("{\"a\": 1}")).unwrap();
+        assert_eq!(value, json!({ "a": 1 }));
+        assert_eq!(repair.kind, "decode_json_string");
+        assert!(decode_arguments(&json!("[1]")).is_none());
+        assert!(decode_arguments(&json!({ "a": 1 })).is_none());
+    }
+
+    #[test]
+    fn self_referencing_schemas_terminate() {
+        let schema = json!({ "$ref": "#" });
+        let (args, done) = repaired(schema, json!({ "a": 1 }));
+        assert_eq!(args, json!({ "a": 1 }));
+        assert!(done.is_empty());
+    }
+}

@@ -1,0 +1,88 @@
+//! Tasks: staged tool calls for operators, CI and external AIs (SPEC §5). A task is created
+//! (the call passes the gateway's checks and gets a decision), may be inspected and updated
+//! (re-checked), is run (as a run of its own, with `runtime.tool.direct.*` events) and deleted.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::RequestId;
+use crate::event::{Issue, Repair};
+
+/// What the gateway decided about a task's call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskDecision {
+    /// The call may run.
+    Allow,
+    /// The call is blocked; `issues` says why.
+    Deny,
+    /// A human must approve it first (governance).
+    NeedsApproval,
+}
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Created,
+    Running,
+    Completed,
+    Failed,
+}
+
+impl TaskStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// A staged tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskRecord {
+    pub task_id: String,
+    /// The agent whose inventory and settings apply.
+    pub agent: String,
+    /// The tool as requested.
+    pub requested_tool: String,
+    /// The tool that runs (the requested name, or what the gateway repaired it to).
+    pub tool: String,
+    /// The arguments as they will run (repaired when the gateway repaired them).
+    pub arguments: Value,
+    pub decision: TaskDecision,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub issues: Vec<Issue>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repairs: Vec<Repair>,
+    pub status: TaskStatus,
+    /// The run that executed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<RequestId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// Usage telemetry of one tool, from the recorded events.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolStats {
+    pub tool: String,
+    /// Calls that ran.
+    pub calls: u64,
+    /// Calls that ran and failed.
+    pub errors: u64,
+    /// Calls the gateway repaired.
+    pub repairs: u64,
+    /// Calls the gateway blocked.
+    pub blocks: u64,
+    pub latency_p50_ms: u64,
+    pub latency_p99_ms: u64,
+}
