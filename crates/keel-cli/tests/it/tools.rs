@@ -135,3 +135,55 @@ fn tasks_are_staged_checked_patched_run_and_deleted() {
     );
     assert_eq!(run(&["tasks", "get", "-w", ws, &id]).status.code(), Some(1));
 }
+
+#[test]
+fn a_large_output_is_stored_and_shown_as_an_artifact() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    std::fs::write(
+        dir.path().join("config/all.yaml"),
+        "apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec:\n  limits: { maxToolOutputBytes: 1000 }\n---\napiVersion: keel/v1\nkind: Model\nmetadata: { name: m }\nspec: { provider: scripted, script: s.json }\n---\napiVersion: keel/v1\nkind: Tool\nmetadata: { name: big }\nspec:\n  description: Prints a lot.\n  impl: { kind: command, command: [\"sh\", \"-c\", \"seq 1 5000\"] }\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: { name: a }\nspec: { model: m, tools: [big] }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("s.json"),
+        r#"{"conversations":[{"steps":[{"text":"x"}]}]}"#,
+    )
+    .unwrap();
+    let ws = dir.path().to_str().unwrap();
+
+    let called = run(&["tools", "call", "-w", ws, "big"]);
+    assert_eq!(called.status.code(), Some(0), "{}", stderr(&called));
+    let preview = stdout(&called);
+    let uri = preview
+        .split_whitespace()
+        .find(|w| w.starts_with("keel://artifacts/"))
+        .unwrap()
+        .trim_end_matches(']');
+    let shown = run(&["artifacts", "show", "-w", ws, uri]);
+    assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
+    let full: String = (1..=5000).map(|n| format!("{n}\n")).collect();
+    assert_eq!(stdout(&shown), full);
+    let meta: Value = serde_json::from_str(&stdout(&run(&[
+        "artifacts",
+        "show",
+        "-w",
+        ws,
+        uri,
+        "--meta",
+    ])))
+    .unwrap();
+    assert_eq!(meta["bytes"], full.len());
+    assert_eq!(
+        run(&[
+            "artifacts",
+            "show",
+            "-w",
+            ws,
+            "keel://artifacts/art_missing"
+        ])
+        .status
+        .code(),
+        Some(1)
+    );
+}
