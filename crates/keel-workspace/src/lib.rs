@@ -59,6 +59,11 @@ pub struct Workspace {
     pub models: BTreeMap<String, ModelSpec>,
     pub tools: BTreeMap<String, ToolSpecDoc>,
     pub agents: BTreeMap<String, AgentSpec>,
+    /// `Policy` documents by name.
+    pub policies: BTreeMap<String, PolicySpec>,
+    /// `Hook` documents with their names, in declaration order (files by path, then order
+    /// within a file): the order hooks run in.
+    pub hooks: Vec<(String, HookSpec)>,
     /// The environment used for interpolation: `.env` overlaid by the process environment.
     pub env: BTreeMap<String, String>,
     explain: Vec<ExplainEntry>,

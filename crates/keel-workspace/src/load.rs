@@ -300,6 +300,9 @@ fn build(
         models,
         tools,
         agents,
+        // Filled once the loader reads `Policy` and `Hook` documents.
+        policies: BTreeMap::new(),
+        hooks: Vec::new(),
         env,
         explain,
     }

@@ -396,6 +396,129 @@ pub struct ToolSpecDoc {
     /// Overrides the gateway mode for calls of this tool.
     #[serde(default)]
     pub gateway: GatewayOverride,
+    /// Hooks bound to this tool: names of `Hook` documents run before and after each call.
+    #[serde(default)]
+    pub hooks: ToolHooks,
+}
+
+/// Hooks bound on a tool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ToolHooks {
+    /// Run before the call (as `PreToolUse`), in order.
+    pub pre_call: Vec<String>,
+    /// Run after the call (as `PostToolUse`), in order.
+    pub post_call: Vec<String>,
+}
+
+/// `kind: Policy` — rules deciding whether tool calls run, need a human, or are refused.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicySpec {
+    /// Agents the policy applies to (empty: all).
+    #[serde(default)]
+    pub agents: Vec<String>,
+    /// The permission mode of runs under this policy (default `default`).
+    #[serde(default)]
+    pub mode: Option<PermissionMode>,
+    /// Rules; the strictest matching rule wins (deny > ask > allow).
+    #[serde(default)]
+    pub rules: Vec<PolicyRule>,
+}
+
+/// One policy rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyRule {
+    /// Glob over tool names (`*` any run of characters), e.g. `shell`, `mcp__*`.
+    pub tool: String,
+    /// Glob patterns over argument values, by top-level argument name (a value that is not a
+    /// string is matched as its JSON text), e.g. `{ command: "git status*" }`. All must match.
+    #[serde(default)]
+    pub args: BTreeMap<String, String>,
+    pub decision: PolicyDecision,
+    /// Said to the model (deny) or to the approver (ask).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Run-level permission modes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PermissionMode {
+    /// Rules decide; unresolved calls of side-effecting tools ask.
+    #[default]
+    Default,
+    /// File edits inside the workspace are approved automatically.
+    AcceptEdits,
+    /// What would ask is denied.
+    DontAsk,
+    /// No side-effecting tool runs.
+    Plan,
+}
+
+/// `kind: Hook` — a script or endpoint run at a point of a run (SPEC §6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HookSpec {
+    pub event: HookEvent,
+    /// Regex over tool names (tool events only); none matches every tool.
+    #[serde(default)]
+    pub matcher: Option<String>,
+    pub handler: HookHandler,
+    #[serde(default)]
+    pub on_error: HookOnError,
+}
+
+/// When a hook runs. Aliases: `UserPromptSubmit`, `PreAbilityCall`, `PostAbilityCall`, `Stop`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum HookEvent {
+    #[serde(alias = "UserPromptSubmit")]
+    PromptSubmit,
+    #[serde(alias = "PreAbilityCall")]
+    PreToolUse,
+    #[serde(alias = "PostAbilityCall")]
+    PostToolUse,
+    #[serde(alias = "Stop")]
+    SessionStop,
+    RunStart,
+    RunEnd,
+}
+
+/// How a hook runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum HookHandler {
+    /// A process: the hook input as JSON on stdin, the answer as JSON on stdout; exit 2
+    /// blocks with stderr as the reason (the Claude Code hook protocol).
+    Command {
+        command: Vec<String>,
+        #[serde(default)]
+        timeout: Option<Duration>,
+    },
+    /// An HTTP endpoint: the hook input POSTed as JSON, the answer as the JSON body.
+    Http {
+        url: String,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        #[serde(default)]
+        timeout: Option<Duration>,
+    },
+}
+
+/// What a failing hook (error exit, timeout, bad output) does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum HookOnError {
+    /// Fail the run.
+    FailRun,
+    /// Ignore the hook.
+    Skip,
+    /// Deny the tool call (tool events).
+    Deny,
+    /// Record a warning and go on.
+    #[default]
+    Warn,
 }
 
 fn empty_object_schema() -> Value {

@@ -29,6 +29,7 @@ fn doc(command: &[&str], timeout: Option<Duration>, env: &[(&str, &str)]) -> Too
         policy: None,
         idempotent: false,
         gateway: Default::default(),
+        hooks: Default::default(),
     }
 }
 

@@ -333,6 +333,7 @@ fn http_doc(method: HttpMethod, url: String, headers: &[(&str, &str)]) -> ToolSp
         policy: None,
         idempotent: false,
         gateway: Default::default(),
+        hooks: Default::default(),
     }
 }
 
