@@ -3,6 +3,7 @@
 //! Exit codes: 0 completed, 1 failed, 2 usage or configuration error, 130 cancelled.
 //! Output goes through [`out`]; each subcommand lives in its own module.
 
+mod approvals;
 mod artifacts;
 mod chat;
 mod config;
@@ -83,6 +84,13 @@ enum Command {
         #[command(subcommand)]
         command: tools::TasksCommand,
     },
+    /// Decide gated tool calls: list, show, approve, deny.
+    Approvals {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(subcommand)]
+        command: approvals::ApprovalsCommand,
+    },
     /// Show stored artifacts (large tool outputs).
     Artifacts {
         #[command(flatten)]
@@ -145,6 +153,13 @@ async fn dispatch(command: Command) -> u8 {
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
         Command::Tools { ws, command } => tools::tools(&ws.workspace, command).await,
         Command::Tasks { ws, command } => tools::tasks(&ws.workspace, command).await,
+        Command::Approvals { ws, command } => {
+            let result = match runs::open_store(&ws.workspace) {
+                Ok(store) => approvals::approvals(&store, command).await,
+                Err(error) => Err(error),
+            };
+            runs::report(result)
+        }
         Command::Artifacts { ws, command } => {
             runs::report(artifacts::artifacts(&ws.workspace, command).await)
         }

@@ -5,6 +5,7 @@
 //! HTTP, no database). Start with [`event`] for the public event contract, [`run`] for the run
 //! record, and [`ports`] for the traits concrete providers, tools and stores implement.
 
+pub mod approval;
 pub mod event;
 pub mod ids;
 pub mod message;
@@ -12,6 +13,7 @@ pub mod ports;
 pub mod run;
 pub mod task;
 
+pub use approval::{ApprovalRecord, ApprovalScope, ApprovalStatus};
 pub use event::{AdapterEvent, Event, EventPayload, GuardDecision, Issue, Repair};
 pub use ids::{EventId, RequestId, SessionId, new_id};
 pub use message::{

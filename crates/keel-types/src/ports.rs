@@ -314,6 +314,26 @@ pub trait RunStore: Send + Sync {
     async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError>;
     /// The session's whole transcript, in order.
     async fn session_messages(&self, id: &SessionId) -> Result<Vec<SessionMessage>, StoreError>;
+    /// Records a new pending approval.
+    async fn create_approval(&self, approval: &crate::ApprovalRecord) -> Result<(), StoreError>;
+    /// One approval.
+    async fn get_approval(&self, id: &str) -> Result<Option<crate::ApprovalRecord>, StoreError>;
+    /// Approvals, newest first, optionally only those with `status`.
+    async fn list_approvals(
+        &self,
+        status: Option<crate::ApprovalStatus>,
+    ) -> Result<Vec<crate::ApprovalRecord>, StoreError>;
+    /// Decides a pending approval, exactly once: a second decision (from any process) gets
+    /// [`StoreError::Invalid`] naming the first.
+    async fn decide_approval(
+        &self,
+        id: &str,
+        status: crate::ApprovalStatus,
+        scope: crate::ApprovalScope,
+        decided_by: &str,
+        reason: Option<&str>,
+    ) -> Result<crate::ApprovalRecord, StoreError>;
+
     /// Creates or replaces a task.
     async fn put_task(&self, task: &crate::TaskRecord) -> Result<(), StoreError>;
     /// One task.

@@ -24,10 +24,10 @@ use std::sync::Arc;
 
 pub use keel_runtime::{Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError};
 pub use keel_types::{
-    self as types, ArtifactRecord, ArtifactStore, Event, EventPayload, ModelProvider, RequestId,
-    RunFilter, RunRecord, RunStatus, RunStore, SessionId, SessionMessage, SessionRecord,
-    TaskDecision, TaskRecord, TaskStatus, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
-    ToolStats,
+    self as types, ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, ArtifactStore,
+    Event, EventPayload, ModelProvider, RequestId, RunFilter, RunRecord, RunStatus, RunStore,
+    SessionId, SessionMessage, SessionRecord, TaskDecision, TaskRecord, TaskStatus, Tool,
+    ToolContext, ToolError, ToolOutput, ToolSpec, ToolStats,
 };
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
@@ -373,6 +373,39 @@ impl Runtime {
     /// Usage telemetry per tool (calls, errors, repairs, blocks, latency), from the log.
     pub async fn tool_stats(&self) -> Result<Vec<ToolStats>, Error> {
         Ok(self.kernel.store().tool_stats().await?)
+    }
+
+    /// Approvals, newest first, optionally only those with `status`.
+    pub async fn list_approvals(
+        &self,
+        status: Option<ApprovalStatus>,
+    ) -> Result<Vec<ApprovalRecord>, Error> {
+        Ok(self.kernel.store().list_approvals(status).await?)
+    }
+
+    /// One approval.
+    pub async fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, Error> {
+        Ok(self.kernel.store().get_approval(id).await?)
+    }
+
+    /// Decides a pending approval, exactly once (a second decision fails, naming the first).
+    pub async fn decide_approval(
+        &self,
+        id: &str,
+        approve: bool,
+        scope: ApprovalScope,
+        decided_by: &str,
+        reason: Option<&str>,
+    ) -> Result<ApprovalRecord, Error> {
+        let status = match approve {
+            true => ApprovalStatus::Approved,
+            false => ApprovalStatus::Denied,
+        };
+        Ok(self
+            .kernel
+            .store()
+            .decide_approval(id, status, scope, decided_by, reason)
+            .await?)
     }
 
     /// An artifact and its content, by URI (`keel://artifacts/<id>`) or id.

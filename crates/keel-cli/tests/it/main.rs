@@ -1,6 +1,7 @@
 //! End-to-end tests of the `keel` binary: real processes, real files, a mock model on loopback.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod approvals;
 mod cancel;
 mod common;
 mod crash;

@@ -22,6 +22,7 @@ const CHECKPOINT_PAGES: u32 = 4000;
 const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_tasks.sql"),
+    include_str!("../../migrations/0003_approvals.sql"),
 ];
 
 /// The newest schema version this build knows.

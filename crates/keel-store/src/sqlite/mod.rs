@@ -23,6 +23,7 @@
 //! [`StoreError::Corrupt`] naming `file:line`, later appends leave that mirror alone, and
 //! [`SqliteStore::verify_mirror`] reports it. The store's events stay readable throughout.
 
+mod approvals;
 mod connection;
 mod rows;
 mod tasks;
@@ -387,6 +388,71 @@ impl RunStore for SqliteStore {
     async fn session_messages(&self, id: &SessionId) -> Result<Vec<SessionMessage>, StoreError> {
         let id = id.clone();
         self.read(move |conn, db| rows::session_messages(conn, db, &id))
+            .await
+    }
+
+    async fn create_approval(
+        &self,
+        approval: &keel_types::ApprovalRecord,
+    ) -> Result<(), StoreError> {
+        let approval = approval.clone();
+        self.inner
+            .writer
+            .job(
+                move |conn, db| approvals::create(conn, db, &approval),
+                |_, _| {},
+            )
+            .await
+    }
+
+    async fn get_approval(
+        &self,
+        id: &str,
+    ) -> Result<Option<keel_types::ApprovalRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn, db| approvals::get(conn, db, &id))
+            .await
+    }
+
+    async fn list_approvals(
+        &self,
+        status: Option<keel_types::ApprovalStatus>,
+    ) -> Result<Vec<keel_types::ApprovalRecord>, StoreError> {
+        self.read(move |conn, db| approvals::list(conn, db, status))
+            .await
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &str,
+        status: keel_types::ApprovalStatus,
+        scope: keel_types::ApprovalScope,
+        decided_by: &str,
+        reason: Option<&str>,
+    ) -> Result<keel_types::ApprovalRecord, StoreError> {
+        let (id, decided_by, reason) = (
+            id.to_owned(),
+            decided_by.to_owned(),
+            reason.map(str::to_owned),
+        );
+        let now = keel_types::now_rfc3339();
+        self.inner
+            .writer
+            .job(
+                move |conn, db| {
+                    approvals::decide(
+                        conn,
+                        db,
+                        &id,
+                        status,
+                        scope,
+                        &decided_by,
+                        reason.as_deref(),
+                        &now,
+                    )
+                },
+                |_, _| {},
+            )
             .await
     }
 

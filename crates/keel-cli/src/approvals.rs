@@ -1,0 +1,133 @@
+//! `keel approvals list|show|approve|deny`: human decisions on gated tool calls. Read and
+//! decided straight in the store, so any process — while the run waits in another — can
+//! decide, and a decision is taken exactly once.
+
+use clap::Subcommand;
+use keel::{ApprovalScope, ApprovalStatus, RunStore};
+use keel_store::SqliteStore;
+
+use crate::out;
+use crate::runs::{CmdResult, failed};
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// List approvals, newest first (default: pending ones).
+    List {
+        /// pending, approved, denied, expired, or all.
+        #[arg(long, default_value = "pending")]
+        status: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one approval.
+    Show { id: String },
+    /// Approve a pending call.
+    Approve {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        /// Approve the tool for the rest of the session, not just this call.
+        #[arg(long)]
+        session: bool,
+    },
+    /// Deny a pending call.
+    Deny {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
+/// Who is deciding, for the record: `$USER@cli`, or `cli`.
+fn decider() -> String {
+    std::env::var("USER").map_or_else(|_| "cli".to_owned(), |user| format!("{user}@cli"))
+}
+
+pub async fn approvals(store: &SqliteStore, command: ApprovalsCommand) -> CmdResult {
+    match command {
+        ApprovalsCommand::List { status, json } => {
+            let filter = match status.as_str() {
+                "all" => None,
+                "pending" => Some(ApprovalStatus::Pending),
+                "approved" => Some(ApprovalStatus::Approved),
+                "denied" => Some(ApprovalStatus::Denied),
+                "expired" => Some(ApprovalStatus::Expired),
+                other => {
+                    return Err((
+                        crate::EXIT_USAGE,
+                        format!(
+                            "unknown status `{other}` (pending, approved, denied, expired, all)"
+                        ),
+                    ));
+                }
+            };
+            let approvals = store.list_approvals(filter).await.map_err(failed)?;
+            for a in &approvals {
+                match json {
+                    true => out::line(&serde_json::to_string(a).map_err(failed)?),
+                    false => out::line(&format!(
+                        "{}  {:<8}  {:<14}  {}  {}  (asked by {})",
+                        a.approval_id,
+                        a.status.as_str(),
+                        a.tool,
+                        a.arguments,
+                        a.request_id,
+                        a.asked_by
+                    )),
+                }
+            }
+            Ok(())
+        }
+        ApprovalsCommand::Show { id } => {
+            let approval = store
+                .get_approval(&id)
+                .await
+                .map_err(failed)?
+                .ok_or_else(|| failed(format!("no approval `{id}`")))?;
+            out::line(&serde_json::to_string_pretty(&approval).map_err(failed)?);
+            Ok(())
+        }
+        ApprovalsCommand::Approve {
+            id,
+            reason,
+            session,
+        } => {
+            let scope = match session {
+                true => ApprovalScope::Session,
+                false => ApprovalScope::Once,
+            };
+            let decided = store
+                .decide_approval(
+                    &id,
+                    ApprovalStatus::Approved,
+                    scope,
+                    &decider(),
+                    reason.as_deref(),
+                )
+                .await
+                .map_err(failed)?;
+            out::line(&format!(
+                "approved {} ({})",
+                decided.approval_id, decided.tool
+            ));
+            Ok(())
+        }
+        ApprovalsCommand::Deny { id, reason } => {
+            let decided = store
+                .decide_approval(
+                    &id,
+                    ApprovalStatus::Denied,
+                    ApprovalScope::Once,
+                    &decider(),
+                    reason.as_deref(),
+                )
+                .await
+                .map_err(failed)?;
+            out::line(&format!(
+                "denied {} ({})",
+                decided.approval_id, decided.tool
+            ));
+            Ok(())
+        }
+    }
+}

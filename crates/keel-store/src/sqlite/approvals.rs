@@ -1,0 +1,144 @@
+//! Approvals on the SQLite store. The row keeps the whole record as JSON plus the columns
+//! lists filter on; a decision is one `UPDATE … WHERE status = 'pending'`, so of two
+//! deciders — in any processes — exactly one wins.
+
+use std::path::Path;
+
+use keel_types::{ApprovalRecord, ApprovalScope, ApprovalStatus, StoreError};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::connection::sql_error;
+
+fn corrupt(db: &Path, error: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        location: format!("{} (approvals)", db.display()),
+        message: error.to_string(),
+    }
+}
+
+fn encode(approval: &ApprovalRecord) -> Result<String, StoreError> {
+    serde_json::to_string(approval).map_err(|e| StoreError::Invalid(e.to_string()))
+}
+
+/// Inserts a new approval.
+pub(super) fn create(
+    conn: &Connection,
+    db: &Path,
+    approval: &ApprovalRecord,
+) -> Result<(), StoreError> {
+    let record = encode(approval)?;
+    conn.prepare_cached(
+        "INSERT INTO approvals (id, request_id, session_id, tool, arguments, status, created_at, \
+         record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            approval.approval_id,
+            approval.request_id.as_str(),
+            approval.session_id.as_ref().map(|s| s.as_str()),
+            approval.tool,
+            approval.arguments.to_string(),
+            approval.status.as_str(),
+            approval.created_at,
+            record,
+        ])
+    })
+    .map_err(|e| sql_error(db, &e))?;
+    Ok(())
+}
+
+/// One approval.
+pub(super) fn get(
+    conn: &Connection,
+    db: &Path,
+    id: &str,
+) -> Result<Option<ApprovalRecord>, StoreError> {
+    let record: Option<String> = conn
+        .prepare_cached("SELECT record FROM approvals WHERE id = ?1")
+        .and_then(|mut stmt| stmt.query_row([id], |row| row.get(0)).optional())
+        .map_err(|e| sql_error(db, &e))?;
+    record
+        .map(|r| serde_json::from_str(&r).map_err(|e| corrupt(db, e)))
+        .transpose()
+}
+
+/// Approvals, newest first.
+pub(super) fn list(
+    conn: &Connection,
+    db: &Path,
+    status: Option<ApprovalStatus>,
+) -> Result<Vec<ApprovalRecord>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT record FROM approvals WHERE ?1 IS NULL OR status = ?1 \
+             ORDER BY created_at DESC, id DESC",
+        )
+        .map_err(|e| sql_error(db, &e))?;
+    let rows = stmt
+        .query_map([status.map(ApprovalStatus::as_str)], |row| {
+            row.get::<_, String>(0)
+        })
+        .map_err(|e| sql_error(db, &e))?;
+    let mut approvals = Vec::new();
+    for row in rows {
+        let record = row.map_err(|e| sql_error(db, &e))?;
+        approvals.push(serde_json::from_str(&record).map_err(|e| corrupt(db, e))?);
+    }
+    Ok(approvals)
+}
+
+/// Decides a pending approval; exactly one decision wins.
+pub(super) fn decide(
+    conn: &Connection,
+    db: &Path,
+    id: &str,
+    status: ApprovalStatus,
+    scope: ApprovalScope,
+    decided_by: &str,
+    reason: Option<&str>,
+    now: &str,
+) -> Result<ApprovalRecord, StoreError> {
+    if status == ApprovalStatus::Pending {
+        return Err(StoreError::Invalid(
+            "a decision must approve, deny or expire".into(),
+        ));
+    }
+    let Some(mut approval) = get(conn, db, id)? else {
+        return Err(StoreError::Invalid(format!("no approval `{id}`")));
+    };
+    approval.status = status;
+    approval.scope = scope;
+    approval.decided_by = Some(decided_by.to_owned());
+    approval.decided_at = Some(now.to_owned());
+    approval.decision_reason = reason.map(str::to_owned);
+    let record = encode(&approval)?;
+    let changed = conn
+        .prepare_cached(
+            "UPDATE approvals SET status = ?2, decided_at = ?3, decided_by = ?4, reason = ?5, \
+             record = ?6 WHERE id = ?1 AND status = 'pending'",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                id,
+                status.as_str(),
+                now,
+                decided_by,
+                reason,
+                record,
+            ])
+        })
+        .map_err(|e| sql_error(db, &e))?;
+    if changed == 1 {
+        return Ok(approval);
+    }
+    let current = get(conn, db, id)?;
+    Err(StoreError::Invalid(match current {
+        Some(current) => format!(
+            "approval `{id}` was already {} by {} at {}",
+            current.status.as_str(),
+            current.decided_by.as_deref().unwrap_or("someone"),
+            current.decided_at.as_deref().unwrap_or("an earlier time"),
+        ),
+        None => format!("no approval `{id}`"),
+    }))
+}

@@ -1,0 +1,70 @@
+//! Approvals: a pending human decision on a gated action (a tool call a policy rule or a hook
+//! said to ask about). Decided exactly once — from the CLI, the API or another process.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{RequestId, SessionId};
+
+/// Where an approval is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalStatus {
+    Pending,
+    Approved,
+    Denied,
+    /// Nobody decided within the configured timeout (counts as denied).
+    Expired,
+}
+
+impl ApprovalStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+        }
+    }
+}
+
+/// How far an approval reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalScope {
+    /// This call only.
+    #[default]
+    Once,
+    /// Calls of the same tool for the rest of the session.
+    Session,
+}
+
+/// A gated action waiting for (or having had) a human decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRecord {
+    pub approval_id: String,
+    pub request_id: RequestId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    pub agent: String,
+    pub tool: String,
+    pub arguments: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// What asked: a policy rule (`Policy/default rules[1]`) or a hook (`Hook/review`).
+    pub asked_by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_reason: Option<String>,
+    pub status: ApprovalStatus,
+    #[serde(default)]
+    pub scope: ApprovalScope,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision_reason: Option<String>,
+    pub created_at: String,
+}
