@@ -485,6 +485,34 @@ fn summary(event: &Event) -> String {
             }
         },
         EventPayload::Narration { text, .. } => text.clone(),
+        EventPayload::ApprovalRequested { approval } => {
+            format!("{} {} {}", approval.approval_id, approval.tool, approval.arguments)
+        }
+        EventPayload::ApprovalResolved {
+            approval_id,
+            status,
+            decided_by,
+            ..
+        } => format!(
+            "{approval_id} {} by {}",
+            status.as_str(),
+            decided_by.as_deref().unwrap_or("-")
+        ),
+        EventPayload::PolicyDecided {
+            tool,
+            decision,
+            source,
+            ..
+        } => format!("{decision} {tool} ({source})"),
+        EventPayload::HookCompleted {
+            hook,
+            event,
+            outcome,
+            ..
+        } => format!("{hook} {event} {outcome}"),
+        EventPayload::HookFailed {
+            hook, event, error, ..
+        } => format!("{hook} {event} {error}"),
         EventPayload::DirectStarted {
             tool, arguments, ..
         } => format!("{tool} {arguments}"),

@@ -129,6 +129,24 @@ impl Narrator {
                 true => format!("{tool} finished in {}.", millis(*duration_ms)),
                 false => format!("{tool} did not succeed."),
             },
+            EventPayload::ApprovalRequested { approval } => format!(
+                "Waiting for approval of {} {} (keel approvals approve {}).",
+                approval.tool, approval.arguments, approval.approval_id
+            ),
+            EventPayload::ApprovalResolved {
+                status, decided_by, ..
+            } => format!(
+                "Approval {} by {}.",
+                status.as_str(),
+                decided_by.as_deref().unwrap_or("timeout")
+            ),
+            EventPayload::PolicyDecided {
+                tool,
+                decision,
+                source,
+                ..
+            } => format!("Policy: {decision} {tool} ({source})."),
+            EventPayload::HookFailed { hook, error, .. } => format!("Hook {hook} failed: {error}"),
             EventPayload::ArtifactCreated { artifact, .. } => format!(
                 "Stored {} ({} bytes) as {}.",
                 artifact.name, artifact.bytes, artifact.uri

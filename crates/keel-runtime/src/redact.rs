@@ -89,7 +89,14 @@ impl Redactor {
             | EventPayload::ModelStarted { .. }
             | EventPayload::RequestResumed { .. }
             | EventPayload::RequestForked { .. }
-            | EventPayload::ArtifactCreated { .. } => {}
+            | EventPayload::ArtifactCreated { .. }
+            | EventPayload::ApprovalResolved { .. }
+            | EventPayload::PolicyDecided { .. } => {}
+            EventPayload::ApprovalRequested { approval } => {
+                self.redact_value(&mut approval.arguments)
+            }
+            EventPayload::HookCompleted { outcome, .. } => s(outcome),
+            EventPayload::HookFailed { error, .. } => s(error),
         }
     }
 

@@ -196,6 +196,47 @@ pub enum EventPayload {
     },
     #[serde(rename = "runtime.adapter.event")]
     Adapter { event: AdapterEvent },
+    /// A call needs a human decision; the run waits (`waiting_approval`).
+    #[serde(rename = "runtime.approval.requested", rename_all = "camelCase")]
+    ApprovalRequested { approval: crate::ApprovalRecord },
+    /// The decision arrived (or the wait timed out).
+    #[serde(rename = "runtime.approval.resolved", rename_all = "camelCase")]
+    ApprovalResolved {
+        approval_id: String,
+        status: crate::ApprovalStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decided_by: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A policy rule decided a call (deny or ask; allows are not recorded separately).
+    #[serde(rename = "runtime.policy.decided", rename_all = "camelCase")]
+    PolicyDecided {
+        call_id: String,
+        tool: String,
+        decision: String,
+        source: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A hook ran and answered.
+    #[serde(rename = "runtime.hook.completed", rename_all = "camelCase")]
+    HookCompleted {
+        hook: String,
+        event: String,
+        /// What it said, e.g. `deny: reason`, `allow`, `context added`, `no opinion`.
+        outcome: String,
+        duration_ms: u64,
+    },
+    /// A hook failed (error exit, timeout, bad output) and its `onError` applied.
+    #[serde(rename = "runtime.hook.failed", rename_all = "camelCase")]
+    HookFailed {
+        hook: String,
+        event: String,
+        error: String,
+        on_error: String,
+        duration_ms: u64,
+    },
     /// A tool called directly (a task or `tools call`), not by a model, starts.
     #[serde(rename = "runtime.tool.direct.started", rename_all = "camelCase")]
     DirectStarted {
@@ -247,6 +288,11 @@ impl EventPayload {
             Self::Adapter { .. } => "runtime.adapter.event",
             Self::ArtifactCreated { .. } => "runtime.artifact.created",
             Self::DirectStarted { .. } => "runtime.tool.direct.started",
+            Self::ApprovalRequested { .. } => "runtime.approval.requested",
+            Self::ApprovalResolved { .. } => "runtime.approval.resolved",
+            Self::PolicyDecided { .. } => "runtime.policy.decided",
+            Self::HookCompleted { .. } => "runtime.hook.completed",
+            Self::HookFailed { .. } => "runtime.hook.failed",
             Self::DirectCompleted { .. } => "runtime.tool.direct.completed",
             Self::Narration { .. } => "runtime.progress.narration",
         }
