@@ -9,6 +9,7 @@ mod chat;
 mod config;
 mod init;
 mod out;
+mod policy;
 mod run;
 mod runs;
 mod sessions;
@@ -84,6 +85,11 @@ enum Command {
         #[command(subcommand)]
         command: tools::TasksCommand,
     },
+    /// Explain how the workspace's policies decide a tool call.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
     /// Decide gated tool calls: list, show, approve, deny.
     Approvals {
         #[command(flatten)]
@@ -104,6 +110,24 @@ enum Command {
         ws: WorkspaceArg,
         #[command(subcommand)]
         command: sessions::SessionsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyCommand {
+    /// Which rule decides a call of TOOL with these arguments (exit 0 allow, 1 deny, 3 ask).
+    Check {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        tool: String,
+        /// The arguments as JSON.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        #[arg(long)]
+        agent: Option<String>,
+        /// default, acceptEdits, dontAsk or plan.
+        #[arg(long)]
+        mode: Option<String>,
     },
 }
 
@@ -153,6 +177,25 @@ async fn dispatch(command: Command) -> u8 {
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
         Command::Tools { ws, command } => tools::tools(&ws.workspace, command).await,
         Command::Tasks { ws, command } => tools::tasks(&ws.workspace, command).await,
+        Command::Policy {
+            command:
+                PolicyCommand::Check {
+                    ws,
+                    tool,
+                    args,
+                    agent,
+                    mode,
+                },
+        } => {
+            policy::check(
+                &ws.workspace,
+                &tool,
+                &args,
+                agent.as_deref(),
+                mode.as_deref(),
+            )
+            .await
+        }
         Command::Approvals { ws, command } => {
             let result = match runs::open_store(&ws.workspace) {
                 Ok(store) => approvals::approvals(&store, command).await,

@@ -486,7 +486,10 @@ fn summary(event: &Event) -> String {
         },
         EventPayload::Narration { text, .. } => text.clone(),
         EventPayload::ApprovalRequested { approval } => {
-            format!("{} {} {}", approval.approval_id, approval.tool, approval.arguments)
+            format!(
+                "{} {} {}",
+                approval.approval_id, approval.tool, approval.arguments
+            )
         }
         EventPayload::ApprovalResolved {
             approval_id,

@@ -162,7 +162,7 @@ impl Tool for CommandTool {
 
 /// A program path as written: containing `/` and relative means relative to the workspace;
 /// a bare name is looked up on `PATH`.
-fn resolve_program(program: &str, workspace_root: &Path) -> PathBuf {
+pub(crate) fn resolve_program(program: &str, workspace_root: &Path) -> PathBuf {
     let path = Path::new(program);
     if program.contains('/') && path.is_relative() {
         workspace_root.join(path)

@@ -203,7 +203,7 @@ pub(crate) fn request_error(what: &str, err: &reqwest::Error, timeout: Duration)
 }
 
 /// An error and its sources, joined by `: `.
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {

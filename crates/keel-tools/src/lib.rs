@@ -4,8 +4,10 @@
 //! with [`repair`]s before blocking → semantic checks → execution); [`builtin`] holds the
 //! built-in tools, [`command`] runs declared command tools (on the process machinery of
 //! [`process`], shared with `shell`), [`http`] runs declared http tools (and holds what
-//! `http_fetch` shares with them), and [`paths`] keeps every path inside the workspace. Start
-//! reading at [`gateway::Gateway`].
+//! `http_fetch` shares with them), [`paths`] keeps every path inside the workspace,
+//! [`policy`] decides allow / ask / deny from the workspace's policies, and [`hooks`] runs
+//! `Hook` documents (on the same process and HTTP machinery). Start reading at
+//! [`gateway::Gateway`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,8 +19,10 @@ use keel_workspace::{ToolImpl, ToolSpecDoc, Workspace};
 pub mod builtin;
 pub mod command;
 pub mod gateway;
+pub mod hooks;
 pub mod http;
 pub mod paths;
+pub mod policy;
 pub mod process;
 pub mod repair;
 

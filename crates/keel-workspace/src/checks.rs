@@ -1,7 +1,8 @@
 //! Checks that go beyond one document's schema: references between documents (an agent's
-//! model and tools, the runtime's default agent, an agent's required tools), provider
-//! settings that depend on each other, tool names that shadow built-ins, and tool argument
-//! schemas that must themselves be valid JSON Schemas.
+//! model and tools, the runtime's default agent, an agent's required tools, a tool's bound
+//! hooks and their events, a policy's agents), provider settings that depend on each other,
+//! tool names that shadow built-ins, tool argument schemas that must themselves be valid JSON
+//! Schemas, and hook matchers that must be valid regexes on tool events.
 //!
 //! They read the merged YAML trees, not the typed specs, so that a document with a schema
 //! error still has its references checked: every problem is reported in one pass. Values of
@@ -34,6 +35,8 @@ pub(crate) fn check_all(docs: &Documents, provided: &BTreeSet<String>, out: &mut
             Kind::Model => checker.model(),
             Kind::Tool => checker.tool(),
             Kind::Agent => checker.agent(),
+            Kind::Policy => checker.policy(),
+            Kind::Hook => checker.hook(),
         }
     }
 }
@@ -130,6 +133,109 @@ impl<'a> Checker<'a> {
             && matches!(schema.value, NodeValue::Map(_))
         {
             self.tool_schema(schema, &schema.to_json());
+        }
+        if let Some(hooks) = self.spec.get("hooks") {
+            self.tool_hooks(hooks, "preCall", "PreToolUse");
+            self.tool_hooks(hooks, "postCall", "PostToolUse");
+        }
+    }
+
+    /// Each hook named in `hooks.<key>` must be a `Hook` document listening to `event`.
+    fn tool_hooks(&mut self, hooks: &Node, key: &str, event: &str) {
+        let tool = self.doc.name.clone();
+        for (hook, node) in strings(hooks.get(key)) {
+            let Some(doc) = self.docs.get(Kind::Hook, hook) else {
+                let hint = missing_hint(hook, self.docs.names(Kind::Hook), "Hook", "hooks");
+                self.push(
+                    &node.loc,
+                    format!(
+                        "tool `{tool}` binds hook `{hook}` in `hooks.{key}`, which is not defined"
+                    ),
+                    Some(hint),
+                );
+                continue;
+            };
+            let declared = doc
+                .spec
+                .as_ref()
+                .and_then(|spec| spec.get("event"))
+                .and_then(Node::as_str)
+                .and_then(canonical_event);
+            if let Some(declared) = declared
+                && declared != event
+            {
+                self.push(
+                    &node.loc,
+                    format!(
+                        "tool `{tool}` binds hook `{hook}` in `hooks.{key}`, but that hook's event is `{declared}`, not `{event}`"
+                    ),
+                    Some(format!(
+                        "`hooks.{key}` takes `{event}` hooks; set `event: {event}` on Hook `{hook}` (at {}) or bind another hook",
+                        doc.name_loc.short()
+                    )),
+                );
+            }
+        }
+    }
+
+    fn policy(&mut self) {
+        let policy = self.doc.name.clone();
+        for (agent, node) in strings(self.spec.get("agents")) {
+            if self.docs.contains(Kind::Agent, agent) {
+                continue;
+            }
+            let hint = missing_hint(agent, self.docs.names(Kind::Agent), "Agent", "agents");
+            self.push(
+                &node.loc,
+                format!("policy `{policy}` applies to agent `{agent}`, which is not defined"),
+                Some(hint),
+            );
+        }
+    }
+
+    fn hook(&mut self) {
+        let Some((matcher, node)) = self.string("matcher") else {
+            return;
+        };
+        let hook = self.doc.name.clone();
+        let event = self
+            .string("event")
+            .and_then(|(event, _)| Some((event, canonical_event(event)?)));
+        if let Some((written, event)) = event
+            && !TOOL_EVENTS.contains(&event)
+        {
+            self.push(
+                &node.loc,
+                format!(
+                    "hook `{hook}` has a `matcher`, but its event `{written}` is not a tool event"
+                ),
+                Some(format!(
+                    "matchers select tools, so they apply only to {}; remove `matcher`",
+                    list(TOOL_EVENTS.iter().copied())
+                )),
+            );
+            return;
+        }
+        if let Err(e) = regex::Regex::new(matcher) {
+            let reason = match e {
+                regex::Error::Syntax(text) => text
+                    .lines()
+                    .rev()
+                    .find(|l| l.starts_with("error:"))
+                    .map_or_else(
+                        || text.clone(),
+                        |l| l.trim_start_matches("error:").trim().to_owned(),
+                    ),
+                other => other.to_string(),
+            };
+            self.push(
+                &node.loc,
+                format!("`matcher` of hook `{hook}` is not a valid regex: {reason}"),
+                Some(
+                    "write a regex over tool names, e.g. `^(write_file|edit_file)$` or `mcp__.*`"
+                        .into(),
+                ),
+            );
         }
     }
 
@@ -236,6 +342,23 @@ impl<'a> Checker<'a> {
             );
         }
     }
+}
+
+/// Hook events that concern one tool call (a `matcher` selects the tools).
+const TOOL_EVENTS: &[&str] = &["PreToolUse", "PostToolUse"];
+
+/// The event a hook's `event` names, with aliases resolved; `None` for an unknown event
+/// (schema validation reports it).
+fn canonical_event(event: &str) -> Option<&'static str> {
+    Some(match event {
+        "PromptSubmit" | "UserPromptSubmit" => "PromptSubmit",
+        "PreToolUse" | "PreAbilityCall" => "PreToolUse",
+        "PostToolUse" | "PostAbilityCall" => "PostToolUse",
+        "SessionStop" | "Stop" => "SessionStop",
+        "RunStart" => "RunStart",
+        "RunEnd" => "RunEnd",
+        _ => return None,
+    })
 }
 
 /// The string items of a list node (other items are left to schema validation).

@@ -15,7 +15,7 @@ pub(crate) const API_VERSION: &str = "keel/v1";
 
 const ENVELOPE_FIELDS: &[&str] = &["apiVersion", "kind", "metadata", "spec"];
 const METADATA_FIELDS: &[&str] = &["name"];
-const UNSUPPORTED_KINDS: &[&str] = &["Skill", "Memory", "Policy", "McpServer", "Workflow", "Hook"];
+const UNSUPPORTED_KINDS: &[&str] = &["Skill", "Memory", "McpServer", "Workflow"];
 
 /// The kinds of document Keel reads, in explain order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -24,10 +24,19 @@ pub(crate) enum Kind {
     Model,
     Tool,
     Agent,
+    Policy,
+    Hook,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Runtime, Kind::Model, Kind::Tool, Kind::Agent];
+    pub const ALL: [Kind; 6] = [
+        Kind::Runtime,
+        Kind::Model,
+        Kind::Tool,
+        Kind::Agent,
+        Kind::Policy,
+        Kind::Hook,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -35,6 +44,8 @@ impl Kind {
             Kind::Model => "Model",
             Kind::Tool => "Tool",
             Kind::Agent => "Agent",
+            Kind::Policy => "Policy",
+            Kind::Hook => "Hook",
         }
     }
 
@@ -329,6 +340,12 @@ impl Documents {
     /// Whether a document of `kind` named `name` exists.
     pub fn contains(&self, kind: Kind, name: &str) -> bool {
         self.index.contains_key(&(kind, name.to_owned()))
+    }
+
+    /// The document of `kind` named `name`.
+    pub fn get(&self, kind: Kind, name: &str) -> Option<&Document> {
+        let &i = self.index.get(&(kind, name.to_owned()))?;
+        self.list.get(i)
     }
 
     /// Names of the documents of `kind`.

@@ -18,7 +18,8 @@ use crate::interpolate::interpolate_tree;
 use crate::validate::validate_spec;
 use crate::yaml::{Loc, Node, Source, parse_documents};
 use crate::{
-    AgentSpec, Diagnostic, LoadError, LoadOptions, ModelSpec, RuntimeSpec, ToolSpecDoc, Workspace,
+    AgentSpec, Diagnostic, HookSpec, LoadError, LoadOptions, ModelSpec, PolicySpec, RuntimeSpec,
+    ToolSpecDoc, Workspace,
 };
 
 /// A document's spec after validation and deserialization.
@@ -28,6 +29,8 @@ pub(crate) enum Typed {
     Model(ModelSpec),
     Tool(ToolSpecDoc),
     Agent(AgentSpec),
+    Policy(PolicySpec),
+    Hook(HookSpec),
 }
 
 /// Loads the workspace at `root`.
@@ -229,6 +232,8 @@ fn compile(doc: &Document, diagnostics: &mut Vec<Diagnostic>) -> Option<Typed> {
         Kind::Model => deserialize(doc, json, diagnostics).map(Typed::Model),
         Kind::Tool => deserialize(doc, json, diagnostics).map(Typed::Tool),
         Kind::Agent => deserialize(doc, json, diagnostics).map(Typed::Agent),
+        Kind::Policy => deserialize(doc, json, diagnostics).map(Typed::Policy),
+        Kind::Hook => deserialize(doc, json, diagnostics).map(Typed::Hook),
     }
 }
 
@@ -251,8 +256,8 @@ fn deserialize<T: DeserializeOwned>(
     }
 }
 
-/// The compiled workspace and its explain table (Runtime, then Models, Tools and Agents,
-/// each by name).
+/// The compiled workspace and its explain table (Runtime, then Models, Tools, Agents,
+/// Policies and Hooks, each by name).
 fn build(
     root: PathBuf,
     env: BTreeMap<String, String>,
@@ -263,6 +268,8 @@ fn build(
     let mut models = BTreeMap::new();
     let mut tools = BTreeMap::new();
     let mut agents = BTreeMap::new();
+    let mut policies = BTreeMap::new();
+    let mut hooks = Vec::new();
     let mut explained: Vec<(Kind, &str, Option<&Node>, Value)> = Vec::new();
     for (doc, typed) in docs.list.iter().zip(typed) {
         let Some(typed) = typed else { continue };
@@ -271,6 +278,8 @@ fn build(
             Typed::Model(spec) => serde_json::to_value(spec),
             Typed::Tool(spec) => serde_json::to_value(spec),
             Typed::Agent(spec) => serde_json::to_value(spec),
+            Typed::Policy(spec) => serde_json::to_value(spec),
+            Typed::Hook(spec) => serde_json::to_value(spec),
         };
         if let Ok(value) = value {
             explained.push((doc.kind, &doc.name, doc.spec.as_ref(), value));
@@ -281,6 +290,10 @@ fn build(
             Typed::Model(spec) => drop(models.insert(name, spec)),
             Typed::Tool(spec) => drop(tools.insert(name, spec)),
             Typed::Agent(spec) => drop(agents.insert(name, spec)),
+            Typed::Policy(spec) => drop(policies.insert(name, spec)),
+            // Documents keep the order they were first seen in, so hooks run in declaration
+            // order and an overlay changes a hook in place.
+            Typed::Hook(spec) => hooks.push((name, spec)),
         }
     }
     let runtime = runtime.unwrap_or_else(|| {
@@ -300,9 +313,8 @@ fn build(
         models,
         tools,
         agents,
-        // Filled once the loader reads `Policy` and `Hook` documents.
-        policies: BTreeMap::new(),
-        hooks: Vec::new(),
+        policies,
+        hooks,
         env,
         explain,
     }

@@ -225,6 +225,8 @@ pub struct Limits {
     /// Session history sent with each request, in (estimated) tokens; older turns are
     /// dropped first, never separating a tool call from its result.
     pub history_tokens: u64,
+    /// How long a call waits for a human decision before it is denied.
+    pub approval_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -236,6 +238,7 @@ impl Default for Limits {
             max_tool_output_bytes: 65536,
             max_parallel_tools: 8,
             history_tokens: 8000,
+            approval_timeout: Duration::from_secs(600),
         }
     }
 }

@@ -15,11 +15,19 @@ use crate::Diagnostic;
 use crate::documents::{Document, Kind, field_hint};
 use crate::suggest::{closest, list};
 use crate::yaml::{Loc, Node, Seg, path_string};
-use crate::{AgentSpec, ModelSpec, RuntimeSpec, ToolSpecDoc};
+use crate::{AgentSpec, HookSpec, ModelSpec, PolicySpec, RuntimeSpec, ToolSpecDoc};
 
 /// The `format` given to durations, checked with `humantime` (the same parser serde uses).
 const DURATION_FORMAT: &str = "keel-duration";
 const DURATION_HINT: &str = "write a duration such as 500ms, 10s, 10m or 1h 30m";
+
+/// The aliases serde accepts for hook events (SPEC §6).
+const HOOK_EVENT_ALIASES: &[&str] = &[
+    "UserPromptSubmit",
+    "PreAbilityCall",
+    "PostAbilityCall",
+    "Stop",
+];
 
 /// A kind's schema and its compiled validator.
 struct KindSchema {
@@ -35,9 +43,15 @@ fn schema_of(kind: Kind) -> Value {
         Kind::Model => schemars::schema_for!(ModelSpec).to_value(),
         Kind::Tool => schemars::schema_for!(ToolSpecDoc).to_value(),
         Kind::Agent => schemars::schema_for!(AgentSpec).to_value(),
+        Kind::Policy => schemars::schema_for!(PolicySpec).to_value(),
+        Kind::Hook => schemars::schema_for!(HookSpec).to_value(),
     };
     if let Some(duration) = schema.pointer_mut("/$defs/Duration") {
         *duration = json!({ "type": "string", "format": DURATION_FORMAT });
+    }
+    // schemars does not see serde aliases; accept them as serde does.
+    if let Some(Value::Array(events)) = schema.pointer_mut("/$defs/HookEvent/enum") {
+        events.extend(HOOK_EVENT_ALIASES.iter().map(|a| json!(a)));
     }
     schema
 }
@@ -55,7 +69,7 @@ fn compile(kind: Kind) -> Result<KindSchema, String> {
 }
 
 fn kind_schema(kind: Kind) -> Result<&'static KindSchema, &'static str> {
-    static CACHE: OnceLock<[Result<KindSchema, String>; 4]> = OnceLock::new();
+    static CACHE: OnceLock<[Result<KindSchema, String>; Kind::ALL.len()]> = OnceLock::new();
     let all = CACHE.get_or_init(|| Kind::ALL.map(compile));
     let index = Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
     all[index].as_ref().map_err(String::as_str)

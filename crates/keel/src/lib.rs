@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use keel_runtime::{Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError};
+pub use keel_tools::policy;
 pub use keel_types::{
     self as types, ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, ArtifactStore,
     Event, EventPayload, ModelProvider, RequestId, RunFilter, RunRecord, RunStatus, RunStore,

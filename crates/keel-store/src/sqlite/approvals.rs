@@ -87,17 +87,30 @@ pub(super) fn list(
     Ok(approvals)
 }
 
+/// A decision to record.
+#[derive(Clone, Copy)]
+pub(super) struct Verdict<'a> {
+    pub status: ApprovalStatus,
+    pub scope: ApprovalScope,
+    pub decided_by: &'a str,
+    pub reason: Option<&'a str>,
+    pub now: &'a str,
+}
+
 /// Decides a pending approval; exactly one decision wins.
 pub(super) fn decide(
     conn: &Connection,
     db: &Path,
     id: &str,
-    status: ApprovalStatus,
-    scope: ApprovalScope,
-    decided_by: &str,
-    reason: Option<&str>,
-    now: &str,
+    verdict: &Verdict<'_>,
 ) -> Result<ApprovalRecord, StoreError> {
+    let Verdict {
+        status,
+        scope,
+        decided_by,
+        reason,
+        now,
+    } = *verdict;
     if status == ApprovalStatus::Pending {
         return Err(StoreError::Invalid(
             "a decision must approve, deny or expire".into(),

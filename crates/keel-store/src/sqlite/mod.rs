@@ -444,11 +444,13 @@ impl RunStore for SqliteStore {
                         conn,
                         db,
                         &id,
-                        status,
-                        scope,
-                        &decided_by,
-                        reason.as_deref(),
-                        &now,
+                        &approvals::Verdict {
+                            status,
+                            scope,
+                            decided_by: &decided_by,
+                            reason: reason.as_deref(),
+                            now: &now,
+                        },
                     )
                 },
                 |_, _| {},

@@ -4,7 +4,8 @@
 //! workspace (or write Keel's state), `containment` that `check` blocks the same escapes
 //! before a call, `edit_and_glob` the editing and finding tools, `command` the process-backed
 //! tools, `shell` the built-in shell, `http` `http_fetch` and declared http tools, and `gateway`
-//! the guard → repair → block pipeline (corpus snapshot, property test, repair model).
+//! the guard → repair → block pipeline (corpus snapshot, property test, repair model), and
+//! `hooks` the hook runner against real scripts and a loopback server.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod command;
@@ -13,7 +14,9 @@ mod edit_and_glob;
 mod escapes;
 mod files;
 mod gateway;
+mod hooks;
 mod http;
+mod policy;
 mod shell;
 
 use std::path::{Path, PathBuf};

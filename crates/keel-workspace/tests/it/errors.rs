@@ -58,7 +58,7 @@ metadata: { name: a }
 spec: {}
 ---
 apiVersion: keel/v1
-kind: Hook
+kind: Workflow
 metadata: { name: audit }
 spec: {}
 ---
@@ -72,17 +72,19 @@ metadata: { name: f }
         located(&diagnostics),
         [
             "config/a.yaml:2:7: unknown kind `Agnet`",
-            "config/a.yaml:7:7: kind `Hook` is not supported yet",
+            "config/a.yaml:7:7: kind `Workflow` is not supported yet",
             "config/a.yaml:12:7: unknown kind `Frobnicator`",
         ]
     );
     assert_eq!(
         diagnostics[0].hint.as_deref(),
-        Some("did you mean `Agent`? valid kinds are `Runtime`, `Model`, `Tool`, `Agent`")
+        Some(
+            "did you mean `Agent`? valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`"
+        )
     );
     assert_eq!(
         diagnostics[2].hint.as_deref(),
-        Some("valid kinds are `Runtime`, `Model`, `Tool`, `Agent`")
+        Some("valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`")
     );
 }
 

@@ -6,6 +6,7 @@
 mod env;
 mod errors;
 mod explain;
+mod governance;
 mod load;
 mod overlays;
 mod positions;

@@ -1,0 +1,511 @@
+//! The hook runner: runs one `Hook` document's handler with a [`HookInput`] and reads its
+//! answer as a [`HookOutcome`] (SPEC §6). The wire format is the Claude Code hook protocol, so
+//! existing hook scripts work unchanged.
+//!
+//! Start at [`CompiledHook`] (a hook ready to run: matcher compiled, HTTP client built) or
+//! [`run_hook`] (the same, once). A `command` handler runs on the process machinery the
+//! command tools use ([`crate::process`]): its own process group (killed on timeout and
+//! cancellation), a cleaned environment plus `KEEL_HOOK_EVENT`, `KEEL_HOOK_NAME` and
+//! `CLAUDE_PROJECT_DIR`, the input as JSON on stdin and bounded capture of its output. Exit 0
+//! answers through stdout ([`outcome::parse_output`]), exit 2 blocks with stderr as the
+//! reason, any other exit is a [`HookError`]. An `http` handler gets the input POSTed as
+//! JSON and answers through a 2xx body.
+//!
+//! A failed hook is settled by its `onError` ([`settle`]); the outcomes of one event's hooks
+//! are folded by [`combine`], and non-blocking events drop what is AI-facing
+//! ([`Combined::for_event`]). SDK users hook in with [`InProcessHook`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keel_workspace::{HookEvent, HookHandler, HookOnError, HookSpec};
+use regex::Regex;
+use reqwest::{Url, redirect};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::command::resolve_program;
+use crate::http::{Clients, error_chain, header_map, read_body};
+use crate::process::{self, Caps, Finished, RunError, child_env};
+
+pub mod outcome;
+
+pub use outcome::{Combined, HookOutcome, PermissionDecision, combine, is_blocking};
+
+/// The timeout of a hook whose handler sets none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Largest stdout (or http body) of a hook that is read.
+pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+
+/// Largest stderr of a hook that is kept.
+pub const MAX_STDERR_BYTES: usize = 64 * 1024;
+
+/// Exit code with which a command hook blocks (stderr is the reason).
+pub const BLOCK_EXIT_CODE: i32 = 2;
+
+/// What a hook is given: the Claude Code hook input, plus Keel's `request_id` and `agent`.
+/// Fields that do not apply to the event are `None` and left out of the JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HookInput {
+    /// The event, by its Keel name (`PreToolUse`, `PromptSubmit`, …).
+    pub hook_event_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_path: Option<String>,
+    /// The workspace root.
+    pub cwd: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_input: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_response: Option<Value>,
+    /// The user's prompt (`PromptSubmit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// Keel's run id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// The agent of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+impl HookInput {
+    /// An input for `event` in `cwd`, every optional field empty.
+    pub fn new(event: HookEvent, cwd: impl Into<PathBuf>) -> Self {
+        Self {
+            hook_event_name: event_name(event).to_owned(),
+            cwd: cwd.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// The protocol name of `event`: `PromptSubmit`, `PreToolUse`, `PostToolUse`,
+/// `SessionStop`, `RunStart`, `RunEnd`.
+pub fn event_name(event: HookEvent) -> &'static str {
+    match event {
+        HookEvent::PromptSubmit => "PromptSubmit",
+        HookEvent::PreToolUse => "PreToolUse",
+        HookEvent::PostToolUse => "PostToolUse",
+        HookEvent::SessionStop => "SessionStop",
+        HookEvent::RunStart => "RunStart",
+        HookEvent::RunEnd => "RunEnd",
+    }
+}
+
+/// Whether `event` concerns one tool call (and so has a matcher over tool names).
+pub fn is_tool_event(event: HookEvent) -> bool {
+    matches!(event, HookEvent::PreToolUse | HookEvent::PostToolUse)
+}
+
+/// Why a hook gave no answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HookError {
+    /// The hook's declaration cannot run (empty command, bad URL or header, bad matcher).
+    #[error("the hook cannot run as declared: {0}")]
+    Invalid(String),
+    /// The program could not be started (not found, not executable) or waited for.
+    #[error("cannot run `{program}`: {message}")]
+    Spawn { program: String, message: String },
+    /// The command exited with a status other than 0 and 2 (`code` is `None` when a signal
+    /// killed it).
+    #[error("the hook {}{}", exit_words(*code), stderr_words(stderr))]
+    Exit { code: Option<i32>, stderr: String },
+    /// The hook's stdout (or http body) is not a hook answer.
+    #[error("the hook's output is invalid: {message} (output: {excerpt})")]
+    InvalidOutput { message: String, excerpt: String },
+    /// The hook did not answer in time; a command's process group was killed.
+    #[error("the hook timed out after {}", humantime::format_duration(*.0))]
+    Timeout(Duration),
+    /// An http hook answered with a status other than 2xx.
+    #[error("the hook endpoint answered {status}: {body}")]
+    Http { status: u16, body: String },
+    /// An http hook's endpoint could not be reached.
+    #[error("cannot connect to the hook endpoint: {0}")]
+    Connect(String),
+    /// An http hook's request failed after connecting.
+    #[error("the request to the hook endpoint failed: {0}")]
+    Request(String),
+}
+
+fn exit_words(code: Option<i32>) -> String {
+    match code {
+        Some(code) => format!("exited with status {code}"),
+        None => "was killed by a signal".to_owned(),
+    }
+}
+
+fn stderr_words(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    }
+}
+
+/// What the runtime does with one hook's result, by the hook's `onError`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settled {
+    /// The hook answered.
+    Outcome(HookOutcome),
+    /// The hook failed and is ignored (`onError: skip`).
+    Skip(HookError),
+    /// The hook failed; record a warning and go on (`onError: warn`).
+    Warn(HookError),
+    /// The hook failed; deny the tool call (`onError: deny`, tool events).
+    Deny(HookError),
+    /// The hook failed; fail the run (`onError: fail-run`).
+    FailRun(HookError),
+}
+
+/// Settles a hook's `result` by its `on_error`: an answer stays an answer (a block by exit
+/// code 2 is an answer, not an error); an error becomes what `on_error` says.
+pub fn settle(result: Result<HookOutcome, HookError>, on_error: HookOnError) -> Settled {
+    match result {
+        Ok(outcome) => Settled::Outcome(outcome),
+        Err(error) => match on_error {
+            HookOnError::Skip => Settled::Skip(error),
+            HookOnError::Warn => Settled::Warn(error),
+            HookOnError::Deny => Settled::Deny(error),
+            HookOnError::FailRun => Settled::FailRun(error),
+        },
+    }
+}
+
+/// Whether `spec` applies to a call of `tool`. Non-tool events always apply; on tool events a
+/// missing matcher, `""` and `*` match every tool, and otherwise the matcher is a regex that
+/// must match the whole tool name (`Edit` matches only `Edit`; `Edit|Write`, `mcp__.*`). A
+/// matcher that is not a valid regex matches nothing. Compiles the regex on every call: keep
+/// a [`CompiledHook`] to match often.
+pub fn matches(spec: &HookSpec, tool: Option<&str>) -> bool {
+    match compile_matcher(spec) {
+        Ok(matcher) => matcher_applies(spec.event, matcher.as_ref(), tool),
+        Err(_) => false,
+    }
+}
+
+fn compile_matcher(spec: &HookSpec) -> Result<Option<Regex>, String> {
+    if !is_tool_event(spec.event) {
+        return Ok(None);
+    }
+    match spec.matcher.as_deref().map(str::trim) {
+        None | Some("" | "*") => Ok(None),
+        Some(pattern) => Regex::new(&format!("^(?:{pattern})$"))
+            .map(Some)
+            .map_err(|e| format!("the matcher `{pattern}` is not a valid regex: {e}")),
+    }
+}
+
+fn matcher_applies(event: HookEvent, matcher: Option<&Regex>, tool: Option<&str>) -> bool {
+    if !is_tool_event(event) {
+        return true;
+    }
+    match (matcher, tool) {
+        (None, _) => true,
+        (Some(regex), Some(tool)) => regex.is_match(tool),
+        (Some(_), None) => false,
+    }
+}
+
+/// A `Hook` document ready to run: the matcher compiled, an http handler's client built.
+#[derive(Debug, Clone)]
+pub struct CompiledHook {
+    name: String,
+    spec: HookSpec,
+    matcher: Option<Regex>,
+    clients: Option<Clients>,
+}
+
+impl CompiledHook {
+    /// Compiles hook `name`, or says why its matcher, URL, headers or client are unusable.
+    pub fn new(name: &str, spec: &HookSpec) -> Result<Self, String> {
+        let matcher = compile_matcher(spec)?;
+        let clients = match &spec.handler {
+            HookHandler::Command { command, .. } => {
+                if command.is_empty() {
+                    return Err(format!("hook `{name}` has an empty command"));
+                }
+                None
+            }
+            HookHandler::Http {
+                url,
+                headers,
+                timeout,
+            } => {
+                Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
+                header_map(headers.iter().map(|(n, v)| (n.as_str(), v.as_str())))?;
+                Some(Clients::new(
+                    timeout_of(timeout.map(|t| t.0)),
+                    redirect::Policy::none,
+                )?)
+            }
+        };
+        Ok(Self {
+            name: name.to_owned(),
+            spec: spec.clone(),
+            matcher,
+            clients,
+        })
+    }
+
+    /// The hook's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The hook's document.
+    pub fn spec(&self) -> &HookSpec {
+        &self.spec
+    }
+
+    /// When the hook runs.
+    pub fn event(&self) -> HookEvent {
+        self.spec.event
+    }
+
+    /// Whether the hook applies to a call of `tool` (see [`matches()`]).
+    pub fn matches(&self, tool: Option<&str>) -> bool {
+        matcher_applies(self.spec.event, self.matcher.as_ref(), tool)
+    }
+
+    /// How long the hook may take.
+    pub fn timeout(&self) -> Duration {
+        let timeout = match &self.spec.handler {
+            HookHandler::Command { timeout, .. } | HookHandler::Http { timeout, .. } => timeout,
+        };
+        timeout_of(timeout.map(|t| t.0))
+    }
+
+    /// Runs the hook with `input`. A command runs in `cwd` (relative program paths resolve
+    /// from it) with the cleaned environment plus `env` and Keel's hook variables.
+    pub async fn run(
+        &self,
+        input: &HookInput,
+        cwd: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> Result<HookOutcome, HookError> {
+        let timeout = self.timeout();
+        match &self.spec.handler {
+            HookHandler::Command { command, .. } => {
+                self.run_command(command, input, cwd, env, timeout).await
+            }
+            HookHandler::Http { url, headers, .. } => {
+                let Some(clients) = &self.clients else {
+                    return Err(HookError::Invalid("the http client is missing".to_owned()));
+                };
+                run_http(clients, url, headers, input, timeout).await
+            }
+        }
+    }
+
+    async fn run_command(
+        &self,
+        command: &[String],
+        input: &HookInput,
+        cwd: &Path,
+        env: &BTreeMap<String, String>,
+        timeout: Duration,
+    ) -> Result<HookOutcome, HookError> {
+        let Some((program, args)) = command.split_first() else {
+            return Err(HookError::Invalid(format!(
+                "hook `{}` has an empty command",
+                self.name
+            )));
+        };
+        let stdin = serde_json::to_vec(input)
+            .map_err(|e| HookError::Invalid(format!("cannot encode the hook input: {e}")))?;
+        let keel_vars = [
+            ("KEEL_HOOK_EVENT".to_owned(), input.hook_event_name.clone()),
+            ("KEEL_HOOK_NAME".to_owned(), self.name.clone()),
+            (
+                "CLAUDE_PROJECT_DIR".to_owned(),
+                cwd.to_string_lossy().into_owned(),
+            ),
+        ];
+        let child_env = child_env(std::env::vars_os(), env, &keel_vars);
+        let resolved = resolve_program(program, cwd);
+        let spawn_failed = |e: std::io::Error| HookError::Spawn {
+            program: program.clone(),
+            message: match e.kind() {
+                std::io::ErrorKind::NotFound => "program not found".to_owned(),
+                std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+                _ => e.to_string(),
+            },
+        };
+        let child = process::command(&resolved, args, cwd, child_env, true)
+            .spawn()
+            .map_err(spawn_failed)?;
+        tracing::debug!(hook = %self.name, pid = child.id(), "Hook started.");
+        let caps = Caps {
+            stdout: MAX_OUTPUT_BYTES,
+            stderr: MAX_STDERR_BYTES,
+        };
+        match process::run_to_end(child, stdin, caps, timeout).await {
+            Ok(finished) => answer_of(finished),
+            Err(RunError::TimedOut) => {
+                tracing::debug!(hook = %self.name, "Hook timed out.");
+                Err(HookError::Timeout(timeout))
+            }
+            Err(RunError::Wait(e)) => Err(HookError::Spawn {
+                program: program.clone(),
+                message: format!("waiting for it failed: {e}"),
+            }),
+        }
+    }
+}
+
+fn timeout_of(timeout: Option<Duration>) -> Duration {
+    timeout.unwrap_or(DEFAULT_TIMEOUT)
+}
+
+/// The answer of a command hook that ran to its end.
+fn answer_of(finished: Finished) -> Result<HookOutcome, HookError> {
+    let stderr = String::from_utf8_lossy(&finished.stderr.bytes)
+        .trim()
+        .to_owned();
+    match finished.status.code() {
+        Some(0) => {
+            if finished.stdout.truncated() {
+                return Err(HookError::InvalidOutput {
+                    message: format!("the output is longer than {MAX_OUTPUT_BYTES} bytes"),
+                    excerpt: outcome::excerpt(&String::from_utf8_lossy(&finished.stdout.bytes)),
+                });
+            }
+            outcome::parse_output(&String::from_utf8_lossy(&finished.stdout.bytes))
+        }
+        Some(BLOCK_EXIT_CODE) => Ok(HookOutcome::blocked(stderr)),
+        code => Err(HookError::Exit { code, stderr }),
+    }
+}
+
+/// POSTs `input` to `url` and reads the answer.
+async fn run_http(
+    clients: &Clients,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    input: &HookInput,
+    timeout: Duration,
+) -> Result<HookOutcome, HookError> {
+    let parsed = Url::parse(url).map_err(|e| HookError::Invalid(format!("bad URL: {e}")))?;
+    let headers = header_map(headers.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+        .map_err(HookError::Invalid)?;
+    let request_failed = |e: reqwest::Error| {
+        if e.is_timeout() {
+            HookError::Timeout(timeout)
+        } else if e.is_connect() {
+            HookError::Connect(error_chain(&e))
+        } else {
+            HookError::Request(error_chain(&e))
+        }
+    };
+    let mut response = clients
+        .for_url(&parsed)
+        .post(parsed.clone())
+        .headers(headers)
+        .json(input)
+        .send()
+        .await
+        .map_err(request_failed)?;
+    let status = response.status();
+    let body = read_body(&mut response, MAX_OUTPUT_BYTES)
+        .await
+        .map_err(request_failed)?;
+    let text = String::from_utf8_lossy(&body.bytes);
+    if !status.is_success() {
+        return Err(HookError::Http {
+            status: status.as_u16(),
+            body: outcome::excerpt(text.trim()),
+        });
+    }
+    if body.truncated {
+        return Err(HookError::InvalidOutput {
+            message: format!("the body is longer than {MAX_OUTPUT_BYTES} bytes"),
+            excerpt: outcome::excerpt(&text),
+        });
+    }
+    outcome::parse_output(&text)
+}
+
+/// Runs hook `name` once (see [`CompiledHook::run`]); a declaration that cannot run is a
+/// [`HookError::Invalid`].
+pub async fn run_hook(
+    name: &str,
+    spec: &HookSpec,
+    input: &HookInput,
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<HookOutcome, HookError> {
+    let hook = CompiledHook::new(name, spec).map_err(HookError::Invalid)?;
+    hook.run(input, cwd, env).await
+}
+
+/// A hook written in Rust and registered through the SDK; it answers like a declared hook.
+#[async_trait]
+pub trait InProcessHook: Send + Sync {
+    /// The hook's name, for events and logs.
+    fn name(&self) -> &str;
+
+    /// When the hook runs.
+    fn event(&self) -> HookEvent;
+
+    /// Whether the hook applies to a call of `tool` (tool events); every call by default.
+    fn matches(&self, _tool: Option<&str>) -> bool {
+        true
+    }
+
+    /// Answers `input`.
+    async fn call(&self, input: &HookInput) -> Result<HookOutcome, HookError>;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use keel_workspace::HookOnError;
+
+    use super::*;
+
+    fn spec(event: HookEvent, matcher: Option<&str>) -> HookSpec {
+        HookSpec {
+            event,
+            matcher: matcher.map(str::to_owned),
+            handler: HookHandler::Command {
+                command: vec!["true".to_owned()],
+                timeout: None,
+            },
+            on_error: HookOnError::Warn,
+        }
+    }
+
+    #[test]
+    fn matchers_match_whole_tool_names() {
+        let pre = HookEvent::PreToolUse;
+        assert!(matches(&spec(pre, None), Some("shell")));
+        assert!(matches(&spec(pre, Some("*")), Some("shell")));
+        assert!(matches(&spec(pre, Some("shell")), Some("shell")));
+        assert!(!matches(&spec(pre, Some("shell")), Some("shell_x")));
+        assert!(matches(&spec(pre, Some("edit|write")), Some("write")));
+        assert!(matches(&spec(pre, Some("mcp__.*")), Some("mcp__git__log")));
+        assert!(!matches(&spec(pre, Some("(")), Some("(")));
+        assert!(!matches(&spec(pre, Some("shell")), None));
+        // Non-tool events ignore the matcher.
+        assert!(matches(&spec(HookEvent::PromptSubmit, Some("shell")), None));
+    }
+
+    #[test]
+    fn inputs_leave_out_empty_fields() {
+        let input = HookInput::new(HookEvent::PreToolUse, "/ws");
+        assert_eq!(
+            serde_json::to_value(&input).unwrap(),
+            serde_json::json!({ "hook_event_name": "PreToolUse", "cwd": "/ws" })
+        );
+    }
+}
