@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::RuntimeError;
 use crate::agent_loop::{DirectCall, Start};
-use crate::kernel::{Kernel, RunHandle};
+use crate::kernel::{Kernel, Launch, RunHandle};
 
 impl Kernel {
     /// Stages a call of `tool` with `arguments` (JSON text) for `agent` (default: the
@@ -135,13 +135,10 @@ impl Kernel {
         let input = format!("{} {}", call.name, call.arguments);
         let record = RunRecord::new(RequestId::generate(), None, agent, input);
         self.store().create_run(&record).await?;
-        Ok(self.spawn_with(
-            record,
-            spec,
-            provider,
-            Start::Fresh,
-            Some(DirectCall { call, task }),
-        ))
+        Ok(self.launch(Launch {
+            direct: Some(DirectCall { call, task }),
+            ..Launch::new(record, spec, provider, Start::Fresh)
+        }))
     }
 
     /// Runs the gateway's checks on a task's call and records the outcome on it.

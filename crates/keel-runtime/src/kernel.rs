@@ -59,6 +59,39 @@ pub struct RequestOptions {
     pub session_id: Option<SessionId>,
 }
 
+/// What the kernel needs to start the loop of a recorded run.
+pub(crate) struct Launch {
+    pub record: RunRecord,
+    pub agent: AgentSpec,
+    pub provider: Arc<dyn ModelProvider>,
+    /// The session's trimmed history, sent before the input.
+    pub history: Vec<Message>,
+    /// The state rebuilt from a log (resume, fork); the run continues after its last event.
+    pub rebuilt: Option<Rebuilt>,
+    pub start: Start,
+    /// A direct tool call instead of model rounds.
+    pub direct: Option<DirectCall>,
+}
+
+impl Launch {
+    pub(crate) fn new(
+        record: RunRecord,
+        agent: AgentSpec,
+        provider: Arc<dyn ModelProvider>,
+        start: Start,
+    ) -> Self {
+        Self {
+            record,
+            agent,
+            provider,
+            history: Vec::new(),
+            rebuilt: None,
+            start,
+            direct: None,
+        }
+    }
+}
+
 /// The final result of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -182,7 +215,10 @@ impl Kernel {
             options.input,
         );
         store.create_run(&record).await?;
-        Ok(self.spawn(record, agent, provider, history, None, Start::Fresh, 0))
+        Ok(self.launch(Launch {
+            history,
+            ..Launch::new(record, agent, provider, Start::Fresh)
+        }))
     }
 
     /// Continues an `interrupted` run from its log: a cut-off model round is asked again; a
@@ -203,17 +239,14 @@ impl Kernel {
         let rebuilt = rebuild(&events).map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
         let record = store.claim(id).await?;
         let history = self.history_of(&record).await?;
-        let cut_off_round = rebuilt.cut_off_round;
-        let last_seq = rebuilt.last_seq;
-        Ok(self.spawn(
-            record,
-            agent,
-            provider,
+        let start = Start::Resumed {
+            cut_off_round: rebuilt.cut_off_round,
+        };
+        Ok(self.launch(Launch {
             history,
-            Some(rebuilt),
-            Start::Resumed { cut_off_round },
-            last_seq,
-        ))
+            rebuilt: Some(rebuilt),
+            ..Launch::new(record, agent, provider, start)
+        }))
     }
 
     /// Starts a new run that copies the first `at_seq` events of run `id` and continues from
@@ -256,18 +289,14 @@ impl Kernel {
             })
             .collect();
         store.append(&copies).await?;
-        Ok(self.spawn(
-            record,
-            agent,
-            provider,
-            Vec::new(),
-            Some(rebuilt),
-            Start::Forked {
-                from: id.clone(),
-                at_seq,
-            },
+        let start = Start::Forked {
+            from: id.clone(),
             at_seq,
-        ))
+        };
+        Ok(self.launch(Launch {
+            rebuilt: Some(rebuilt),
+            ..Launch::new(record, agent, provider, start)
+        }))
     }
 
     /// Re-executes run `id` as a new run whose model answers (and failures) come from the
@@ -282,7 +311,7 @@ impl Kernel {
             RunRecord::new(RequestId::generate(), None, original.agent, original.input);
         record.links.replay_of = Some(id.clone());
         store.create_run(&record).await?;
-        Ok(self.spawn(record, agent, provider, Vec::new(), None, Start::Fresh, 0))
+        Ok(self.launch(Launch::new(record, agent, provider, Start::Fresh)))
     }
 
     /// Where the log of `new` first differs from the log of `original` (ids, times and
@@ -373,47 +402,18 @@ impl Kernel {
         ))
     }
 
-    /// Spawns a direct tool call for a recorded run.
-    pub(crate) fn spawn_with(
-        &self,
-        record: RunRecord,
-        agent: AgentSpec,
-        provider: Arc<dyn ModelProvider>,
-        start: Start,
-        direct: Option<DirectCall>,
-    ) -> RunHandle {
-        self.spawn_run(record, agent, provider, Vec::new(), None, start, 0, direct)
-    }
-
     /// Spawns the agent loop for a recorded run.
-    #[allow(clippy::too_many_arguments)]
-    fn spawn(
-        &self,
-        record: RunRecord,
-        agent: AgentSpec,
-        provider: Arc<dyn ModelProvider>,
-        history: Vec<Message>,
-        rebuilt: Option<Rebuilt>,
-        start: Start,
-        last_seq: u64,
-    ) -> RunHandle {
-        self.spawn_run(
-            record, agent, provider, history, rebuilt, start, last_seq, None,
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn spawn_run(
-        &self,
-        record: RunRecord,
-        agent: AgentSpec,
-        provider: Arc<dyn ModelProvider>,
-        history: Vec<Message>,
-        rebuilt: Option<Rebuilt>,
-        start: Start,
-        last_seq: u64,
-        direct: Option<DirectCall>,
-    ) -> RunHandle {
+    pub(crate) fn launch(&self, launch: Launch) -> RunHandle {
+        let Launch {
+            record,
+            agent,
+            provider,
+            history,
+            rebuilt,
+            start,
+            direct,
+        } = launch;
+        let last_seq = rebuilt.as_ref().map_or(0, |r| r.last_seq);
         let workspace = &self.inner.parts.workspace;
         let store = self.inner.parts.store.clone();
         let stream = workspace
