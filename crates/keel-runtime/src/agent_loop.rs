@@ -16,17 +16,19 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use keel_tools::gateway::{Gateway, Guarded};
+use keel_tools::hooks::HookInput;
 use keel_types::{
     AdapterEvent, ArtifactStore, ErrorCode, ErrorInfo, EventPayload, FinishReason, GuardDecision,
     Message, ModelError, ModelEvent, ModelParams, ModelProvider, ModelRequest, ModelStopReason,
     RequestId, RunRecord, RunStatus, RunStore, StoreError, TaskRecord, TaskStatus, ToolCall,
     ToolContext, Usage,
 };
-use keel_workspace::{AgentSpec, Workspace};
+use keel_workspace::{AgentSpec, HookEvent, Workspace};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::emitter::Emitter;
+use crate::governance::{Gate, Governance};
 use crate::kernel::RunResponse;
 use crate::rebuild::{PendingCall, Rebuilt};
 use crate::retry;
@@ -55,6 +57,10 @@ pub(crate) struct AgentRun {
     pending: Vec<PendingCall>,
     /// A tool call made directly (a task or `tools call`): the run is that call alone.
     direct: Option<DirectCall>,
+    /// Policies and hooks.
+    governance: Arc<Governance>,
+    /// Set when a hook stops the run; the loop ends with it.
+    stop: Option<String>,
 }
 
 /// A tool call a client makes directly, without a model.
@@ -136,6 +142,7 @@ impl AgentRun {
         stream: bool,
         record: RunRecord,
         history: Vec<Message>,
+        governance: Arc<Governance>,
     ) -> Self {
         let tool_ctx = ToolContext {
             workspace_root: workspace.root.clone(),
@@ -163,6 +170,8 @@ impl AgentRun {
             input_at: 0,
             pending: Vec::new(),
             direct: None,
+            governance,
+            stop: None,
         }
         .with_prompt(history)
     }
@@ -179,6 +188,74 @@ impl AgentRun {
         self.input_at = self.messages.len();
         self.messages.push(Message::user(self.record.input.clone()));
         self
+    }
+
+    pub(crate) fn governance(&self) -> &Governance {
+        &self.governance
+    }
+
+    pub(crate) fn record_ref(&self) -> &RunRecord {
+        &self.record
+    }
+
+    pub(crate) fn store_ref(&self) -> &Arc<dyn RunStore> {
+        &self.store
+    }
+
+    pub(crate) fn gateway_ref(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    pub(crate) fn emitter(&self) -> &Emitter {
+        &self.emitter
+    }
+
+    pub(crate) fn workspace_root(&self) -> &std::path::Path {
+        &self.workspace.root
+    }
+
+    /// How long a call waits for a human before it is denied.
+    pub(crate) fn approval_timeout(&self) -> Duration {
+        self.workspace.runtime.limits.approval_timeout.0
+    }
+
+    /// Hooks bound on `tool` to run before it.
+    pub(crate) fn pre_call_hooks(&self, tool: &str) -> Vec<String> {
+        self.workspace
+            .tools
+            .get(tool)
+            .map(|t| t.hooks.pre_call.clone())
+            .unwrap_or_default()
+    }
+
+    /// Hooks bound on `tool` to run after it.
+    pub(crate) fn post_call_hooks(&self, tool: &str) -> Vec<String> {
+        self.workspace
+            .tools
+            .get(tool)
+            .map(|t| t.hooks.post_call.clone())
+            .unwrap_or_default()
+    }
+
+    /// The gateway's check of a call again (after a hook rewrote it), recorded.
+    pub(crate) async fn recheck(&self, call: &ToolCall) -> Result<Guarded, StoreError> {
+        let mut verdicts = self.guard_calls(std::slice::from_ref(call)).await?;
+        Ok(verdicts.pop().unwrap_or_else(|| Guarded {
+            call_id: call.id.clone(),
+            requested: call.name.clone(),
+            tool: call.name.clone(),
+            decision: GuardDecision::Blocked,
+            arguments: None,
+            issues: Vec::new(),
+            repairs: Vec::new(),
+        }))
+    }
+
+    /// Records a status change of the run (waiting for approval and back) in the store.
+    pub(crate) async fn set_status(&mut self, status: RunStatus) -> Result<(), StoreError> {
+        self.record.status = status;
+        self.record.event_count = self.emitter.count();
+        self.store.update_run(&self.record).await
     }
 
     /// Makes the run a direct tool call.
@@ -220,6 +297,15 @@ impl AgentRun {
                 Err(error) => End::store(error),
             };
         }
+        if self.steps == 0 && self.pending.is_empty() {
+            match self.prompt_hooks().await {
+                Ok(None) => {}
+                Ok(Some(reason)) => {
+                    return End::failed(ErrorCode::HookStopped, reason, FinishReason::Stopped);
+                }
+                Err(error) => return End::store(error),
+            }
+        }
         if let Err(error) = self.run_pending().await {
             return End::store(error);
         }
@@ -246,6 +332,9 @@ impl AgentRun {
             match self.run_tools(&answer.calls).await {
                 Ok(results) => self.messages.extend(results),
                 Err(error) => return End::store(error),
+            }
+            if let Some(reason) = self.stop.take() {
+                return End::failed(ErrorCode::HookStopped, reason, FinishReason::Stopped);
             }
         }
     }
@@ -289,6 +378,37 @@ impl AgentRun {
             (false, true) => End::failed(ErrorCode::ToolBlocked, output, FinishReason::Completed),
             (false, false) => End::failed(ErrorCode::ToolFailed, output, FinishReason::Completed),
         })
+    }
+
+    /// `RunStart` and `PromptSubmit` hooks before the first round: context they add goes into
+    /// the prompt just before the input; a block or stop ends the run (the reason returned).
+    async fn prompt_hooks(&mut self) -> Result<Option<String>, StoreError> {
+        let root = self.workspace.root.clone();
+        let start = self
+            .run_hooks(
+                HookEvent::RunStart,
+                None,
+                &[],
+                HookInput::new(HookEvent::RunStart, &root),
+            )
+            .await?;
+        if let Some(reason) = start.fail.or(start.combined.stop).or(start.combined.block) {
+            return Ok(Some(reason));
+        }
+        let mut input = HookInput::new(HookEvent::PromptSubmit, &root);
+        input.prompt = Some(self.record.input.clone());
+        let round = self
+            .run_hooks(HookEvent::PromptSubmit, None, &[], input)
+            .await?;
+        if let Some(reason) = round.fail.or(round.combined.stop).or(round.combined.block) {
+            return Ok(Some(format!("the prompt was blocked by a hook: {reason}")));
+        }
+        if let Some(context) = round.combined.additional_context {
+            self.messages
+                .insert(self.input_at, Message::system(context));
+            self.input_at += 1;
+        }
+        Ok(None)
     }
 
     /// Settles the calls an interrupted process left without a result: calls that never
@@ -535,14 +655,47 @@ impl AgentRun {
         Ok(guarded)
     }
 
+    /// Policy, hooks and approval for each accepted call, in call order. A refused call
+    /// becomes a blocked verdict whose result is the refusal.
+    async fn govern_calls(
+        &mut self,
+        guarded: Vec<Guarded>,
+    ) -> Result<(Vec<Guarded>, Vec<Option<String>>), StoreError> {
+        let mut governed = Vec::with_capacity(guarded.len());
+        let mut refusals = Vec::with_capacity(guarded.len());
+        for mut verdict in guarded {
+            if !verdict.is_allowed() || self.stop.is_some() {
+                refusals.push(self.stop.as_ref().map(|reason| stopped(reason)));
+                governed.push(verdict);
+                continue;
+            }
+            match self.govern(&mut verdict).await? {
+                Gate::Run => refusals.push(None),
+                Gate::Refuse(message) => {
+                    verdict.decision = GuardDecision::Blocked;
+                    refusals.push(Some(message));
+                }
+                Gate::Stop(reason) => {
+                    verdict.decision = GuardDecision::Blocked;
+                    refusals.push(Some(stopped(&reason)));
+                    self.stop = Some(reason);
+                }
+            }
+            governed.push(verdict);
+        }
+        Ok((governed, refusals))
+    }
+
     /// Runs the allowed calls concurrently (bounded); the tool messages in call order.
     async fn execute_guarded(&mut self, guarded: &[Guarded]) -> Result<Vec<Message>, StoreError> {
+        let (guarded, refusals) = self.govern_calls(guarded.to_vec()).await?;
         let parallel = self.workspace.runtime.limits.max_parallel_tools.max(1) as usize;
         let this = &*self;
         // Futures are built up front (not in a stream closure) so the spawned run stays `Send`.
         let calls: Vec<_> = guarded
             .iter()
-            .map(|verdict| this.run_tool(verdict))
+            .zip(&refusals)
+            .map(|(verdict, refusal)| this.run_tool(verdict, refusal.as_deref()))
             .collect();
         let outcomes: Vec<Result<(Message, Option<String>), StoreError>> =
             futures_util::stream::iter(calls)
@@ -550,10 +703,24 @@ impl AgentRun {
                 .collect()
                 .await;
         let mut messages = Vec::with_capacity(outcomes.len());
-        for outcome in outcomes {
+        for (outcome, verdict) in outcomes.into_iter().zip(&guarded) {
             let (message, succeeded) = outcome?;
             if let Some(tool) = succeeded {
                 self.succeeded.insert(tool);
+            }
+            if verdict.is_allowed() {
+                let arguments = verdict.arguments.clone().unwrap_or(Value::Null);
+                if let Some(reason) = self
+                    .post_tool_hooks(
+                        &verdict.call_id,
+                        &verdict.tool,
+                        &arguments,
+                        &message.content,
+                    )
+                    .await?
+                {
+                    self.stop.get_or_insert(reason);
+                }
             }
             messages.push(message);
         }
@@ -561,7 +728,14 @@ impl AgentRun {
     }
 
     /// Runs one guarded call. Returns the tool message and, on success, the tool's name.
-    async fn run_tool(&self, verdict: &Guarded) -> Result<(Message, Option<String>), StoreError> {
+    async fn run_tool(
+        &self,
+        verdict: &Guarded,
+        refusal: Option<&str>,
+    ) -> Result<(Message, Option<String>), StoreError> {
+        if let Some(refusal) = refusal {
+            return Ok((Message::tool_result(&verdict.call_id, refusal), None));
+        }
         let Some(arguments) = verdict.arguments.clone().filter(|_| verdict.is_allowed()) else {
             return Ok((
                 Message::tool_result(&verdict.call_id, verdict.blocked_message()),
@@ -597,7 +771,7 @@ impl AgentRun {
         self.emitter.emit(EventPayload::Adapter {
             event: AdapterEvent::ToolResult {
                 call_id: verdict.call_id.clone(),
-                tool: verdict.requested.clone(),
+                tool: verdict.tool.clone(),
                 ok,
                 output: output.clone(),
                 duration_ms,
@@ -700,6 +874,22 @@ impl AgentRun {
             ),
         };
         let mut error = error;
+        // Non-blocking hooks at the end: recorded, their answers ignored.
+        let root = self.workspace.root.clone();
+        let mut ended = HookInput::new(HookEvent::RunEnd, &root);
+        ended.prompt = Some(self.record.input.clone());
+        if let Err(store_error) = self.run_hooks(HookEvent::RunEnd, None, &[], ended).await {
+            tracing::warn!(%store_error, "Could not record RunEnd hooks.");
+        }
+        if status == RunStatus::Completed {
+            let stop = HookInput::new(HookEvent::SessionStop, &root);
+            if let Err(store_error) = self
+                .run_hooks(HookEvent::SessionStop, None, &[], stop)
+                .await
+            {
+                tracing::warn!(%store_error, "Could not record SessionStop hooks.");
+            }
+        }
         if let Err(store_error) = self.emitter.emit_durable(payload).await {
             tracing::error!(request_id = %self.record.request_id, %store_error, "Could not record the end of a run.");
             error.get_or_insert(ErrorInfo::new(ErrorCode::Store, store_error.to_string()));
@@ -786,6 +976,11 @@ pub(crate) async fn execute(
         }
     };
     run.finish(end, started).await
+}
+
+/// The tool result of a call not run because a hook stopped the run.
+fn stopped(reason: &str) -> String {
+    serde_json::json!({ "error": "the run was stopped by a hook", "reason": reason }).to_string()
 }
 
 fn millis(duration: Duration) -> u64 {

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::RuntimeError;
 use crate::agent_loop::{self, AgentRun, DirectCall, Start};
 use crate::emitter::Emitter;
+use crate::governance::Governance;
 use crate::history::trim_history;
 use crate::narrator::Narrator;
 use crate::rebuild::{Rebuilt, rebuild};
@@ -44,6 +45,7 @@ pub struct Kernel {
 
 struct Inner {
     parts: KernelParts,
+    governance: Arc<Governance>,
     redactor: Arc<Redactor>,
     narrator: Arc<Narrator>,
     permits: Arc<Semaphore>,
@@ -156,8 +158,10 @@ impl Kernel {
         let redactor = Arc::new(Redactor::from_env(&parts.workspace.env));
         let narrator = Arc::new(Narrator::new(&runtime.progress.narration));
         let permits = Arc::new(Semaphore::new(runtime.limits.max_concurrent_runs as usize));
+        let governance = Arc::new(Governance::from_workspace(&parts.workspace));
         Self {
             inner: Arc::new(Inner {
+                governance,
                 parts,
                 redactor,
                 narrator,
@@ -443,6 +447,7 @@ impl Kernel {
             stream,
             record,
             history,
+            self.inner.governance.clone(),
         );
         if let Some(rebuilt) = rebuilt {
             run = run.with_rebuilt(rebuilt);

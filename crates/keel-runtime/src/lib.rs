@@ -10,6 +10,7 @@ pub mod agent_loop;
 mod direct;
 pub mod emitter;
 mod error;
+pub mod governance;
 pub mod history;
 mod kernel;
 pub mod narrator;
@@ -19,5 +20,6 @@ pub mod replay;
 pub mod retry;
 
 pub use error::RuntimeError;
+pub use governance::Governance;
 pub use kernel::{Kernel, KernelParts, RequestOptions, RunHandle, RunResponse};
 pub use replay::Divergence;

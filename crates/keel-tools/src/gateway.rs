@@ -212,6 +212,11 @@ impl Gateway {
             .filter_map(|name| self.tools.get(name).map(|r| r.tool.spec()))
     }
 
+    /// Whether the tool only reads (policies allow such tools by default).
+    pub fn is_read_only(&self, name: &str) -> bool {
+        self.tools.get(name).is_some_and(|r| r.tool.read_only())
+    }
+
     /// Whether calling the tool twice with the same arguments is safe.
     pub fn is_idempotent(&self, name: &str) -> bool {
         self.tools.get(name).is_some_and(|r| r.tool.idempotent())

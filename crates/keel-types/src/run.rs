@@ -62,6 +62,8 @@ pub enum FinishReason {
     Length,
     /// An internal failure (store, configuration).
     Internal,
+    /// A hook stopped the run (`continue: false`, a blocked prompt, or `onError: fail-run`).
+    Stopped,
 }
 
 /// A stable, machine-readable error code. The one table mapping codes to exit codes and HTTP
@@ -83,6 +85,8 @@ pub enum ErrorCode {
     ToolFailed,
     /// A tool called directly was blocked by the gateway.
     ToolBlocked,
+    /// A hook stopped the run.
+    HookStopped,
     Store,
     Internal,
 }

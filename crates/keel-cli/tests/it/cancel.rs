@@ -36,6 +36,7 @@ spec:
   impl:
     kind: command
     command: ["sh", "-c", "sleep 60 & echo $! > grandchild.pid; echo $$$$ > child.pid; wait"]
+  policy: allow
 ---
 apiVersion: keel/v1
 kind: Agent
@@ -112,6 +113,7 @@ metadata: {{ name: slow }}
 spec:
   description: Waits.
   impl: {{ kind: command, command: ["sh", "-c", "echo $$$$ > child.pid; sleep 60"] }}
+  policy: allow
 ---
 apiVersion: keel/v1
 kind: Agent

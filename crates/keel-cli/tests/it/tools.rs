@@ -142,7 +142,7 @@ fn a_large_output_is_stored_and_shown_as_an_artifact() {
     std::fs::create_dir_all(dir.path().join("config")).unwrap();
     std::fs::write(
         dir.path().join("config/all.yaml"),
-        "apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec:\n  limits: { maxToolOutputBytes: 1000 }\n---\napiVersion: keel/v1\nkind: Model\nmetadata: { name: m }\nspec: { provider: scripted, script: s.json }\n---\napiVersion: keel/v1\nkind: Tool\nmetadata: { name: big }\nspec:\n  description: Prints a lot.\n  impl: { kind: command, command: [\"sh\", \"-c\", \"seq 1 5000\"] }\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: { name: a }\nspec: { model: m, tools: [big] }\n",
+        "apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec:\n  limits: { maxToolOutputBytes: 1000 }\n---\napiVersion: keel/v1\nkind: Model\nmetadata: { name: m }\nspec: { provider: scripted, script: s.json }\n---\napiVersion: keel/v1\nkind: Tool\nmetadata: { name: big }\nspec:\n  description: Prints a lot.\n  impl: { kind: command, command: [\"sh\", \"-c\", \"seq 1 5000\"] }\n  policy: allow\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: { name: a }\nspec: { model: m, tools: [big] }\n",
     )
     .unwrap();
     std::fs::write(

@@ -20,6 +20,7 @@ spec:
     kind: command
     command: ["sh", "-c", "sleep 30 & echo $! > grandchild.pid; echo $$$$ > child.pid; wait"]
     timeout: 60s
+  policy: allow
 "#;
 
 #[tokio::test]

@@ -119,6 +119,10 @@ impl Tool for RecordingTool {
         &self.spec
     }
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     async fn call(&self, _ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         self.calls.lock().unwrap().push(args.clone());
         Ok(ToolOutput::json(

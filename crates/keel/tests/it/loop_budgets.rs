@@ -122,6 +122,7 @@ spec:
     kind: command
     command: ["sh", "-c", "touch a.flag; while [ ! -e b.flag ]; do sleep 0.01; done; echo ping"]
     timeout: 10s
+  policy: allow
 ---
 apiVersion: keel/v1
 kind: Tool
@@ -132,6 +133,7 @@ spec:
     kind: command
     command: ["sh", "-c", "touch b.flag; while [ ! -e a.flag ]; do sleep 0.01; done; echo pong"]
     timeout: 10s
+  policy: allow
 "#;
 
 #[tokio::test]
@@ -180,7 +182,7 @@ async fn a_large_tool_output_becomes_an_artifact_with_a_preview() {
     );
     ws.write(
         "config/tools.yaml",
-        "apiVersion: keel/v1\nkind: Tool\nmetadata: { name: big }\nspec:\n  description: Prints a lot.\n  impl: { kind: command, command: [\"sh\", \"-c\", \"seq 1 5000\"] }\n",
+        "apiVersion: keel/v1\nkind: Tool\nmetadata: { name: big }\nspec:\n  description: Prints a lot.\n  impl: { kind: command, command: [\"sh\", \"-c\", \"seq 1 5000\"] }\n  policy: allow\n",
     );
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
 
