@@ -5,6 +5,7 @@ mod approvals;
 mod cancel;
 mod common;
 mod crash;
+mod governance;
 mod policy;
 mod quickstart;
 mod sessions;
