@@ -7,10 +7,13 @@
 //! recorded as `runtime.hook.completed` or `runtime.hook.failed`.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keel_tools::gateway::Guarded;
-use keel_tools::hooks::{self, Combined, CompiledHook, HookInput, PermissionDecision, Settled};
+use keel_tools::hooks::{
+    self, Combined, CompiledHook, HookInput, InProcessHook, PermissionDecision, Settled,
+};
 use keel_tools::policy::{PolicyEngine, PolicyQuery};
 use keel_types::{
     ApprovalRecord, ApprovalScope, ApprovalStatus, EventPayload, GuardDecision, RunStatus,
@@ -31,6 +34,8 @@ pub struct Governance {
     session_hooks: Vec<(CompiledHook, HookOnError)>,
     /// Hooks bound on tools by name (`hooks.preCall` / `hooks.postCall`).
     bound_hooks: BTreeMap<String, (CompiledHook, HookOnError)>,
+    /// Hooks written in Rust and given to the SDK; they run after the declared ones.
+    in_process: Vec<Arc<dyn InProcessHook>>,
 }
 
 impl std::fmt::Debug for Governance {
@@ -46,6 +51,12 @@ impl Governance {
     /// Compiles the workspace's policies and hooks. Hooks bound on a tool run only for that
     /// tool; the others run for every matching call.
     pub fn from_workspace(workspace: &Workspace) -> Self {
+        Self::new(workspace, Vec::new())
+    }
+
+    /// Compiles the workspace's policies and hooks, plus hooks written in Rust (they run
+    /// after the declared hooks of the same event; a failing one is recorded as a warning).
+    pub fn new(workspace: &Workspace, in_process: Vec<Arc<dyn InProcessHook>>) -> Self {
         let bound: HashSet<&String> = workspace
             .tools
             .values()
@@ -72,6 +83,7 @@ impl Governance {
             policy: PolicyEngine::from_workspace(workspace),
             session_hooks,
             bound_hooks,
+            in_process,
         }
     }
 }
@@ -167,6 +179,35 @@ impl AgentRun {
                 on_error: settled_as.to_owned(),
                 duration_ms,
             })?;
+        }
+        for hook in governance
+            .in_process
+            .iter()
+            .filter(|h| h.event() == event && h.matches(tool))
+        {
+            let started = Instant::now();
+            let result = hook.call(&input).await;
+            let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            match result {
+                Ok(outcome) => {
+                    self.emitter().emit(EventPayload::HookCompleted {
+                        hook: hook.name().to_owned(),
+                        event: hooks::event_name(event).to_owned(),
+                        outcome: describe(&outcome),
+                        duration_ms,
+                    })?;
+                    outcomes.push(outcome);
+                }
+                Err(error) => {
+                    self.emitter().emit(EventPayload::HookFailed {
+                        hook: hook.name().to_owned(),
+                        event: hooks::event_name(event).to_owned(),
+                        error: error.to_string(),
+                        on_error: "warn".to_owned(),
+                        duration_ms,
+                    })?;
+                }
+            }
         }
         round.combined = hooks::combine(outcomes).for_event(event);
         Ok(round)

@@ -35,6 +35,8 @@ pub struct KernelParts {
     pub store: Arc<dyn RunStore>,
     /// Where large tool outputs go.
     pub artifacts: Arc<dyn ArtifactStore>,
+    /// Hooks written in Rust, run with the workspace's hooks.
+    pub hooks: Vec<Arc<dyn keel_tools::hooks::InProcessHook>>,
 }
 
 /// The runtime kernel. Cheap to clone.
@@ -158,7 +160,7 @@ impl Kernel {
         let redactor = Arc::new(Redactor::from_env(&parts.workspace.env));
         let narrator = Arc::new(Narrator::new(&runtime.progress.narration));
         let permits = Arc::new(Semaphore::new(runtime.limits.max_concurrent_runs as usize));
-        let governance = Arc::new(Governance::from_workspace(&parts.workspace));
+        let governance = Arc::new(Governance::new(&parts.workspace, parts.hooks.clone()));
         Self {
             inner: Arc::new(Inner {
                 governance,

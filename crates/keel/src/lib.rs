@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use keel_runtime::{Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError};
+pub use keel_tools::hooks::{self, HookInput, HookOutcome, InProcessHook};
 pub use keel_tools::policy;
 pub use keel_types::{
     self as types, ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, ArtifactStore,
@@ -65,6 +66,7 @@ pub struct RuntimeBuilder {
     tools: Vec<Arc<dyn Tool>>,
     store: Option<Arc<dyn RunStore>>,
     artifacts: Option<Arc<dyn ArtifactStore>>,
+    hooks: Vec<Arc<dyn InProcessHook>>,
 }
 
 impl RuntimeBuilder {
@@ -108,6 +110,12 @@ impl RuntimeBuilder {
     /// Uses this run store instead of the workspace's default.
     pub fn store(mut self, store: Arc<dyn RunStore>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Adds a hook written in Rust; it runs after the workspace's hooks of its event.
+    pub fn hook(mut self, hook: Arc<dyn InProcessHook>) -> Self {
+        self.hooks.push(hook);
         self
     }
 
@@ -181,6 +189,7 @@ impl RuntimeBuilder {
             gateway,
             store,
             artifacts,
+            hooks: self.hooks,
         });
         Ok(Runtime { kernel })
     }

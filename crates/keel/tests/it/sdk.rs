@@ -117,3 +117,58 @@ async fn the_handle_streams_events_and_the_final_response() {
     assert!(types.contains(&"runtime.request.completed"));
     assert_eq!(response.status, RunStatus::Completed);
 }
+
+/// An in-process `PreToolUse` hook that denies calls for one city.
+struct NoOslo;
+
+#[async_trait]
+impl keel::InProcessHook for NoOslo {
+    fn name(&self) -> &str {
+        "no-oslo"
+    }
+
+    fn event(&self) -> keel::workspace::HookEvent {
+        keel::workspace::HookEvent::PreToolUse
+    }
+
+    async fn call(
+        &self,
+        input: &keel::HookInput,
+    ) -> Result<keel::HookOutcome, keel::hooks::HookError> {
+        let city = input.tool_input.as_ref().and_then(|i| i["city"].as_str());
+        Ok(match city {
+            Some("Oslo") => keel::HookOutcome {
+                decision: Some(keel::hooks::PermissionDecision::Deny),
+                decision_reason: Some("Oslo is out of scope".into()),
+                ..Default::default()
+            },
+            _ => keel::HookOutcome::default(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn an_in_process_hook_can_deny_a_call() {
+    let ws = common::workspace("http://127.0.0.1:9/v1", &["get_weather"], "");
+    let tool = RecordingTool::weather();
+    let calls = tool.calls.clone();
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .model_provider("mock", Arc::new(WeatherModel))
+        .tool(Arc::new(tool))
+        .hook(Arc::new(NoOslo))
+        .build()
+        .unwrap();
+
+    let (response, _) = common::run(&runtime, "Weather in Oslo?").await;
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    assert!(calls.lock().unwrap().is_empty(), "the tool never ran");
+    assert!(response.output.as_deref().unwrap().contains("Oslo is out of scope"));
+    let events = common::stored(&runtime, &response).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.type_name() == "runtime.hook.completed")
+    );
+}
