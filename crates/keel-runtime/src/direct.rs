@@ -78,8 +78,9 @@ impl Kernel {
     pub async fn run_task(&self, id: &str) -> Result<RunHandle, RuntimeError> {
         let mut task = self.existing_task(id).await?;
         match (task.decision, task.status) {
-            (TaskDecision::Allow, TaskStatus::Created) => {}
-            (TaskDecision::Allow, status) => {
+            // A task that needs approval runs and waits for the human in its run.
+            (TaskDecision::Allow | TaskDecision::NeedsApproval, TaskStatus::Created) => {}
+            (TaskDecision::Allow | TaskDecision::NeedsApproval, status) => {
                 return Err(RuntimeError::InvalidInput(format!(
                     "task `{id}` is {} already",
                     status.as_str()
@@ -170,6 +171,35 @@ impl Kernel {
             true => TaskDecision::Allow,
             false => TaskDecision::Deny,
         };
+        // Policy is part of the decision (hooks and the human run when the task runs).
+        if let (true, Some(arguments)) = (verdict.is_allowed(), verdict.arguments.as_ref()) {
+            let policy = self.governance().policy().decide(
+                &keel_tools::policy::PolicyQuery {
+                    agent: &task.agent,
+                    tool: &verdict.tool,
+                    args: arguments,
+                    read_only: self.gateway().is_read_only(&verdict.tool),
+                    mode: None,
+                },
+                &[],
+            );
+            match policy.decision {
+                keel_workspace::PolicyDecision::Allow => {}
+                keel_workspace::PolicyDecision::Ask => task.decision = TaskDecision::NeedsApproval,
+                keel_workspace::PolicyDecision::Deny => {
+                    task.decision = TaskDecision::Deny;
+                    task.issues.push(keel_types::Issue {
+                        path: String::new(),
+                        expected: "a call the workspace's policies allow".into(),
+                        found: policy.source.clone(),
+                        message: policy
+                            .reason
+                            .clone()
+                            .unwrap_or_else(|| format!("denied by {}", policy.source)),
+                    });
+                }
+            }
+        }
         task.tool = verdict.tool.clone();
         task.arguments = verdict.arguments.clone().unwrap_or_else(|| {
             serde_json::from_str(arguments).unwrap_or(Value::String(arguments.to_owned()))

@@ -88,6 +88,13 @@ impl Governance {
     }
 }
 
+impl Governance {
+    /// The policy engine.
+    pub fn policy(&self) -> &PolicyEngine {
+        &self.policy
+    }
+}
+
 /// What the governance step says about one call.
 pub(crate) enum Gate {
     /// Run it (with these arguments).
@@ -355,6 +362,32 @@ impl AgentRun {
             return Ok((true, None));
         }
         let record = self.record_ref().clone();
+        let store = self.store_ref().clone();
+        // A resumed run goes back to waiting on the approval its dead process had asked for.
+        let existing = store
+            .list_approvals(Some(ApprovalStatus::Pending))
+            .await?
+            .into_iter()
+            .find(|a| a.request_id == record.request_id && a.call_id.as_deref() == Some(call_id));
+        let approval = match existing {
+            Some(existing) => existing,
+            None => {
+                self.new_approval(call_id, tool, arguments, asked_by, ask_reason)
+                    .await?
+            }
+        };
+        self.wait_for_decision(approval).await
+    }
+
+    async fn new_approval(
+        &self,
+        call_id: &str,
+        tool: &str,
+        arguments: &Value,
+        asked_by: &str,
+        ask_reason: Option<String>,
+    ) -> Result<ApprovalRecord, StoreError> {
+        let record = self.record_ref();
         let approval = ApprovalRecord {
             approval_id: keel_types::new_id("apr"),
             request_id: record.request_id.clone(),
@@ -372,8 +405,16 @@ impl AgentRun {
             decision_reason: None,
             created_at: keel_types::now_rfc3339(),
         };
+        self.store_ref().create_approval(&approval).await?;
+        Ok(approval)
+    }
+
+    /// Marks the run waiting, records the request, and polls until a decision or the timeout.
+    async fn wait_for_decision(
+        &mut self,
+        approval: ApprovalRecord,
+    ) -> Result<(bool, Option<String>), StoreError> {
         let store = self.store_ref().clone();
-        store.create_approval(&approval).await?;
         self.set_status(RunStatus::WaitingApproval).await?;
         self.emitter()
             .emit_durable(EventPayload::ApprovalRequested {

@@ -188,6 +188,11 @@ impl Kernel {
         &self.inner.parts.artifacts
     }
 
+    /// Policies and hooks.
+    pub(crate) fn governance(&self) -> &Governance {
+        &self.inner.governance
+    }
+
     /// The tool gateway.
     pub fn gateway(&self) -> &Arc<Gateway> {
         &self.inner.parts.gateway

@@ -363,3 +363,88 @@ async fn a_policy_rule_denies_and_a_timeout_denies_an_unanswered_ask() {
     ]));
     assert_eq!(all.lines().count(), 1, "{all}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_waiting_for_approval_survives_its_process_and_waits_again_when_resumed() {
+    let mock = MockLlm::start().await;
+    deploy_then_answer(&mock);
+    let dir = workspace(&mock.base_url(), "");
+    let ws = dir.path().to_str().unwrap().to_owned();
+    let pending = |ws: &str| -> Vec<Value> {
+        stdout(&run(&["approvals", "list", "-w", ws, "--json"]))
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let wait_for_pending = |ws: String| async move {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let found = pending(&ws);
+            if !found.is_empty() {
+                return found;
+            }
+            assert!(Instant::now() < deadline, "no approval was requested");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+
+    // `deploy` has side effects and no rule: it asks. Kill the process while it waits.
+    let mut first = keel()
+        .args(["run", "-w", &ws, "deploy web"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let asked = wait_for_pending(ws.clone()).await;
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &first.id().to_string()])
+        .status();
+    tokio::task::block_in_place(|| first.wait().unwrap());
+
+    let record: Value = serde_json::from_str(
+        stdout(&run(&["runs", "list", "-w", &ws, "--json"]))
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["status"], "interrupted");
+    let id = record["requestId"].as_str().unwrap().to_owned();
+
+    let resumed = keel()
+        .args(["runs", "resume", "-w", &ws, &id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Back to waiting — on the same approval, not a second one.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let runs = stdout(&run(&["runs", "list", "-w", &ws, "--json"]));
+        if runs.contains("\"waiting_approval\"") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the resumed run never waited: {runs}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let again = pending(&ws);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0]["approvalId"], asked[0]["approvalId"]);
+    let approval_id = again[0]["approvalId"].as_str().unwrap();
+    assert_eq!(
+        run(&["approvals", "approve", "-w", &ws, approval_id])
+            .status
+            .code(),
+        Some(0)
+    );
+
+    let output = tokio::task::block_in_place(|| resumed.wait_with_output().unwrap());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(dir.path().join("deployed.txt").exists());
+    let record: Value =
+        serde_json::from_str(&stdout(&run(&["runs", "show", "-w", &ws, &id, "--json"]))).unwrap();
+    assert_eq!(record["status"], "completed");
+}

@@ -164,7 +164,13 @@ async fn an_in_process_hook_can_deny_a_call() {
 
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
     assert!(calls.lock().unwrap().is_empty(), "the tool never ran");
-    assert!(response.output.as_deref().unwrap().contains("Oslo is out of scope"));
+    assert!(
+        response
+            .output
+            .as_deref()
+            .unwrap()
+            .contains("Oslo is out of scope")
+    );
     let events = common::stored(&runtime, &response).await;
     assert!(
         events
