@@ -32,6 +32,12 @@ pub struct RunArgs {
     session: Option<String>,
     #[command(flatten)]
     output: OutputArgs,
+    /// Answer approvals here, on the terminal (the default when stdin is a terminal); with
+    /// `--no-approve-here` they wait for `keel approvals` from anywhere.
+    #[arg(long, overrides_with = "no_approve_here")]
+    approve_here: bool,
+    #[arg(long, hide = true)]
+    no_approve_here: bool,
     /// The prompt.
     #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
     prompt: Vec<String>,
@@ -73,8 +79,52 @@ pub async fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let interactive = !args.no_approve_here
+        && (args.approve_here || std::io::IsTerminal::is_terminal(&std::io::stdin()));
+    let printer = match interactive {
+        true => printer.with_approver(runtime.clone()),
+        false => printer,
+    };
     let interrupts = Interrupts::listen(true);
     finish(follow(handle, printer, &interrupts).await)
+}
+
+/// Asks on the terminal whether to approve a call, and records the answer.
+async fn approve_here(runtime: &Runtime, approval: &keel::ApprovalRecord) {
+    out::prompt(&format!(
+        "Approve {} {}? ({}{}) [y]es / [n]o / [s]ession: ",
+        approval.tool,
+        approval.arguments,
+        approval.asked_by,
+        approval
+            .ask_reason
+            .as_ref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default()
+    ));
+    let answer = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await;
+    let answer = match answer {
+        Ok(Ok(line)) => line.trim().to_ascii_lowercase(),
+        _ => String::new(),
+    };
+    let (approve, scope) = match answer.as_str() {
+        "y" | "yes" => (true, keel::ApprovalScope::Once),
+        "s" | "session" => (true, keel::ApprovalScope::Session),
+        _ => (false, keel::ApprovalScope::Once),
+    };
+    let decided_by =
+        std::env::var("USER").map_or_else(|_| "terminal".to_owned(), |u| format!("{u}@terminal"));
+    if let Err(error) = runtime
+        .decide_approval(&approval.approval_id, approve, scope, &decided_by, None)
+        .await
+    {
+        // Decided elsewhere first: that decision stands.
+        out::status(&format!("» {error}"));
+    }
 }
 
 /// Validates a session id given on the command line.
@@ -180,6 +230,11 @@ pub async fn follow(
     interrupts.watch(handle.cancel_token());
     while let Some(event) = handle.next_event().await {
         printer.show(&event);
+        if let (Some(runtime), EventPayload::ApprovalRequested { approval }) =
+            (&printer.approver, &event.payload)
+        {
+            approve_here(runtime, approval).await;
+        }
     }
     interrupts.clear();
     let response = handle.wait().await.map_err(|e| e.to_string())?;
@@ -219,6 +274,8 @@ pub struct Printer {
     filter: GlobSet,
     printed_text: bool,
     at_line_start: bool,
+    /// Approvals are answered on this terminal, through this runtime.
+    approver: Option<Runtime>,
 }
 
 impl Printer {
@@ -245,7 +302,14 @@ impl Printer {
             filter,
             printed_text: false,
             at_line_start: true,
+            approver: None,
         })
+    }
+
+    /// Answers approvals on the terminal.
+    pub fn with_approver(mut self, runtime: Runtime) -> Self {
+        self.approver = Some(runtime);
+        self
     }
 
     fn show(&mut self, event: &Event) {

@@ -448,3 +448,57 @@ async fn a_run_waiting_for_approval_survives_its_process_and_waits_again_when_re
         serde_json::from_str(&stdout(&run(&["runs", "show", "-w", &ws, &id, "--json"]))).unwrap();
     assert_eq!(record["status"], "completed");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approvals_can_be_answered_on_the_terminal_of_keel_run() {
+    use std::io::Write;
+
+    let mock = MockLlm::start().await;
+    deploy_then_answer(&mock);
+    deploy_then_answer(&mock);
+    let dir = workspace(&mock.base_url(), "");
+    let ws = dir.path().to_str().unwrap().to_owned();
+    let answer = |text: &'static [u8]| {
+        let mut child = keel()
+            .args(["run", "-w", &ws, "--approve-here", "deploy web"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(text).unwrap();
+        child.wait_with_output().unwrap()
+    };
+
+    let denied = tokio::task::block_in_place(|| answer(b"n\n"));
+    assert_eq!(denied.status.code(), Some(0), "{}", stderr(&denied));
+    assert!(
+        stderr(&denied).contains("Approve deploy"),
+        "{}",
+        stderr(&denied)
+    );
+    assert!(!dir.path().join("deployed.txt").exists());
+
+    let approved = tokio::task::block_in_place(|| answer(b"y\n"));
+    assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
+    assert!(dir.path().join("deployed.txt").exists());
+    let decided = stdout(&run(&[
+        "approvals",
+        "list",
+        "-w",
+        &ws,
+        "--status",
+        "all",
+        "--json",
+    ]));
+    let statuses: Vec<String> = decided
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["status"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(statuses, vec!["approved", "denied"], "newest first");
+}
