@@ -65,6 +65,7 @@ pub async fn chat(args: ChatArgs) -> u8 {
             input: input.to_owned(),
             agent: args.agent.clone(),
             session_id: Some(session.clone()),
+            mode: None,
         };
         let handle = match runtime.request(options).await {
             Ok(handle) => handle,

@@ -32,6 +32,10 @@ pub struct RunArgs {
     session: Option<String>,
     #[command(flatten)]
     output: OutputArgs,
+    /// The run's permission mode: `default`, `acceptEdits` (file edits need no approval),
+    /// `dontAsk` (what would ask is denied) or `plan` (nothing with side effects runs).
+    #[arg(long)]
+    mode: Option<String>,
     /// Answer approvals here, on the terminal (the default when stdin is a terminal); with
     /// `--no-approve-here` they wait for `keel approvals` from anywhere.
     #[arg(long, overrides_with = "no_approve_here")]
@@ -63,6 +67,13 @@ pub async fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let mode = match args.mode.as_deref().map(parse_mode).transpose() {
+        Ok(mode) => mode,
+        Err(message) => {
+            out::error(&message);
+            return EXIT_USAGE;
+        }
+    };
     let (runtime, printer) = match start(&args.workspace, &args.output).await {
         Ok(started) => started,
         Err(code) => return code,
@@ -71,6 +82,7 @@ pub async fn run(args: RunArgs) -> u8 {
         input: args.prompt.join(" "),
         agent: args.agent.clone(),
         session_id: session,
+        mode,
     };
     let handle = match runtime.request(options).await {
         Ok(handle) => handle,
@@ -125,6 +137,12 @@ async fn approve_here(runtime: &Runtime, approval: &keel::ApprovalRecord) {
         // Decided elsewhere first: that decision stands.
         out::status(&format!("» {error}"));
     }
+}
+
+/// A permission mode given on the command line.
+pub fn parse_mode(text: &str) -> Result<keel::workspace::PermissionMode, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned()))
+        .map_err(|_| format!("unknown mode `{text}` (default, acceptEdits, dontAsk or plan)"))
 }
 
 /// Validates a session id given on the command line.

@@ -61,6 +61,8 @@ pub(crate) struct AgentRun {
     governance: Arc<Governance>,
     /// Set when a hook stops the run; the loop ends with it.
     stop: Option<String>,
+    /// The run's permission mode, if the request set one.
+    mode: Option<keel_workspace::PermissionMode>,
 }
 
 /// A tool call a client makes directly, without a model.
@@ -172,6 +174,7 @@ impl AgentRun {
             direct: None,
             governance,
             stop: None,
+            mode: None,
         }
         .with_prompt(history)
     }
@@ -256,6 +259,17 @@ impl AgentRun {
         self.record.status = status;
         self.record.event_count = self.emitter.count();
         self.store.update_run(&self.record).await
+    }
+
+    /// Sets the run's permission mode.
+    pub(crate) fn with_mode(mut self, mode: Option<keel_workspace::PermissionMode>) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The run's permission mode, if the request set one.
+    pub(crate) fn mode(&self) -> Option<keel_workspace::PermissionMode> {
+        self.mode
     }
 
     /// Makes the run a direct tool call.

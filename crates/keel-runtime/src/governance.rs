@@ -233,7 +233,7 @@ impl AgentRun {
                 tool: &tool,
                 args: &arguments,
                 read_only: self.gateway_ref().is_read_only(&tool),
-                mode: None,
+                mode: self.mode(),
             },
             &[],
         );

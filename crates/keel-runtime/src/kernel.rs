@@ -61,6 +61,8 @@ pub struct RequestOptions {
     /// The agent; the workspace default when `None`.
     pub agent: Option<String>,
     pub session_id: Option<SessionId>,
+    /// The run's permission mode (`plan`, `dontAsk`, …); `None`: the policies' own mode.
+    pub mode: Option<keel_workspace::PermissionMode>,
 }
 
 /// What the kernel needs to start the loop of a recorded run.
@@ -75,6 +77,8 @@ pub(crate) struct Launch {
     pub start: Start,
     /// A direct tool call instead of model rounds.
     pub direct: Option<DirectCall>,
+    /// The run's permission mode.
+    pub mode: Option<keel_workspace::PermissionMode>,
 }
 
 impl Launch {
@@ -92,6 +96,7 @@ impl Launch {
             rebuilt: None,
             start,
             direct: None,
+            mode: None,
         }
     }
 }
@@ -228,6 +233,7 @@ impl Kernel {
         store.create_run(&record).await?;
         Ok(self.launch(Launch {
             history,
+            mode: options.mode,
             ..Launch::new(record, agent, provider, Start::Fresh)
         }))
     }
@@ -423,6 +429,7 @@ impl Kernel {
             rebuilt,
             start,
             direct,
+            mode,
         } = launch;
         let last_seq = rebuilt.as_ref().map_or(0, |r| r.last_seq);
         let workspace = &self.inner.parts.workspace;
@@ -462,6 +469,7 @@ impl Kernel {
         if let Some(direct) = direct {
             run = run.with_direct(direct);
         }
+        run = run.with_mode(mode);
         let cancel = CancellationToken::new();
         self.track(&request_id, &cancel);
         let permits = self.inner.permits.clone();

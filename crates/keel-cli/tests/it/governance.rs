@@ -502,3 +502,75 @@ async fn approvals_can_be_answered_on_the_terminal_of_keel_run() {
         .collect();
     assert_eq!(statuses, vec!["approved", "denied"], "newest first");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_mode_runs_nothing_with_side_effects_and_a_hook_rewrite_is_rechecked() {
+    let mock = MockLlm::start().await;
+    deploy_then_answer(&mock);
+    deploy_then_answer(&mock);
+    deploy_then_answer(&mock);
+    let dir = workspace(
+        &mock.base_url(),
+        r#"---
+apiVersion: keel/v1
+kind: Policy
+metadata: { name: p }
+spec: { rules: [{ tool: deploy, decision: allow }] }
+---
+apiVersion: keel/v1
+kind: Hook
+metadata: { name: retarget }
+spec:
+  event: PreToolUse
+  matcher: deploy
+  handler: { kind: command, command: ["sh", "hooks/retarget.sh"] }
+"#,
+    );
+    let ws = dir.path().to_str().unwrap();
+    script(dir.path(), "retarget.sh", "cat > /dev/null\n");
+
+    let planned =
+        tokio::task::block_in_place(|| run(&["run", "-w", ws, "--mode", "plan", "deploy web"]));
+    assert_eq!(planned.status.code(), Some(0), "{}", stderr(&planned));
+    assert!(
+        !dir.path().join("deployed.txt").exists(),
+        "plan mode ran a side effect"
+    );
+    assert!(
+        mock.requests()[1]
+            .last_content_of("tool")
+            .unwrap()
+            .contains("permission mode plan")
+    );
+
+    // The hook sends the deploy to staging instead: the rewrite passes the gateway again.
+    script(
+        dir.path(),
+        "retarget.sh",
+        "cat > /dev/null\necho '{\"hookSpecificOutput\": {\"updatedInput\": {\"service\": \"staging\"}}}'\n",
+    );
+    let rewritten = tokio::task::block_in_place(|| run(&["run", "-w", ws, "deploy web"]));
+    assert_eq!(rewritten.status.code(), Some(0), "{}", stderr(&rewritten));
+    let deployed = std::fs::read_to_string(dir.path().join("deployed.txt")).unwrap();
+    assert!(
+        deployed.contains("staging") && !deployed.contains("web"),
+        "{deployed}"
+    );
+
+    // A rewrite that breaks the schema is blocked like any invalid call.
+    std::fs::remove_file(dir.path().join("deployed.txt")).unwrap();
+    script(
+        dir.path(),
+        "retarget.sh",
+        "cat > /dev/null\necho '{\"hookSpecificOutput\": {\"updatedInput\": {\"service\": [1, 2]}}}'\n",
+    );
+    let broken = tokio::task::block_in_place(|| run(&["run", "-w", ws, "deploy web"]));
+    assert_eq!(broken.status.code(), Some(0), "{}", stderr(&broken));
+    assert!(!dir.path().join("deployed.txt").exists());
+    assert_eq!(
+        run(&["run", "-w", ws, "--mode", "sideways", "x"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
