@@ -44,14 +44,19 @@ pub async fn chat(args: ChatArgs) -> u8 {
     out::status(&format!(
         "Session {session}. Ctrl-C cancels a turn; Ctrl-D or /exit leaves. Continue later with: keel chat --session {session}"
     ));
-    let mut inputs = read_inputs();
+    // One reader of the terminal, shared by the prompt loop and approval questions.
+    let inputs: run::Answers = std::sync::Arc::new(tokio::sync::Mutex::new(read_inputs()));
+    let printer = printer
+        .with_approver(runtime.clone())
+        .with_answers(inputs.clone());
     let interrupts = Interrupts::listen(false);
     let mut last_code = 0;
     loop {
         if interactive {
             out::prompt("› ");
         }
-        let Some(input) = inputs.recv().await else {
+        let next = inputs.lock().await.recv().await;
+        let Some(input) = next else {
             break;
         };
         let input = input.trim();

@@ -102,7 +102,11 @@ pub async fn run(args: RunArgs) -> u8 {
 }
 
 /// Asks on the terminal whether to approve a call, and records the answer.
-async fn approve_here(runtime: &Runtime, approval: &keel::ApprovalRecord) {
+async fn approve_here(
+    runtime: &Runtime,
+    approval: &keel::ApprovalRecord,
+    answers: Option<&Answers>,
+) {
     out::prompt(&format!(
         "Approve {} {}? ({}{}) [y]es / [n]o / [s]ession: ",
         approval.tool,
@@ -114,15 +118,18 @@ async fn approve_here(runtime: &Runtime, approval: &keel::ApprovalRecord) {
             .map(|r| format!(": {r}"))
             .unwrap_or_default()
     ));
-    let answer = tokio::task::spawn_blocking(|| {
-        let mut line = String::new();
-        std::io::stdin().read_line(&mut line).map(|_| line)
-    })
-    .await;
-    let answer = match answer {
-        Ok(Ok(line)) => line.trim().to_ascii_lowercase(),
-        _ => String::new(),
+    let answer = match answers {
+        Some(answers) => answers.lock().await.recv().await.unwrap_or_default(),
+        None => tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map(|_| line)
+        })
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default(),
     };
+    let answer = answer.trim().to_ascii_lowercase();
     let (approve, scope) = match answer.as_str() {
         "y" | "yes" => (true, keel::ApprovalScope::Once),
         "s" | "session" => (true, keel::ApprovalScope::Session),
@@ -251,7 +258,7 @@ pub async fn follow(
         if let (Some(runtime), EventPayload::ApprovalRequested { approval }) =
             (&printer.approver, &event.payload)
         {
-            approve_here(runtime, approval).await;
+            approve_here(runtime, approval, printer.answers.as_ref()).await;
         }
     }
     interrupts.clear();
@@ -294,7 +301,12 @@ pub struct Printer {
     at_line_start: bool,
     /// Approvals are answered on this terminal, through this runtime.
     approver: Option<Runtime>,
+    /// Where answers come from when another reader owns stdin (`keel chat`).
+    answers: Option<Answers>,
 }
+
+/// Lines typed on the terminal, shared by a chat's input loop and its approval prompts.
+pub type Answers = std::sync::Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<String>>>;
 
 impl Printer {
     fn new(workspace: &Workspace, output: &OutputArgs) -> Result<Self, u8> {
@@ -321,12 +333,19 @@ impl Printer {
             printed_text: false,
             at_line_start: true,
             approver: None,
+            answers: None,
         })
     }
 
     /// Answers approvals on the terminal.
     pub fn with_approver(mut self, runtime: Runtime) -> Self {
         self.approver = Some(runtime);
+        self
+    }
+
+    /// Answers approvals with lines from `answers` instead of reading stdin itself.
+    pub fn with_answers(mut self, answers: Answers) -> Self {
+        self.answers = Some(answers);
         self
     }
 

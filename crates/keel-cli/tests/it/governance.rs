@@ -574,3 +574,37 @@ spec:
         Some(2)
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_asks_for_approval_in_the_conversation() {
+    use std::io::Write;
+
+    let mock = MockLlm::start().await;
+    deploy_then_answer(&mock);
+    let dir = workspace(&mock.base_url(), "");
+    let ws = dir.path().to_str().unwrap().to_owned();
+    let mut child = keel()
+        .args(["chat", "-w", &ws, "--session", "ops"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The turn, then the answer to the approval question it raises.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"deploy web\ny\n")
+        .unwrap();
+    let output = tokio::task::block_in_place(|| child.wait_with_output().unwrap());
+
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("Approve deploy"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(dir.path().join("deployed.txt").exists());
+    assert!(stdout(&output).contains("Done."));
+}
