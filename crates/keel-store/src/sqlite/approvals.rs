@@ -5,16 +5,10 @@
 use std::path::Path;
 
 use keel_types::{ApprovalRecord, ApprovalScope, ApprovalStatus, StoreError};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use super::connection::sql_error;
-
-fn corrupt(db: &Path, error: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt {
-        location: format!("{} (approvals)", db.display()),
-        message: error.to_string(),
-    }
-}
+use super::json_rows;
 
 fn encode(approval: &ApprovalRecord) -> Result<String, StoreError> {
     serde_json::to_string(approval).map_err(|e| StoreError::Invalid(e.to_string()))
@@ -53,13 +47,13 @@ pub(super) fn get(
     db: &Path,
     id: &str,
 ) -> Result<Option<ApprovalRecord>, StoreError> {
-    let record: Option<String> = conn
-        .prepare_cached("SELECT record FROM approvals WHERE id = ?1")
-        .and_then(|mut stmt| stmt.query_row([id], |row| row.get(0)).optional())
-        .map_err(|e| sql_error(db, &e))?;
-    record
-        .map(|r| serde_json::from_str(&r).map_err(|e| corrupt(db, e)))
-        .transpose()
+    json_rows::one(
+        conn,
+        db,
+        "approvals",
+        "SELECT record FROM approvals WHERE id = ?1",
+        [id],
+    )
 }
 
 /// Approvals, newest first.
@@ -68,23 +62,14 @@ pub(super) fn list(
     db: &Path,
     status: Option<ApprovalStatus>,
 ) -> Result<Vec<ApprovalRecord>, StoreError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT record FROM approvals WHERE ?1 IS NULL OR status = ?1 \
-             ORDER BY created_at DESC, id DESC",
-        )
-        .map_err(|e| sql_error(db, &e))?;
-    let rows = stmt
-        .query_map([status.map(ApprovalStatus::as_str)], |row| {
-            row.get::<_, String>(0)
-        })
-        .map_err(|e| sql_error(db, &e))?;
-    let mut approvals = Vec::new();
-    for row in rows {
-        let record = row.map_err(|e| sql_error(db, &e))?;
-        approvals.push(serde_json::from_str(&record).map_err(|e| corrupt(db, e))?);
-    }
-    Ok(approvals)
+    json_rows::many(
+        conn,
+        db,
+        "approvals",
+        "SELECT record FROM approvals WHERE ?1 IS NULL OR status = ?1 \
+         ORDER BY created_at DESC, id DESC",
+        [status.map(ApprovalStatus::as_str)],
+    )
 }
 
 /// A decision to record.

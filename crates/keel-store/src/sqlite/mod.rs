@@ -25,6 +25,7 @@
 
 mod approvals;
 mod connection;
+mod json_rows;
 mod rows;
 mod tasks;
 mod writer;

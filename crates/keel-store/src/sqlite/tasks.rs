@@ -6,16 +6,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use keel_types::{StoreError, TaskRecord, ToolStats};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use super::connection::sql_error;
-
-fn corrupt(db: &Path, error: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt {
-        location: format!("{} (tasks)", db.display()),
-        message: error.to_string(),
-    }
-}
+use super::json_rows;
 
 /// Inserts or replaces a task.
 pub(super) fn put(conn: &Connection, db: &Path, task: &TaskRecord) -> Result<(), StoreError> {
@@ -54,13 +48,13 @@ pub(super) fn get(
     db: &Path,
     id: &str,
 ) -> Result<Option<TaskRecord>, StoreError> {
-    let record: Option<String> = conn
-        .prepare_cached("SELECT record FROM tasks WHERE id = ?1")
-        .and_then(|mut stmt| stmt.query_row([id], |row| row.get(0)).optional())
-        .map_err(|e| sql_error(db, &e))?;
-    record
-        .map(|r| serde_json::from_str(&r).map_err(|e| corrupt(db, e)))
-        .transpose()
+    json_rows::one(
+        conn,
+        db,
+        "tasks",
+        "SELECT record FROM tasks WHERE id = ?1",
+        [id],
+    )
 }
 
 /// Tasks, newest first.
@@ -70,18 +64,13 @@ pub(super) fn list(
     limit: Option<usize>,
 ) -> Result<Vec<TaskRecord>, StoreError> {
     let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
-    let mut stmt = conn
-        .prepare_cached("SELECT record FROM tasks ORDER BY created_at DESC, id DESC LIMIT ?1")
-        .map_err(|e| sql_error(db, &e))?;
-    let rows = stmt
-        .query_map([limit], |row| row.get::<_, String>(0))
-        .map_err(|e| sql_error(db, &e))?;
-    let mut tasks = Vec::new();
-    for row in rows {
-        let record = row.map_err(|e| sql_error(db, &e))?;
-        tasks.push(serde_json::from_str(&record).map_err(|e| corrupt(db, e))?);
-    }
-    Ok(tasks)
+    json_rows::many(
+        conn,
+        db,
+        "tasks",
+        "SELECT record FROM tasks ORDER BY created_at DESC, id DESC LIMIT ?1",
+        [limit],
+    )
 }
 
 /// Deletes a task; whether it existed.
