@@ -375,6 +375,11 @@ impl Printer {
         if !selected {
             return;
         }
+        // End the answer's line first, so a terminal showing both streams stays readable.
+        if !self.at_line_start {
+            out::line("");
+            self.at_line_start = true;
+        }
         match &event.payload {
             EventPayload::Narration { text, .. } => out::status(&format!("» {text}")),
             _ => out::status(&serde_json::to_string(event).unwrap_or_default()),
