@@ -12,6 +12,7 @@ mod out;
 mod policy;
 mod run;
 mod runs;
+mod serve;
 mod sessions;
 mod tools;
 
@@ -62,6 +63,14 @@ enum Command {
     },
     /// Run one request and stream the answer.
     Run(run::RunArgs),
+    /// Serve the workspace over HTTP (OpenAI-compatible `/v1`, `/api/health`).
+    Serve {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        /// Address to listen on (default: the workspace's `server.listen`, 127.0.0.1:8642).
+        #[arg(long)]
+        listen: Option<String>,
+    },
     /// Chat with an agent in a session, in the terminal.
     Chat(chat::ChatArgs),
     /// Inspect, export, resume, replay, fork and prune recorded runs.
@@ -174,6 +183,7 @@ async fn dispatch(command: Command) -> u8 {
         } => config::explain(&ws.workspace),
         Command::Run(args) => run::run(args).await,
         Command::Chat(args) => chat::chat(args).await,
+        Command::Serve { ws, listen } => serve::serve(&ws.workspace, listen).await,
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
         Command::Tools { ws, command } => tools::tools(&ws.workspace, command).await,
         Command::Tasks { ws, command } => tools::tasks(&ws.workspace, command).await,

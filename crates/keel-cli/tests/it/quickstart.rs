@@ -233,3 +233,55 @@ fn an_unknown_agent_is_a_usage_error() {
     ]);
     assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
 }
+
+#[test]
+fn serve_answers_health_and_chat_completions_and_refuses_public_addresses() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&quickstart_dir(), dir.path());
+    let ws = dir.path().to_str().unwrap();
+
+    let public = run(&["serve", "-w", ws, "--listen", "0.0.0.0:0"]);
+    assert_eq!(public.status.code(), Some(2));
+    assert!(stderr(&public).contains("loopback"), "{}", stderr(&public));
+
+    let mut server = crate::common::keel()
+        .args(["serve", "-w", ws, "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap()
+        .to_owned();
+    let request = |text: String| {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        stream.write_all(text.as_bytes()).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let health = request(format!(
+        "GET /api/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    ));
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    assert!(health.contains(r#"{"status":"ok"}"#), "{health}");
+    let body = r#"{"model":"assistant","messages":[{"role":"user","content":"What is in this workspace?"}]}"#;
+    let completion = request(format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    assert!(completion.starts_with("HTTP/1.1 200"), "{completion}");
+    assert!(completion.contains("chat.completion"), "{completion}");
+    assert!(completion.contains("This workspace holds"), "{completion}");
+    let _ = server.kill();
+    let _ = server.wait();
+}
