@@ -1,6 +1,7 @@
-//! `keel serve`: the workspace as an HTTP service — the OpenAI-compatible `/v1` facade and
-//! `/api/health` so far. Until API keys are enforced it listens on loopback only and refuses
-//! any other address. Ctrl-C stops accepting and lets requests in flight finish.
+//! `keel serve`: the workspace as an HTTP service — the OpenAI-compatible `/v1` facade and the
+//! operator API under `/api`. With no API keys configured (`Runtime.spec.server.apiKeys`) it
+//! listens on loopback only and refuses any other address. Ctrl-C stops accepting and lets
+//! requests in flight finish.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -27,10 +28,11 @@ pub async fn serve(root: &Path, listen: Option<String>) -> u8 {
             return EXIT_USAGE;
         }
     };
-    if !addr.ip().is_loopback() {
+    if !addr.ip().is_loopback() && !keel_server::auth_configured(&runtime) {
         out::error(&format!(
-            "refusing to listen on {addr}: API-key authentication is not enforced yet, so Keel \
-             serves loopback addresses only (e.g. 127.0.0.1:8642)"
+            "refusing to listen on {addr}: no API keys are configured, so Keel serves loopback \
+             addresses only (e.g. 127.0.0.1:8642); configure Runtime.spec.server.apiKeys to serve \
+             other addresses"
         ));
         return EXIT_USAGE;
     }

@@ -23,6 +23,16 @@ pub enum ApiError {
     RunFailed(String),
     /// The run was cancelled before it answered.
     RunCancelled,
+    /// No API key, or one that is not configured.
+    Unauthorized,
+    /// The API key's role may not use this route.
+    Forbidden,
+    /// A named resource (request, approval) does not exist; the message names it.
+    ResourceNotFound(String),
+    /// The resource is not in a state that allows the operation (e.g. already decided).
+    Conflict(String),
+    /// The store or runtime failed; the message is safe to show.
+    Internal(String),
 }
 
 impl ApiError {
@@ -67,6 +77,36 @@ impl ApiError {
                 None,
                 Some("cancelled"),
             ),
+            Self::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                None,
+                Some("invalid_api_key"),
+            ),
+            Self::Forbidden => (
+                StatusCode::FORBIDDEN,
+                "invalid_request_error",
+                None,
+                Some("forbidden"),
+            ),
+            Self::ResourceNotFound(_) => (
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                None,
+                Some("not_found"),
+            ),
+            Self::Conflict(_) => (
+                StatusCode::CONFLICT,
+                "invalid_request_error",
+                None,
+                Some("conflict"),
+            ),
+            Self::Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                None,
+                None,
+            ),
         }
     }
 
@@ -82,6 +122,16 @@ impl ApiError {
             Self::NotFound => "no such route".into(),
             Self::RunFailed(message) => message.clone(),
             Self::RunCancelled => "the request was cancelled".into(),
+            Self::Unauthorized => {
+                "a valid API key is required (Authorization: Bearer <key>)".into()
+            }
+            Self::Forbidden => "this API key may not use this route".into(),
+            Self::ResourceNotFound(message) | Self::Conflict(message) => message.clone(),
+            // 5xx bodies never carry internals: the detail goes to the log only.
+            Self::Internal(detail) => {
+                tracing::error!(%detail, "Internal error answering a request.");
+                "the server failed to answer; see its log".into()
+            }
         }
     }
 

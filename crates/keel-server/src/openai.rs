@@ -160,7 +160,7 @@ pub(crate) async fn chat_completions(
 }
 
 /// Maps a failure to start a run.
-fn start_error(error: keel::Error) -> ApiError {
+pub(crate) fn start_error(error: keel::Error) -> ApiError {
     match error {
         keel::Error::Runtime(RuntimeError::UnknownAgent { name, .. }) => {
             ApiError::ModelNotFound(name)

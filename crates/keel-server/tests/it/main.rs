@@ -280,3 +280,6 @@ async fn failed_run_is_502_with_the_run_error() {
         "{value}"
     );
 }
+
+mod api;
+mod auth;

@@ -1,0 +1,109 @@
+//! API-key authentication: keys come from `runtime.server.apiKeys` (each names an environment
+//! variable and a role). When at least one key is configured, every route but `/api/health`
+//! needs `Authorization: Bearer <key>`; `client` keys may use `/v1/*` only, `operator` keys
+//! everything. Keys are compared in constant time and never logged.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::Response;
+use keel::workspace::spec::ApiKeyRole;
+
+use crate::ApiError;
+
+/// The configured keys (values read from the workspace environment).
+#[derive(Default)]
+pub(crate) struct Keys {
+    keys: Vec<(Vec<u8>, ApiKeyRole)>,
+}
+
+impl Keys {
+    /// The keys of `runtime`'s workspace; a key whose variable is unset (or empty) is absent.
+    pub(crate) fn from_runtime(runtime: &keel::Runtime) -> Self {
+        let workspace = runtime.workspace();
+        let mut keys = Vec::new();
+        for spec in &workspace.runtime.server.api_keys {
+            match workspace.env.get(&spec.env) {
+                Some(value) if !value.is_empty() => {
+                    keys.push((value.as_bytes().to_vec(), spec.role));
+                }
+                _ => tracing::warn!(
+                    env = %spec.env,
+                    "API key variable is not set; that key is not configured"
+                ),
+            }
+        }
+        Self { keys }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The role of `presented`, comparing against every key in constant time.
+    fn role_of(&self, presented: &[u8]) -> Option<ApiKeyRole> {
+        let mut found = None;
+        for (key, role) in &self.keys {
+            if constant_time_eq(key, presented) && found.is_none() {
+                found = Some(*role);
+            }
+        }
+        found
+    }
+}
+
+/// Whether `runtime`'s workspace configures at least one usable API key (the CLI allows a
+/// non-loopback bind only then).
+pub fn auth_configured(runtime: &keel::Runtime) -> bool {
+    !Keys::from_runtime(runtime).is_empty()
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u8::from(a.len() != b.len());
+    let len = a.len().max(b.len());
+    for i in 0..len {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= x ^ y;
+    }
+    diff == 0
+}
+
+/// The middleware enforcing keys and roles.
+pub(crate) async fn require_key(
+    State(keys): State<Arc<Keys>>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let path = request.uri().path();
+    if keys.is_empty() || path == "/api/health" {
+        return Ok(next.run(request).await);
+    }
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .ok_or(ApiError::Unauthorized)?;
+    let role = keys.role_of(presented).ok_or(ApiError::Unauthorized)?;
+    if role == ApiKeyRole::Client && !path.starts_with("/v1/") {
+        return Err(ApiError::Forbidden);
+    }
+    Ok(next.run(request).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn compares_bytes() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        assert!(!constant_time_eq(b"", b"a"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}
