@@ -10,7 +10,7 @@ use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use keel::types::event::AdapterEvent;
@@ -94,20 +94,7 @@ pub(crate) async fn chat_completions(
     State(runtime): State<Runtime>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge
-        } else {
-            ApiError::BadRequest {
-                message: rejection.body_text(),
-                param: None,
-            }
-        }
-    })?;
-    let request: ChatRequest = serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest {
-        message: format!("invalid request body: {e}"),
-        param: None,
-    })?;
+    let request: ChatRequest = crate::api::parse_body(body, false)?;
     if !runtime.workspace().agents.contains_key(&request.model) {
         return Err(ApiError::ModelNotFound(request.model));
     }
