@@ -6,6 +6,7 @@ mod cancel;
 mod common;
 mod crash;
 mod governance;
+mod openai_clients;
 mod policy;
 mod quickstart;
 mod sessions;

@@ -1,0 +1,232 @@
+//! The official OpenAI clients against `keel serve`: the Python and the JavaScript SDK each do
+//! a non-streamed and a streamed chat completion whose answer needs a tool round trip (the
+//! model asks for `read_file`, Keel runs it through the gateway, the model answers).
+//!
+//! The clients are installed on first use from the package registries into `target/`
+//! (a Python venv with `openai`, and `openai` from npm), so `cargo nextest run` works on a
+//! fresh machine with `python3` and `node`/`npm`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use keel_test_support::{MockLlm, MockResponse, MockToolCall};
+
+use crate::common::keel;
+
+/// `target/test-clients` of this workspace.
+fn clients_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-clients");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn must(status: std::io::Result<std::process::ExitStatus>, what: &str) {
+    let status = status.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(status.success(), "{what} failed: {status}");
+}
+
+/// A Python with the official `openai` package.
+fn python() -> PathBuf {
+    let venv = clients_dir().join("python");
+    let python = venv.join("bin/python");
+    let ready = Command::new(&python)
+        .args(["-c", "import openai"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ready {
+        must(
+            Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status(),
+            "python3 -m venv",
+        );
+        must(
+            Command::new(venv.join("bin/pip"))
+                .args(["install", "-q", "openai>=1,<4"])
+                .status(),
+            "pip install openai",
+        );
+    }
+    python
+}
+
+/// A folder whose `node_modules` holds the official `openai` package.
+fn node_prefix() -> PathBuf {
+    let prefix = clients_dir().join("node");
+    if !prefix.join("node_modules/openai/package.json").exists() {
+        std::fs::create_dir_all(&prefix).unwrap();
+        must(
+            Command::new("npm")
+                .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&prefix)
+                .arg("openai@4")
+                .status(),
+            "npm install openai",
+        );
+    }
+    prefix
+}
+
+struct Server {
+    child: Child,
+    addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `keel serve` on a workspace whose model is the mock: a tool call for any user message, an
+/// answer that quotes the tool result once the result is back.
+async fn serve(mock: &MockLlm) -> Server {
+    mock.respond_with(|request| match request.last_role() {
+        Some("tool") => MockResponse::text([
+            "The README ",
+            "says: ",
+            request.last_content_of("tool").unwrap_or_default().trim(),
+        ]),
+        _ => MockResponse::tool_calls([MockToolCall::new(
+            "c1",
+            "read_file",
+            [r#"{"path":"#, r#""README.md"}"#],
+        )]),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    std::fs::write(dir.path().join("README.md"), "hello from the workspace\n").unwrap();
+    std::fs::write(
+        dir.path().join("config/all.yaml"),
+        format!(
+            "apiVersion: keel/v1\nkind: Model\nmetadata: {{ name: mock }}\nspec: {{ provider: openai, baseUrl: \"{}\", model: mock-model }}\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: {{ name: assistant }}\nspec: {{ model: mock, tools: [read_file] }}\n",
+            mock.base_url()
+        ),
+    )
+    .unwrap();
+    let mut child = keel()
+        .args([
+            "serve",
+            "-w",
+            dir.path().to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap()
+        .to_owned();
+    Server {
+        child,
+        addr,
+        _dir: dir,
+    }
+}
+
+const PYTHON_CLIENT: &str = r#"
+import sys
+from openai import OpenAI
+client = OpenAI(base_url=sys.argv[1], api_key="unused")
+messages = [{"role": "user", "content": "What does the README say?"}]
+reply = client.chat.completions.create(model="assistant", messages=messages)
+print("non-stream:", reply.choices[0].message.content, "| tokens:", reply.usage.total_tokens)
+text = ""
+usage = None
+for chunk in client.chat.completions.create(model="assistant", messages=messages, stream=True,
+                                            stream_options={"include_usage": True}):
+    if chunk.choices and chunk.choices[0].delta.content:
+        text += chunk.choices[0].delta.content
+    if chunk.usage:
+        usage = chunk.usage.total_tokens
+print("stream:", text, "| tokens:", usage)
+print("models:", [m.id for m in client.models.list()])
+"#;
+
+const JS_CLIENT: &str = r#"
+const OpenAI = require("openai");
+(async () => {
+  const client = new OpenAI({ baseURL: process.env.KEEL_BASE_URL, apiKey: "unused" });
+  const messages = [{ role: "user", content: "What does the README say?" }];
+  const reply = await client.chat.completions.create({ model: "assistant", messages });
+  console.log("non-stream:", reply.choices[0].message.content, "| tokens:", reply.usage.total_tokens);
+  let text = "";
+  let usage = null;
+  const stream = await client.chat.completions.create({ model: "assistant", messages, stream: true, stream_options: { include_usage: true } });
+  for await (const chunk of stream) {
+    if (chunk.choices.length && chunk.choices[0].delta.content) text += chunk.choices[0].delta.content;
+    if (chunk.usage) usage = chunk.usage.total_tokens;
+  }
+  console.log("stream:", text, "| tokens:", usage);
+})().catch((e) => { console.error(e); process.exit(1); });
+"#;
+
+fn assert_answers(output: &std::process::Output) {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expected = "The README says: hello from the workspace";
+    assert!(
+        stdout.contains(&format!("non-stream: {expected} | tokens:")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("stream: {expected} | tokens:")),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("tokens: None") && !stdout.contains("tokens: null"),
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_official_python_client_completes_with_a_tool_round_trip() {
+    let python = tokio::task::block_in_place(python);
+    let mock = MockLlm::start().await;
+    let server = serve(&mock).await;
+    let base = format!("http://{}/v1", server.addr);
+    let output = tokio::task::block_in_place(|| {
+        Command::new(python)
+            .args(["-c", PYTHON_CLIENT, &base])
+            .output()
+            .unwrap()
+    });
+    assert_answers(&output);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("models: ['assistant']"));
+    // Two completions, each with a tool round trip: four model requests.
+    assert_eq!(mock.request_count(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_official_javascript_client_completes_with_a_tool_round_trip() {
+    let prefix = tokio::task::block_in_place(node_prefix);
+    let mock = MockLlm::start().await;
+    let server = serve(&mock).await;
+    let base = format!("http://{}/v1", server.addr);
+    let output = tokio::task::block_in_place(|| {
+        Command::new("node")
+            .args(["-e", JS_CLIENT])
+            .env("KEEL_BASE_URL", &base)
+            .env("NODE_PATH", prefix.join("node_modules"))
+            .output()
+            .unwrap()
+    });
+    assert_answers(&output);
+    assert_eq!(mock.request_count(), 4);
+}
