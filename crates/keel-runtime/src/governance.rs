@@ -93,6 +93,20 @@ impl Governance {
     pub fn policy(&self) -> &PolicyEngine {
         &self.policy
     }
+
+    /// Whether any hook runs for `event` (on `tool`, with the tool's `bound` hooks), so the
+    /// loop builds no hook input when none does.
+    fn wants(&self, event: HookEvent, tool: Option<&str>, bound: &[String]) -> bool {
+        !bound.is_empty()
+            || self
+                .session_hooks
+                .iter()
+                .any(|(hook, _)| hook.event() == event && hook.matches(tool))
+            || self
+                .in_process
+                .iter()
+                .any(|hook| hook.event() == event && hook.matches(tool))
+    }
 }
 
 /// What the governance step says about one call.
@@ -125,6 +139,14 @@ impl AgentRun {
         mut input: HookInput,
     ) -> Result<HookRound, StoreError> {
         let governance = self.governance();
+        let mut round = HookRound {
+            combined: hooks::combine(Vec::new()),
+            denied: None,
+            fail: None,
+        };
+        if !governance.wants(event, tool, bound) {
+            return Ok(round);
+        }
         input.session_id = self.record_ref().session_id.as_ref().map(|s| s.to_string());
         input.request_id = Some(self.record_ref().request_id.to_string());
         input.agent = Some(self.record_ref().agent.clone());
@@ -139,11 +161,6 @@ impl AgentRun {
             )
             .collect();
         let mut outcomes = Vec::new();
-        let mut round = HookRound {
-            combined: hooks::combine(Vec::new()),
-            denied: None,
-            fail: None,
-        };
         let env = BTreeMap::from([(
             "KEEL_REQUEST_ID".to_owned(),
             self.record_ref().request_id.to_string(),
@@ -336,13 +353,19 @@ impl AgentRun {
         arguments: &Value,
         output: &str,
     ) -> Result<Option<String>, StoreError> {
+        let bound = self.post_call_hooks(tool);
+        if !self
+            .governance()
+            .wants(HookEvent::PostToolUse, Some(tool), &bound)
+        {
+            return Ok(None);
+        }
         let mut input = HookInput::new(HookEvent::PostToolUse, self.workspace_root());
         input.tool_name = Some(tool.to_owned());
         input.tool_input = Some(arguments.clone());
         input.tool_use_id = Some(call_id.to_owned());
         input.tool_response =
             Some(serde_json::from_str(output).unwrap_or_else(|_| Value::String(output.to_owned())));
-        let bound = self.post_call_hooks(tool);
         let round = self
             .run_hooks(HookEvent::PostToolUse, Some(tool), &bound, input)
             .await?;

@@ -64,6 +64,27 @@ fn deploy_then_answer(mock: &MockLlm) {
     mock.push(MockResponse::text(["Done."]));
 }
 
+/// The pending approvals of the workspace, newest first.
+fn pending(ws: &str) -> Vec<Value> {
+    stdout(&run(&["approvals", "list", "-w", ws, "--json"]))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Waits (up to 20 s) until some approval is pending; returns the pending ones.
+async fn wait_for_pending(ws: &str) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = pending(ws);
+        if !found.is_empty() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "no approval was requested");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn events(ws: &str) -> Vec<Value> {
     let listed = stdout(&run(&["runs", "list", "-w", ws, "--json", "--limit", "1"]));
     let record: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
@@ -194,15 +215,7 @@ async fn a_hook_that_asks_waits_for_a_human_deciding_from_another_process() {
         .unwrap();
 
     // A second process finds the pending approval and approves it.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let approval = loop {
-        let listed = stdout(&run(&["approvals", "list", "-w", &ws, "--json"]));
-        if let Some(line) = listed.lines().next() {
-            break serde_json::from_str::<Value>(line).unwrap();
-        }
-        assert!(Instant::now() < deadline, "no approval was requested");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let approval = wait_for_pending(&ws).await.remove(0);
     assert_eq!(approval["tool"], "deploy");
     assert_eq!(approval["askedBy"], "hook");
     let runs = stdout(&run(&["runs", "list", "-w", &ws, "--json"]));
@@ -370,24 +383,6 @@ async fn a_run_waiting_for_approval_survives_its_process_and_waits_again_when_re
     deploy_then_answer(&mock);
     let dir = workspace(&mock.base_url(), "");
     let ws = dir.path().to_str().unwrap().to_owned();
-    let pending = |ws: &str| -> Vec<Value> {
-        stdout(&run(&["approvals", "list", "-w", ws, "--json"]))
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
-    let wait_for_pending = |ws: String| async move {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let found = pending(&ws);
-            if !found.is_empty() {
-                return found;
-            }
-            assert!(Instant::now() < deadline, "no approval was requested");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-
     // `deploy` has side effects and no rule: it asks. Kill the process while it waits.
     let mut first = keel()
         .args(["run", "-w", &ws, "deploy web"])
@@ -395,7 +390,7 @@ async fn a_run_waiting_for_approval_survives_its_process_and_waits_again_when_re
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let asked = wait_for_pending(ws.clone()).await;
+    let asked = wait_for_pending(&ws).await;
     let _ = std::process::Command::new("kill")
         .args(["-KILL", &first.id().to_string()])
         .status();
