@@ -71,6 +71,7 @@ pub async fn chat(args: ChatArgs) -> u8 {
             agent: args.agent.clone(),
             session_id: Some(session.clone()),
             mode: None,
+            ..Default::default()
         };
         let handle = match runtime.request(options).await {
             Ok(handle) => handle,

@@ -83,6 +83,7 @@ pub async fn run(args: RunArgs) -> u8 {
         agent: args.agent.clone(),
         session_id: session,
         mode,
+        ..Default::default()
     };
     let handle = match runtime.request(options).await {
         Ok(handle) => handle,
@@ -170,10 +171,18 @@ pub fn parse_session(text: &str) -> Result<SessionId, String> {
 /// Loads the workspace, builds the runtime, recovers runs of dead processes, and prepares the
 /// printer. `Err` is the exit code (the problem was printed).
 pub async fn start(root: &Path, output: &OutputArgs) -> Result<(Runtime, Printer), u8> {
+    start_with(root, output, |builder| builder).await
+}
+
+/// [`start`], with a chance to add to the runtime's builder (observers, tools).
+pub async fn start_with(
+    root: &Path,
+    output: &OutputArgs,
+    configure: impl FnOnce(keel::RuntimeBuilder) -> keel::RuntimeBuilder,
+) -> Result<(Runtime, Printer), u8> {
     let workspace = config::load(root)?;
     let printer = Printer::new(&workspace, output)?;
-    let runtime = Runtime::builder()
-        .loaded_workspace(workspace)
+    let runtime = configure(Runtime::builder().loaded_workspace(workspace))
         .build()
         .map_err(|error| {
             out::error(&error.to_string());

@@ -147,6 +147,7 @@ async fn inspect(store: &SqliteStore, command: RunsCommand) -> CmdResult {
                 session: session.map(SessionId::from),
                 since: since.as_deref().map(parse_since).transpose()?,
                 limit: Some(limit),
+                ..Default::default()
             };
             list(store, &filter, json).await
         }
@@ -404,7 +405,7 @@ async fn events(store: &SqliteStore, id: &RequestId, json: bool) -> CmdResult {
 /// A short description of an event for the table view.
 fn summary(event: &Event) -> String {
     let text = match &event.payload {
-        EventPayload::RequestStarted { input } => format!("input={input:?}"),
+        EventPayload::RequestStarted { input, .. } => format!("input={input:?}"),
         EventPayload::RequestCompleted {
             steps,
             usage,
@@ -417,7 +418,8 @@ fn summary(event: &Event) -> String {
             )
         }
         EventPayload::RequestFailed { error, .. } => error.message.clone(),
-        EventPayload::RequestCancelled { reason, .. } => reason.clone(),
+        EventPayload::RequestCancelled { reason, .. }
+        | EventPayload::RequestInterrupted { reason, .. } => reason.clone(),
         EventPayload::RequestResumed {
             reissued_round,
             rerun_calls,

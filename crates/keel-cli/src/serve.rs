@@ -1,7 +1,8 @@
 //! `keel serve`: the workspace as an HTTP service — the OpenAI-compatible `/v1` facade and the
 //! operator API under `/api`. With no API keys configured (`Runtime.spec.server.apiKeys`) it
-//! listens on loopback only and refuses any other address. Ctrl-C stops accepting and lets
-//! requests in flight finish.
+//! listens on loopback only and refuses any other address. Ctrl-C or SIGTERM shuts down
+//! gracefully: no new requests, runs in flight get `server.shutdownGrace` to finish, the rest
+//! are recorded `interrupted` (resumable with `keel runs resume`).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -14,7 +15,9 @@ pub async fn serve(root: &Path, listen: Option<String>) -> u8 {
         json: false,
         events: Vec::new(),
     };
-    let (runtime, _) = match run::start(root, &output).await {
+    let telemetry = keel_server::Telemetry::new();
+    let observer = telemetry.observer();
+    let (runtime, _) = match run::start_with(root, &output, |b| b.observer(observer)).await {
         Ok(started) => started,
         Err(code) => return code,
     };
@@ -45,15 +48,42 @@ pub async fn serve(root: &Path, listen: Option<String>) -> u8 {
     };
     let bound = listener.local_addr().map_or(addr, |a| a);
     out::line(&format!("listening on http://{bound}"));
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-        out::status("» Shutting down: no new requests; finishing those in flight.");
+    let grace = runtime.workspace().runtime.server.shutdown_grace;
+    let shutdown = async move {
+        stop_signal().await;
+        out::status(&format!(
+            "» Shutting down: no new requests; runs in flight have {grace} to finish."
+        ));
     };
-    match keel_server::serve(runtime, listener, shutdown).await {
-        Ok(()) => 0,
+    match keel_server::serve(runtime, telemetry, listener, shutdown).await {
+        Ok(summary) => {
+            if summary.finished + summary.interrupted > 0 {
+                out::status(&format!(
+                    "» Stopped: {} run(s) finished, {} interrupted (keel runs resume ID).",
+                    summary.finished, summary.interrupted
+                ));
+            }
+            0
+        }
         Err(e) => {
             out::error(&format!("the server failed: {e}"));
             EXIT_FAILED
         }
+    }
+}
+
+/// Completes on Ctrl-C (SIGINT) or SIGTERM.
+async fn stop_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
     }
 }

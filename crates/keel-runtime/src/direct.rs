@@ -76,6 +76,7 @@ impl Kernel {
 
     /// Runs a task the gateway allowed, as a run of its own.
     pub async fn run_task(&self, id: &str) -> Result<RunHandle, RuntimeError> {
+        self.accepting()?;
         let mut task = self.existing_task(id).await?;
         match (task.decision, task.status) {
             // A task that needs approval runs and waits for the human in its run.
@@ -116,6 +117,7 @@ impl Kernel {
         tool: &str,
         arguments: &str,
     ) -> Result<RunHandle, RuntimeError> {
+        self.accepting()?;
         let agent = self.agent_name(agent)?;
         let call = ToolCall {
             id: keel_types::new_id("call"),
@@ -213,7 +215,7 @@ impl Kernel {
         self.store()
             .get_task(id)
             .await?
-            .ok_or_else(|| RuntimeError::InvalidInput(format!("no task `{id}`")))
+            .ok_or_else(|| RuntimeError::NotFound(format!("no task `{id}`")))
     }
 }
 

@@ -13,11 +13,16 @@
 
 use std::sync::{Arc, Mutex};
 
-use keel_types::{Event, EventId, EventPayload, RequestId, RunStore, SessionId, StoreError};
+use keel_types::{
+    Event, EventId, EventObserver, EventPayload, RequestId, RunStore, SessionId, StoreError,
+};
 use tokio::sync::{mpsc, watch};
 
 use crate::narrator::Narrator;
 use crate::redact::Redactor;
+
+/// The observers of every run of a runtime (usually none).
+pub type Observers = Arc<[Arc<dyn EventObserver>]>;
 
 /// What the flusher publishes: the last durable `seq`, or the error that stopped it.
 type Durable = Result<u64, StoreError>;
@@ -41,8 +46,9 @@ struct State {
 
 impl Emitter {
     /// An emitter for a run whose log holds `last_seq` events already; `subscriber` receives
-    /// every event (and narration) after it is stored. Must be created inside a Tokio runtime
-    /// (it spawns the run's flusher).
+    /// every event (and narration) after it is stored; so does each of `observers` (stored
+    /// events only, whether or not there is a subscriber). Must be created inside a Tokio
+    /// runtime (it spawns the run's flusher).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         last_seq: u64,
@@ -53,6 +59,7 @@ impl Emitter {
         redactor: Arc<Redactor>,
         narrator: Arc<Narrator>,
         subscriber: Option<mpsc::UnboundedSender<Event>>,
+        observers: Observers,
     ) -> Self {
         let (queue, pending) = mpsc::unbounded_channel();
         let (publish, durable) = watch::channel(Ok(last_seq));
@@ -61,6 +68,7 @@ impl Emitter {
             store,
             Forwarder {
                 subscriber,
+                observers,
                 narrator,
                 redactor: redactor.clone(),
             },
@@ -137,15 +145,20 @@ impl Emitter {
     }
 }
 
-/// Delivers stored events, and narration derived from them, to the live subscriber.
+/// Delivers stored events to the observers, and them and narration derived from them to the
+/// live subscriber.
 struct Forwarder {
     subscriber: Option<mpsc::UnboundedSender<Event>>,
+    observers: Observers,
     narrator: Arc<Narrator>,
     redactor: Arc<Redactor>,
 }
 
 impl Forwarder {
     fn forward(&mut self, event: Event) {
+        for observer in self.observers.iter() {
+            observer.observe(&event);
+        }
         let Some(subscriber) = &self.subscriber else {
             return;
         };

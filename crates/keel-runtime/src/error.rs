@@ -24,6 +24,16 @@ pub enum RuntimeError {
     /// The request itself is invalid.
     #[error("invalid request: {0}")]
     InvalidInput(String),
+    /// What the operation names does not exist, e.g. ``no run `run_…` `` (HTTP 404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The run is not in a state that allows the operation, e.g. retrying a run that is still
+    /// running (HTTP 409).
+    #[error("{0}")]
+    Conflict(String),
+    /// The runtime is shutting down and starts no new work (HTTP 503).
+    #[error("the runtime is shutting down")]
+    ShuttingDown,
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -50,6 +50,93 @@ fn units(transcript: Vec<Message>) -> Vec<(Vec<Message>, u64)> {
     units
 }
 
+/// Checks a conversation a caller supplies with a request against what the model wire
+/// accepts: system and user messages have content; an assistant message has content or tool
+/// calls (with ids and names, ids unique); a tool message answers, once, a call of the
+/// assistant message just before it (only tool messages between); and every call of an
+/// assistant message is answered before the next other message. The error names the index.
+pub fn validate_history(history: &[Message]) -> Result<(), String> {
+    // The calls of the last assistant message still waiting for a result, with its index.
+    let mut open: Option<(usize, Vec<&str>)> = None;
+    for (index, message) in history.iter().enumerate() {
+        let at = |problem: String| format!("history[{index}]: {problem}");
+        if message.role != Role::Tool
+            && let Some((asked_at, calls)) = open.take()
+            && let Some(call) = calls.first()
+        {
+            return Err(format!(
+                "history[{asked_at}]: tool call `{call}` has no tool result before history[{index}]"
+            ));
+        }
+        let role = match message.role {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        };
+        if message.role != Role::Assistant && !message.tool_calls.is_empty() {
+            return Err(at(format!("a {role} message cannot carry tool calls")));
+        }
+        if message.role != Role::Tool && message.tool_call_id.is_some() {
+            return Err(at(format!("a {role} message cannot answer a tool call")));
+        }
+        match message.role {
+            Role::System | Role::User if message.content.trim().is_empty() => {
+                return Err(at(format!("a {role} message needs content")));
+            }
+            Role::System | Role::User => {}
+            Role::Assistant => {
+                if message.content.trim().is_empty() && message.tool_calls.is_empty() {
+                    return Err(at("an assistant message needs content or tool calls".into()));
+                }
+                let mut calls: Vec<&str> = Vec::new();
+                for call in &message.tool_calls {
+                    if call.id.is_empty() || call.name.is_empty() {
+                        return Err(at("every tool call needs an id and a name".into()));
+                    }
+                    if calls.contains(&call.id.as_str()) {
+                        return Err(at(format!("tool call id `{}` is used twice", call.id)));
+                    }
+                    calls.push(&call.id);
+                }
+                if !calls.is_empty() {
+                    open = Some((index, calls));
+                }
+            }
+            Role::Tool => {
+                let Some(id) = message.tool_call_id.as_deref().filter(|id| !id.is_empty()) else {
+                    return Err(at(
+                        "a tool message needs the id of the call it answers".into()
+                    ));
+                };
+                let answered = match &mut open {
+                    Some((_, calls)) => match calls.iter().position(|c| *c == id) {
+                        Some(position) => {
+                            calls.remove(position);
+                            true
+                        }
+                        None => false,
+                    },
+                    None => false,
+                };
+                if !answered {
+                    return Err(at(format!(
+                        "tool result for `{id}` does not answer an unanswered call of the assistant message before it"
+                    )));
+                }
+            }
+        }
+    }
+    if let Some((asked_at, calls)) = open
+        && let Some(call) = calls.first()
+    {
+        return Err(format!(
+            "history[{asked_at}]: tool call `{call}` has no tool result"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -121,5 +208,54 @@ mod tests {
             Some("first answer")
         );
         assert_eq!(kept.len(), 3);
+    }
+
+    #[test]
+    fn a_well_formed_history_passes_and_each_mistake_names_its_index() {
+        let good = transcript();
+        assert_eq!(validate_history(&good), Ok(()));
+        assert_eq!(validate_history(&[]), Ok(()));
+        let cases: Vec<(Vec<Message>, &str)> = vec![
+            (
+                vec![Message::user("  ")],
+                "history[0]: a user message needs content",
+            ),
+            (
+                vec![Message::user("q"), Message::assistant("", vec![])],
+                "history[1]: an assistant message needs content",
+            ),
+            (
+                vec![Message::user("q"), Message::tool_result("1", "x")],
+                "history[1]: tool result for `1` does not answer",
+            ),
+            (
+                vec![
+                    Message::assistant("", vec![call("1"), call("2")]),
+                    Message::tool_result("1", "x"),
+                    Message::user("next"),
+                ],
+                "history[0]: tool call `2` has no tool result before history[2]",
+            ),
+            (
+                vec![
+                    Message::assistant("", vec![call("1")]),
+                    Message::tool_result("1", "x"),
+                    Message::tool_result("1", "x"),
+                ],
+                "history[2]: tool result for `1`",
+            ),
+            (
+                vec![Message::assistant("", vec![call("1")])],
+                "history[0]: tool call `1` has no tool result",
+            ),
+            (
+                vec![Message::assistant("", vec![call("1"), call("1")])],
+                "history[0]: tool call id `1` is used twice",
+            ),
+        ];
+        for (history, expected) in cases {
+            let error = validate_history(&history).unwrap_err();
+            assert!(error.starts_with(expected), "{error} (expected {expected})");
+        }
     }
 }

@@ -3,24 +3,26 @@
 //! cancellation tokens of active runs.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use keel_tools::gateway::Gateway;
 use keel_types::{
-    ArtifactStore, ErrorInfo, Event, EventId, FinishReason, Message, ModelProvider, RequestId,
-    RunFilter, RunRecord, RunStatus, RunStore, SessionId, Usage,
+    ArtifactStore, ErrorInfo, Event, EventId, EventObserver, EventPayload, FinishReason, Message,
+    ModelProvider, RequestId, RunFilter, RunLinks, RunRecord, RunStatus, RunStore, SessionId,
+    Usage,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::RuntimeError;
 use crate::agent_loop::{self, AgentRun, DirectCall, Start};
-use crate::emitter::Emitter;
+use crate::emitter::{Emitter, Observers};
 use crate::governance::Governance;
-use crate::history::trim_history;
+use crate::history::{trim_history, validate_history};
 use crate::narrator::Narrator;
 use crate::rebuild::{Rebuilt, rebuild};
 use crate::redact::Redactor;
@@ -37,6 +39,8 @@ pub struct KernelParts {
     pub artifacts: Arc<dyn ArtifactStore>,
     /// Hooks written in Rust, run with the workspace's hooks.
     pub hooks: Vec<Arc<dyn keel_tools::hooks::InProcessHook>>,
+    /// Called with every stored event of every run.
+    pub observers: Vec<Arc<dyn EventObserver>>,
 }
 
 /// The runtime kernel. Cheap to clone.
@@ -51,7 +55,37 @@ struct Inner {
     redactor: Arc<Redactor>,
     narrator: Arc<Narrator>,
     permits: Arc<Semaphore>,
-    active: Mutex<HashMap<RequestId, CancellationToken>>,
+    observers: Observers,
+    active: Mutex<Tracker>,
+    /// The number of live runs, for waiting on them.
+    live: watch::Sender<usize>,
+}
+
+/// The live runs of this kernel and the shutdown state, under one lock.
+#[derive(Default)]
+struct Tracker {
+    runs: HashMap<RequestId, Active>,
+    /// `shutdown` was called: no new operation starts.
+    shutting_down: bool,
+    /// The grace period is over: live runs are being interrupted.
+    interrupting: bool,
+    /// Runs that ended on their own since `shutdown` was called.
+    finished_in_grace: usize,
+}
+
+/// How to stop one live run.
+struct Active {
+    cancel: CancellationToken,
+    interrupt: CancellationToken,
+}
+
+/// What [`Kernel::shutdown`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Runs that ended on their own within the grace period.
+    pub finished: usize,
+    /// Runs stopped when the grace period ran out, now `interrupted` (resumable).
+    pub interrupted: usize,
 }
 
 /// One request to run.
@@ -63,6 +97,14 @@ pub struct RequestOptions {
     pub session_id: Option<SessionId>,
     /// The run's permission mode (`plan`, `dontAsk`, …); `None`: the policies' own mode.
     pub mode: Option<keel_workspace::PermissionMode>,
+    /// An earlier conversation supplied by the caller, sent after the session's history and
+    /// before the input (recorded in `runtime.request.started`). Checked against what the
+    /// model wire accepts; a bad message is [`RuntimeError::InvalidInput`] naming its index.
+    pub history: Vec<Message>,
+    /// A time budget for this run; the smaller of it and `limits.runTimeout` applies.
+    pub timeout: Option<Duration>,
+    /// The principal creating the run (recorded as [`RunRecord::owner`]).
+    pub owner: Option<String>,
 }
 
 /// What the kernel needs to start the loop of a recorded run.
@@ -72,6 +114,10 @@ pub(crate) struct Launch {
     pub provider: Arc<dyn ModelProvider>,
     /// The session's trimmed history, sent before the input.
     pub history: Vec<Message>,
+    /// The history the request supplied, sent after the session's.
+    pub request_history: Vec<Message>,
+    /// The request's own time budget.
+    pub timeout: Option<Duration>,
     /// The state rebuilt from a log (resume, fork); the run continues after its last event.
     pub rebuilt: Option<Rebuilt>,
     pub start: Start,
@@ -93,6 +139,8 @@ impl Launch {
             agent,
             provider,
             history: Vec::new(),
+            request_history: Vec::new(),
+            timeout: None,
             rebuilt: None,
             start,
             direct: None,
@@ -166,6 +214,7 @@ impl Kernel {
         let narrator = Arc::new(Narrator::new(&runtime.progress.narration));
         let permits = Arc::new(Semaphore::new(runtime.limits.max_concurrent_runs as usize));
         let governance = Arc::new(Governance::new(&parts.workspace, parts.hooks.clone()));
+        let observers: Observers = parts.observers.iter().cloned().collect();
         Self {
             inner: Arc::new(Inner {
                 governance,
@@ -173,7 +222,9 @@ impl Kernel {
                 redactor,
                 narrator,
                 permits,
-                active: Mutex::new(HashMap::new()),
+                observers,
+                active: Mutex::new(Tracker::default()),
+                live: watch::Sender::new(0),
             }),
         }
     }
@@ -205,6 +256,64 @@ impl Kernel {
 
     /// Starts a run. The run is recorded before this returns; its events flow to the handle.
     pub async fn request(&self, options: RequestOptions) -> Result<RunHandle, RuntimeError> {
+        self.accepting()?;
+        self.start_request(options, RunLinks::default(), None).await
+    }
+
+    /// Starts a new run with the agent, input, session, supplied history and mode of ended
+    /// run `id`, linked to it (`links.retryOf`). The session's history leaves out `id`'s own
+    /// turn, so the model sees what it saw the first time.
+    ///
+    /// Errors: [`RuntimeError::NotFound`]; [`RuntimeError::Conflict`] while `id` has not
+    /// ended; [`RuntimeError::InvalidInput`] for a direct tool call (call the tool again).
+    pub async fn retry(
+        &self,
+        id: &RequestId,
+        owner: Option<String>,
+    ) -> Result<RunHandle, RuntimeError> {
+        self.accepting()?;
+        let original = self.existing_run(id).await?;
+        if !original.status.is_terminal() {
+            return Err(RuntimeError::Conflict(format!(
+                "run `{id}` is still {}; only an ended run can be retried",
+                original.status.as_str()
+            )));
+        }
+        let events = self.inner.parts.store.events(id, 0).await?;
+        if events
+            .iter()
+            .any(|e| matches!(e.payload, EventPayload::DirectStarted { .. }))
+        {
+            return Err(RuntimeError::InvalidInput(format!(
+                "run `{id}` is a direct tool call; call the tool again instead"
+            )));
+        }
+        let (history, mode) = opening(&events);
+        let options = RequestOptions {
+            input: original.input,
+            agent: Some(original.agent),
+            session_id: original.session_id,
+            mode: parse_mode(mode.as_deref()),
+            history,
+            timeout: None,
+            owner,
+        };
+        let links = RunLinks {
+            retry_of: Some(id.clone()),
+            ..RunLinks::default()
+        };
+        self.start_request(options, links, Some(id)).await
+    }
+
+    /// Records and launches a new run; `skip_turn_of` leaves that run's turn out of the
+    /// session history.
+    async fn start_request(
+        &self,
+        options: RequestOptions,
+        links: RunLinks,
+        skip_turn_of: Option<&RequestId>,
+    ) -> Result<RunHandle, RuntimeError> {
+        validate_history(&options.history).map_err(RuntimeError::InvalidInput)?;
         let workspace = &self.inner.parts.workspace;
         let agent_name = match options.agent.as_deref().or(workspace.default_agent()) {
             Some(name) => name.to_owned(),
@@ -218,21 +327,29 @@ impl Kernel {
                 store.ensure_session(session, &agent_name).await?;
                 let transcript = store.session_messages(session).await?;
                 trim_history(
-                    transcript.into_iter().map(|m| m.message).collect(),
+                    transcript
+                        .into_iter()
+                        .filter(|m| Some(&m.request_id) != skip_turn_of)
+                        .map(|m| m.message)
+                        .collect(),
                     workspace.runtime.limits.history_tokens,
                 )
             }
             None => Vec::new(),
         };
-        let record = RunRecord::new(
+        let mut record = RunRecord::new(
             RequestId::generate(),
             options.session_id,
             agent_name,
             options.input,
         );
+        record.owner = options.owner;
+        record.links = links;
         store.create_run(&record).await?;
         Ok(self.launch(Launch {
             history,
+            request_history: options.history,
+            timeout: options.timeout,
             mode: options.mode,
             ..Launch::new(record, agent, provider, Start::Fresh)
         }))
@@ -242,6 +359,7 @@ impl Kernel {
     /// tool call that started without a recorded result runs again only if its tool is
     /// idempotent (the model is told the outcome is unknown otherwise).
     pub async fn resume(&self, id: &RequestId) -> Result<RunHandle, RuntimeError> {
+        self.accepting()?;
         let store = &self.inner.parts.store;
         let before = self.existing_run(id).await?;
         if before.status != RunStatus::Interrupted {
@@ -261,6 +379,8 @@ impl Kernel {
         };
         Ok(self.launch(Launch {
             history,
+            request_history: rebuilt.history.clone(),
+            mode: parse_mode(rebuilt.mode.as_deref()),
             rebuilt: Some(rebuilt),
             ..Launch::new(record, agent, provider, start)
         }))
@@ -269,13 +389,15 @@ impl Kernel {
     /// Starts a new run that copies the first `at_seq` events of run `id` and continues from
     /// there with the live model. The fork has no session (it is a branch, not a turn).
     pub async fn fork(&self, id: &RequestId, at_seq: u64) -> Result<RunHandle, RuntimeError> {
+        self.accepting()?;
         let store = &self.inner.parts.store;
         let original = self.existing_run(id).await?;
         let events = store.events(id, 0).await?;
         let last = events.iter().map(|e| e.seq).max().unwrap_or(0);
+        // The end of the log; an interruption followed by a resume is not an end.
         let terminal = events
-            .iter()
-            .find(|e| e.payload.is_terminal())
+            .last()
+            .filter(|e| e.payload.is_terminal())
             .map(|e| e.seq);
         if at_seq == 0 || at_seq > last || terminal.is_some_and(|t| at_seq >= t) {
             return Err(RuntimeError::InvalidInput(format!(
@@ -311,6 +433,8 @@ impl Kernel {
             at_seq,
         };
         Ok(self.launch(Launch {
+            request_history: rebuilt.history.clone(),
+            mode: parse_mode(rebuilt.mode.as_deref()),
             rebuilt: Some(rebuilt),
             ..Launch::new(record, agent, provider, start)
         }))
@@ -319,16 +443,22 @@ impl Kernel {
     /// Re-executes run `id` as a new run whose model answers (and failures) come from the
     /// original's log; tools run for real. Compare the two with [`Kernel::divergence`].
     pub async fn replay(&self, id: &RequestId) -> Result<RunHandle, RuntimeError> {
+        self.accepting()?;
         let store = &self.inner.parts.store;
         let original = self.existing_run(id).await?;
         let events = store.events(id, 0).await?;
         let agent = self.agent(&original.agent)?;
         let provider: Arc<dyn ModelProvider> = Arc::new(ReplayProvider::from_events(&events));
+        let (history, mode) = opening(&events);
         let mut record =
             RunRecord::new(RequestId::generate(), None, original.agent, original.input);
         record.links.replay_of = Some(id.clone());
         store.create_run(&record).await?;
-        Ok(self.launch(Launch::new(record, agent, provider, Start::Fresh)))
+        Ok(self.launch(Launch {
+            request_history: history,
+            mode: parse_mode(mode.as_deref()),
+            ..Launch::new(record, agent, provider, Start::Fresh)
+        }))
     }
 
     /// Where the log of `new` first differs from the log of `original` (ids, times and
@@ -356,7 +486,7 @@ impl Kernel {
             .store
             .get_run(id)
             .await?
-            .ok_or_else(|| RuntimeError::InvalidInput(format!("no run `{id}`")))
+            .ok_or_else(|| RuntimeError::NotFound(format!("no run `{id}`")))
     }
 
     /// The agent named, or the workspace's default.
@@ -425,12 +555,15 @@ impl Kernel {
             record,
             agent,
             provider,
-            history,
+            mut history,
+            request_history,
+            timeout,
             rebuilt,
             start,
             direct,
             mode,
         } = launch;
+        history.extend(request_history.iter().cloned());
         let last_seq = rebuilt.as_ref().map_or(0, |r| r.last_seq);
         let workspace = &self.inner.parts.workspace;
         let store = self.inner.parts.store.clone();
@@ -449,6 +582,7 @@ impl Kernel {
             self.inner.redactor.clone(),
             self.inner.narrator.clone(),
             Some(tx),
+            self.inner.observers.clone(),
         );
         let mut run = AgentRun::new(
             emitter,
@@ -469,22 +603,28 @@ impl Kernel {
         if let Some(direct) = direct {
             run = run.with_direct(direct);
         }
-        run = run.with_mode(mode);
+        run = run.with_mode(mode).with_request(request_history, timeout);
         let cancel = CancellationToken::new();
-        self.track(&request_id, &cancel);
+        let interrupt = CancellationToken::new();
+        self.track(&request_id, &cancel, &interrupt);
         let permits = self.inner.permits.clone();
-        let kernel = self.clone();
         let token = cancel.clone();
-        let id = request_id.clone();
+        // Untracks the run when its task ends, however it ends.
+        let tracked = Tracked {
+            kernel: self.clone(),
+            id: request_id.clone(),
+        };
         let task = tokio::spawn(async move {
-            // Waiting for a slot is part of the run: cancelling while queued still records it.
+            // Waiting for a slot is part of the run: cancelling (or a shutdown) while queued
+            // still records it.
             let permit = tokio::select! {
                 permit = permits.acquire_owned() => permit.ok(),
                 _ = token.cancelled() => None,
+                _ = interrupt.cancelled() => None,
             };
-            let response = agent_loop::execute(run, start, token).await;
+            let response = agent_loop::execute(run, start, token, interrupt).await;
             drop(permit);
-            kernel.untrack(&id);
+            drop(tracked);
             response
         });
         RunHandle {
@@ -497,17 +637,60 @@ impl Kernel {
 
     /// Cancels an active run. Returns whether a run with that id was active.
     pub fn cancel(&self, id: &RequestId) -> bool {
-        let active = match self.inner.active.lock() {
-            Ok(active) => active,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        match active.get(id) {
-            Some(token) => {
-                token.cancel();
+        match self.tracker().runs.get(id) {
+            Some(active) => {
+                active.cancel.cancel();
                 true
             }
             None => false,
         }
+    }
+
+    /// How many runs of this kernel are live (queued or running).
+    pub fn active_runs(&self) -> usize {
+        self.tracker().runs.len()
+    }
+
+    /// Stops taking work and ends the live runs: from now on every operation that would start
+    /// a run fails with [`RuntimeError::ShuttingDown`]. Waits up to `grace` for the live runs
+    /// to end on their own; then stops the rest, which end `interrupted` (error code
+    /// `shutdown`, event `runtime.request.interrupted`) and can be resumed. Returns once every
+    /// run has recorded its end.
+    pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
+        self.tracker().shutting_down = true;
+        let mut live = self.inner.live.subscribe();
+        let in_time = tokio::time::timeout(grace, live.wait_for(|n| *n == 0))
+            .await
+            .is_ok_and(|waited| waited.is_ok());
+        tracing::debug!(in_time, "Shutdown: the grace period is over.");
+        let (finished, interrupted) = {
+            let mut tracker = self.tracker();
+            tracker.interrupting = true;
+            for active in tracker.runs.values() {
+                active.interrupt.cancel();
+            }
+            (tracker.finished_in_grace, tracker.runs.len())
+        };
+        // Each stopped run records its end (one event and the record) and untracks itself.
+        let all_ended = live.wait_for(|n| *n == 0).await.is_ok();
+        tracing::debug!(all_ended, "Shutdown: every run recorded its end.");
+        ShutdownReport {
+            finished,
+            interrupted,
+        }
+    }
+
+    /// Fails once a shutdown has begun.
+    pub(crate) fn accepting(&self) -> Result<(), RuntimeError> {
+        match self.tracker().shutting_down {
+            true => Err(RuntimeError::ShuttingDown),
+            false => Ok(()),
+        }
+    }
+
+    /// Counts of stored runs by status.
+    pub async fn run_counts(&self) -> Result<Vec<(RunStatus, u64)>, RuntimeError> {
+        Ok(self.inner.parts.store.run_counts().await?)
     }
 
     /// One run's record.
@@ -525,19 +708,67 @@ impl Kernel {
         Ok(self.inner.parts.store.events(id, after).await?)
     }
 
-    fn track(&self, id: &RequestId, token: &CancellationToken) {
-        let mut active = match self.inner.active.lock() {
-            Ok(active) => active,
+    fn tracker(&self) -> MutexGuard<'_, Tracker> {
+        match self.inner.active.lock() {
+            Ok(tracker) => tracker,
             Err(poisoned) => poisoned.into_inner(),
-        };
-        active.insert(id.clone(), token.clone());
+        }
+    }
+
+    fn track(&self, id: &RequestId, cancel: &CancellationToken, interrupt: &CancellationToken) {
+        let mut tracker = self.tracker();
+        // A run launched after the grace period (its operation began before the shutdown)
+        // stops at once.
+        if tracker.interrupting {
+            interrupt.cancel();
+        }
+        tracker.runs.insert(
+            id.clone(),
+            Active {
+                cancel: cancel.clone(),
+                interrupt: interrupt.clone(),
+            },
+        );
+        self.inner.live.send_replace(tracker.runs.len());
     }
 
     fn untrack(&self, id: &RequestId) {
-        let mut active = match self.inner.active.lock() {
-            Ok(active) => active,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        active.remove(id);
+        let mut tracker = self.tracker();
+        if tracker.runs.remove(id).is_some() && tracker.shutting_down && !tracker.interrupting {
+            tracker.finished_in_grace += 1;
+        }
+        self.inner.live.send_replace(tracker.runs.len());
+    }
+}
+
+/// A live run; dropping it untracks the run.
+struct Tracked {
+    kernel: Kernel,
+    id: RequestId,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.kernel.untrack(&self.id);
+    }
+}
+
+/// The supplied history and the mode recorded in a log's opening event.
+fn opening(events: &[Event]) -> (Vec<Message>, Option<String>) {
+    match events.first().map(|e| &e.payload) {
+        Some(EventPayload::RequestStarted { history, mode, .. }) => (history.clone(), mode.clone()),
+        _ => (Vec::new(), None),
+    }
+}
+
+/// A recorded permission mode; an unknown name (from a newer Keel) is ignored.
+fn parse_mode(mode: Option<&str>) -> Option<keel_workspace::PermissionMode> {
+    let name = mode?;
+    match serde_json::from_value(serde_json::Value::String(name.to_owned())) {
+        Ok(mode) => Some(mode),
+        Err(_) => {
+            tracing::warn!(mode = name, "Ignoring an unknown recorded permission mode.");
+            None
+        }
     }
 }

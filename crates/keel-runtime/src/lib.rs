@@ -21,5 +21,5 @@ pub mod retry;
 
 pub use error::RuntimeError;
 pub use governance::Governance;
-pub use kernel::{Kernel, KernelParts, RequestOptions, RunHandle, RunResponse};
+pub use kernel::{Kernel, KernelParts, RequestOptions, RunHandle, RunResponse, ShutdownReport};
 pub use replay::Divergence;

@@ -17,6 +17,10 @@ use keel_types::{AdapterEvent, Event, EventPayload, GuardDecision, Message, Tool
 pub struct Rebuilt {
     /// The request's input.
     pub input: String,
+    /// The earlier conversation the request supplied (sent before the input).
+    pub history: Vec<Message>,
+    /// The run's permission mode as recorded (`plan`, `dontAsk`, …).
+    pub mode: Option<String>,
     /// Assistant and tool messages after the input, in order.
     pub messages: Vec<Message>,
     /// Completed model rounds.
@@ -54,11 +58,18 @@ pub enum RebuildError {
 /// Reads the log and returns the conversation state at its end.
 pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
     let first = events.first().ok_or(RebuildError::Empty)?;
-    let EventPayload::RequestStarted { input } = &first.payload else {
+    let EventPayload::RequestStarted {
+        input,
+        history,
+        mode,
+    } = &first.payload
+    else {
         return Err(RebuildError::NoStart);
     };
     let mut state = Rebuilt {
         input: input.clone(),
+        history: history.clone(),
+        mode: mode.clone(),
         ..Rebuilt::default()
     };
     // Answers with their calls, and what became of each call.
@@ -69,7 +80,8 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
     for event in events {
         state.last_seq = event.seq;
         match &event.payload {
-            payload if payload.is_terminal() => return Err(RebuildError::Ended(event.seq)),
+            // An interruption (a shutdown) ends the run only until it is resumed.
+            payload if payload.is_final() => return Err(RebuildError::Ended(event.seq)),
             EventPayload::ModelStarted { .. } => round_open = true,
             EventPayload::ModelRetry { .. } => round_open = false,
             EventPayload::ModelCompleted {
@@ -165,6 +177,14 @@ mod tests {
             .collect()
     }
 
+    fn opening(input: &str) -> EventPayload {
+        EventPayload::RequestStarted {
+            input: input.into(),
+            history: Vec::new(),
+            mode: None,
+        }
+    }
+
     fn call(id: &str, name: &str) -> ToolCall {
         ToolCall {
             id: id.into(),
@@ -222,7 +242,7 @@ mod tests {
     #[test]
     fn a_cut_off_round_after_complete_tool_results_is_asked_again() {
         let log = events(vec![
-            EventPayload::RequestStarted { input: "hi".into() },
+            opening("hi"),
             started(1),
             completed(1, vec![call("a", "t")]),
             tool_start("a"),
@@ -243,7 +263,7 @@ mod tests {
     #[test]
     fn calls_without_results_are_pending_with_whether_they_started() {
         let log = events(vec![
-            EventPayload::RequestStarted { input: "hi".into() },
+            opening("hi"),
             started(1),
             completed(1, vec![call("a", "t"), call("b", "t"), call("c", "t")]),
             tool_start("a"),
@@ -265,7 +285,7 @@ mod tests {
     #[test]
     fn an_ended_run_cannot_be_continued() {
         let log = events(vec![
-            EventPayload::RequestStarted { input: "hi".into() },
+            opening("hi"),
             EventPayload::RequestCancelled {
                 reason: "x".into(),
                 usage: Usage::default(),
@@ -275,5 +295,32 @@ mod tests {
         ]);
         assert_eq!(rebuild(&log), Err(RebuildError::Ended(2)));
         assert_eq!(rebuild(&[]), Err(RebuildError::Empty));
+    }
+
+    #[test]
+    fn an_interrupted_run_continues_with_its_recorded_history_and_mode() {
+        let history = vec![Message::user("earlier"), Message::assistant("yes", vec![])];
+        let log = events(vec![
+            EventPayload::RequestStarted {
+                input: "hi".into(),
+                history: history.clone(),
+                mode: Some("plan".into()),
+            },
+            started(1),
+            EventPayload::RequestInterrupted {
+                reason: "shutdown".into(),
+                usage: Usage::default(),
+                steps: 0,
+                duration_ms: 1,
+            },
+        ]);
+        let state = rebuild(&log).unwrap();
+        assert_eq!(state.history, history);
+        assert_eq!(state.mode.as_deref(), Some("plan"));
+        assert!(
+            state.cut_off_round,
+            "the round the shutdown cut is asked again"
+        );
+        assert_eq!(state.last_seq, 3);
     }
 }

@@ -42,7 +42,16 @@ impl Redactor {
         }
         let s = |text: &mut String| self.redact_str(text);
         match payload {
-            EventPayload::RequestStarted { input } => s(input),
+            EventPayload::RequestStarted { input, history, .. } => {
+                s(input);
+                for message in history {
+                    s(&mut message.content);
+                    for call in &mut message.tool_calls {
+                        s(&mut call.arguments);
+                    }
+                }
+            }
+            EventPayload::RequestInterrupted { reason, .. } => s(reason),
             EventPayload::RequestCompleted { output, .. } => s(output),
             EventPayload::RequestFailed { error, .. } => s(&mut error.message),
             EventPayload::RequestCancelled { reason, .. } => s(reason),
@@ -131,12 +140,16 @@ mod tests {
         let redactor = Redactor::from_env(&env);
         let mut payload = EventPayload::RequestStarted {
             input: "my key is sk-test-1234567890, home /home/someone-long".into(),
+            history: vec![keel_types::Message::user("earlier: sk-test-1234567890")],
+            mode: None,
         };
         redactor.redact(&mut payload);
         assert_eq!(
             payload,
             EventPayload::RequestStarted {
-                input: "my key is [REDACTED], home /home/someone-long".into()
+                input: "my key is [REDACTED], home /home/someone-long".into(),
+                history: vec![keel_types::Message::user("earlier: [REDACTED]")],
+                mode: None,
             }
         );
     }

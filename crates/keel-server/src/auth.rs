@@ -1,7 +1,9 @@
 //! API-key authentication: keys come from `runtime.server.apiKeys` (each names an environment
-//! variable and a role). When at least one key is configured, every route but `/api/health`
-//! needs `Authorization: Bearer <key>`; `client` keys may use `/v1/*` only, `operator` keys
-//! everything. Keys are compared in constant time and never logged.
+//! variable, a role and optionally a name). When at least one key is configured, every route
+//! but `/api/health` needs `Authorization: Bearer <key>` (401 otherwise); `client` keys may
+//! use the routes the route table marks [`Access::Client`] — the facade and their own requests
+//! — and get 403 elsewhere; `operator` keys may use everything. Keys are compared in constant
+//! time and never logged.
 
 use std::sync::Arc;
 
@@ -9,14 +11,14 @@ use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
-use keel::workspace::spec::ApiKeyRole;
 
 use crate::ApiError;
+use crate::openapi::Access;
+use crate::state::Principal;
 
-/// The configured keys (values read from the workspace environment).
 #[derive(Default)]
 pub(crate) struct Keys {
-    keys: Vec<(Vec<u8>, ApiKeyRole)>,
+    keys: Vec<(Vec<u8>, Principal)>,
 }
 
 impl Keys {
@@ -27,7 +29,11 @@ impl Keys {
         for spec in &workspace.runtime.server.api_keys {
             match workspace.env.get(&spec.env) {
                 Some(value) if !value.is_empty() => {
-                    keys.push((value.as_bytes().to_vec(), spec.role));
+                    let principal = Principal::Key {
+                        role: spec.role,
+                        name: Arc::from(spec.principal()),
+                    };
+                    keys.push((value.as_bytes().to_vec(), principal));
                 }
                 _ => tracing::warn!(
                     env = %spec.env,
@@ -42,12 +48,12 @@ impl Keys {
         self.keys.is_empty()
     }
 
-    /// The role of `presented`, comparing against every key in constant time.
-    fn role_of(&self, presented: &[u8]) -> Option<ApiKeyRole> {
+    /// Whose key `presented` is, comparing against every key in constant time.
+    fn principal_of(&self, presented: &[u8]) -> Option<&Principal> {
         let mut found = None;
-        for (key, role) in &self.keys {
+        for (key, principal) in &self.keys {
             if constant_time_eq(key, presented) && found.is_none() {
-                found = Some(*role);
+                found = Some(principal);
             }
         }
         found
@@ -72,14 +78,15 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
-/// The middleware enforcing keys and roles.
+/// The middleware of one route: enforces keys and the route's [`Access`], and leaves the
+/// caller's [`Principal`] in the request's extensions.
 pub(crate) async fn require_key(
-    State(keys): State<Arc<Keys>>,
-    request: Request,
+    State((keys, access)): State<(Arc<Keys>, Access)>,
+    mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let path = request.uri().path();
-    if keys.is_empty() || path == "/api/health" {
+    if keys.is_empty() || access == Access::Public {
+        request.extensions_mut().insert(Principal::Open);
         return Ok(next.run(request).await);
     }
     let presented = request
@@ -87,10 +94,14 @@ pub(crate) async fn require_key(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
         .ok_or(ApiError::Unauthorized)?;
-    let role = keys.role_of(presented).ok_or(ApiError::Unauthorized)?;
-    if role == ApiKeyRole::Client && !path.starts_with("/v1/") {
+    let principal = keys
+        .principal_of(presented)
+        .ok_or(ApiError::Unauthorized)?
+        .clone();
+    if access == Access::Operator && principal.is_client() {
         return Err(ApiError::Forbidden);
     }
+    request.extensions_mut().insert(principal);
     Ok(next.run(request).await)
 }
 

@@ -1,7 +1,7 @@
 //! [`ApiError`]: every error the service answers, mapped to a status and an OpenAI-style
 //! body (`{"error":{"message","type","param","code"}}`) in one table.
 
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -13,16 +13,20 @@ pub enum ApiError {
         message: String,
         param: Option<&'static str>,
     },
-    /// The body is larger than [`crate::MAX_BODY_BYTES`].
+    /// The body is larger than the server's limit (`server.maxBodyBytes`).
     PayloadTooLarge,
     /// The `model` names no agent of the workspace.
     ModelNotFound(String),
     /// No such route.
     NotFound,
+    /// The route exists but not with this method.
+    MethodNotAllowed,
     /// The run could not start or ended failed; the message is the run's own.
     RunFailed(String),
     /// The run was cancelled before it answered.
     RunCancelled,
+    /// The server shut down before the run (named) answered; it can be resumed.
+    RunInterrupted(String),
     /// No API key, or one that is not configured.
     Unauthorized,
     /// The API key's role may not use this route.
@@ -31,6 +35,12 @@ pub enum ApiError {
     ResourceNotFound(String),
     /// The resource is not in a state that allows the operation (e.g. already decided).
     Conflict(String),
+    /// Every run slot and queue place is taken; try again after `retry_after` seconds.
+    TooManyRequests { retry_after: u64 },
+    /// The server is shutting down and takes no new work.
+    ShuttingDown,
+    /// The run ran out of time (`server.requestTimeout` or `limits.runTimeout`).
+    Timeout(String),
     /// The store or runtime failed; the message is safe to show.
     Internal(String),
 }
@@ -68,9 +78,21 @@ impl ApiError {
                 StatusCode::NOT_FOUND,
                 "invalid_request_error",
                 None,
-                Some("not_found"),
+                Some("unknown_route"),
+            ),
+            Self::MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "invalid_request_error",
+                None,
+                Some("method_not_allowed"),
             ),
             Self::RunFailed(_) => (StatusCode::BAD_GATEWAY, "server_error", None, None),
+            Self::RunInterrupted(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                None,
+                Some("interrupted"),
+            ),
             Self::RunCancelled => (
                 StatusCode::BAD_GATEWAY,
                 "server_error",
@@ -101,6 +123,24 @@ impl ApiError {
                 None,
                 Some("conflict"),
             ),
+            Self::TooManyRequests { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                None,
+                Some("rate_limit_exceeded"),
+            ),
+            Self::ShuttingDown => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                None,
+                Some("shutting_down"),
+            ),
+            Self::Timeout(_) => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "server_error",
+                None,
+                Some("timeout"),
+            ),
             Self::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
@@ -114,19 +154,28 @@ impl ApiError {
     fn message(&self) -> String {
         match self {
             Self::BadRequest { message, .. } => message.clone(),
-            Self::PayloadTooLarge => format!(
-                "the request body is larger than {} bytes",
-                crate::MAX_BODY_BYTES
-            ),
+            Self::PayloadTooLarge => {
+                "the request body is larger than this server accepts (server.maxBodyBytes)".into()
+            }
             Self::ModelNotFound(model) => format!("The model `{model}` does not exist"),
             Self::NotFound => "no such route".into(),
+            Self::MethodNotAllowed => "this route does not accept this method".into(),
             Self::RunFailed(message) => message.clone(),
             Self::RunCancelled => "the request was cancelled".into(),
+            Self::RunInterrupted(id) => format!(
+                "the server shut down before the request finished; request `{id}` is recorded as interrupted and can be resumed"
+            ),
             Self::Unauthorized => {
                 "a valid API key is required (Authorization: Bearer <key>)".into()
             }
             Self::Forbidden => "this API key may not use this route".into(),
-            Self::ResourceNotFound(message) | Self::Conflict(message) => message.clone(),
+            Self::ResourceNotFound(message) | Self::Conflict(message) | Self::Timeout(message) => {
+                message.clone()
+            }
+            Self::TooManyRequests { retry_after } => format!(
+                "the server is at capacity (every run slot and queue place is taken); retry after {retry_after}s"
+            ),
+            Self::ShuttingDown => "the server is shutting down; retry on another instance".into(),
             // 5xx bodies never carry internals: the detail goes to the log only.
             Self::Internal(detail) => {
                 tracing::error!(%detail, "Internal error answering a request.");
@@ -151,6 +200,49 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status(), axum::Json(self.body())).into_response()
+        let retry_after = match self {
+            Self::TooManyRequests { retry_after } => Some(retry_after),
+            Self::ShuttingDown => Some(5),
+            _ => None,
+        };
+        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+/// Maps a runtime failure: what the caller got wrong is 4xx, the rest 5xx without internals.
+pub(crate) fn runtime_error(error: keel::Error) -> ApiError {
+    use keel::RuntimeError;
+    use keel::types::StoreError;
+    match error {
+        keel::Error::Runtime(RuntimeError::UnknownAgent { name, .. }) => {
+            ApiError::ModelNotFound(name)
+        }
+        keel::Error::Runtime(RuntimeError::NoDefaultAgent) => ApiError::BadRequest {
+            message: "no agent given and the workspace has no default agent".into(),
+            param: Some("agent"),
+        },
+        keel::Error::Runtime(RuntimeError::InvalidInput(message)) => ApiError::BadRequest {
+            message,
+            param: None,
+        },
+        keel::Error::Runtime(RuntimeError::NotFound(message)) => {
+            ApiError::ResourceNotFound(message)
+        }
+        keel::Error::Runtime(RuntimeError::Conflict(message)) => ApiError::Conflict(message),
+        keel::Error::Runtime(RuntimeError::ShuttingDown) => ApiError::ShuttingDown,
+        keel::Error::Runtime(RuntimeError::Store(StoreError::NotFound(id)))
+        | keel::Error::Store(StoreError::NotFound(id)) => {
+            ApiError::ResourceNotFound(format!("no request `{id}`"))
+        }
+        keel::Error::Runtime(e @ RuntimeError::ModelUnavailable { .. }) => {
+            ApiError::RunFailed(e.to_string())
+        }
+        other => ApiError::Internal(other.to_string()),
     }
 }

@@ -1,79 +1,99 @@
-//! Keel's HTTP service: an axum [`Router`] over a [`keel::Runtime`].
+//! Keel's HTTP service over a [`keel::Runtime`]: the OpenAI-compatible facade under `/v1`,
+//! the runtime and operator API under `/api`, Prometheus `/metrics` and the OpenAPI document
+//! at `/api/openapi.json`.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let runtime = keel::Runtime::builder().workspace("examples/quickstart").build()?;
+//! let telemetry = keel_server::Telemetry::new();
+//! let runtime = keel::Runtime::builder()
+//!     .workspace("examples/quickstart")
+//!     .observer(telemetry.observer())
+//!     .build()?;
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8642").await?;
-//! axum::serve(listener, keel_server::router(runtime)).await?;
+//! let shutdown = async {
+//!     let _ = tokio::signal::ctrl_c().await;
+//! };
+//! keel_server::serve(runtime, telemetry, listener, shutdown).await?;
 //! # Ok(()) }
 //! ```
 //!
-//! Routes:
-//! - `GET /api/health` → `{"status":"ok"}`;
-//! - `GET /v1/models` → the workspace's agents as OpenAI models;
-//! - `POST /v1/chat/completions` → OpenAI Chat Completions (stream and non-stream), `model`
-//!   is the agent id;
-//! - `GET /v1/capabilities` → what this server offers (see [`capabilities`]);
-//! - operator API under `/api`: `POST /api/requests` (`{input, agent?, sessionId?, wait?}` →
-//!   202 `{requestId}`, or 200 and the final `RunResponse` with `wait: true`),
-//!   `GET /api/requests?status=&agent=&session=&limit=`, `GET /api/requests/{id}`,
-//!   `GET /api/requests/{id}/events?after=SEQ` (JSON page, or SSE with
-//!   `Accept: text/event-stream`, resumable with `Last-Event-ID`),
-//!   `POST /api/requests/{id}/cancel`, `GET /api/approvals?status=`,
-//!   `POST /api/approvals/{id}/approve|deny` (`{reason?}`; 409 when already decided).
-//!
-//! Auth: when the workspace configures API keys (`runtime.server.apiKeys`), every route but
-//! `/api/health` needs `Authorization: Bearer <key>` (401 otherwise); `client` keys may use
-//! `/v1/*` only (403 elsewhere), `operator` keys everything. Without keys there is no auth,
+//! Every route is listed once in a route table (`openapi.rs`) from which the router, the
+//! per-route auth layer and the OpenAPI document are built. Auth: when the workspace
+//! configures API keys (`runtime.server.apiKeys`), every route but `/api/health` needs
+//! `Authorization: Bearer <key>` (401 otherwise); `client` keys may use the facade and their
+//! own requests (403 elsewhere), `operator` keys everything. Without keys there is no auth,
 //! and callers should bind to loopback only (see [`auth_configured`]).
 //!
-//! Every error answers an OpenAI-style JSON body (see [`ApiError`]).
+//! Every error answers an OpenAI-style JSON body (see [`ApiError`]). The crate's README
+//! describes the facade's headers, the limits and the metrics.
 
-mod api;
+mod approvals;
 mod auth;
+mod body;
 mod error;
+mod inventory;
+mod metrics;
 mod openai;
+mod openapi;
+mod requests;
+mod sessions;
+mod state;
+mod tasks;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::MethodRouter;
+use tokio_util::sync::CancellationToken;
 
 pub use auth::auth_configured;
 pub use error::ApiError;
+pub use metrics::Telemetry;
+pub use openai::{PROGRESS_HEADER, SESSION_HEADER};
 
-/// The largest request body accepted (1 MiB); larger bodies answer 413.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+use state::AppState;
 
-/// The HTTP routes over `runtime`.
+/// The HTTP routes over `runtime`, with telemetry of their own: `/metrics` then shows the
+/// store's counts but no latencies (use [`router_with`] and a runtime built with the
+/// telemetry's observer for those).
 pub fn router(runtime: keel::Runtime) -> Router {
-    let keys = Arc::new(auth::Keys::from_runtime(&runtime));
-    Router::new()
-        .route("/api/health", get(health))
-        .route("/v1/models", get(openai::models))
-        .route("/v1/capabilities", get(capabilities))
-        .route("/v1/chat/completions", post(openai::chat_completions))
-        .route(
-            "/api/requests",
-            post(api::create_request).get(api::list_requests),
-        )
-        .route("/api/requests/{id}", get(api::get_request))
-        .route("/api/requests/{id}/events", get(api::request_events))
-        .route("/api/requests/{id}/cancel", post(api::cancel_request))
-        .route("/api/approvals", get(api::list_approvals))
-        .route("/api/approvals/{id}/approve", post(api::approve))
-        .route("/api/approvals/{id}/deny", post(api::deny))
-        .fallback(not_found)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(runtime)
-        .layer(axum::middleware::from_fn_with_state(
-            keys,
-            auth::require_key,
-        ))
+    router_with(runtime, Telemetry::new())
 }
 
-async fn health() -> axum::Json<serde_json::Value> {
+/// The HTTP routes over `runtime`, reporting through `telemetry` (whose
+/// [`Telemetry::observer`] should have been given to the runtime's builder).
+pub fn router_with(runtime: keel::Runtime, telemetry: Telemetry) -> Router {
+    telemetry.describe(runtime.workspace());
+    let keys = Arc::new(auth::Keys::from_runtime(&runtime));
+    let body_limit =
+        usize::try_from(runtime.workspace().runtime.server.max_body_bytes).unwrap_or(usize::MAX);
+    let mut by_path: BTreeMap<&'static str, MethodRouter<AppState>> = BTreeMap::new();
+    for route in openapi::routes() {
+        let handler = (route.handler)().route_layer(axum::middleware::from_fn_with_state(
+            (keys.clone(), route.access),
+            auth::require_key,
+        ));
+        let merged = match by_path.remove(route.path) {
+            Some(existing) => existing.merge(handler),
+            None => handler,
+        };
+        by_path.insert(route.path, merged);
+    }
+    let mut router = Router::new();
+    for (path, handler) in by_path {
+        router = router.route(path, handler);
+    }
+    router
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(AppState::new(runtime, telemetry))
+}
+
+pub(crate) async fn health() -> axum::Json<serde_json::Value> {
     axum::Json(serde_json::json!({ "status": "ok" }))
 }
 
@@ -83,14 +103,17 @@ async fn health() -> axum::Json<serde_json::Value> {
 /// - `streaming`: `POST /v1/chat/completions` accepts `stream: true` (SSE chunks);
 /// - `tools`: `"workspace"` — tools come from the workspace inventory; client-sent `tools` are
 ///   ignored;
-/// - `progressEvents`: whether Keel progress events can be opted into on the OpenAI stream
-///   (not yet).
+/// - `progressEvents`: Keel progress events can be opted into on the chat stream with the
+///   header named by `progressHeader` (`true`); they arrive as SSE events named `keel`;
+/// - `sessionHeader`: the header that makes a chat request a turn of a stored session.
 pub async fn capabilities() -> axum::Json<serde_json::Value> {
     axum::Json(serde_json::json!({
         "object": "capabilities",
         "streaming": true,
         "tools": "workspace",
-        "progressEvents": false,
+        "progressEvents": true,
+        "progressHeader": PROGRESS_HEADER,
+        "sessionHeader": SESSION_HEADER,
     }))
 }
 
@@ -98,14 +121,48 @@ async fn not_found() -> ApiError {
     ApiError::NotFound
 }
 
-/// Serves the router on `listener` until `shutdown` completes, then stops accepting and lets
-/// requests in flight finish.
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// What a graceful shutdown did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownSummary {
+    /// Runs that finished within the grace period.
+    pub finished: usize,
+    /// Runs stopped at the end of the grace period and recorded `interrupted`.
+    pub interrupted: usize,
+}
+
+/// Serves `runtime` on `listener` until `shutdown` completes, then shuts down gracefully:
+/// no new connections or runs are accepted, runs in flight get `server.shutdownGrace` to
+/// finish, and the rest are stopped and recorded `interrupted` (resumable with
+/// `keel runs resume`). Connections still open a few seconds after that are dropped.
 pub async fn serve(
     runtime: keel::Runtime,
+    telemetry: Telemetry,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(runtime))
-        .with_graceful_shutdown(shutdown)
-        .await
+) -> std::io::Result<ShutdownSummary> {
+    let grace = runtime.workspace().runtime.server.shutdown_grace.0;
+    let stop = CancellationToken::new();
+    let server = axum::serve(listener, router_with(runtime.clone(), telemetry))
+        .with_graceful_shutdown(stop.clone().cancelled_owned())
+        .into_future();
+    let mut server = std::pin::pin!(server);
+    tokio::select! {
+        result = &mut server => return result.map(|()| ShutdownSummary { finished: 0, interrupted: 0 }),
+        () = shutdown => {}
+    }
+    stop.cancel();
+    let report = runtime.shutdown(grace).await;
+    // Runs have ended, so their streams end; give connections a moment to drain.
+    match tokio::time::timeout(Duration::from_secs(5), &mut server).await {
+        Ok(result) => result?,
+        Err(_) => tracing::warn!("connections still open after shutdown; closing them"),
+    }
+    Ok(ShutdownSummary {
+        finished: report.finished,
+        interrupted: report.interrupted,
+    })
 }

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::message::{ModelStopReason, ToolCall, Usage};
+use crate::message::{Message, ModelStopReason, ToolCall, Usage};
 use crate::run::{ErrorInfo, FinishReason};
 use crate::{EventId, RequestId, SessionId};
 
@@ -103,7 +103,16 @@ pub enum AdapterEvent {
 #[serde(tag = "type")]
 pub enum EventPayload {
     #[serde(rename = "runtime.request.started", rename_all = "camelCase")]
-    RequestStarted { input: String },
+    RequestStarted {
+        input: String,
+        /// An earlier conversation the caller supplied with the request, sent after the
+        /// session's history and before the input. Absent in older logs.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        history: Vec<Message>,
+        /// The run's permission mode when the request set one (`plan`, `dontAsk`, …).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<String>,
+    },
     #[serde(rename = "runtime.request.completed", rename_all = "camelCase")]
     RequestCompleted {
         output: String,
@@ -122,6 +131,15 @@ pub enum EventPayload {
     },
     #[serde(rename = "runtime.request.cancelled", rename_all = "camelCase")]
     RequestCancelled {
+        reason: String,
+        usage: Usage,
+        steps: u32,
+        duration_ms: u64,
+    },
+    /// The runtime shut down while the run was active: it stopped here and can be resumed.
+    /// Terminal until then; a resumed log continues after it with `runtime.request.resumed`.
+    #[serde(rename = "runtime.request.interrupted", rename_all = "camelCase")]
+    RequestInterrupted {
         reason: String,
         usage: Usage,
         steps: u32,
@@ -278,6 +296,7 @@ impl EventPayload {
             Self::RequestCompleted { .. } => "runtime.request.completed",
             Self::RequestFailed { .. } => "runtime.request.failed",
             Self::RequestCancelled { .. } => "runtime.request.cancelled",
+            Self::RequestInterrupted { .. } => "runtime.request.interrupted",
             Self::RequestResumed { .. } => "runtime.request.resumed",
             Self::RequestForked { .. } => "runtime.request.forked",
             Self::ContractFailed { .. } => "runtime.execution.contract.failed",
@@ -303,13 +322,20 @@ impl EventPayload {
         matches!(self, Self::Narration { .. })
     }
 
-    /// Whether this event ends the run.
+    /// Whether this event ends the run (`runtime.request.interrupted` ends it until it is
+    /// resumed).
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
             Self::RequestCompleted { .. }
                 | Self::RequestFailed { .. }
                 | Self::RequestCancelled { .. }
+                | Self::RequestInterrupted { .. }
         )
+    }
+
+    /// Whether this event ends the run for good (terminal and not an interruption).
+    pub fn is_final(&self) -> bool {
+        self.is_terminal() && !matches!(self, Self::RequestInterrupted { .. })
     }
 }

@@ -21,11 +21,12 @@ pub use message::{
     Usage,
 };
 pub use ports::{
-    ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, BoxStream, ModelError, ModelProvider,
-    ModelStream, RunFilter, RunStore, StoreError, Tool, ToolContext, ToolError, ToolOutput,
+    ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, BoxStream, EventObserver, ModelError,
+    ModelProvider, ModelStream, RunFilter, RunStore, StoreError, Tool, ToolContext, ToolError,
+    ToolOutput,
 };
 pub use run::{
-    ErrorCode, ErrorInfo, FinishReason, RunLinks, RunRecord, RunStatus, SessionMessage,
+    ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,
     SessionRecord,
 };
 pub use task::{TaskDecision, TaskRecord, TaskStatus, ToolStats};

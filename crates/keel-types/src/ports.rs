@@ -267,7 +267,18 @@ pub struct RunFilter {
     pub session: Option<SessionId>,
     /// Only runs started at or after this RFC 3339 time.
     pub since: Option<String>,
+    /// Only runs created by this principal ([`RunRecord::owner`]).
+    pub owner: Option<String>,
+    /// Only runs strictly after this position in the list order (the next page).
+    pub before: Option<crate::RunCursor>,
     pub limit: Option<usize>,
+}
+
+/// Sees every event of every run a runtime executes, once, in `seq` order per run, right
+/// after it is stored (narration excluded). Called from the run's delivery path: it must be
+/// quick and must not block (hand work to a channel or a counter).
+pub trait EventObserver: Send + Sync {
+    fn observe(&self, event: &Event);
 }
 
 /// Durable storage of runs and their events.
@@ -286,6 +297,8 @@ pub trait RunStore: Send + Sync {
     async fn get_run(&self, id: &RequestId) -> Result<Option<RunRecord>, StoreError>;
     /// Runs matching the filter, newest first.
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError>;
+    /// How many stored runs have each status (statuses with no run are left out).
+    async fn run_counts(&self) -> Result<Vec<(RunStatus, u64)>, StoreError>;
     /// The stored events of a run with `seq > after`, in order.
     async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, StoreError>;
 

@@ -64,6 +64,8 @@ pub enum FinishReason {
     Internal,
     /// A hook stopped the run (`continue: false`, a blocked prompt, or `onError: fail-run`).
     Stopped,
+    /// The runtime shut down while the run was active; it can be resumed.
+    Interrupted,
 }
 
 /// A stable, machine-readable error code. The one table mapping codes to exit codes and HTTP
@@ -87,6 +89,8 @@ pub enum ErrorCode {
     ToolBlocked,
     /// A hook stopped the run.
     HookStopped,
+    /// The runtime shut down before the run ended (it is `interrupted` and can be resumed).
+    Shutdown,
     Store,
     Internal,
 }
@@ -138,6 +142,9 @@ pub struct RunRecord {
     /// How this run relates to others (parent, retry, replay, fork).
     #[serde(default, skip_serializing_if = "RunLinks::is_empty")]
     pub links: RunLinks,
+    /// The principal that created the run (e.g. the name of the server's API key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl RunRecord {
@@ -163,6 +170,7 @@ impl RunRecord {
             ended_at: None,
             event_count: 0,
             links: RunLinks::default(),
+            owner: None,
         }
     }
 }
@@ -226,4 +234,102 @@ pub struct SessionMessage {
     pub seq: u64,
     pub request_id: RequestId,
     pub message: crate::Message,
+}
+
+/// A position in the list of runs (newest first: `started_at` descending, then `request_id`
+/// descending). A list with [`crate::RunFilter::before`] set returns the runs strictly after
+/// it in that order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RunCursor {
+    pub started_at: String,
+    pub request_id: RequestId,
+}
+
+impl RunCursor {
+    /// The cursor just at `run`: a list from it continues with the run after it.
+    pub fn of(run: &RunRecord) -> Self {
+        Self {
+            started_at: run.started_at.clone(),
+            request_id: run.request_id.clone(),
+        }
+    }
+
+    /// An opaque, URL-safe token (lowercase hex).
+    pub fn encode(&self) -> String {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let raw = format!("{}\n{}", self.started_at, self.request_id);
+        let mut out = String::with_capacity(raw.len() * 2);
+        for byte in raw.bytes() {
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        }
+        out
+    }
+
+    /// Reads a token made by [`Self::encode`].
+    pub fn decode(token: &str) -> Result<Self, String> {
+        let invalid = |why: &str| format!("invalid cursor `{}`: {why}", shorten(token));
+        if token.is_empty() || !token.len().is_multiple_of(2) {
+            return Err(invalid("not a cursor returned by a run list"));
+        }
+        let digits = token.as_bytes();
+        let mut bytes = Vec::with_capacity(digits.len() / 2);
+        for pair in digits.chunks(2) {
+            match (hex_value(pair[0]), hex_value(pair[1])) {
+                (Some(high), Some(low)) => bytes.push((high << 4) | low),
+                _ => return Err(invalid("not a cursor returned by a run list")),
+            }
+        }
+        let text = String::from_utf8(bytes).map_err(|_| invalid("not UTF-8 inside"))?;
+        let Some((started_at, request_id)) = text.split_once('\n') else {
+            return Err(invalid("not a cursor returned by a run list"));
+        };
+        if started_at.is_empty() || request_id.is_empty() || request_id.contains('\n') {
+            return Err(invalid("not a cursor returned by a run list"));
+        }
+        Ok(Self {
+            started_at: started_at.to_owned(),
+            request_id: RequestId(request_id.to_owned()),
+        })
+    }
+}
+
+fn hex_value(digit: u8) -> Option<u8> {
+    match digit {
+        b'0'..=b'9' => Some(digit - b'0'),
+        b'a'..=b'f' => Some(digit - b'a' + 10),
+        b'A'..=b'F' => Some(digit - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// The start of a long token, for error messages.
+fn shorten(token: &str) -> String {
+    match token.char_indices().nth(40) {
+        Some((at, _)) => format!("{}…", &token[..at]),
+        None => token.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_cursor_survives_encoding_and_garbage_is_refused() {
+        let cursor = RunCursor {
+            started_at: "2026-11-22T12:00:00.120Z".into(),
+            request_id: RequestId::from("run_abc"),
+        };
+        let token = cursor.encode();
+        assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+        assert_eq!(RunCursor::decode(&token).unwrap(), cursor);
+        assert_eq!(RunCursor::decode(&token.to_uppercase()).unwrap(), cursor);
+        for garbage in ["", "abc", "zz", "6869", "0a61", "61 0a62"] {
+            let error = RunCursor::decode(garbage).unwrap_err();
+            assert!(error.contains("invalid cursor"), "{garbage}: {error}");
+        }
+    }
 }

@@ -180,6 +180,16 @@ impl Default for StoreSpec {
 pub struct ServerSpec {
     pub listen: String,
     pub api_keys: Vec<ApiKeySpec>,
+    /// Requests that may wait for a run slot (beyond `limits.maxConcurrentRuns`) before new
+    /// ones are refused with 429 and `Retry-After`.
+    pub max_queued_requests: u32,
+    /// The longest a request made over HTTP may run; it tightens `limits.runTimeout`.
+    pub request_timeout: Duration,
+    /// The largest request body accepted, in bytes; larger bodies get 413.
+    #[schemars(range(min = 1024))]
+    pub max_body_bytes: u64,
+    /// On shutdown, how long runs in flight may take to finish before they are interrupted.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for ServerSpec {
@@ -187,6 +197,10 @@ impl Default for ServerSpec {
         Self {
             listen: "127.0.0.1:8642".into(),
             api_keys: Vec::new(),
+            max_queued_requests: 1024,
+            request_timeout: Duration::from_secs(600),
+            max_body_bytes: 1024 * 1024,
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }
@@ -197,6 +211,17 @@ impl Default for ServerSpec {
 pub struct ApiKeySpec {
     pub env: String,
     pub role: ApiKeyRole,
+    /// Who the key belongs to: the owner recorded on the requests it makes; by default the
+    /// variable's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl ApiKeySpec {
+    /// The key's principal name.
+    pub fn principal(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.env)
+    }
 }
 
 /// What an API key may do.

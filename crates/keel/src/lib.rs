@@ -22,14 +22,17 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use keel_runtime::{Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError};
+pub use keel_runtime::{
+    Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError, ShutdownReport,
+};
 pub use keel_tools::hooks::{self, HookInput, HookOutcome, InProcessHook};
 pub use keel_tools::policy;
 pub use keel_types::{
     self as types, ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, ArtifactStore,
-    Event, EventPayload, ModelProvider, RequestId, RunFilter, RunRecord, RunStatus, RunStore,
-    SessionId, SessionMessage, SessionRecord, TaskDecision, TaskRecord, TaskStatus, Tool,
-    ToolContext, ToolError, ToolOutput, ToolSpec, ToolStats,
+    Event, EventObserver, EventPayload, Message, ModelProvider, RequestId, RunCursor, RunFilter,
+    RunRecord, RunStatus, RunStore, SessionId, SessionMessage, SessionRecord, TaskDecision,
+    TaskRecord, TaskStatus, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec,
+    ToolStats,
 };
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
@@ -67,6 +70,7 @@ pub struct RuntimeBuilder {
     store: Option<Arc<dyn RunStore>>,
     artifacts: Option<Arc<dyn ArtifactStore>>,
     hooks: Vec<Arc<dyn InProcessHook>>,
+    observers: Vec<Arc<dyn EventObserver>>,
 }
 
 impl RuntimeBuilder {
@@ -116,6 +120,15 @@ impl RuntimeBuilder {
     /// Adds a hook written in Rust; it runs after the workspace's hooks of its event.
     pub fn hook(mut self, hook: Arc<dyn InProcessHook>) -> Self {
         self.hooks.push(hook);
+        self
+    }
+
+    /// Adds an observer of every stored event of every run this runtime executes (may be
+    /// called several times). It is called once per event, in `seq` order per run, right
+    /// after the event is stored — whether or not anyone follows the run — from the run's
+    /// delivery path: keep it quick and non-blocking.
+    pub fn observer(mut self, observer: Arc<dyn EventObserver>) -> Self {
+        self.observers.push(observer);
         self
     }
 
@@ -190,6 +203,7 @@ impl RuntimeBuilder {
             store,
             artifacts,
             hooks: self.hooks,
+            observers: self.observers,
         });
         Ok(Runtime { kernel })
     }
@@ -241,6 +255,35 @@ impl Runtime {
     /// Cancels an active request. Returns whether it was active.
     pub fn cancel(&self, id: &RequestId) -> bool {
         self.kernel.cancel(id)
+    }
+
+    /// Starts a new run with the agent, input, session, supplied history and mode of ended run
+    /// `id` (`links.retryOf = id`), created by `owner`.
+    ///
+    /// Errors: [`RuntimeError::NotFound`] for an unknown id, [`RuntimeError::Conflict`]
+    /// while the run has not ended, [`RuntimeError::InvalidInput`] for a direct tool call,
+    /// [`RuntimeError::ShuttingDown`] after [`Self::shutdown`].
+    pub async fn retry(&self, id: &RequestId, owner: Option<String>) -> Result<RunHandle, Error> {
+        Ok(self.kernel.retry(id, owner).await?)
+    }
+
+    /// Stops taking work (every operation that starts a run then fails with
+    /// [`RuntimeError::ShuttingDown`]), waits up to `grace` for the live runs to end, then
+    /// stops the rest: they end `interrupted` (error code `shutdown`, event
+    /// `runtime.request.interrupted`) and can be resumed. Returns once every run's end is
+    /// stored.
+    pub async fn shutdown(&self, grace: std::time::Duration) -> ShutdownReport {
+        self.kernel.shutdown(grace).await
+    }
+
+    /// How many runs of this runtime are live (queued or running).
+    pub fn active_runs(&self) -> usize {
+        self.kernel.active_runs()
+    }
+
+    /// How many stored runs have each status (for metrics).
+    pub async fn run_counts(&self) -> Result<Vec<(RunStatus, u64)>, Error> {
+        Ok(self.kernel.run_counts().await?)
     }
 
     /// One run's record.

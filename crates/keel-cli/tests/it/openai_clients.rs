@@ -153,6 +153,14 @@ for chunk in client.chat.completions.create(model="assistant", messages=messages
         usage = chunk.usage.total_tokens
 print("stream:", text, "| tokens:", usage)
 print("models:", [m.id for m in client.models.list()])
+# Tools sent by the client are ignored: the workspace inventory applies. A session header
+# makes the request a turn of a stored session.
+reply = client.chat.completions.create(
+    model="assistant", messages=messages,
+    tools=[{"type": "function", "function": {"name": "delete_everything",
+                                             "parameters": {"type": "object", "properties": {}}}}],
+    extra_headers={"X-Keel-Session": "py-session"})
+print("with client tools:", reply.choices[0].message.content)
 "#;
 
 const JS_CLIENT: &str = r#"
@@ -208,9 +216,25 @@ async fn the_official_python_client_completes_with_a_tool_round_trip() {
             .unwrap()
     });
     assert_answers(&output);
-    assert!(String::from_utf8_lossy(&output.stdout).contains("models: ['assistant']"));
-    // Two completions, each with a tool round trip: four model requests.
-    assert_eq!(mock.request_count(), 4);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("models: ['assistant']"), "{stdout}");
+    assert!(
+        stdout.contains("with client tools: The README says: hello from the workspace"),
+        "{stdout}"
+    );
+    // Three completions, each with a tool round trip: six model requests, every one offering
+    // the workspace's tool only.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 6);
+    for request in &requests {
+        let tools: Vec<&str> = request.body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(tools, ["read_file"]);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -229,4 +253,26 @@ async fn the_official_javascript_client_completes_with_a_tool_round_trip() {
     });
     assert_answers(&output);
     assert_eq!(mock.request_count(), 4);
+}
+
+#[tokio::test]
+async fn sigterm_stops_keel_serve_gracefully() {
+    let mock = MockLlm::start().await;
+    let mut server = serve(&mock).await;
+    let status = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut exited = None;
+    for _ in 0..200 {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            exited = Some(status);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let exited = exited.expect("keel serve exits after SIGTERM");
+    assert_eq!(exited.code(), Some(0));
+    assert!(std::net::TcpStream::connect(&server.addr).is_err());
 }

@@ -6,9 +6,9 @@
 //! concurrently (bounded) and their results are appended in call order; loop until a final
 //! answer or a budget ends the run. After the answer the execution contract is checked.
 //!
-//! Cancellation and the wall-clock budget wrap the whole loop: the loop future is dropped,
-//! which closes the model stream and kills tool processes, and then the terminal event is
-//! recorded.
+//! Cancellation, a shutdown's interruption and the wall-clock budget wrap the whole loop: the
+//! loop future is dropped, which closes the model stream and kills tool processes, and then the
+//! terminal event is recorded.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -64,6 +64,10 @@ pub(crate) struct AgentRun {
     stop: Option<String>,
     /// The run's permission mode, if the request set one.
     mode: Option<keel_workspace::PermissionMode>,
+    /// The earlier conversation the request supplied (recorded in its opening event).
+    request_history: Vec<Message>,
+    /// The request's own time budget; the smaller of it and `runTimeout` applies.
+    timeout: Option<Duration>,
 }
 
 /// A tool call a client makes directly, without a model.
@@ -94,6 +98,8 @@ enum End {
         finish_reason: FinishReason,
     },
     Cancelled,
+    /// The runtime shut down; the run can be resumed.
+    Interrupted,
 }
 
 impl End {
@@ -176,6 +182,8 @@ impl AgentRun {
             governance,
             stop: None,
             mode: None,
+            request_history: Vec::new(),
+            timeout: None,
         }
         .with_prompt(history)
     }
@@ -268,6 +276,14 @@ impl AgentRun {
         self
     }
 
+    /// Records the history the request supplied (already part of the prompt) and sets its
+    /// time budget.
+    pub(crate) fn with_request(mut self, history: Vec<Message>, timeout: Option<Duration>) -> Self {
+        self.request_history = history;
+        self.timeout = timeout;
+        self
+    }
+
     /// The run's permission mode, if the request set one.
     pub(crate) fn mode(&self) -> Option<keel_workspace::PermissionMode> {
         self.mode
@@ -297,11 +313,13 @@ impl AgentRun {
     }
 
     fn run_timeout(&self) -> Duration {
-        self.agent
+        let configured = self
+            .agent
             .limits
             .run_timeout
             .unwrap_or(self.workspace.runtime.limits.run_timeout)
-            .0
+            .0;
+        self.timeout.map_or(configured, |t| t.min(configured))
     }
 
     /// Model rounds and tool calls until an answer or a failure.
@@ -600,14 +618,32 @@ impl AgentRun {
                     duration_ms,
                 },
             ),
+            End::Interrupted => (
+                RunStatus::Interrupted,
+                None,
+                Some(ErrorInfo::new(
+                    ErrorCode::Shutdown,
+                    "the runtime shut down before the run ended; it can be resumed",
+                )),
+                FinishReason::Interrupted,
+                EventPayload::RequestInterrupted {
+                    reason: "the runtime shut down".into(),
+                    usage: self.usage,
+                    steps: self.steps,
+                    duration_ms,
+                },
+            ),
         };
         let mut error = error;
-        // Non-blocking hooks at the end: recorded, their answers ignored.
         let root = self.workspace.root.clone();
-        let mut ended = HookInput::new(HookEvent::RunEnd, &root);
-        ended.prompt = Some(self.record.input.clone());
-        if let Err(store_error) = self.run_hooks(HookEvent::RunEnd, None, &[], ended).await {
-            tracing::warn!(%store_error, "Could not record RunEnd hooks.");
+        // Non-blocking hooks at the end: recorded, their answers ignored. An interrupted run
+        // has not ended: its hooks run when it does, after a resume.
+        if status != RunStatus::Interrupted {
+            let mut ended = HookInput::new(HookEvent::RunEnd, &root);
+            ended.prompt = Some(self.record.input.clone());
+            if let Err(store_error) = self.run_hooks(HookEvent::RunEnd, None, &[], ended).await {
+                tracing::warn!(%store_error, "Could not record RunEnd hooks.");
+            }
         }
         if status == RunStatus::Completed {
             let stop = HookInput::new(HookEvent::SessionStop, &root);
@@ -660,17 +696,23 @@ impl AgentRun {
     }
 }
 
-/// Runs a request to its end: the opening event, the loop under cancellation and the
-/// wall-clock budget, then the terminal event.
+/// Runs a request to its end: the opening event, the loop under cancellation, interruption
+/// (shutdown) and the wall-clock budget, then the terminal event.
 pub(crate) async fn execute(
     mut run: AgentRun,
     start: Start,
     cancel: CancellationToken,
+    interrupt: CancellationToken,
 ) -> RunResponse {
     let started = Instant::now();
     let opening = match start {
         Start::Fresh => EventPayload::RequestStarted {
             input: run.record.input.clone(),
+            history: std::mem::take(&mut run.request_history),
+            mode: run.mode.and_then(|mode| match serde_json::to_value(mode) {
+                Ok(serde_json::Value::String(name)) => Some(name),
+                _ => None,
+            }),
         },
         Start::Resumed { cut_off_round } => {
             let (rerun, abandoned): (Vec<&PendingCall>, Vec<&PendingCall>) = run
@@ -696,6 +738,7 @@ pub(crate) async fn execute(
         tokio::select! {
             biased;
             _ = cancel.cancelled() => End::Cancelled,
+            _ = interrupt.cancelled() => End::Interrupted,
             end = tokio::time::timeout(timeout, run.drive()) => end.unwrap_or_else(|_| End::failed(
                 ErrorCode::Timeout,
                 format!("the run exceeded its time budget of {}", humantime::format_duration(timeout)),

@@ -230,16 +230,21 @@ impl AgentRun {
                 None,
             ));
         };
-        // Write-ahead: the start is durable before the tool can have effects.
-        self.emitter
-            .emit_durable(EventPayload::Adapter {
-                event: AdapterEvent::ToolStart {
-                    call_id: verdict.call_id.clone(),
-                    tool: verdict.tool.clone(),
-                    arguments,
-                },
-            })
-            .await?;
+        // Write-ahead: the start is durable before the tool can have effects. A read-only
+        // tool has none (and is re-run when a resumed run finds it unfinished), so it does
+        // not wait for the store.
+        let start = EventPayload::Adapter {
+            event: AdapterEvent::ToolStart {
+                call_id: verdict.call_id.clone(),
+                tool: verdict.tool.clone(),
+                arguments,
+            },
+        };
+        if self.gateway.is_read_only(&verdict.tool) {
+            self.emitter.emit(start)?;
+        } else {
+            self.emitter.emit_durable(start).await?;
+        }
         let started = Instant::now();
         let result = self.gateway.execute(&self.tool_ctx, verdict).await;
         let duration_ms = millis(started.elapsed());

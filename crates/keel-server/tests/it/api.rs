@@ -41,7 +41,14 @@ async fn capabilities_are_listed() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         value,
-        json!({"object":"capabilities","streaming":true,"tools":"workspace","progressEvents":false})
+        json!({
+            "object": "capabilities",
+            "streaming": true,
+            "tools": "workspace",
+            "progressEvents": true,
+            "progressHeader": "x-keel-progress",
+            "sessionHeader": "x-keel-session",
+        })
     );
 }
 

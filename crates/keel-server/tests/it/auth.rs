@@ -57,20 +57,55 @@ async fn auth_configured_reflects_the_keys() {
     assert!(keel_server::auth_configured(&runtime(&ws)));
 }
 
+/// Every route of the OpenAPI document (read with the operator key): method, a concrete
+/// path (`{id}` → `x`) and the roles allowed.
+async fn every_route(app: &Router) -> Vec<(String, String, Vec<String>)> {
+    let (status, _, body) = send(app.clone(), get_with("/api/openapi.json", Some(OPERATOR))).await;
+    assert_eq!(status, StatusCode::OK);
+    let doc: Value = serde_json::from_slice(&body).unwrap();
+    let mut routes = Vec::new();
+    for (path, operations) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in operations.as_object().unwrap() {
+            let roles = operation["security"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|s| s.as_object().unwrap().keys().cloned())
+                .collect();
+            let concrete = path.replace("{id}", "x").replace("{name}", "x");
+            routes.push((method.to_uppercase(), concrete, roles));
+        }
+    }
+    assert!(routes.len() >= 25, "{routes:?}");
+    routes
+}
+
 #[tokio::test]
-async fn missing_or_wrong_keys_are_401() {
+async fn every_route_needs_a_valid_key() {
     let ws = keyed_workspace();
     let app = keel_server::router(runtime(&ws));
-    for uri in [
-        "/v1/models",
-        "/v1/capabilities",
-        "/api/requests",
-        "/api/approvals",
-    ] {
-        for key in [None, Some("wrong"), Some(""), Some("op-secret-12")] {
-            let (status, _, body) = send(app.clone(), get_with(uri, key)).await;
-            assert_eq!(status, StatusCode::UNAUTHORIZED, "{uri} {key:?}");
+    for (method, uri, roles) in every_route(&app).await {
+        if roles.is_empty() {
+            assert_eq!(uri, "/api/health");
+            let (status, _, _) = send(app.clone(), request_with(&method, &uri, None, None)).await;
+            assert_eq!(status, StatusCode::OK);
+            continue;
+        }
+        for key in [
+            None,
+            Some("wrong"),
+            Some(""),
+            Some("op-secret-12"),
+            Some("op-secret-1234"),
+        ] {
+            let (status, _, body) = send(
+                app.clone(),
+                request_with(&method, &uri, key, Some(&json!({}))),
+            )
+            .await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {uri} {key:?}");
             let value = assert_error(&body, "invalid_request_error");
+            assert_eq!(value["error"]["code"], "invalid_api_key");
             assert!(!value.to_string().contains(OPERATOR));
         }
     }
@@ -79,41 +114,134 @@ async fn missing_or_wrong_keys_are_401() {
         .header(header::AUTHORIZATION, OPERATOR)
         .body(Body::empty())
         .unwrap();
-    let (status, _, _) = send(app.clone(), request).await;
+    let (status, _, _) = send(app, request).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    // Health stays open.
-    let (status, _, _) = send(app, get_with("/api/health", None)).await;
-    assert_eq!(status, StatusCode::OK);
 }
 
 #[tokio::test]
-async fn client_keys_may_use_v1_only() {
+async fn client_keys_get_403_on_operator_routes_and_operators_pass_everywhere() {
     let ws = keyed_workspace();
     let app = keel_server::router(runtime(&ws));
-    let (status, _, _) = send(app.clone(), get_with("/v1/models", Some(CLIENT))).await;
-    assert_eq!(status, StatusCode::OK);
-    for uri in [
-        "/api/requests",
-        "/api/approvals",
-        "/api/requests/run_x/events",
+    let mut client_routes = 0;
+    for (method, uri, roles) in every_route(&app).await {
+        if roles.is_empty() {
+            continue;
+        }
+        let (status, _, body) = send(
+            app.clone(),
+            request_with(&method, &uri, Some(CLIENT), Some(&json!({}))),
+        )
+        .await;
+        if roles.contains(&"client".to_owned()) {
+            client_routes += 1;
+            assert!(
+                status != StatusCode::FORBIDDEN && status != StatusCode::UNAUTHORIZED,
+                "{method} {uri}: {status}"
+            );
+        } else {
+            assert_eq!(status, StatusCode::FORBIDDEN, "{method} {uri}");
+            assert_eq!(
+                assert_error(&body, "invalid_request_error")["error"]["code"],
+                "forbidden"
+            );
+        }
+        let (status, _, _) = send(
+            app.clone(),
+            request_with(&method, &uri, Some(OPERATOR), Some(&json!({}))),
+        )
+        .await;
+        assert!(
+            status != StatusCode::FORBIDDEN && status != StatusCode::UNAUTHORIZED,
+            "{method} {uri}: {status}"
+        );
+        assert!(!status.is_server_error(), "{method} {uri}: {status}");
+    }
+    // The facade, creating, listing and a request's record, events, cancel and retry.
+    assert_eq!(client_routes, 9);
+}
+
+/// Starts a run with `wait: true` as `key`; its request id.
+async fn run_as(app: &Router, key: &str) -> String {
+    let (status, _, body) = send(
+        app.clone(),
+        request_with(
+            "POST",
+            "/api/requests",
+            Some(key),
+            Some(&json!({"input": "Hi", "wait": true})),
+        ),
+    )
+    .await;
+    let value: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status, StatusCode::OK, "{value}");
+    value["requestId"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn client_keys_see_only_their_own_requests() {
+    let ws = keyed_workspace();
+    let app = keel_server::router(runtime(&ws));
+    let theirs = run_as(&app, OPERATOR).await;
+    let mine = run_as(&app, CLIENT).await;
+
+    for (method, suffix) in [
+        ("GET", ""),
+        ("GET", "/events"),
+        ("POST", "/cancel"),
+        ("POST", "/retry"),
     ] {
-        let (status, _, body) = send(app.clone(), get_with(uri, Some(CLIENT))).await;
-        assert_eq!(status, StatusCode::FORBIDDEN, "{uri}");
+        let uri = format!("/api/requests/{theirs}{suffix}");
+        let (status, _, body) =
+            send(app.clone(), request_with(method, &uri, Some(CLIENT), None)).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {uri}");
         assert_error(&body, "invalid_request_error");
+        let uri = format!("/api/requests/{mine}{suffix}");
+        let (status, _, body) =
+            send(app.clone(), request_with(method, &uri, Some(CLIENT), None)).await;
+        let body = String::from_utf8_lossy(&body);
+        assert!(status.is_success(), "{method} {uri}: {status} {body}");
     }
-}
 
-#[tokio::test]
-async fn operator_keys_may_use_everything() {
-    let ws = keyed_workspace();
-    let app = keel_server::router(runtime(&ws));
-    for uri in [
-        "/v1/models",
-        "/v1/capabilities",
-        "/api/requests",
-        "/api/approvals",
-    ] {
-        let (status, _, _) = send(app.clone(), get_with(uri, Some(OPERATOR))).await;
-        assert_eq!(status, StatusCode::OK, "{uri}");
-    }
+    // The list holds the client's runs only (its own run and the retry of it); operators
+    // see everything.
+    let (_, _, body) = send(app.clone(), get_with("/api/requests", Some(CLIENT))).await;
+    let listed: Value = serde_json::from_slice(&body).unwrap();
+    let ids: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["requestId"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&mine.as_str()), "{listed}");
+    assert!(!ids.contains(&theirs.as_str()), "{listed}");
+    assert!(
+        listed["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["owner"] == "CLIENT_KEY"),
+        "{listed}"
+    );
+    let (_, _, body) = send(app.clone(), get_with("/api/requests", Some(OPERATOR))).await;
+    let listed: Value = serde_json::from_slice(&body).unwrap();
+    let ids: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["requestId"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&mine.as_str()) && ids.contains(&theirs.as_str()));
+
+    // Approving needs an operator.
+    let (status, _, _) = send(
+        app.clone(),
+        request_with(
+            "POST",
+            "/api/approvals/any/approve",
+            Some(CLIENT),
+            Some(&json!({})),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
 }

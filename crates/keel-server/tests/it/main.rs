@@ -18,7 +18,7 @@ fn workspace() -> TempWorkspace {
     );
     ws.write(
         "s.json",
-        r#"{"conversations":[{"match":"(?i)fail","steps":[{"error":{"kind":"auth","message":"bad key"}}]},{"steps":[{"text":"Hello there","chunkSize":4,"usage":{"promptTokens":12,"completionTokens":3}}]}]}"#,
+        r#"{"conversations":[{"match":"(?i)fail","steps":[{"error":{"kind":"auth","message":"bad key"}}]},{"steps":[{"text":"Hello there","chunkSize":4,"chunkDelay":"20ms","usage":{"promptTokens":12,"completionTokens":3}}]}]}"#,
     );
     ws
 }
@@ -49,6 +49,21 @@ fn post(body: impl Into<Body>) -> Request<Body> {
         .header(header::CONTENT_TYPE, "application/json")
         .body(body.into())
         .unwrap()
+}
+
+/// A request with an optional bearer key and an optional JSON body.
+fn request_with(method: &str, uri: &str, key: Option<&str>, body: Option<&Value>) -> Request<Body> {
+    let mut request = Request::builder().method(method).uri(uri);
+    if let Some(key) = key {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
+    }
+    match body {
+        Some(body) => request
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap(),
+        None => request.body(Body::empty()).unwrap(),
+    }
 }
 
 fn post_json(body: &Value) -> Request<Body> {
@@ -244,7 +259,7 @@ async fn empty_messages_are_400() {
 #[tokio::test]
 async fn oversized_body_is_413() {
     let ws = workspace();
-    let big = "x".repeat(keel_server::MAX_BODY_BYTES + 1);
+    let big = "x".repeat(1024 * 1024 + 1);
     let request = json!({"model": "assistant", "messages": [{"role": "user", "content": big}]});
     let (status, _, body) = send(app(&ws), post_json(&request)).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
@@ -283,3 +298,6 @@ async fn failed_run_is_502_with_the_run_error() {
 
 mod api;
 mod auth;
+mod malformed;
+mod routes;
+mod socket;

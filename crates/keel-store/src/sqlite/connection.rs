@@ -23,6 +23,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_tasks.sql"),
     include_str!("../../migrations/0003_approvals.sql"),
+    include_str!("../../migrations/0004_run_owner.sql"),
 ];
 
 /// The newest schema version this build knows.

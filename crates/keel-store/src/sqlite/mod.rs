@@ -294,6 +294,10 @@ impl RunStore for SqliteStore {
             .await
     }
 
+    async fn run_counts(&self) -> Result<Vec<(keel_types::RunStatus, u64)>, StoreError> {
+        self.read(rows::run_counts).await
+    }
+
     async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, StoreError> {
         let id = id.clone();
         self.read(move |conn, db| {

@@ -17,7 +17,7 @@ use crate::mirror::StoredLine;
 /// The `runs` columns a [`RunRecord`] is made of, in the order [`run_from_row`] reads them.
 pub(crate) const RUN_COLUMNS: &str = "request_id, session_id, agent, status, input, output, \
      error, finish_reason, usage, steps, started_at, ended_at, event_count, parent_id, \
-     retry_of, replay_of, forked_from, fork_seq, resumed";
+     retry_of, replay_of, forked_from, fork_seq, resumed, owner";
 
 /// A run record as column values, ready to bind.
 pub(crate) struct RunColumns {
@@ -40,6 +40,7 @@ pub(crate) struct RunColumns {
     pub forked_from: Option<String>,
     pub fork_seq: Option<u64>,
     pub resumed: u32,
+    pub owner: Option<String>,
 }
 
 impl RunColumns {
@@ -66,11 +67,12 @@ impl RunColumns {
             forked_from: links.forked_from.as_ref().map(|r| r.0.clone()),
             fork_seq: links.fork_seq,
             resumed: links.resumed,
+            owner: run.owner.clone(),
         })
     }
 
     /// The values in [`RUN_COLUMNS`] order.
-    pub(crate) fn values(&self) -> [&dyn ToSql; 19] {
+    pub(crate) fn values(&self) -> [&dyn ToSql; 20] {
         [
             &self.request_id,
             &self.session_id,
@@ -91,6 +93,7 @@ impl RunColumns {
             &self.forked_from,
             &self.fork_seq,
             &self.resumed,
+            &self.owner,
         ]
     }
 }
@@ -137,6 +140,7 @@ struct RawRun {
     forked_from: Option<String>,
     fork_seq: Option<u64>,
     resumed: u32,
+    owner: Option<String>,
 }
 
 fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -160,6 +164,7 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
         forked_from: row.get(16)?,
         fork_seq: row.get(17)?,
         resumed: row.get(18)?,
+        owner: row.get(19)?,
     })
 }
 
@@ -202,6 +207,7 @@ impl RawRun {
                 fork_seq: self.fork_seq,
                 resumed: self.resumed,
             },
+            owner: self.owner,
         })
     }
 }
@@ -244,6 +250,20 @@ pub(crate) fn list_runs(
         values.push(Box::new(since.clone()));
         sql.push_str(&format!(" AND started_at >= ?{}", values.len()));
     }
+    if let Some(owner) = &filter.owner {
+        values.push(Box::new(owner.clone()));
+        sql.push_str(&format!(" AND owner = ?{}", values.len()));
+    }
+    if let Some(cursor) = &filter.before {
+        values.push(Box::new(cursor.started_at.clone()));
+        values.push(Box::new(cursor.request_id.0.clone()));
+        // A row value: the index on (started_at DESC, request_id DESC) serves it directly.
+        sql.push_str(&format!(
+            " AND (started_at, request_id) < (?{}, ?{})",
+            values.len() - 1,
+            values.len()
+        ));
+    }
     sql.push_str(" ORDER BY started_at DESC, request_id DESC");
     if let Some(limit) = filter.limit {
         values.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
@@ -257,6 +277,29 @@ pub(crate) fn list_runs(
         })
         .map_err(|e| sql_error(db, &e))?;
     raws.into_iter().map(|raw| raw.into_record(db)).collect()
+}
+
+/// How many runs have each status.
+pub(crate) fn run_counts(
+    conn: &Connection,
+    db: &Path,
+) -> Result<Vec<(RunStatus, u64)>, StoreError> {
+    let rows: Vec<(String, u64)> = conn
+        .prepare_cached("SELECT status, count(*) FROM runs GROUP BY status ORDER BY status")
+        .and_then(|mut stmt| {
+            stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect()
+        })
+        .map_err(|e| sql_error(db, &e))?;
+    rows.into_iter()
+        .map(|(status, count)| {
+            let status = from_text(status).map_err(|message| StoreError::Corrupt {
+                location: format!("{} (runs.status)", db.display()),
+                message,
+            })?;
+            Ok((status, count))
+        })
+        .collect()
 }
 
 /// Whether a run exists.

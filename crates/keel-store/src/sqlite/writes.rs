@@ -61,7 +61,7 @@ pub(super) fn update_run(
             "UPDATE runs SET session_id = ?2, agent = ?3, status = ?4, input = ?5, output = ?6, \
              error = ?7, finish_reason = ?8, usage = ?9, steps = ?10, started_at = ?11, \
              ended_at = ?12, event_count = ?13, parent_id = ?14, retry_of = ?15, \
-             replay_of = ?16, forked_from = ?17, fork_seq = ?18, resumed = ?19 \
+             replay_of = ?16, forked_from = ?17, fork_seq = ?18, resumed = ?19, owner = ?20 \
              WHERE request_id = ?1",
         )
         .and_then(|mut stmt| stmt.execute(columns.values()))
@@ -165,7 +165,9 @@ pub(super) fn claim_run(
     let changed = conn
         .prepare_cached(
             "UPDATE runs SET status = 'running', resumed = resumed + 1, owner_pid = ?2, \
-             owner_start = ?3, owner_boot = ?4 WHERE request_id = ?1 AND status = 'interrupted'",
+             owner_start = ?3, owner_boot = ?4, output = NULL, error = NULL, \
+             finish_reason = NULL, ended_at = NULL \
+             WHERE request_id = ?1 AND status = 'interrupted'",
         )
         .and_then(|mut stmt| stmt.execute(params![id.as_str(), owner.pid, owner.start, owner.boot]))
         .map_err(|e| sql_error(db, &e))?;

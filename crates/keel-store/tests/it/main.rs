@@ -4,6 +4,7 @@
 mod concurrency;
 mod corrupt;
 mod multiprocess;
+mod pagination;
 mod recovery;
 mod seq_rules;
 mod sqlite;
@@ -43,6 +44,8 @@ pub fn started(id: &str, seq: u64) -> Event {
         seq,
         EventPayload::RequestStarted {
             input: format!("input {seq}"),
+            history: Vec::new(),
+            mode: None,
         },
     )
 }

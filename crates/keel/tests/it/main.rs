@@ -7,6 +7,7 @@ mod architecture;
 mod cancel;
 mod common;
 mod gateway;
+mod lifecycle;
 mod loop_budgets;
 mod openai_runs;
 mod reference_run;

@@ -99,6 +99,8 @@ async fn an_interrupted_run_resumes_rerunning_only_idempotent_calls() {
             1,
             EventPayload::RequestStarted {
                 input: "Do three things".into(),
+                history: vec![],
+                mode: None,
             },
         ),
         event(
@@ -211,7 +213,15 @@ async fn a_cut_off_model_round_is_asked_again() {
     store.create_run(&record).await.unwrap();
     store
         .append(&[
-            event(&id, 1, EventPayload::RequestStarted { input: "Hi".into() }),
+            event(
+                &id,
+                1,
+                EventPayload::RequestStarted {
+                    input: "Hi".into(),
+                    history: vec![],
+                    mode: None,
+                },
+            ),
             event(
                 &id,
                 2,

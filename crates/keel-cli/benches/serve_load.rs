@@ -1,0 +1,784 @@
+//! Load on `keel serve`: N concurrent streamed `POST /v1/chat/completions` against the
+//! `keel-mock-llm` server with a fixed latency per answer. Both servers run as their own
+//! processes; this process is only the client.
+//!
+//! Every run makes two model rounds (the mock answers the user message with a `read_file`
+//! call and the tool result with text), so the model's own latency per completion is
+//! 2 × `--latency-ms`. Every stream is checked: HTTP 200, only `chat.completion.chunk` frames,
+//! the content equals the mock's final text, and `data: [DONE]` ends it. Reports wall time,
+//! throughput, latency (request sent → `[DONE]`) p50/p90/p99/max, time to the first content
+//! chunk p50/p99, and the `keel serve` process's peak RSS (VmHWM) and CPU time per request;
+//! with several rounds, the median of the rounds. Exits non-zero if any request failed.
+//!
+//! ```sh
+//! cargo build --release -p keel-test-support --bin keel-mock-llm
+//! cargo bench -p keel-cli --bench serve_load -- [--requests 1000] [--concurrency 1000]
+//!     [--latency-ms 50] [--rounds 3] [--warmup 50] [--run-limit 1024|default] [--keep]
+//! ```
+//!
+//! The flags may also be given as `KEEL_BENCH_REQUESTS`, `KEEL_BENCH_CONCURRENCY`,
+//! `KEEL_BENCH_LATENCY_MS`, `KEEL_BENCH_ROUNDS`, `KEEL_BENCH_WARMUP` and
+//! `KEEL_BENCH_RUN_LIMIT` (and `--keep` as `KEEL_BENCH_KEEP=1`). `--run-limit` sets `Runtime.spec.limits.maxConcurrentRuns` in the
+//! bench workspace (`default` leaves Keel's default). `KEEL_MOCK_LLM` names the mock binary
+//! (default: next to the `keel` binary); the workspace goes under the target directory (or
+//! `KEEL_BENCH_DIR`) and is removed at the end unless `--keep` is given.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The text the mock answers a tool result with (`FINAL_TEXT` in `keel-mock-llm`).
+const EXPECTED: &str = "Done: I read the file.";
+const AGENT: &str = "bench";
+/// How long one request may take before it counts as failed.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+type Result<T, E = String> = std::result::Result<T, E>;
+
+struct Options {
+    requests: usize,
+    concurrency: usize,
+    latency_ms: u64,
+    rounds: usize,
+    warmup: usize,
+    /// `limits.maxConcurrentRuns` for the workspace; `None` keeps Keel's default.
+    run_limit: Option<u32>,
+    /// Keep the workspace (its store and run logs) for inspection.
+    keep: bool,
+}
+
+fn parse_options() -> Result<Options> {
+    let env = |name: &str| std::env::var(name).ok();
+    let mut values: BTreeMap<&str, Option<String>> = BTreeMap::from([
+        ("--requests", env("KEEL_BENCH_REQUESTS")),
+        ("--concurrency", env("KEEL_BENCH_CONCURRENCY")),
+        ("--latency-ms", env("KEEL_BENCH_LATENCY_MS")),
+        ("--rounds", env("KEEL_BENCH_ROUNDS")),
+        ("--warmup", env("KEEL_BENCH_WARMUP")),
+        ("--run-limit", env("KEEL_BENCH_RUN_LIMIT")),
+    ]);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        // `cargo bench` passes `--bench`; filters and other harness flags are ignored too.
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
+            None => (arg.clone(), None),
+        };
+        let Some(slot) = values.get_mut(flag.as_str()) else {
+            continue;
+        };
+        let value = match inline {
+            Some(value) => value,
+            None => args.next().ok_or_else(|| format!("{flag} needs a value"))?,
+        };
+        *slot = Some(value);
+    }
+    let number = |flag: &str, default: u64| -> Result<u64> {
+        match values.get(flag).cloned().flatten() {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0 || flag == "--warmup")
+                .ok_or_else(|| format!("{flag} wants a positive number, got `{v}`")),
+        }
+    };
+    let requests = number("--requests", 1000)? as usize;
+    let concurrency = (number("--concurrency", requests as u64)? as usize).min(requests);
+    let run_limit = match values.get("--run-limit").cloned().flatten().as_deref() {
+        None => Some(concurrency.max(1024) as u32),
+        Some("default") => None,
+        Some(v) => Some(v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+            format!("--run-limit wants a positive number or `default`, got `{v}`")
+        })?),
+    };
+    Ok(Options {
+        requests,
+        concurrency,
+        latency_ms: number("--latency-ms", 50)?,
+        rounds: number("--rounds", 3)? as usize,
+        warmup: number("--warmup", 50)? as usize,
+        run_limit,
+        keep: std::env::args().any(|a| a == "--keep")
+            || std::env::var("KEEL_BENCH_KEEP").is_ok_and(|v| !v.is_empty() && v != "0"),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes
+
+/// A child process killed (and reaped) when dropped, on every path out of `main`.
+struct Guard {
+    name: &'static str,
+    child: Child,
+}
+
+impl Guard {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `Err` with the exit status if the process has ended.
+    fn check_alive(&mut self) -> Result<()> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(format!("{} exited: {status}", self.name)),
+            Err(e) => Err(format!("cannot check {}: {e}", self.name)),
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Spawns `command` with stdout piped, waits for its `listening on http://…` line (at most
+/// 30 s) and keeps draining stdout in a thread. Returns the guard and the address after
+/// `http://`.
+fn spawn_listening(name: &'static str, mut command: Command) -> Result<(Guard, String)> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
+    let stdout = child.stdout.take();
+    let mut guard = Guard { name, child };
+    let stdout = stdout.ok_or_else(|| format!("{name}: no stdout"))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        for line in lines.by_ref() {
+            let Ok(line) = line else { return };
+            if let Some(addr) = line.trim().strip_prefix("listening on http://") {
+                let _ = tx.send(addr.to_owned());
+                break;
+            }
+        }
+        // Keep the pipe drained so the child never blocks on a full pipe.
+        for _ in lines {}
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(addr) => Ok((guard, addr)),
+        Err(_) => {
+            guard.check_alive()?;
+            Err(format!("{name} printed no `listening on` line in 30 s"))
+        }
+    }
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+}
+
+fn keel_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_keel"))
+}
+
+fn mock_binary() -> Result<PathBuf> {
+    if let Ok(path) = std::env::var("KEEL_MOCK_LLM") {
+        return Ok(PathBuf::from(path));
+    }
+    let keel = keel_binary();
+    let path = keel
+        .parent()
+        .map(|dir| dir.join("keel-mock-llm"))
+        .unwrap_or_else(|| target_dir().join("release/keel-mock-llm"));
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} not found: run `cargo build --release -p keel-test-support --bin keel-mock-llm` \
+             first (or set KEEL_MOCK_LLM)",
+            path.display()
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The workspace
+
+fn workspace_yaml(base_url: &str, run_limit: Option<u32>, server_cap: bool) -> String {
+    let mut runtime =
+        String::from("apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec:\n");
+    match run_limit {
+        Some(limit) => runtime.push_str(&format!("  limits: {{ maxConcurrentRuns: {limit} }}\n")),
+        None => runtime.push_str("  limits: {}\n"),
+    }
+    if server_cap {
+        runtime.push_str("  server: { maxConcurrentRuns: 1024 }\n");
+    }
+    format!(
+        "{runtime}---
+apiVersion: keel/v1
+kind: Model
+metadata: {{ name: mock }}
+spec: {{ provider: openai, baseUrl: \"{base_url}\", model: mock-model }}
+---
+apiVersion: keel/v1
+kind: Agent
+metadata: {{ name: {AGENT} }}
+spec:
+  model: mock
+  instructions: You are a benchmark agent.
+  tools: [read_file]
+"
+    )
+}
+
+fn keel_quiet(args: &[&str], dir: &Path) -> Result<(bool, String)> {
+    let output = Command::new(keel_binary())
+        .args(args)
+        .arg("-w")
+        .arg(dir)
+        .output()
+        .map_err(|e| format!("cannot run keel {}: {e}", args.join(" ")))?;
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    Ok((output.status.success(), text))
+}
+
+/// Writes the workspace; sets `server.maxConcurrentRuns: 1024` only if this `keel` knows the
+/// field. Returns whether it was set.
+fn write_workspace(dir: &Path, base_url: &str, run_limit: Option<u32>) -> Result<bool> {
+    let config = dir.join("config");
+    std::fs::create_dir_all(&config).map_err(|e| format!("{}: {e}", config.display()))?;
+    let file = config.join("bench.yaml");
+    std::fs::write(
+        dir.join("README.md"),
+        "# Bench\nA small file the agent reads.\n",
+    )
+    .map_err(|e| format!("README.md: {e}"))?;
+    for server_cap in [true, false] {
+        std::fs::write(&file, workspace_yaml(base_url, run_limit, server_cap))
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        let (ok, text) = keel_quiet(&["validate"], dir)?;
+        if ok {
+            return Ok(server_cap);
+        }
+        if !server_cap {
+            return Err(format!("the bench workspace does not validate:\n{text}"));
+        }
+    }
+    Ok(false)
+}
+
+/// The effective `…maxConcurrentRuns` (and `…maxQueuedRequests`) settings, from `keel config explain`.
+fn concurrency_caps(dir: &Path) -> Result<Vec<(String, u64)>> {
+    let (ok, text) = keel_quiet(&["config", "explain"], dir)?;
+    if !ok {
+        return Err(format!("keel config explain failed:\n{text}"));
+    }
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            let (path, rest) = line.split_once(" = ")?;
+            let lower = path.to_ascii_lowercase();
+            if !lower.contains("concurrent") && !lower.contains("queued") {
+                return None;
+            }
+            let value = rest.split_whitespace().next()?.parse().ok()?;
+            Some((path.trim().to_owned(), value))
+        })
+        .collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// /proc
+
+/// User + system CPU time of a process (clock ticks of 10 ms).
+fn cpu_time(pid: &str) -> Duration {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return Duration::ZERO;
+    };
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    // After the command name: utime is field 14 and stime 15 of proc(5).
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Duration::from_millis((tick(11) + tick(12)) * 10)
+}
+
+/// A `kB` field of /proc/PID/status, in MiB.
+fn status_mib(pid: u32, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|l| {
+                l.strip_prefix(field)
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            })
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// One request
+
+struct Sample {
+    latency: Duration,
+    first_content: Duration,
+}
+
+/// One streamed chat completion, checked; `Err` names what was wrong.
+async fn one_request(client: &reqwest::Client, url: &str) -> Result<Sample> {
+    let body = serde_json::json!({
+        "model": AGENT,
+        "stream": true,
+        "messages": [{ "role": "user", "content": "Read the README." }],
+    });
+    let started = Instant::now();
+    let mut response = client
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| format!("send: {}", error_kind(&e)))?;
+    let status = response.status();
+    if !status.is_success() {
+        let text = response.text().await.unwrap_or_default();
+        let message = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or(text);
+        return Err(format!(
+            "HTTP {}: {}",
+            status.as_u16(),
+            truncate(&message, 80)
+        ));
+    }
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut content = String::new();
+    let mut first_content = None;
+    let mut done = None;
+    loop {
+        let chunk = response
+            .chunk()
+            .await
+            .map_err(|e| format!("body: {}", error_kind(&e)))?;
+        let Some(chunk) = chunk else { break };
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+            let frame: Vec<u8> = buffer.drain(..end + 2).collect();
+            let frame = String::from_utf8_lossy(&frame);
+            for line in frame.lines() {
+                let Some(data) = line.strip_prefix("data:") else {
+                    continue;
+                };
+                let data = data.trim();
+                if done.is_some() {
+                    return Err("data after [DONE]".into());
+                }
+                if data == "[DONE]" {
+                    done = Some(started.elapsed());
+                    continue;
+                }
+                let value: Value = serde_json::from_str(data)
+                    .map_err(|_| format!("frame is not JSON: {}", truncate(data, 80)))?;
+                if value["object"] != "chat.completion.chunk" {
+                    return Err(format!("frame is not a chunk: {}", truncate(data, 120)));
+                }
+                if let Some(text) = value["choices"][0]["delta"]["content"].as_str()
+                    && !text.is_empty()
+                {
+                    first_content.get_or_insert_with(|| started.elapsed());
+                    content.push_str(text);
+                }
+            }
+        }
+    }
+    let Some(latency) = done else {
+        return Err("the stream ended without [DONE]".into());
+    };
+    if content != EXPECTED {
+        return Err(format!(
+            "content {:?} != {EXPECTED:?}",
+            truncate(&content, 60)
+        ));
+    }
+    Ok(Sample {
+        latency,
+        first_content: first_content.unwrap_or(latency),
+    })
+}
+
+fn error_kind(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connect"
+    } else if e.is_body() || e.is_decode() {
+        "body"
+    } else {
+        "request"
+    };
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        message = format!("{message}: {s}");
+        source = s.source();
+    }
+    format!("{kind} error ({})", truncate(&message, 120))
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        format!("{}…", text.chars().take(max).collect::<String>())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A batch
+
+struct Batch {
+    samples: Vec<Sample>,
+    errors: BTreeMap<String, usize>,
+    wall: Duration,
+}
+
+async fn batch(client: &reqwest::Client, url: &str, requests: usize, concurrency: usize) -> Batch {
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        let (client, url, next) = (client.clone(), url.to_owned(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut results = Vec::new();
+            while next.fetch_add(1, Ordering::Relaxed) < requests {
+                let result = tokio::time::timeout(REQUEST_TIMEOUT, one_request(&client, &url))
+                    .await
+                    .unwrap_or_else(|_| Err("timeout".into()));
+                results.push(result);
+            }
+            results
+        }));
+    }
+    let mut samples = Vec::with_capacity(requests);
+    let mut errors = BTreeMap::new();
+    for task in tasks {
+        match task.await {
+            Ok(results) => {
+                for result in results {
+                    match result {
+                        Ok(sample) => samples.push(sample),
+                        Err(e) => *errors.entry(e).or_insert(0) += 1,
+                    }
+                }
+            }
+            Err(e) => *errors.entry(format!("client task: {e}")).or_insert(0) += 1,
+        }
+    }
+    Batch {
+        samples,
+        errors,
+        wall: started.elapsed(),
+    }
+}
+
+/// The figures of one round, in ms (RSS in MiB).
+#[derive(Clone, Copy, Default)]
+struct Figures {
+    wall_s: f64,
+    throughput: f64,
+    p50: f64,
+    p90: f64,
+    p99: f64,
+    max: f64,
+    ttfc_p50: f64,
+    ttfc_p99: f64,
+    serve_cpu_ms: f64,
+    mock_cpu_ms: f64,
+    client_cpu_ms: f64,
+    serve_hwm_mib: f64,
+    serve_rss_mib: f64,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let index = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[index].as_secs_f64() * 1000.0
+}
+
+fn print_errors(errors: &BTreeMap<String, usize>) {
+    for (error, count) in errors {
+        println!("    ERROR ×{count}: {error}");
+    }
+}
+
+fn print_figures(label: &str, f: &Figures) {
+    println!(
+        "{label:>9}: wall {:>6.2} s  {:>6.0} req/s  latency p50 {:>7.1}  p90 {:>7.1}  p99 {:>7.1}  max {:>7.1} ms  first content p50 {:>7.1}  p99 {:>7.1} ms",
+        f.wall_s, f.throughput, f.p50, f.p90, f.p99, f.max, f.ttfc_p50, f.ttfc_p99,
+    );
+    println!(
+        "{:>9}  keel serve: CPU {:>5.2} ms/req  peak RSS {:>6.1} MiB (RSS after {:>6.1} MiB)   (mock CPU {:.2} ms/req, client CPU {:.2} ms/req)",
+        "", f.serve_cpu_ms, f.serve_hwm_mib, f.serve_rss_mib, f.mock_cpu_ms, f.client_cpu_ms,
+    );
+}
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async fn bench(options: &Options, serve: &mut Guard, mock: &mut Guard, url: &str) -> Result<bool> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .http1_only()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(usize::MAX)
+        .pool_idle_timeout(Duration::from_secs(600))
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    let (serve_pid, mock_pid) = (serve.pid().to_string(), mock.pid().to_string());
+    let mut failed = 0;
+
+    if options.warmup > 0 {
+        let warm = batch(
+            &client,
+            url,
+            options.warmup,
+            options.warmup.min(options.concurrency),
+        )
+        .await;
+        failed += warm.errors.values().sum::<usize>();
+        println!(
+            "   warm-up: {} requests, {} ok in {:.2} s; keel serve RSS {:.1} MiB",
+            options.warmup,
+            warm.samples.len(),
+            warm.wall.as_secs_f64(),
+            status_mib(serve.pid(), "VmRSS:"),
+        );
+        print_errors(&warm.errors);
+    }
+
+    let mut rounds = Vec::new();
+    for round in 1..=options.rounds {
+        serve.check_alive()?;
+        mock.check_alive()?;
+        let cpu = |pid: &str| cpu_time(pid);
+        let before = (cpu(&serve_pid), cpu(&mock_pid), cpu("self"));
+        let mut result = batch(&client, url, options.requests, options.concurrency).await;
+        let after = (cpu(&serve_pid), cpu(&mock_pid), cpu("self"));
+        let n = options.requests as f64;
+        let per_request = |a: Duration, b: Duration| a.saturating_sub(b).as_secs_f64() * 1000.0 / n;
+        let mut latencies: Vec<Duration> = result.samples.iter().map(|s| s.latency).collect();
+        let mut firsts: Vec<Duration> = result.samples.iter().map(|s| s.first_content).collect();
+        latencies.sort();
+        firsts.sort();
+        result.samples.clear();
+        let figures = Figures {
+            wall_s: result.wall.as_secs_f64(),
+            throughput: latencies.len() as f64 / result.wall.as_secs_f64(),
+            p50: percentile(&latencies, 0.50),
+            p90: percentile(&latencies, 0.90),
+            p99: percentile(&latencies, 0.99),
+            max: percentile(&latencies, 1.0),
+            ttfc_p50: percentile(&firsts, 0.50),
+            ttfc_p99: percentile(&firsts, 0.99),
+            serve_cpu_ms: per_request(after.0, before.0),
+            mock_cpu_ms: per_request(after.1, before.1),
+            client_cpu_ms: per_request(after.2, before.2),
+            serve_hwm_mib: status_mib(serve.pid(), "VmHWM:"),
+            serve_rss_mib: status_mib(serve.pid(), "VmRSS:"),
+        };
+        let errors: usize = result.errors.values().sum();
+        failed += errors;
+        print_figures(&format!("round {round}"), &figures);
+        if errors > 0 {
+            println!("    {errors} of {} requests FAILED", options.requests);
+            print_errors(&result.errors);
+        }
+        rounds.push(figures);
+    }
+    serve.check_alive()?;
+
+    let pick = |f: fn(&Figures) -> f64| median(rounds.iter().map(f));
+    let summary = Figures {
+        wall_s: pick(|f| f.wall_s),
+        throughput: pick(|f| f.throughput),
+        p50: pick(|f| f.p50),
+        p90: pick(|f| f.p90),
+        p99: pick(|f| f.p99),
+        max: pick(|f| f.max),
+        ttfc_p50: pick(|f| f.ttfc_p50),
+        ttfc_p99: pick(|f| f.ttfc_p99),
+        serve_cpu_ms: pick(|f| f.serve_cpu_ms),
+        mock_cpu_ms: pick(|f| f.mock_cpu_ms),
+        client_cpu_ms: pick(|f| f.client_cpu_ms),
+        serve_hwm_mib: status_mib(serve.pid(), "VmHWM:"),
+        serve_rss_mib: status_mib(serve.pid(), "VmRSS:"),
+    };
+    println!();
+    print_figures("median", &summary);
+    let model_ms = 2.0 * options.latency_ms as f64;
+    let verdict = |ok: bool| if ok { "ok" } else { "MISSED" };
+    println!(
+        "targets: p99 {:.1} ms < 2 × {model_ms:.0} ms = {:.0} ms: {};  peak RSS {:.1} MiB < 200 MB (190.7 MiB): {}",
+        summary.p99,
+        2.0 * model_ms,
+        verdict(summary.p99 < 2.0 * model_ms),
+        summary.serve_hwm_mib,
+        verdict(summary.serve_hwm_mib < 200e6 / (1024.0 * 1024.0)),
+    );
+    if failed > 0 {
+        println!("FAILED: {failed} request(s) failed (warm-up included)");
+    } else {
+        println!("no errors");
+    }
+    Ok(failed == 0)
+}
+
+fn run() -> Result<bool> {
+    let options = parse_options()?;
+    let mock_bin = mock_binary()?;
+    let mut mock_cmd = Command::new(&mock_bin);
+    mock_cmd
+        .args(["--listen", "127.0.0.1:0", "--latency-ms"])
+        .arg(options.latency_ms.to_string())
+        .stderr(Stdio::null());
+    let (mut mock, mock_addr) = spawn_listening("keel-mock-llm", mock_cmd)?;
+    let base_url = format!("http://{mock_addr}");
+
+    let parent = std::env::var("KEEL_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| target_dir());
+    std::fs::create_dir_all(&parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    let ws = tempfile::Builder::new()
+        .prefix("serve-load-")
+        .tempdir_in(&parent)
+        .map_err(|e| format!("cannot create the workspace: {e}"))?;
+    let server_cap = write_workspace(ws.path(), &base_url, options.run_limit)?;
+    let caps = concurrency_caps(ws.path())?;
+
+    let log_path = ws.path().join("serve.log");
+    let log = File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let mut serve_cmd = Command::new(keel_binary());
+    serve_cmd
+        .arg("serve")
+        .arg("-w")
+        .arg(ws.path())
+        .args(["--listen", "127.0.0.1:0"])
+        .stderr(log);
+    let (mut serve, addr) = spawn_listening("keel serve", serve_cmd)?;
+
+    println!(
+        "serve_load: {} streamed chat completions per round at concurrency {}, {} round(s) after {} warm-up; \
+         mock latency {} ms per answer × 2 rounds per run; {} CPU(s)",
+        options.requests,
+        options.concurrency,
+        options.rounds,
+        options.warmup,
+        options.latency_ms,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+    );
+    println!(
+        "keel serve (pid {}) on {addr}, mock (pid {}) at {base_url}; workspace {}",
+        serve.pid(),
+        mock.pid(),
+        ws.path().display()
+    );
+    let caps_text: Vec<String> = caps
+        .iter()
+        .map(|(path, v)| format!("{path} = {v}"))
+        .collect();
+    println!(
+        "concurrency settings: {}{}",
+        caps_text.join(", "),
+        if server_cap {
+            ""
+        } else {
+            " (server.maxConcurrentRuns not supported by this keel; not set)"
+        }
+    );
+    if let Some((path, cap)) = caps
+        .iter()
+        .find(|(path, v)| path.contains("oncurrent") && (*v as usize) < options.concurrency)
+    {
+        println!(
+            "WARNING: {path} = {cap} caps concurrent runs below the concurrency {}: the rest queue \
+             (or are refused with 429), so latency includes waiting for a slot",
+            options.concurrency
+        );
+    }
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start tokio: {e}"))?;
+    let url = format!("http://{addr}/v1/chat/completions");
+    let outcome = rt.block_on(async {
+        tokio::select! {
+            outcome = bench(&options, &mut serve, &mut mock, &url) => outcome,
+            _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+        }
+    });
+    drop(rt);
+    if !matches!(outcome, Ok(true)) {
+        print_log_tail(&log_path);
+    }
+    drop(serve);
+    drop(mock);
+    if options.keep {
+        println!("workspace kept: {}", ws.keep().display());
+    }
+    outcome
+}
+
+fn print_log_tail(path: &Path) {
+    let mut text = String::new();
+    if File::open(path)
+        .and_then(|mut f| f.read_to_string(&mut text))
+        .is_err()
+        || text.trim().is_empty()
+    {
+        return;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    eprintln!("--- last lines of keel serve's stderr ---");
+    for line in &lines[lines.len().saturating_sub(20)..] {
+        eprintln!("{line}");
+    }
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("serve_load: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

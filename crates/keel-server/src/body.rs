@@ -1,0 +1,116 @@
+//! Parsing what clients send: JSON bodies, query strings and enum values, each failing with
+//! a 400 that names what is wrong.
+
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::ApiError;
+
+/// Parses a JSON body; an empty body parses as `{}` when `empty_ok`.
+pub(crate) fn parse_body<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    empty_ok: bool,
+) -> Result<T, ApiError> {
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge
+        } else {
+            ApiError::BadRequest {
+                message: rejection.body_text(),
+                param: None,
+            }
+        }
+    })?;
+    let body: &[u8] = if empty_ok && body.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        &body
+    };
+    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest {
+        message: format!("invalid request body: {e}"),
+        param: None,
+    })
+}
+
+/// Parses a query string (`a=1&b=x`) into `T`: every value is a string, except that values
+/// made only of digits also parse as numbers (for `limit`, `after`).
+pub(crate) fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, ApiError> {
+    let mut map = serde_json::Map::new();
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let (key, value) = (percent_decode(key)?, percent_decode(value)?);
+        if value.is_empty() {
+            continue;
+        }
+        let value = match value.parse::<u64>() {
+            Ok(n) if is_numeric_param(&key) => Value::from(n),
+            _ => Value::String(value),
+        };
+        map.insert(key, value);
+    }
+    serde_json::from_value(Value::Object(map)).map_err(|e| ApiError::BadRequest {
+        message: format!("invalid query: {e}"),
+        param: None,
+    })
+}
+
+fn is_numeric_param(key: &str) -> bool {
+    matches!(key, "limit" | "after")
+}
+
+/// Parses an optional enum query value.
+pub(crate) fn parse_opt_enum<T: DeserializeOwned>(
+    value: Option<&str>,
+    param: &'static str,
+) -> Result<Option<T>, ApiError> {
+    value.map(|v| parse_enum(v, param)).transpose()
+}
+
+/// Decodes `%XX` escapes and `+` (space) of a query component.
+fn percent_decode(text: &str) -> Result<String, ApiError> {
+    let bad = || ApiError::BadRequest {
+        message: format!("invalid query encoding: `{text}`"),
+        param: None,
+    };
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3).ok_or_else(bad)?;
+                let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
+                out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| bad())
+}
+
+/// A store or runtime failure, without internals beyond the error's own message.
+pub(crate) fn internal(error: keel::Error) -> ApiError {
+    ApiError::Internal(error.to_string())
+}
+
+/// Parses a snake_case enum value (`status=`) through its serde name.
+pub(crate) fn parse_enum<T: DeserializeOwned>(
+    value: &str,
+    param: &'static str,
+) -> Result<T, ApiError> {
+    serde_json::from_value(Value::String(value.to_owned())).map_err(|_| ApiError::BadRequest {
+        message: format!("invalid `{param}`: `{value}`"),
+        param: Some(param),
+    })
+}

@@ -1,0 +1,139 @@
+//! What the workspace offers (`GET /api/inventory`) and stored artifacts
+//! (`GET /api/artifacts/{id}`).
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use keel::types::ARTIFACT_URI_PREFIX;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::ApiError;
+use crate::body::{internal, parse_query};
+use crate::state::AppState;
+
+/// `GET /api/inventory` → the workspace's agents (model, tools), models (provider and
+/// endpoint; never key values), tools (as models see them, with the agents that may call
+/// them and their default policy), policies and hooks by name.
+///
+/// Only names and settings safe to show are listed: values read from the environment (keys,
+/// hook headers) never appear.
+pub(crate) async fn inventory(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let runtime = &state.runtime;
+    let workspace = runtime.workspace();
+    let mut tools: BTreeMap<String, Value> = BTreeMap::new();
+    let mut agents = Vec::new();
+    for (name, agent) in &workspace.agents {
+        for spec in runtime.tools(Some(name)).map_err(internal)? {
+            let entry = tools.entry(spec.name.clone()).or_insert_with(|| {
+                let doc = workspace.tools.get(&spec.name);
+                json!({
+                    "name": spec.name,
+                    "description": spec.description,
+                    "parameters": spec.parameters,
+                    "builtin": doc.is_none(),
+                    "policy": doc.and_then(|d| d.policy),
+                    "agents": [],
+                })
+            });
+            if let Some(list) = entry["agents"].as_array_mut() {
+                list.push(Value::from(name.as_str()));
+            }
+        }
+        agents.push(json!({
+            "name": name,
+            "model": agent.model,
+            "tools": agent.tools,
+            "default": workspace.default_agent() == Some(name.as_str()),
+        }));
+    }
+    let models: Vec<Value> = workspace
+        .models
+        .iter()
+        .map(|(name, model)| {
+            json!({
+                "name": name,
+                "provider": model.provider,
+                "model": model.model,
+                "baseUrl": model.base_url,
+                "stream": model.stream,
+            })
+        })
+        .collect();
+    let hooks: Vec<Value> = workspace
+        .hooks
+        .iter()
+        .map(|(name, hook)| json!({ "name": name, "event": hook.event, "matcher": hook.matcher }))
+        .collect();
+    Ok(Json(json!({
+        "agents": agents,
+        "models": models,
+        "tools": tools.into_values().collect::<Vec<_>>(),
+        "policies": workspace.policies.keys().collect::<Vec<_>>(),
+        "hooks": hooks,
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+struct ArtifactQuery {
+    /// `true`: the artifact's record as JSON instead of its content.
+    #[serde(default)]
+    meta: Option<String>,
+}
+
+/// `GET /api/artifacts/{id}` → the content with its media type (`?meta=true`: the
+/// ArtifactRecord). The id may also be given as a whole `keel://artifacts/<id>` URI,
+/// percent-encoded.
+pub(crate) async fn artifact(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let query: ArtifactQuery = parse_query(query.as_deref())?;
+    let meta = match query.meta.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ApiError::BadRequest {
+                message: format!("invalid `meta`: `{other}` (true or false)"),
+                param: Some("meta"),
+            });
+        }
+    };
+    let id = id.strip_prefix(ARTIFACT_URI_PREFIX).unwrap_or(&id);
+    if id.is_empty()
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(ApiError::BadRequest {
+            message: format!("invalid artifact id `{id}`"),
+            param: None,
+        });
+    }
+    let (record, content) = state
+        .runtime
+        .artifact(id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| ApiError::ResourceNotFound(format!("no artifact `{id}`")))?;
+    if meta {
+        return Ok(Json(record).into_response());
+    }
+    let media_type = HeaderValue::from_str(&record.media_type)
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    Ok((
+        [
+            (header::CONTENT_TYPE, media_type),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+        ],
+        content,
+    )
+        .into_response())
+}

@@ -1,0 +1,447 @@
+//! Requests (runs) under `/api/requests`: create (async or waiting), list with filters and
+//! cursor pagination, inspect, events as JSON pages or resumable SSE, cancel, retry.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use bytes::Bytes;
+use keel::workspace::spec::{Duration as SpecDuration, PermissionMode};
+use keel::{
+    Event, RequestId, RequestOptions, RunCursor, RunFilter, RunHandle, RunRecord, RunResponse,
+    RunStatus, Runtime, SessionId,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::ApiError;
+use crate::body::{internal, parse_body, parse_opt_enum, parse_query};
+use crate::error::runtime_error;
+use crate::state::{AppState, Principal, Ticket};
+
+/// How long a live event stream waits for news before looking at the store again (events of
+/// runs in other processes arrive only that way).
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A comment frame is sent after this long without events, so proxies keep the stream open.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// Runs listed per page when the caller gives no `limit`, and the most it may ask for.
+const DEFAULT_PAGE: usize = 50;
+const MAX_PAGE: usize = 1000;
+
+/// Events per JSON page when the caller gives no `limit`, and the most it may ask for.
+const DEFAULT_EVENTS_PAGE: usize = 1000;
+const MAX_EVENTS_PAGE: usize = 10_000;
+
+/// Starts a run for `principal` under the server's limits: a place in the admission queue
+/// (or 429), the caller as the run's owner, and the server's request timeout.
+pub(crate) async fn start_run(
+    state: &AppState,
+    principal: &Principal,
+    mut options: RequestOptions,
+) -> Result<(RunHandle, Ticket), ApiError> {
+    let ticket = state.admission.admit()?;
+    options.owner = principal.owner();
+    options.timeout = Some(
+        options
+            .timeout
+            .map_or(state.request_timeout, |t| t.min(state.request_timeout)),
+    );
+    let handle = state
+        .runtime
+        .request(options)
+        .await
+        .map_err(runtime_error)?;
+    Ok((handle, ticket))
+}
+
+/// Lets a run go on after its HTTP request has been answered; its place is given back when
+/// it ends.
+pub(crate) fn finish_in_background(mut handle: RunHandle, ticket: Ticket) {
+    tokio::spawn(async move {
+        while handle.next_event().await.is_some() {}
+        if let Err(error) = handle.wait().await {
+            tracing::warn!(%error, "a background run ended abnormally");
+        }
+        drop(ticket);
+    });
+}
+
+/// Waits for a run while the HTTP request is alive: if the client goes away first, the run
+/// is cancelled.
+pub(crate) async fn wait_for(handle: RunHandle, ticket: Ticket) -> Result<RunResponse, ApiError> {
+    let guard = handle.cancel_token().drop_guard();
+    let response = handle
+        .wait()
+        .await
+        .map_err(|_| ApiError::RunFailed("the run ended abnormally".into()))?;
+    guard.disarm();
+    drop(ticket);
+    Ok(response)
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct CreateRequest {
+    input: String,
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    session_id: Option<String>,
+    /// Answer when the run has ended (200 and the `RunResponse`) instead of at once (202).
+    #[serde(default)]
+    wait: bool,
+    /// A time limit for this run (`30s`, `5m`); the server's `requestTimeout` still applies.
+    #[serde(default)]
+    timeout: Option<SpecDuration>,
+    /// The run's permission mode (`default`, `acceptEdits`, `dontAsk`, `plan`).
+    #[serde(default)]
+    mode: Option<PermissionMode>,
+}
+
+/// `POST /api/requests`: 202 `{requestId}` (the run goes on in the background), or with
+/// `wait: true` 200 and the final `RunResponse`.
+pub(crate) async fn create_request(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let request: CreateRequest = parse_body(body, false)?;
+    let options = RequestOptions {
+        input: request.input,
+        agent: request.agent,
+        session_id: request.session_id.map(SessionId::from),
+        mode: request.mode,
+        timeout: request.timeout.map(|t| t.0),
+        ..Default::default()
+    };
+    let (handle, ticket) = start_run(&state, &principal, options).await?;
+    answer_started(handle, ticket, request.wait).await
+}
+
+/// 202 `{requestId}` and the run in the background, or (waiting) 200 and its response.
+pub(crate) async fn answer_started(
+    handle: RunHandle,
+    ticket: Ticket,
+    wait: bool,
+) -> Result<Response, ApiError> {
+    let request_id = handle.request_id().clone();
+    if wait {
+        return Ok(Json(wait_for(handle, ticket).await?).into_response());
+    }
+    finish_in_background(handle, ticket);
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "requestId": request_id })),
+    )
+        .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    session: Option<String>,
+    #[serde(default)]
+    since: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+/// `GET /api/requests?status=&agent=&session=&since=&limit=&cursor=` →
+/// `{data: [RunRecord…], nextCursor}`, newest first. `nextCursor` (absent on the last page)
+/// is passed back as `cursor` for the next page. Client keys see their own requests only.
+pub(crate) async fn list_requests(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let query: ListQuery = parse_query(query.as_deref())?;
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::BadRequest {
+            message: format!("`limit` must be between 1 and {MAX_PAGE}"),
+            param: Some("limit"),
+        });
+    }
+    let before = match query.cursor.as_deref() {
+        Some(cursor) => Some(RunCursor::decode(cursor).map_err(|e| ApiError::BadRequest {
+            message: format!("invalid `cursor`: {e}"),
+            param: Some("cursor"),
+        })?),
+        None => None,
+    };
+    let filter = RunFilter {
+        status: parse_opt_enum::<RunStatus>(query.status.as_deref(), "status")?,
+        agent: query.agent,
+        session: query.session.map(SessionId::from),
+        since: query.since,
+        owner: principal.is_client().then(|| principal.owner()).flatten(),
+        before,
+        // One more than asked tells whether another page follows.
+        limit: Some(limit + 1),
+    };
+    let mut runs = state
+        .runtime
+        .list_requests(&filter)
+        .await
+        .map_err(internal)?;
+    let next_cursor = if runs.len() > limit {
+        runs.truncate(limit);
+        runs.last().map(|run| RunCursor::of(run).encode())
+    } else {
+        None
+    };
+    Ok(Json(json!({ "data": runs, "nextCursor": next_cursor })))
+}
+
+/// The run `id`, if `principal` may see it; 404 otherwise.
+async fn visible_run(
+    runtime: &Runtime,
+    principal: &Principal,
+    id: &RequestId,
+) -> Result<RunRecord, ApiError> {
+    let run = runtime
+        .get_run(id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| ApiError::ResourceNotFound(format!("no request `{id}`")))?;
+    principal.may_see(&run)?;
+    Ok(run)
+}
+
+/// `GET /api/requests/{id}` → the RunRecord.
+pub(crate) async fn get_request(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<RunRecord>, ApiError> {
+    let run = visible_run(&state.runtime, &principal, &RequestId::from(id)).await?;
+    Ok(Json(run))
+}
+
+/// `POST /api/requests/{id}/cancel` → `{cancelled}` (whether a live run was signalled; a
+/// run that already ended is left as it is).
+pub(crate) async fn cancel_request(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = RequestId::from(id);
+    visible_run(&state.runtime, &principal, &id).await?;
+    Ok(Json(json!({ "cancelled": state.runtime.cancel(&id) })))
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RetryBody {
+    #[serde(default)]
+    wait: bool,
+}
+
+/// `POST /api/requests/{id}/retry` (`{wait?}`): a new run with the same agent, input,
+/// session and history, linked by `links.retryOf`; 202 `{requestId}` or, waiting, the
+/// `RunResponse`. 409 while the original is still running.
+pub(crate) async fn retry_request(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let retry: RetryBody = parse_body(body, true)?;
+    let id = RequestId::from(id);
+    visible_run(&state.runtime, &principal, &id).await?;
+    let ticket = state.admission.admit()?;
+    let handle = state
+        .runtime
+        .retry(&id, principal.owner())
+        .await
+        .map_err(runtime_error)?;
+    answer_started(handle, ticket, retry.wait).await
+}
+
+#[derive(Debug, Deserialize)]
+struct EventsQuery {
+    #[serde(default)]
+    after: Option<u64>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// `GET /api/requests/{id}/events?after=SEQ&limit=N`: a JSON page `{data: [Event…],
+/// nextAfter}` (`nextAfter` is set when more events follow), or with
+/// `Accept: text/event-stream` a live SSE stream (`id:` is the event's `seq`; resumable with
+/// `Last-Event-ID`) that ends after the final event (or when the run stops without one).
+pub(crate) async fn request_events(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let query: EventsQuery = parse_query(query.as_deref())?;
+    let id = RequestId::from(id);
+    visible_run(&state.runtime, &principal, &id).await?;
+    let wants_sse = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    if !wants_sse {
+        let limit = query.limit.unwrap_or(DEFAULT_EVENTS_PAGE);
+        if !(1..=MAX_EVENTS_PAGE).contains(&limit) {
+            return Err(ApiError::BadRequest {
+                message: format!("`limit` must be between 1 and {MAX_EVENTS_PAGE}"),
+                param: Some("limit"),
+            });
+        }
+        let mut events = state
+            .runtime
+            .events(&id, query.after.unwrap_or(0))
+            .await
+            .map_err(internal)?;
+        let next_after = if events.len() > limit {
+            events.truncate(limit);
+            events.last().map(|e| e.seq)
+        } else {
+            None
+        };
+        return Ok(Json(json!({ "data": events, "nextAfter": next_after })).into_response());
+    }
+    let last_event_id = match headers.get("last-event-id") {
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| ApiError::BadRequest {
+                    message: "`Last-Event-ID` must be an event seq".into(),
+                    param: None,
+                })?,
+        ),
+        None => None,
+    };
+    let stream = EventStream {
+        wake: state.telemetry.subscribe(&id),
+        state,
+        id,
+        last_seq: last_event_id.or(query.after).unwrap_or(0),
+        pending: VecDeque::new(),
+        done: false,
+    };
+    Ok(sse_response(futures_util::stream::unfold(
+        stream,
+        |mut stream| async move {
+            let frame = stream.next().await?;
+            Some((Ok::<_, Infallible>(frame), stream))
+        },
+    )))
+}
+
+/// A `text/event-stream` response over `frames`.
+pub(crate) fn sse_response(
+    frames: impl futures_util::Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
+) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(frames),
+    )
+        .into_response()
+}
+
+/// The state of a live event stream. It reads the store, so it never holds up the run and
+/// buffers at most one page of events however slowly the client reads.
+struct EventStream {
+    state: AppState,
+    /// Signalled when this process stores an event of the run.
+    wake: crate::metrics::Wake,
+    id: RequestId,
+    /// The newest `seq` sent (or skipped by the client).
+    last_seq: u64,
+    pending: VecDeque<Event>,
+    /// A terminal event was sent, or the run ended without one; nothing more comes.
+    done: bool,
+}
+
+impl EventStream {
+    async fn next(&mut self) -> Option<Bytes> {
+        let mut idle = Duration::ZERO;
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                self.last_seq = event.seq;
+                // An `interrupted` event is not the end when the run was resumed since; the
+                // run's status then says whether more comes.
+                if event.payload.is_final() {
+                    self.done = true;
+                    self.pending.clear();
+                }
+                return Some(sse_frame(&event));
+            }
+            if self.done {
+                return None;
+            }
+            let runtime = &self.state.runtime;
+            match runtime.events(&self.id, self.last_seq).await {
+                Ok(events) if !events.is_empty() => {
+                    let last = self.last_seq;
+                    self.pending
+                        .extend(events.into_iter().filter(|e| e.seq > last));
+                }
+                Ok(_) => {
+                    // Nothing new: stop if the run ended without a terminal event (e.g.
+                    // interrupted by a crash), otherwise wait and look again.
+                    match runtime.get_run(&self.id).await {
+                        Ok(Some(run)) if !run.status.is_terminal() => {
+                            if idle >= KEEPALIVE {
+                                return Some(Bytes::from_static(b": keepalive\n\n"));
+                            }
+                            let started = tokio::time::Instant::now();
+                            self.wake.wait(POLL_INTERVAL).await;
+                            idle += started.elapsed();
+                        }
+                        Ok(Some(_)) => {
+                            // Read once more: the terminal event may have landed meanwhile.
+                            let rest = runtime.events(&self.id, self.last_seq).await;
+                            self.done = true;
+                            if let Ok(rest) = rest {
+                                let last = self.last_seq;
+                                self.pending
+                                    .extend(rest.into_iter().filter(|e| e.seq > last));
+                            }
+                        }
+                        Ok(None) | Err(_) => return None,
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "reading events for a live stream failed");
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// One SSE frame: `id:` is the seq, `event:` the type name, `data:` the event JSON.
+pub(crate) fn sse_frame(event: &Event) -> Bytes {
+    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".into());
+    Bytes::from(format!(
+        "id: {}\nevent: {}\ndata: {data}\n\n",
+        event.seq,
+        event.type_name()
+    ))
+}

@@ -1,0 +1,64 @@
+//! Sessions under `/api/sessions`: list, inspect with the transcript, delete.
+
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use keel::SessionId;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::ApiError;
+use crate::body::{internal, parse_query};
+use crate::state::AppState;
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// `GET /api/sessions?limit=` → `{data: [SessionRecord…]}`, most recently active first.
+pub(crate) async fn list_sessions(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let query: ListQuery = parse_query(query.as_deref())?;
+    let sessions = state
+        .runtime
+        .list_sessions(query.limit)
+        .await
+        .map_err(internal)?;
+    Ok(Json(json!({ "data": sessions })))
+}
+
+/// `GET /api/sessions/{id}` → `{session: SessionRecord, messages: [SessionMessage…]}`.
+pub(crate) async fn get_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = SessionId::from(id);
+    let session = state
+        .runtime
+        .get_session(&id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| ApiError::ResourceNotFound(format!("no session `{id}`")))?;
+    let messages = state
+        .runtime
+        .session_transcript(&id)
+        .await
+        .map_err(internal)?;
+    Ok(Json(json!({ "session": session, "messages": messages })))
+}
+
+/// `DELETE /api/sessions/{id}` → `{deleted: true}` (its runs stay); 404 if there is none.
+pub(crate) async fn delete_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = SessionId::from(id);
+    if state.runtime.delete_session(&id).await.map_err(internal)? {
+        Ok(Json(json!({ "deleted": true })))
+    } else {
+        Err(ApiError::ResourceNotFound(format!("no session `{id}`")))
+    }
+}

@@ -1,0 +1,135 @@
+//! What every handler shares: the runtime, admission control, telemetry and who is calling.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use keel::workspace::spec::ApiKeyRole;
+use keel::{RunRecord, Runtime};
+
+use crate::ApiError;
+use crate::metrics::Telemetry;
+
+/// The state behind every route.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub runtime: Runtime,
+    pub admission: Arc<Admission>,
+    pub telemetry: Telemetry,
+    /// The longest a run started over HTTP may take.
+    pub request_timeout: Duration,
+}
+
+impl AppState {
+    pub(crate) fn new(runtime: Runtime, telemetry: Telemetry) -> Self {
+        let workspace = runtime.workspace();
+        let capacity = workspace.runtime.limits.max_concurrent_runs as usize
+            + workspace.runtime.server.max_queued_requests as usize;
+        let request_timeout = workspace.runtime.server.request_timeout.0;
+        Self {
+            runtime,
+            admission: Arc::new(Admission::new(capacity)),
+            telemetry,
+            request_timeout,
+        }
+    }
+}
+
+/// Bounds the runs started over HTTP: those running plus those waiting for a run slot. When
+/// every place is taken a new request is refused (429 with `Retry-After`) instead of queueing
+/// without bound.
+pub(crate) struct Admission {
+    in_flight: AtomicUsize,
+    capacity: usize,
+}
+
+/// A place held by one run; it is given back when dropped (when the run has ended).
+pub(crate) struct Ticket(Arc<Admission>);
+
+/// How long a refused client is asked to wait.
+const RETRY_AFTER_SECS: u64 = 1;
+
+impl Admission {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            in_flight: AtomicUsize::new(0),
+            capacity,
+        }
+    }
+
+    /// A place for one more run, or 429.
+    pub(crate) fn admit(self: &Arc<Self>) -> Result<Ticket, ApiError> {
+        let taken = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.capacity).then_some(n + 1)
+            });
+        match taken {
+            Ok(_) => Ok(Ticket(self.clone())),
+            Err(_) => Err(ApiError::TooManyRequests {
+                retry_after: RETRY_AFTER_SECS,
+            }),
+        }
+    }
+
+    /// Runs started over HTTP that have not ended.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Who is calling: set by the auth middleware on every request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Principal {
+    /// No keys are configured (loopback only): the caller may do everything.
+    Open,
+    /// A key with a role and a name (recorded as the owner of the runs it starts).
+    Key { role: ApiKeyRole, name: Arc<str> },
+}
+
+impl Principal {
+    /// The owner recorded on runs this caller starts.
+    pub(crate) fn owner(&self) -> Option<String> {
+        match self {
+            Self::Open => None,
+            Self::Key { name, .. } => Some(name.to_string()),
+        }
+    }
+
+    /// Whether this caller may only see its own requests.
+    pub(crate) fn is_client(&self) -> bool {
+        matches!(
+            self,
+            Self::Key {
+                role: ApiKeyRole::Client,
+                ..
+            }
+        )
+    }
+
+    /// 404 unless this caller may see `run`: operators see every run, client keys their own.
+    /// (Another owner's run answers 404, not 403, so ids of others' runs are not confirmed.)
+    pub(crate) fn may_see(&self, run: &RunRecord) -> Result<(), ApiError> {
+        let own = match self {
+            Self::Key {
+                role: ApiKeyRole::Client,
+                name,
+            } => run.owner.as_deref() == Some(&**name),
+            _ => true,
+        };
+        if own {
+            Ok(())
+        } else {
+            Err(ApiError::ResourceNotFound(format!(
+                "no request `{}`",
+                run.request_id
+            )))
+        }
+    }
+}
