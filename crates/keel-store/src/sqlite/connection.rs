@@ -7,7 +7,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use keel_types::StoreError;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
@@ -93,15 +93,7 @@ pub(crate) fn open_writer(db: &Path) -> Result<Connection, StoreError> {
                 .into(),
         });
     }
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-        .map_err(|e| open_error(db, &e))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StoreError::Io {
-            path: db.display().to_string(),
-            message: format!("cannot switch the database to WAL mode (it stays in {mode} mode)"),
-        });
-    }
+    switch_to_wal(&conn, db)?;
     // FULL: the WAL is synced inside every commit, so a commit is on disk before any
     // connection, in any process, can read it.
     // A 16 MiB WAL between checkpoints (not SQLite's 4 MiB): each run's hot index page is
@@ -115,6 +107,36 @@ pub(crate) fn open_writer(db: &Path) -> Result<Connection, StoreError> {
     tune(&conn, db, 64)?;
     migrate(&conn, db)?;
     Ok(conn)
+}
+
+/// Switches the database to WAL mode (a no-op once it is). The switch needs the file to itself
+/// for a moment, and SQLite answers "busy" at once instead of calling the busy handler, so a
+/// process opening a new store while another opens or reads it retries, up to [`BUSY_TIMEOUT`].
+fn switch_to_wal(conn: &Connection, db: &Path) -> Result<(), StoreError> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    let mode: String = loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)) {
+            Ok(mode) => break mode,
+            Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(open_error(db, &e)),
+        }
+    };
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Io {
+            path: db.display().to_string(),
+            message: format!("cannot switch the database to WAL mode (it stays in {mode} mode)"),
+        });
+    }
+    Ok(())
+}
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
 }
 
 /// Opens a read-only connection for queries; WAL lets it read while the writer writes.

@@ -151,3 +151,37 @@ async fn a_write_lock_held_too_long_elsewhere_is_a_clear_error_and_nothing_is_lo
     assert_eq!(stored_seqs(&store, "run_1").await, [1, 2]);
     assert_mirror_matches(&store, "run_1").await;
 }
+
+#[test]
+fn stores_opened_at_once_on_a_new_workspace_all_open() {
+    // Each opener switches the new database to WAL while others may already write to it;
+    // SQLite answers "database is locked" there at once instead of waiting, so opening retries.
+    for _ in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let start = std::sync::Arc::new(std::sync::Barrier::new(6));
+        let openers: Vec<_> = (0..6)
+            .map(|n| {
+                let root = dir.path().to_path_buf();
+                let start = start.clone();
+                std::thread::spawn(move || {
+                    start.wait();
+                    let store = SqliteStore::open(&root)?;
+                    // Writing at once, as a real opener does, while the others still open.
+                    let id = format!("run_{n}");
+                    tokio::runtime::Builder::new_current_thread()
+                        .build()
+                        .unwrap()
+                        .block_on(async {
+                            store
+                                .create_run(&record(&id, "a", RunStatus::Running))
+                                .await?;
+                            store.append(&[started(&id, 1)]).await
+                        })
+                })
+            })
+            .collect();
+        for opener in openers {
+            opener.join().unwrap().unwrap();
+        }
+    }
+}
