@@ -10,6 +10,11 @@
 //! chunk p50/p99, and the `keel serve` process's peak RSS (VmHWM) and CPU time per request;
 //! with several rounds, the median of the rounds. Exits non-zero if any request failed.
 //!
+//! Each round is followed by a *floor* round: the same client makes the same two streamed
+//! model rounds per request straight against the mock. It is what this machine does with no
+//! Keel in between (the client and the mock share its CPUs with `keel serve`), so "keel adds"
+//! is Keel's own cost in latency.
+//!
 //! ```sh
 //! cargo build --release -p keel-test-support --bin keel-mock-llm
 //! cargo bench -p keel-cli --bench serve_load -- [--requests 1000] [--concurrency 1000]
@@ -339,17 +344,77 @@ struct Sample {
     first_content: Duration,
 }
 
-/// One streamed chat completion, checked; `Err` names what was wrong.
-async fn one_request(client: &reqwest::Client, url: &str) -> Result<Sample> {
-    let body = serde_json::json!({
-        "model": AGENT,
-        "stream": true,
-        "messages": [{ "role": "user", "content": "Read the README." }],
-    });
+/// What a request goes to: `keel serve`'s facade, or (for the floor) straight to the mock.
+#[derive(Clone)]
+enum Target {
+    Keel(String),
+    /// The mock's chat completions URL: the client makes both model rounds itself, as Keel
+    /// would, so the figures are what this machine does with no Keel in between.
+    Floor(String),
+}
+
+/// One request, checked; `Err` names what was wrong.
+async fn one_request(client: &reqwest::Client, target: &Target) -> Result<Sample> {
     let started = Instant::now();
+    let streamed = match target {
+        Target::Keel(url) => {
+            let body = serde_json::json!({
+                "model": AGENT,
+                "stream": true,
+                "messages": [{ "role": "user", "content": "Read the README." }],
+            });
+            stream(client, url, &body, started).await?
+        }
+        Target::Floor(url) => {
+            let mut messages =
+                vec![serde_json::json!({ "role": "user", "content": "Read the README." })];
+            let body =
+                serde_json::json!({ "model": "mock-model", "stream": true, "messages": messages });
+            stream(client, url, &body, started).await?;
+            messages.push(
+                serde_json::json!({ "role": "assistant", "content": null, "tool_calls": [{
+                "id": "call_1", "type": "function",
+                "function": { "name": "read_file", "arguments": "{\"path\":\"README.md\"}" } }] }),
+            );
+            messages.push(serde_json::json!({ "role": "tool", "tool_call_id": "call_1", "content": "# Bench" }));
+            let body =
+                serde_json::json!({ "model": "mock-model", "stream": true, "messages": messages });
+            stream(client, url, &body, started).await?
+        }
+    };
+    let Some(latency) = streamed.done else {
+        return Err("the stream ended without [DONE]".into());
+    };
+    if streamed.content != EXPECTED {
+        return Err(format!(
+            "content {:?} != {EXPECTED:?}",
+            truncate(&streamed.content, 60)
+        ));
+    }
+    Ok(Sample {
+        latency,
+        first_content: streamed.first_content.unwrap_or(latency),
+    })
+}
+
+struct Streamed {
+    content: String,
+    /// Since `started`.
+    first_content: Option<Duration>,
+    done: Option<Duration>,
+}
+
+/// Posts `body` and reads the event stream to its end: only `chat.completion.chunk` frames,
+/// nothing after `[DONE]`.
+async fn stream(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+    started: Instant,
+) -> Result<Streamed> {
     let mut response = client
         .post(url)
-        .json(&body)
+        .json(body)
         .send()
         .await
         .map_err(|e| format!("send: {}", error_kind(&e)))?;
@@ -367,9 +432,11 @@ async fn one_request(client: &reqwest::Client, url: &str) -> Result<Sample> {
         ));
     }
     let mut buffer: Vec<u8> = Vec::new();
-    let mut content = String::new();
-    let mut first_content = None;
-    let mut done = None;
+    let mut streamed = Streamed {
+        content: String::new(),
+        first_content: None,
+        done: None,
+    };
     loop {
         let chunk = response
             .chunk()
@@ -385,11 +452,11 @@ async fn one_request(client: &reqwest::Client, url: &str) -> Result<Sample> {
                     continue;
                 };
                 let data = data.trim();
-                if done.is_some() {
+                if streamed.done.is_some() {
                     return Err("data after [DONE]".into());
                 }
                 if data == "[DONE]" {
-                    done = Some(started.elapsed());
+                    streamed.done = Some(started.elapsed());
                     continue;
                 }
                 let value: Value = serde_json::from_str(data)
@@ -400,25 +467,15 @@ async fn one_request(client: &reqwest::Client, url: &str) -> Result<Sample> {
                 if let Some(text) = value["choices"][0]["delta"]["content"].as_str()
                     && !text.is_empty()
                 {
-                    first_content.get_or_insert_with(|| started.elapsed());
-                    content.push_str(text);
+                    streamed
+                        .first_content
+                        .get_or_insert_with(|| started.elapsed());
+                    streamed.content.push_str(text);
                 }
             }
         }
     }
-    let Some(latency) = done else {
-        return Err("the stream ended without [DONE]".into());
-    };
-    if content != EXPECTED {
-        return Err(format!(
-            "content {:?} != {EXPECTED:?}",
-            truncate(&content, 60)
-        ));
-    }
-    Ok(Sample {
-        latency,
-        first_content: first_content.unwrap_or(latency),
-    })
+    Ok(streamed)
 }
 
 fn error_kind(e: &reqwest::Error) -> String {
@@ -457,16 +514,21 @@ struct Batch {
     wall: Duration,
 }
 
-async fn batch(client: &reqwest::Client, url: &str, requests: usize, concurrency: usize) -> Batch {
+async fn batch(
+    client: &reqwest::Client,
+    target: &Target,
+    requests: usize,
+    concurrency: usize,
+) -> Batch {
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(concurrency);
     for _ in 0..concurrency {
-        let (client, url, next) = (client.clone(), url.to_owned(), next.clone());
+        let (client, target, next) = (client.clone(), target.clone(), next.clone());
         tasks.push(tokio::spawn(async move {
             let mut results = Vec::new();
             while next.fetch_add(1, Ordering::Relaxed) < requests {
-                let result = tokio::time::timeout(REQUEST_TIMEOUT, one_request(&client, &url))
+                let result = tokio::time::timeout(REQUEST_TIMEOUT, one_request(&client, &target))
                     .await
                     .unwrap_or_else(|_| Err("timeout".into()));
                 results.push(result);
@@ -528,11 +590,20 @@ fn print_errors(errors: &BTreeMap<String, usize>) {
     }
 }
 
-fn print_figures(label: &str, f: &Figures) {
+/// One line of latency figures; with `keel`, a second of `keel serve`'s CPU and memory (a
+/// floor round has only the mock's and the client's CPU).
+fn print_figures(label: &str, f: &Figures, keel: bool) {
     println!(
         "{label:>9}: wall {:>6.2} s  {:>6.0} req/s  latency p50 {:>7.1}  p90 {:>7.1}  p99 {:>7.1}  max {:>7.1} ms  first content p50 {:>7.1}  p99 {:>7.1} ms",
         f.wall_s, f.throughput, f.p50, f.p90, f.p99, f.max, f.ttfc_p50, f.ttfc_p99,
     );
+    if !keel {
+        println!(
+            "{:>9}  (mock CPU {:.2} ms/req, client CPU {:.2} ms/req)",
+            "", f.mock_cpu_ms, f.client_cpu_ms
+        );
+        return;
+    }
     println!(
         "{:>9}  keel serve: CPU {:>5.2} ms/req  peak RSS {:>6.1} MiB (RSS after {:>6.1} MiB)   (mock CPU {:.2} ms/req, client CPU {:.2} ms/req)",
         "", f.serve_cpu_ms, f.serve_hwm_mib, f.serve_rss_mib, f.mock_cpu_ms, f.client_cpu_ms,
@@ -551,7 +622,13 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
 
 // ---------------------------------------------------------------------------------------------
 
-async fn bench(options: &Options, serve: &mut Guard, mock: &mut Guard, url: &str) -> Result<bool> {
+async fn bench(
+    options: &Options,
+    serve: &mut Guard,
+    mock: &mut Guard,
+    url: &str,
+    mock_url: &str,
+) -> Result<bool> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .no_proxy()
@@ -561,71 +638,122 @@ async fn bench(options: &Options, serve: &mut Guard, mock: &mut Guard, url: &str
         .pool_idle_timeout(Duration::from_secs(600))
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-    let (serve_pid, mock_pid) = (serve.pid().to_string(), mock.pid().to_string());
+    let keel = Target::Keel(url.to_owned());
+    let floor = Target::Floor(mock_url.to_owned());
     let mut failed = 0;
 
     if options.warmup > 0 {
-        let warm = batch(
-            &client,
-            url,
-            options.warmup,
-            options.warmup.min(options.concurrency),
-        )
-        .await;
-        failed += warm.errors.values().sum::<usize>();
+        for target in [&floor, &keel] {
+            let warm = batch(
+                &client,
+                target,
+                options.warmup,
+                options.warmup.min(options.concurrency),
+            )
+            .await;
+            failed += warm.errors.values().sum::<usize>();
+            print_errors(&warm.errors);
+        }
         println!(
-            "   warm-up: {} requests, {} ok in {:.2} s; keel serve RSS {:.1} MiB",
+            "   warm-up: {} requests to each; keel serve RSS {:.1} MiB",
             options.warmup,
-            warm.samples.len(),
-            warm.wall.as_secs_f64(),
             status_mib(serve.pid(), "VmRSS:"),
         );
-        print_errors(&warm.errors);
     }
 
-    let mut rounds = Vec::new();
+    // Keel's rounds alternate with floor rounds, so both see the same machine.
+    let (mut rounds, mut floors) = (Vec::new(), Vec::new());
     for round in 1..=options.rounds {
         serve.check_alive()?;
         mock.check_alive()?;
-        let cpu = |pid: &str| cpu_time(pid);
-        let before = (cpu(&serve_pid), cpu(&mock_pid), cpu("self"));
-        let mut result = batch(&client, url, options.requests, options.concurrency).await;
-        let after = (cpu(&serve_pid), cpu(&mock_pid), cpu("self"));
-        let n = options.requests as f64;
-        let per_request = |a: Duration, b: Duration| a.saturating_sub(b).as_secs_f64() * 1000.0 / n;
-        let mut latencies: Vec<Duration> = result.samples.iter().map(|s| s.latency).collect();
-        let mut firsts: Vec<Duration> = result.samples.iter().map(|s| s.first_content).collect();
-        latencies.sort();
-        firsts.sort();
-        result.samples.clear();
-        let figures = Figures {
-            wall_s: result.wall.as_secs_f64(),
-            throughput: latencies.len() as f64 / result.wall.as_secs_f64(),
-            p50: percentile(&latencies, 0.50),
-            p90: percentile(&latencies, 0.90),
-            p99: percentile(&latencies, 0.99),
-            max: percentile(&latencies, 1.0),
-            ttfc_p50: percentile(&firsts, 0.50),
-            ttfc_p99: percentile(&firsts, 0.99),
-            serve_cpu_ms: per_request(after.0, before.0),
-            mock_cpu_ms: per_request(after.1, before.1),
-            client_cpu_ms: per_request(after.2, before.2),
-            serve_hwm_mib: status_mib(serve.pid(), "VmHWM:"),
-            serve_rss_mib: status_mib(serve.pid(), "VmRSS:"),
-        };
-        let errors: usize = result.errors.values().sum();
+        let (figures, errors) = measure(options, &client, &keel, serve, mock).await;
         failed += errors;
-        print_figures(&format!("round {round}"), &figures);
-        if errors > 0 {
-            println!("    {errors} of {} requests FAILED", options.requests);
-            print_errors(&result.errors);
-        }
+        print_figures(&format!("round {round}"), &figures, true);
         rounds.push(figures);
+        let (figures, errors) = measure(options, &client, &floor, serve, mock).await;
+        failed += errors;
+        print_figures("floor", &figures, false);
+        floors.push(figures);
     }
     serve.check_alive()?;
 
+    let summary = medians(&rounds, serve);
+    let floor = medians(&floors, serve);
+    println!();
+    print_figures("median", &summary, true);
+    print_figures("floor", &floor, false);
+    println!(
+        "keel adds {:.1} ms at p50 and {:.1} ms at p99 over the floor (the client and the mock alone, \
+         two streamed rounds per request)",
+        summary.p50 - floor.p50,
+        summary.p99 - floor.p99,
+    );
+    let model_ms = 2.0 * options.latency_ms as f64;
+    let verdict = |ok: bool| if ok { "ok" } else { "MISSED" };
+    println!(
+        "targets: p99 {:.1} ms < 2 × {model_ms:.0} ms = {:.0} ms: {} (floor p99 {:.1} ms);  peak RSS {:.1} MiB < 200 MB (190.7 MiB): {}",
+        summary.p99,
+        2.0 * model_ms,
+        verdict(summary.p99 < 2.0 * model_ms),
+        floor.p99,
+        summary.serve_hwm_mib,
+        verdict(summary.serve_hwm_mib < 200e6 / (1024.0 * 1024.0)),
+    );
+    if failed > 0 {
+        println!("FAILED: {failed} request(s) failed (warm-up included)");
+    } else {
+        println!("no errors");
+    }
+    Ok(failed == 0)
+}
+
+/// One round against `target`: its figures and how many requests failed (printed here).
+async fn measure(
+    options: &Options,
+    client: &reqwest::Client,
+    target: &Target,
+    serve: &Guard,
+    mock: &Guard,
+) -> (Figures, usize) {
+    let (serve_pid, mock_pid) = (serve.pid().to_string(), mock.pid().to_string());
+    let cpu = |pid: &str| cpu_time(pid);
+    let before = (cpu(&serve_pid), cpu(&mock_pid), cpu("self"));
+    let mut result = batch(client, target, options.requests, options.concurrency).await;
+    let after = (cpu(&serve_pid), cpu(&mock_pid), cpu("self"));
+    let n = options.requests as f64;
+    let per_request = |a: Duration, b: Duration| a.saturating_sub(b).as_secs_f64() * 1000.0 / n;
+    let mut latencies: Vec<Duration> = result.samples.iter().map(|s| s.latency).collect();
+    let mut firsts: Vec<Duration> = result.samples.iter().map(|s| s.first_content).collect();
+    latencies.sort();
+    firsts.sort();
+    result.samples.clear();
+    let figures = Figures {
+        wall_s: result.wall.as_secs_f64(),
+        throughput: latencies.len() as f64 / result.wall.as_secs_f64(),
+        p50: percentile(&latencies, 0.50),
+        p90: percentile(&latencies, 0.90),
+        p99: percentile(&latencies, 0.99),
+        max: percentile(&latencies, 1.0),
+        ttfc_p50: percentile(&firsts, 0.50),
+        ttfc_p99: percentile(&firsts, 0.99),
+        serve_cpu_ms: per_request(after.0, before.0),
+        mock_cpu_ms: per_request(after.1, before.1),
+        client_cpu_ms: per_request(after.2, before.2),
+        serve_hwm_mib: status_mib(serve.pid(), "VmHWM:"),
+        serve_rss_mib: status_mib(serve.pid(), "VmRSS:"),
+    };
+    let errors: usize = result.errors.values().sum();
+    if errors > 0 {
+        println!("    {errors} of {} requests FAILED", options.requests);
+        print_errors(&result.errors);
+    }
+    (figures, errors)
+}
+
+/// The median of each figure over the rounds; memory as it is now.
+fn medians(rounds: &[Figures], serve: &Guard) -> Figures {
     let pick = |f: fn(&Figures) -> f64| median(rounds.iter().map(f));
-    let summary = Figures {
+    Figures {
         wall_s: pick(|f| f.wall_s),
         throughput: pick(|f| f.throughput),
         p50: pick(|f| f.p50),
@@ -639,25 +767,7 @@ async fn bench(options: &Options, serve: &mut Guard, mock: &mut Guard, url: &str
         client_cpu_ms: pick(|f| f.client_cpu_ms),
         serve_hwm_mib: status_mib(serve.pid(), "VmHWM:"),
         serve_rss_mib: status_mib(serve.pid(), "VmRSS:"),
-    };
-    println!();
-    print_figures("median", &summary);
-    let model_ms = 2.0 * options.latency_ms as f64;
-    let verdict = |ok: bool| if ok { "ok" } else { "MISSED" };
-    println!(
-        "targets: p99 {:.1} ms < 2 × {model_ms:.0} ms = {:.0} ms: {};  peak RSS {:.1} MiB < 200 MB (190.7 MiB): {}",
-        summary.p99,
-        2.0 * model_ms,
-        verdict(summary.p99 < 2.0 * model_ms),
-        summary.serve_hwm_mib,
-        verdict(summary.serve_hwm_mib < 200e6 / (1024.0 * 1024.0)),
-    );
-    if failed > 0 {
-        println!("FAILED: {failed} request(s) failed (warm-up included)");
-    } else {
-        println!("no errors");
     }
-    Ok(failed == 0)
 }
 
 fn run() -> Result<bool> {
@@ -738,9 +848,10 @@ fn run() -> Result<bool> {
         .build()
         .map_err(|e| format!("cannot start tokio: {e}"))?;
     let url = format!("http://{addr}/v1/chat/completions");
+    let mock_url = format!("{base_url}/chat/completions");
     let outcome = rt.block_on(async {
         tokio::select! {
-            outcome = bench(&options, &mut serve, &mut mock, &url) => outcome,
+            outcome = bench(&options, &mut serve, &mut mock, &url, &mock_url) => outcome,
             _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
         }
     });
