@@ -7,6 +7,8 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
 use crate::run::{self, OutputArgs};
 use crate::{EXIT_FAILED, EXIT_USAGE, out};
 
@@ -46,11 +48,22 @@ pub async fn serve(root: &Path, listen: Option<String>) -> u8 {
             return EXIT_FAILED;
         }
     };
+    // The handlers are in place before anyone can learn the address: a SIGTERM sent right
+    // after `listening on` must shut down gracefully, not kill the process.
+    let stop = match StopSignals::install() {
+        Ok(stop) => stop,
+        Err(e) => {
+            out::error(&format!(
+                "cannot install the Ctrl-C and SIGTERM handlers: {e}"
+            ));
+            return EXIT_FAILED;
+        }
+    };
     let bound = listener.local_addr().map_or(addr, |a| a);
     out::line(&format!("listening on http://{bound}"));
     let grace = runtime.workspace().runtime.server.shutdown_grace;
     let shutdown = async move {
-        stop_signal().await;
+        stop.wait().await;
         out::status(&format!(
             "» Shutting down: no new requests; runs in flight have {grace} to finish."
         ));
@@ -72,18 +85,25 @@ pub async fn serve(root: &Path, listen: Option<String>) -> u8 {
     }
 }
 
-/// Completes on Ctrl-C (SIGINT) or SIGTERM.
-async fn stop_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// Ctrl-C (SIGINT) and SIGTERM, caught from the moment they are installed.
+struct StopSignals {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl StopSignals {
+    fn install() -> std::io::Result<Self> {
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// Completes on the first of the two.
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
     }
 }
