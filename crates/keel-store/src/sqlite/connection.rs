@@ -111,7 +111,7 @@ pub(crate) fn open_writer(db: &Path) -> Result<Connection, StoreError> {
 
 /// Switches the database to WAL mode (a no-op once it is). The switch needs the file to itself
 /// for a moment, and SQLite answers "busy" at once instead of calling the busy handler, so a
-/// process opening a new store while another opens or reads it retries, up to [`BUSY_TIMEOUT`].
+/// process opening a new store while another opens or writes it retries, up to [`BUSY_TIMEOUT`].
 fn switch_to_wal(conn: &Connection, db: &Path) -> Result<(), StoreError> {
     let deadline = Instant::now() + BUSY_TIMEOUT;
     let mode: String = loop {
