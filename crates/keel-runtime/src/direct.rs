@@ -173,14 +173,20 @@ impl Kernel {
             true => TaskDecision::Allow,
             false => TaskDecision::Deny,
         };
+        task.tool = verdict.tool.clone();
+        task.arguments = verdict.arguments.clone().unwrap_or_else(|| {
+            serde_json::from_str(arguments).unwrap_or(Value::String(arguments.to_owned()))
+        });
+        task.issues = verdict.issues;
+        task.repairs = verdict.repairs;
         // Policy is part of the decision (hooks and the human run when the task runs).
-        if let (true, Some(arguments)) = (verdict.is_allowed(), verdict.arguments.as_ref()) {
+        if task.decision == TaskDecision::Allow {
             let policy = self.governance().policy().decide(
                 &keel_tools::policy::PolicyQuery {
                     agent: &task.agent,
-                    tool: &verdict.tool,
-                    args: arguments,
-                    read_only: self.gateway().is_read_only(&verdict.tool),
+                    tool: &task.tool,
+                    args: &task.arguments,
+                    read_only: self.gateway().is_read_only(&task.tool),
                     mode: None,
                 },
                 &[],
@@ -202,12 +208,6 @@ impl Kernel {
                 }
             }
         }
-        task.tool = verdict.tool.clone();
-        task.arguments = verdict.arguments.clone().unwrap_or_else(|| {
-            serde_json::from_str(arguments).unwrap_or(Value::String(arguments.to_owned()))
-        });
-        task.issues = verdict.issues;
-        task.repairs = verdict.repairs;
         Ok(())
     }
 

@@ -454,6 +454,26 @@ async fn tasks_are_staged_patched_run_and_deleted() {
 }
 
 #[tokio::test]
+async fn a_task_denied_by_policy_says_why() {
+    let ws = rich_workspace("");
+    ws.write(
+        "config/policy.yaml",
+        "apiVersion: keel/v1\nkind: Policy\nmetadata: { name: default }\nspec:\n  rules:\n    - { tool: read_file, args: { path: \"secret*\" }, decision: deny, reason: \"secrets stay put\" }\n",
+    );
+    let app = rich_app(&ws);
+    let (status, task) = call(
+        &app,
+        "POST",
+        "/api/tasks",
+        Some(&json!({"tool": "read_file", "arguments": {"path": "secret.txt"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{task}");
+    assert_eq!(task["decision"], "deny", "{task}");
+    assert_eq!(task["issues"][0]["message"], "secrets stay put", "{task}");
+}
+
+#[tokio::test]
 async fn tools_are_listed_called_directly_and_their_big_output_is_an_artifact() {
     let ws = rich_workspace("");
     let app = rich_app(&ws);
