@@ -87,9 +87,9 @@ impl Emitter {
         }
     }
 
-    /// Queues an event for the log; it reaches subscribers once it is stored. Fails if an
-    /// earlier append failed.
-    pub fn emit(&self, mut payload: EventPayload) -> Result<Event, StoreError> {
+    /// Queues an event for the log; it reaches subscribers once it is stored. Returns its
+    /// `seq`. Fails if an earlier append failed.
+    pub fn emit(&self, mut payload: EventPayload) -> Result<u64, StoreError> {
         if let Err(error) = &*self.durable.borrow() {
             return Err(error.clone());
         }
@@ -98,9 +98,10 @@ impl Emitter {
             Ok(state) => state,
             Err(poisoned) => poisoned.into_inner(),
         };
+        let seq = state.seq + 1;
         let event = Event {
             id: EventId::generate(),
-            seq: state.seq + 1,
+            seq,
             ts: keel_types::now_rfc3339(),
             request_id: self.request_id.clone(),
             session_id: self.session_id.clone(),
@@ -109,17 +110,17 @@ impl Emitter {
         };
         state
             .queue
-            .send(event.clone())
+            .send(event)
             .map_err(|_| StoreError::Invalid("the run's event flusher stopped".into()))?;
-        state.seq = event.seq;
-        Ok(event)
+        state.seq = seq;
+        Ok(seq)
     }
 
     /// Emits an event and waits until it (and everything before it) is durable.
-    pub async fn emit_durable(&self, payload: EventPayload) -> Result<Event, StoreError> {
-        let event = self.emit(payload)?;
+    pub async fn emit_durable(&self, payload: EventPayload) -> Result<u64, StoreError> {
+        let seq = self.emit(payload)?;
         self.barrier().await?;
-        Ok(event)
+        Ok(seq)
     }
 
     /// Waits until every event emitted so far is stored and delivered to the subscriber.
@@ -170,8 +171,12 @@ impl Forwarder {
             self.redactor.redact(&mut payload);
             Event {
                 id: EventId::generate(),
+                seq: event.seq,
+                ts: event.ts.clone(),
+                request_id: event.request_id.clone(),
+                session_id: event.session_id.clone(),
+                agent_id: event.agent_id.clone(),
                 payload,
-                ..event.clone()
             }
         });
         // A subscriber that went away simply stops receiving.

@@ -103,17 +103,13 @@ pub(crate) async fn artifact(
             });
         }
     };
-    let id = id.strip_prefix(ARTIFACT_URI_PREFIX).unwrap_or(&id);
-    if id.is_empty()
-        || !id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
+    let Some(id) = keel::types::artifact_id(&id) else {
+        let id = id.strip_prefix(ARTIFACT_URI_PREFIX).unwrap_or(&id);
         return Err(ApiError::BadRequest {
             message: format!("invalid artifact id `{id}`"),
             param: None,
         });
-    }
+    };
     let (record, content) = state
         .runtime
         .artifact(id)

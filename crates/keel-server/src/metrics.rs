@@ -329,10 +329,7 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Result<Response, A
     let counts = state.runtime.run_counts().await.map_err(internal)?;
     metrics.runs.clear();
     for (status, count) in counts {
-        let status = serde_json::to_value(status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
+        let status = status.as_str().to_owned();
         metrics
             .runs
             .get_or_create(&StatusLabels { status })

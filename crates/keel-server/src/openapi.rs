@@ -436,7 +436,8 @@ pub(crate) fn openapi() -> Value {
     })
 }
 
-/// `GET /api/openapi.json`.
+/// `GET /api/openapi.json`. The document depends on the code only, so it is built once.
 async fn document() -> Json<Value> {
-    Json(openapi())
+    static DOCUMENT: std::sync::LazyLock<Value> = std::sync::LazyLock::new(openapi);
+    Json(DOCUMENT.clone())
 }

@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use keel_types::{ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, RequestId, StoreError};
+use keel_types::{
+    ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, RequestId, StoreError, artifact_id,
+};
 use sha2::{Digest, Sha256};
 
 const CONTENT: &str = "content";
@@ -56,16 +58,11 @@ impl FsArtifacts {
         dir: &Path,
         uri: &str,
     ) -> Result<Option<(ArtifactRecord, Vec<u8>)>, StoreError> {
-        let id = uri.strip_prefix(ARTIFACT_URI_PREFIX).unwrap_or(uri);
-        let valid = !id.is_empty()
-            && id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !valid {
+        let Some(id) = artifact_id(uri) else {
             return Err(StoreError::Invalid(format!(
                 "`{uri}` is not an artifact URI (expected {ARTIFACT_URI_PREFIX}<id>)"
             )));
-        }
+        };
         let folder = dir.join(id);
         let meta_path = folder.join(META);
         let meta = match std::fs::read(&meta_path) {

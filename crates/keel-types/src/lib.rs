@@ -23,7 +23,7 @@ pub use message::{
 pub use ports::{
     ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, BoxStream, EventObserver, ModelError,
     ModelProvider, ModelStream, RunFilter, RunStore, StoreError, Tool, ToolContext, ToolError,
-    ToolOutput,
+    ToolOutput, artifact_id,
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,

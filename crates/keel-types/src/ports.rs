@@ -218,6 +218,17 @@ pub struct ArtifactRecord {
 /// The scheme and prefix of artifact URIs.
 pub const ARTIFACT_URI_PREFIX: &str = "keel://artifacts/";
 
+/// The id in an artifact URI (or a bare id): `None` unless it is non-empty and only ASCII
+/// letters, digits, `-` and `_` (so it is safe as a file name).
+pub fn artifact_id(uri: &str) -> Option<&str> {
+    let id = uri.strip_prefix(ARTIFACT_URI_PREFIX).unwrap_or(uri);
+    let valid = !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    valid.then_some(id)
+}
+
 /// Where artifacts are kept.
 #[async_trait]
 pub trait ArtifactStore: Send + Sync {
