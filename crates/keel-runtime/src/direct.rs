@@ -10,8 +10,9 @@ use keel_types::{
 use serde_json::Value;
 
 use crate::RuntimeError;
-use crate::agent_loop::{DirectCall, Start};
-use crate::kernel::{Kernel, Launch, RunHandle};
+use crate::agent_loop::{DirectCall, Launch, Start};
+use crate::handle::RunHandle;
+use crate::kernel::Kernel;
 
 impl Kernel {
     /// Stages a call of `tool` with `arguments` (JSON text) for `agent` (default: the
@@ -173,12 +174,12 @@ impl Kernel {
             true => TaskDecision::Allow,
             false => TaskDecision::Deny,
         };
-        task.tool = verdict.tool.clone();
-        task.arguments = verdict.arguments.clone().unwrap_or_else(|| {
+        task.tool = verdict.tool().to_owned();
+        task.arguments = verdict.arguments().cloned().unwrap_or_else(|| {
             serde_json::from_str(arguments).unwrap_or(Value::String(arguments.to_owned()))
         });
-        task.issues = verdict.issues;
-        task.repairs = verdict.repairs;
+        task.issues = verdict.issues().to_vec();
+        task.repairs = verdict.repairs().to_vec();
         // Policy is part of the decision (hooks and the human run when the task runs).
         if task.decision == TaskDecision::Allow {
             let policy = self.governance().policy().decide(

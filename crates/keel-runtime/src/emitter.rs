@@ -14,7 +14,8 @@
 use std::sync::{Arc, Mutex};
 
 use keel_types::{
-    Event, EventId, EventObserver, EventPayload, RequestId, RunStore, SessionId, StoreError,
+    Event, EventId, EventObserver, EventPayload, RequestId, RunRecord, RunStore, SessionId,
+    StoreError,
 };
 use tokio::sync::{mpsc, watch};
 
@@ -26,6 +27,16 @@ pub type Observers = Arc<[Arc<dyn EventObserver>]>;
 
 /// What the flusher publishes: the last durable `seq`, or the error that stopped it.
 type Durable = Result<u64, StoreError>;
+
+/// Where the events of every run of a runtime go: the store, the redactor applied before it,
+/// the observers of stored events, and the narrator of the live view. Cheap to clone.
+#[derive(Clone)]
+pub struct Pipeline {
+    pub store: Arc<dyn RunStore>,
+    pub redactor: Arc<Redactor>,
+    pub narrator: Arc<Narrator>,
+    pub observers: Observers,
+}
 
 /// Emits the events of one run.
 pub struct Emitter {
@@ -45,40 +56,34 @@ struct State {
 }
 
 impl Emitter {
-    /// An emitter for a run whose log holds `last_seq` events already; `subscriber` receives
-    /// every event (and narration) after it is stored; so does each of `observers` (stored
-    /// events only, whether or not there is a subscriber). Must be created inside a Tokio
-    /// runtime (it spawns the run's flusher).
-    #[allow(clippy::too_many_arguments)]
+    /// An emitter for `run`, whose log holds `last_seq` events already; `subscriber` receives
+    /// every event (and narration) after it is stored; so does each of the pipeline's
+    /// observers (stored events only, whether or not there is a subscriber). Must be created
+    /// inside a Tokio runtime (it spawns the run's flusher).
     pub fn new(
+        pipeline: &Pipeline,
+        run: &RunRecord,
         last_seq: u64,
-        request_id: RequestId,
-        session_id: Option<SessionId>,
-        agent: String,
-        store: Arc<dyn RunStore>,
-        redactor: Arc<Redactor>,
-        narrator: Arc<Narrator>,
         subscriber: Option<mpsc::UnboundedSender<Event>>,
-        observers: Observers,
     ) -> Self {
         let (queue, pending) = mpsc::unbounded_channel();
         let (publish, durable) = watch::channel(Ok(last_seq));
         tokio::spawn(flush(
             pending,
-            store,
+            pipeline.store.clone(),
             Forwarder {
                 subscriber,
-                observers,
-                narrator,
-                redactor: redactor.clone(),
+                observers: pipeline.observers.clone(),
+                narrator: pipeline.narrator.clone(),
+                redactor: pipeline.redactor.clone(),
             },
             publish,
         ));
         Self {
-            request_id,
-            session_id,
-            agent,
-            redactor,
+            request_id: run.request_id.clone(),
+            session_id: run.session_id.clone(),
+            agent: run.agent.clone(),
+            redactor: pipeline.redactor.clone(),
             state: Mutex::new(State {
                 seq: last_seq,
                 queue,

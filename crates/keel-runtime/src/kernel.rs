@@ -8,23 +8,21 @@ use std::time::Duration;
 
 use keel_tools::gateway::Gateway;
 use keel_types::{
-    ArtifactStore, ErrorInfo, Event, EventId, EventObserver, EventPayload, FinishReason, Message,
-    ModelProvider, RequestId, RunFilter, RunLinks, RunRecord, RunStatus, RunStore, SessionId,
-    Usage,
+    ArtifactStore, Event, EventId, EventObserver, EventPayload, Message, ModelProvider, RequestId,
+    RunFilter, RunLinks, RunRecord, RunStatus, RunStore, SessionId,
 };
 use keel_workspace::{AgentSpec, Workspace};
-use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, mpsc, watch};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::RuntimeError;
-use crate::agent_loop::{self, AgentRun, DirectCall, Start};
-use crate::emitter::{Emitter, Observers};
+use crate::agent_loop::{self, AgentRun, Launch, Services, Start};
+use crate::emitter::{Emitter, Pipeline};
 use crate::governance::Governance;
+use crate::handle::RunHandle;
 use crate::history::{trim_history, validate_history};
 use crate::narrator::Narrator;
-use crate::rebuild::{Rebuilt, rebuild};
+use crate::rebuild::rebuild;
 use crate::redact::Redactor;
 use crate::replay::{Divergence, ReplayProvider, diverge};
 
@@ -50,12 +48,13 @@ pub struct Kernel {
 }
 
 struct Inner {
-    parts: KernelParts,
-    governance: Arc<Governance>,
-    redactor: Arc<Redactor>,
-    narrator: Arc<Narrator>,
+    /// What every run shares: workspace, gateway, store, artifacts, governance.
+    services: Arc<Services>,
+    /// Providers by `Model` document name; an `Err` explains why that model is unusable.
+    models: HashMap<String, Result<Arc<dyn ModelProvider>, String>>,
+    /// Where every run's events go.
+    pipeline: Pipeline,
     permits: Arc<Semaphore>,
-    observers: Observers,
     active: Mutex<Tracker>,
     /// The number of live runs, for waiting on them.
     live: watch::Sender<usize>,
@@ -107,122 +106,39 @@ pub struct RequestOptions {
     pub owner: Option<String>,
 }
 
-/// What the kernel needs to start the loop of a recorded run.
-pub(crate) struct Launch {
-    pub record: RunRecord,
-    pub agent: AgentSpec,
-    pub provider: Arc<dyn ModelProvider>,
-    /// The session's trimmed history, sent before the input.
-    pub history: Vec<Message>,
-    /// The history the request supplied, sent after the session's.
-    pub request_history: Vec<Message>,
-    /// The request's own time budget.
-    pub timeout: Option<Duration>,
-    /// The state rebuilt from a log (resume, fork); the run continues after its last event.
-    pub rebuilt: Option<Rebuilt>,
-    pub start: Start,
-    /// A direct tool call instead of model rounds.
-    pub direct: Option<DirectCall>,
-    /// The run's permission mode.
-    pub mode: Option<keel_workspace::PermissionMode>,
-}
-
-impl Launch {
-    pub(crate) fn new(
-        record: RunRecord,
-        agent: AgentSpec,
-        provider: Arc<dyn ModelProvider>,
-        start: Start,
-    ) -> Self {
-        Self {
-            record,
-            agent,
-            provider,
-            history: Vec::new(),
-            request_history: Vec::new(),
-            timeout: None,
-            rebuilt: None,
-            start,
-            direct: None,
-            mode: None,
-        }
-    }
-}
-
-/// The final result of a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunResponse {
-    pub request_id: RequestId,
-    pub status: RunStatus,
-    pub output: Option<String>,
-    pub error: Option<ErrorInfo>,
-    pub finish_reason: FinishReason,
-    pub usage: Usage,
-    pub steps: u32,
-    pub duration_ms: u64,
-}
-
-/// A started run: its live events, a way to cancel it, and its final response.
-pub struct RunHandle {
-    request_id: RequestId,
-    events: mpsc::UnboundedReceiver<Event>,
-    cancel: CancellationToken,
-    task: JoinHandle<RunResponse>,
-}
-
-impl RunHandle {
-    /// The run's id.
-    pub fn request_id(&self) -> &RequestId {
-        &self.request_id
-    }
-
-    /// The next live event (stored events and narration), or `None` once the run has ended
-    /// and every event was delivered.
-    pub async fn next_event(&mut self) -> Option<Event> {
-        self.events.recv().await
-    }
-
-    /// The live events as a `Stream`; it ends when the run has ended.
-    pub fn events(&mut self) -> impl futures_util::Stream<Item = Event> + Send + '_ {
-        futures_util::stream::poll_fn(move |cx| self.events.poll_recv(cx))
-    }
-
-    /// A token that cancels the run when triggered.
-    pub fn cancel_token(&self) -> CancellationToken {
-        self.cancel.clone()
-    }
-
-    /// Cancels the run; it ends with `runtime.request.cancelled`.
-    pub fn cancel(&self) {
-        self.cancel.cancel();
-    }
-
-    /// Waits for the run to end. Undelivered events are dropped.
-    pub async fn wait(self) -> Result<RunResponse, RuntimeError> {
-        self.task
-            .await
-            .map_err(|e| RuntimeError::Internal(e.to_string()))
-    }
-}
-
 impl Kernel {
     /// Assembles a kernel.
     pub fn new(parts: KernelParts) -> Self {
-        let runtime = &parts.workspace.runtime;
-        let redactor = Arc::new(Redactor::from_env(&parts.workspace.env));
-        let narrator = Arc::new(Narrator::new(&runtime.progress.narration));
+        let KernelParts {
+            workspace,
+            models,
+            gateway,
+            store,
+            artifacts,
+            hooks,
+            observers,
+        } = parts;
+        let runtime = &workspace.runtime;
+        let pipeline = Pipeline {
+            store: store.clone(),
+            redactor: Arc::new(Redactor::from_env(&workspace.env)),
+            narrator: Arc::new(Narrator::new(&runtime.progress.narration)),
+            observers: observers.into(),
+        };
         let permits = Arc::new(Semaphore::new(runtime.limits.max_concurrent_runs as usize));
-        let governance = Arc::new(Governance::new(&parts.workspace, parts.hooks.clone()));
-        let observers: Observers = parts.observers.iter().cloned().collect();
+        let governance = Governance::new(&workspace, hooks);
         Self {
             inner: Arc::new(Inner {
-                governance,
-                parts,
-                redactor,
-                narrator,
+                services: Arc::new(Services {
+                    workspace,
+                    gateway,
+                    store,
+                    artifacts,
+                    governance,
+                }),
+                models,
+                pipeline,
                 permits,
-                observers,
                 active: Mutex::new(Tracker::default()),
                 live: watch::Sender::new(0),
             }),
@@ -231,27 +147,27 @@ impl Kernel {
 
     /// The compiled workspace.
     pub fn workspace(&self) -> &Arc<Workspace> {
-        &self.inner.parts.workspace
+        &self.inner.services.workspace
     }
 
     /// The run store.
     pub fn store(&self) -> &Arc<dyn RunStore> {
-        &self.inner.parts.store
+        &self.inner.services.store
     }
 
     /// The artifact store.
     pub fn artifacts(&self) -> &Arc<dyn ArtifactStore> {
-        &self.inner.parts.artifacts
+        &self.inner.services.artifacts
     }
 
     /// Policies and hooks.
     pub(crate) fn governance(&self) -> &Governance {
-        &self.inner.governance
+        &self.inner.services.governance
     }
 
     /// The tool gateway.
     pub fn gateway(&self) -> &Arc<Gateway> {
-        &self.inner.parts.gateway
+        &self.inner.services.gateway
     }
 
     /// Starts a run. The run is recorded before this returns; its events flow to the handle.
@@ -279,7 +195,7 @@ impl Kernel {
                 original.status.as_str()
             )));
         }
-        let events = self.inner.parts.store.events(id, 0).await?;
+        let events = self.inner.services.store.events(id, 0).await?;
         if events
             .iter()
             .any(|e| matches!(e.payload, EventPayload::DirectStarted { .. }))
@@ -314,14 +230,14 @@ impl Kernel {
         skip_turn_of: Option<&RequestId>,
     ) -> Result<RunHandle, RuntimeError> {
         validate_history(&options.history).map_err(RuntimeError::InvalidInput)?;
-        let workspace = &self.inner.parts.workspace;
+        let workspace = &self.inner.services.workspace;
         let agent_name = match options.agent.as_deref().or(workspace.default_agent()) {
             Some(name) => name.to_owned(),
             None => return Err(RuntimeError::NoDefaultAgent),
         };
         let agent = self.agent(&agent_name)?;
         let provider = self.provider(&agent_name, &agent)?;
-        let store = &self.inner.parts.store;
+        let store = &self.inner.services.store;
         let history = match &options.session_id {
             Some(session) => {
                 store.ensure_session(session, &agent_name).await?;
@@ -360,7 +276,7 @@ impl Kernel {
     /// idempotent (the model is told the outcome is unknown otherwise).
     pub async fn resume(&self, id: &RequestId) -> Result<RunHandle, RuntimeError> {
         self.accepting()?;
-        let store = &self.inner.parts.store;
+        let store = &self.inner.services.store;
         let before = self.existing_run(id).await?;
         if before.status != RunStatus::Interrupted {
             return Err(RuntimeError::InvalidInput(format!(
@@ -390,7 +306,7 @@ impl Kernel {
     /// there with the live model. The fork has no session (it is a branch, not a turn).
     pub async fn fork(&self, id: &RequestId, at_seq: u64) -> Result<RunHandle, RuntimeError> {
         self.accepting()?;
-        let store = &self.inner.parts.store;
+        let store = &self.inner.services.store;
         let original = self.existing_run(id).await?;
         let events = store.events(id, 0).await?;
         let last = events.iter().map(|e| e.seq).max().unwrap_or(0);
@@ -444,7 +360,7 @@ impl Kernel {
     /// original's log; tools run for real. Compare the two with [`Kernel::divergence`].
     pub async fn replay(&self, id: &RequestId) -> Result<RunHandle, RuntimeError> {
         self.accepting()?;
-        let store = &self.inner.parts.store;
+        let store = &self.inner.services.store;
         let original = self.existing_run(id).await?;
         let events = store.events(id, 0).await?;
         let agent = self.agent(&original.agent)?;
@@ -468,7 +384,7 @@ impl Kernel {
         original: &RequestId,
         new: &RequestId,
     ) -> Result<Option<Divergence>, RuntimeError> {
-        let store = &self.inner.parts.store;
+        let store = &self.inner.services.store;
         let a = store.events(original, 0).await?;
         let b = store.events(new, 0).await?;
         Ok(diverge(&a, &b))
@@ -476,13 +392,13 @@ impl Kernel {
 
     /// Marks runs left active by processes that died as `interrupted`; returns their ids.
     pub async fn recover(&self) -> Result<Vec<RequestId>, RuntimeError> {
-        Ok(self.inner.parts.store.recover().await?)
+        Ok(self.inner.services.store.recover().await?)
     }
 
     /// The record of a run that must exist.
     async fn existing_run(&self, id: &RequestId) -> Result<RunRecord, RuntimeError> {
         self.inner
-            .parts
+            .services
             .store
             .get_run(id)
             .await?
@@ -491,7 +407,7 @@ impl Kernel {
 
     /// The agent named, or the workspace's default.
     pub(crate) fn agent_name(&self, agent: Option<&str>) -> Result<String, RuntimeError> {
-        let workspace = &self.inner.parts.workspace;
+        let workspace = &self.inner.services.workspace;
         let name = agent
             .or(workspace.default_agent())
             .ok_or(RuntimeError::NoDefaultAgent)?;
@@ -500,7 +416,7 @@ impl Kernel {
     }
 
     pub(crate) fn agent(&self, name: &str) -> Result<AgentSpec, RuntimeError> {
-        let workspace = &self.inner.parts.workspace;
+        let workspace = &self.inner.services.workspace;
         workspace
             .agents
             .get(name)
@@ -526,7 +442,7 @@ impl Kernel {
             model: agent.model.clone(),
             message,
         };
-        match self.inner.parts.models.get(&agent.model) {
+        match self.inner.models.get(&agent.model) {
             Some(Ok(provider)) => Ok(provider.clone()),
             Some(Err(message)) => Err(unavailable(message.clone())),
             None => Err(unavailable("no provider is configured for it".into())),
@@ -538,72 +454,24 @@ impl Kernel {
         let Some(session) = &record.session_id else {
             return Ok(Vec::new());
         };
-        let transcript = self.inner.parts.store.session_messages(session).await?;
+        let transcript = self.inner.services.store.session_messages(session).await?;
         Ok(trim_history(
             transcript
                 .into_iter()
                 .filter(|m| m.request_id != record.request_id)
                 .map(|m| m.message)
                 .collect(),
-            self.inner.parts.workspace.runtime.limits.history_tokens,
+            self.inner.services.workspace.runtime.limits.history_tokens,
         ))
     }
 
     /// Spawns the agent loop for a recorded run.
     pub(crate) fn launch(&self, launch: Launch) -> RunHandle {
-        let Launch {
-            record,
-            agent,
-            provider,
-            mut history,
-            request_history,
-            timeout,
-            rebuilt,
-            start,
-            direct,
-            mode,
-        } = launch;
-        history.extend(request_history.iter().cloned());
-        let last_seq = rebuilt.as_ref().map_or(0, |r| r.last_seq);
-        let workspace = &self.inner.parts.workspace;
-        let store = self.inner.parts.store.clone();
-        let stream = workspace
-            .models
-            .get(&agent.model)
-            .is_none_or(|model| model.stream);
-        let request_id = record.request_id.clone();
+        let last_seq = launch.rebuilt.as_ref().map_or(0, |r| r.last_seq);
+        let request_id = launch.record.request_id.clone();
         let (tx, rx) = mpsc::unbounded_channel();
-        let emitter = Emitter::new(
-            last_seq,
-            request_id.clone(),
-            record.session_id.clone(),
-            record.agent.clone(),
-            store.clone(),
-            self.inner.redactor.clone(),
-            self.inner.narrator.clone(),
-            Some(tx),
-            self.inner.observers.clone(),
-        );
-        let mut run = AgentRun::new(
-            emitter,
-            provider,
-            self.inner.parts.gateway.clone(),
-            store,
-            self.inner.parts.artifacts.clone(),
-            workspace.clone(),
-            agent,
-            stream,
-            record,
-            history,
-            self.inner.governance.clone(),
-        );
-        if let Some(rebuilt) = rebuilt {
-            run = run.with_rebuilt(rebuilt);
-        }
-        if let Some(direct) = direct {
-            run = run.with_direct(direct);
-        }
-        run = run.with_mode(mode).with_request(request_history, timeout);
+        let emitter = Emitter::new(&self.inner.pipeline, &launch.record, last_seq, Some(tx));
+        let run = AgentRun::new(self.inner.services.clone(), emitter, launch);
         let cancel = CancellationToken::new();
         let interrupt = CancellationToken::new();
         self.track(&request_id, &cancel, &interrupt);
@@ -622,17 +490,12 @@ impl Kernel {
                 _ = token.cancelled() => None,
                 _ = interrupt.cancelled() => None,
             };
-            let response = agent_loop::execute(run, start, token, interrupt).await;
+            let response = agent_loop::execute(run, token, interrupt).await;
             drop(permit);
             drop(tracked);
             response
         });
-        RunHandle {
-            request_id,
-            events: rx,
-            cancel,
-            task,
-        }
+        RunHandle::new(request_id, rx, cancel, task)
     }
 
     /// Cancels an active run. Returns whether a run with that id was active.
@@ -690,22 +553,22 @@ impl Kernel {
 
     /// Counts of stored runs by status.
     pub async fn run_counts(&self) -> Result<Vec<(RunStatus, u64)>, RuntimeError> {
-        Ok(self.inner.parts.store.run_counts().await?)
+        Ok(self.inner.services.store.run_counts().await?)
     }
 
     /// One run's record.
     pub async fn get_run(&self, id: &RequestId) -> Result<Option<RunRecord>, RuntimeError> {
-        Ok(self.inner.parts.store.get_run(id).await?)
+        Ok(self.inner.services.store.get_run(id).await?)
     }
 
     /// Runs, newest first.
     pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, RuntimeError> {
-        Ok(self.inner.parts.store.list_runs(filter).await?)
+        Ok(self.inner.services.store.list_runs(filter).await?)
     }
 
     /// A run's stored events after `seq`.
     pub async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, RuntimeError> {
-        Ok(self.inner.parts.store.events(id, after).await?)
+        Ok(self.inner.services.store.events(id, after).await?)
     }
 
     fn tracker(&self) -> MutexGuard<'_, Tracker> {

@@ -11,6 +11,7 @@ mod direct;
 pub mod emitter;
 mod error;
 pub mod governance;
+mod handle;
 pub mod history;
 mod kernel;
 pub mod narrator;
@@ -21,5 +22,6 @@ pub mod retry;
 
 pub use error::RuntimeError;
 pub use governance::Governance;
-pub use kernel::{Kernel, KernelParts, RequestOptions, RunHandle, RunResponse, ShutdownReport};
+pub use handle::{RunHandle, RunResponse};
+pub use kernel::{Kernel, KernelParts, RequestOptions, ShutdownReport};
 pub use replay::Divergence;

@@ -133,7 +133,7 @@ fn main() {
     println!("gateway guard, median of {BATCHES} batches × {CALLS_PER_BATCH} calls");
     for (label, call, expected) in &cases {
         let first = runtime.block_on(gateway.guard(&ctx, &inventory, call, &mode_of));
-        assert_eq!(first.decision, *expected, "{label}: {first:?}");
+        assert_eq!(first.decision(), *expected, "{label}: {first:?}");
         let mut per_call: Vec<f64> = (0..BATCHES)
             .map(|_| {
                 let started = Instant::now();

@@ -13,8 +13,9 @@
 //! 3. the tool's semantic `check` (paths inside the workspace, …).
 //!
 //! Only an allowed call can be passed to [`Gateway::execute`], so a tool implementation never
-//! sees arguments that fail its schema (outside `off` mode). Policy, hooks and approval slot in
-//! between guard and execute in later steps.
+//! sees arguments that fail its schema (outside `off` mode). Between the two, the runtime
+//! applies policy, hooks and approval; a [`Guarded`] verdict only lets them refuse a call or
+//! hand it arguments the gateway checked again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,10 +27,14 @@ use keel_types::{
     ToolOutput, ToolSpec,
 };
 use keel_workspace::GatewayMode;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tracing::{debug, warn};
 
 use crate::repair;
+
+mod verdict;
+
+pub use verdict::{Guarded, blocked_message};
 
 /// Longest rendering of a found value inside an issue.
 const MAX_FOUND_CHARS: usize = 120;
@@ -74,58 +79,6 @@ impl std::fmt::Debug for Gateway {
     }
 }
 
-/// The gateway's verdict on one call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Guarded {
-    pub call_id: String,
-    /// The tool name as the model sent it.
-    pub requested: String,
-    /// The tool that runs: `requested`, or the inventory tool its name was repaired to.
-    pub tool: String,
-    pub decision: GuardDecision,
-    /// Parsed, valid (possibly repaired) arguments; present unless blocked.
-    pub arguments: Option<Value>,
-    /// Why the call is blocked. After repairs, these are the issues that remain (paths and
-    /// values refer to the repaired arguments).
-    pub issues: Vec<Issue>,
-    /// What was changed to make the call valid (decision `repaired`); on a blocked call, the
-    /// repairs that were tried before the remaining issues blocked it.
-    pub repairs: Vec<Repair>,
-}
-
-impl Guarded {
-    /// Whether the call may run.
-    pub fn is_allowed(&self) -> bool {
-        self.decision != GuardDecision::Blocked
-    }
-
-    /// The tool result the model receives for a blocked call: the issues, so it can correct
-    /// itself.
-    pub fn blocked_message(&self) -> String {
-        blocked_message(&self.requested, &self.issues)
-    }
-
-    /// For a repaired call, a short text telling the model what the gateway changed (to be
-    /// appended to the tool result), e.g. `the gateway repaired this call: /days "3" → 3
-    /// (coerce_number); tool name "Get_Weather" → "get_weather"`.
-    pub fn repair_note(&self) -> Option<String> {
-        (self.decision == GuardDecision::Repaired && !self.repairs.is_empty())
-            .then(|| repair::note(&self.repairs))
-    }
-}
-
-/// The tool result a model receives for a blocked call of `tool` (also rebuilt from a run's
-/// log when it is resumed).
-pub fn blocked_message(tool: &str, issues: &[Issue]) -> String {
-    json!({
-        "error": "tool call blocked: the arguments do not match the tool's schema",
-        "tool": tool,
-        "issues": issues,
-        "hint": "fix the arguments listed in `issues` and call the tool again",
-    })
-    .to_string()
-}
-
 /// A verdict under construction: the call, the tool it resolved to and the repairs so far.
 struct Verdict<'a> {
     call: &'a ToolCall,
@@ -136,15 +89,14 @@ struct Verdict<'a> {
 impl Verdict<'_> {
     fn blocked(self, issues: Vec<Issue>) -> Guarded {
         debug!(call_id = %self.call.id, tool = %self.tool, issues = issues.len(), "Tool call blocked.");
-        Guarded {
-            call_id: self.call.id.clone(),
-            requested: self.call.name.clone(),
-            tool: self.tool,
-            decision: GuardDecision::Blocked,
-            arguments: None,
+        Guarded::new(
+            self.call,
+            self.tool,
+            GuardDecision::Blocked,
+            None,
             issues,
-            repairs: self.repairs,
-        }
+            self.repairs,
+        )
     }
 
     fn allowed(self, arguments: Value) -> Guarded {
@@ -152,15 +104,14 @@ impl Verdict<'_> {
             true => GuardDecision::Accepted,
             false => GuardDecision::Repaired,
         };
-        Guarded {
-            call_id: self.call.id.clone(),
-            requested: self.call.name.clone(),
-            tool: self.tool,
+        Guarded::new(
+            self.call,
+            self.tool,
             decision,
-            arguments: Some(arguments),
-            issues: Vec::new(),
-            repairs: self.repairs,
-        }
+            Some(arguments),
+            Vec::new(),
+            self.repairs,
+        )
     }
 }
 
@@ -424,13 +375,13 @@ impl Gateway {
         ctx: &ToolContext,
         guarded: &Guarded,
     ) -> Result<ToolOutput, ToolError> {
-        let (Some(arguments), true) = (&guarded.arguments, guarded.is_allowed()) else {
+        let (Some(arguments), true) = (guarded.arguments(), guarded.is_allowed()) else {
             return Err(ToolError::InvalidArguments(guarded.blocked_message()));
         };
-        let Some(registered) = self.tools.get(&guarded.tool) else {
+        let Some(registered) = self.tools.get(guarded.tool()) else {
             return Err(ToolError::Failed(format!(
                 "tool `{}` is not registered",
-                guarded.tool
+                guarded.tool()
             )));
         };
         registered.tool.call(ctx, arguments.clone()).await
@@ -544,6 +495,8 @@ mod tests {
 
     use async_trait::async_trait;
 
+    use serde_json::json;
+
     use super::*;
 
     struct Echo(ToolSpec);
@@ -614,8 +567,8 @@ mod tests {
             &call("get_weather", r#"{"city":"Paris"}"#),
             &|_| GatewayMode::Repair,
         ));
-        assert_eq!(g.decision, GuardDecision::Accepted);
-        assert_eq!(g.arguments, Some(json!({"city": "Paris"})));
+        assert_eq!(g.decision(), GuardDecision::Accepted);
+        assert_eq!(g.arguments(), Some(&json!({"city": "Paris"})));
     }
 
     #[test]
@@ -626,12 +579,12 @@ mod tests {
             &call("get_weather", r#"{"days":0,"unit":"k","x":1}"#),
             &|_| GatewayMode::Validate,
         ));
-        assert_eq!(g.decision, GuardDecision::Blocked);
-        assert!(g.arguments.is_none());
-        let mut paths: Vec<_> = g.issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(g.decision(), GuardDecision::Blocked);
+        assert!(g.arguments().is_none());
+        let mut paths: Vec<_> = g.issues().iter().map(|i| i.path.as_str()).collect();
         paths.sort();
         assert_eq!(paths, vec!["", "", "/days", "/unit"]);
-        let days = g.issues.iter().find(|i| i.path == "/days").unwrap();
+        let days = g.issues().iter().find(|i| i.path == "/days").unwrap();
         assert_eq!(days.expected, "a number >= 1");
         assert_eq!(days.found, "0");
     }
@@ -644,10 +597,10 @@ mod tests {
             &call("get_weather", r#"{"city":42}"#),
             &|_| GatewayMode::Validate,
         ));
-        assert_eq!(g.issues.len(), 1);
-        assert_eq!(g.issues[0].path, "/city");
-        assert_eq!(g.issues[0].expected, "string");
-        assert_eq!(g.issues[0].found, "integer 42");
+        assert_eq!(g.issues().len(), 1);
+        assert_eq!(g.issues()[0].path, "/city");
+        assert_eq!(g.issues()[0].expected, "string");
+        assert_eq!(g.issues()[0].found, "integer 42");
     }
 
     #[test]
@@ -658,8 +611,8 @@ mod tests {
             &call("get_weather", r#"{"city":"Paris"}"#),
             &|_| GatewayMode::Repair,
         ));
-        assert_eq!(g.decision, GuardDecision::Blocked);
-        assert!(g.issues[0].message.contains("not available"));
+        assert_eq!(g.decision(), GuardDecision::Blocked);
+        assert!(g.issues()[0].message.contains("not available"));
     }
 
     #[test]
@@ -670,8 +623,8 @@ mod tests {
             &call("get_weather", r#"{"city":"#),
             &|_| GatewayMode::Repair,
         ));
-        assert_eq!(g.decision, GuardDecision::Blocked);
-        assert!(g.issues[0].message.contains("not valid JSON"));
+        assert_eq!(g.decision(), GuardDecision::Blocked);
+        assert!(g.issues()[0].message.contains("not valid JSON"));
     }
 
     #[test]
@@ -682,10 +635,10 @@ mod tests {
             &call("get_weather", r#"{"city":42,"days":"0","unit":"k","x":1}"#),
             &|_| GatewayMode::Repair,
         ));
-        assert_eq!(g.decision, GuardDecision::Blocked);
-        let paths: Vec<_> = g.issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(g.decision(), GuardDecision::Blocked);
+        let paths: Vec<_> = g.issues().iter().map(|i| i.path.as_str()).collect();
         assert_eq!(paths, vec!["/days", "/unit"]);
-        let kinds: Vec<_> = g.repairs.iter().map(|r| r.kind.as_str()).collect();
+        let kinds: Vec<_> = g.repairs().iter().map(|r| r.kind.as_str()).collect();
         assert_eq!(
             kinds,
             vec!["coerce_string", "coerce_number", "drop_unknown"]
@@ -701,14 +654,11 @@ mod tests {
             &call("Get_Weather", r#"{"city":"Paris","days":"3","unit":"F"}"#),
             &|_| GatewayMode::Repair,
         ));
-        assert_eq!(g.decision, GuardDecision::Repaired);
+        assert_eq!(g.decision(), GuardDecision::Repaired);
+        assert_eq!((g.requested(), g.tool()), ("Get_Weather", "get_weather"));
         assert_eq!(
-            (g.requested.as_str(), g.tool.as_str()),
-            ("Get_Weather", "get_weather")
-        );
-        assert_eq!(
-            g.arguments,
-            Some(json!({"city": "Paris", "days": 3, "unit": "f"}))
+            g.arguments(),
+            Some(&json!({"city": "Paris", "days": 3, "unit": "f"}))
         );
         assert_eq!(
             g.repair_note().unwrap(),
@@ -726,8 +676,8 @@ mod tests {
                 &call("get_wether", r#"{"city":"Paris"}"#),
                 &|_| mode,
             ));
-            assert_eq!(g.decision, GuardDecision::Blocked, "{mode:?}");
-            assert_eq!(g.tool, "get_wether");
+            assert_eq!(g.decision(), GuardDecision::Blocked, "{mode:?}");
+            assert_eq!(g.tool(), "get_wether");
         }
     }
 

@@ -1,73 +1,94 @@
-//! The native agent loop (SPEC §4.1).
+//! The native agent loop: one home for everything a run does.
 //!
 //! Prompt order: system instructions → (policy text, skill index, skill bodies, memory and
-//! history arrive with later features) → the current input. Then model rounds: stream the
-//! answer; if it asks for tools, every call goes through the gateway, allowed calls run
-//! concurrently (bounded) and their results are appended in call order; loop until a final
-//! answer or a budget ends the run. After the answer the execution contract is checked.
+//! history arrive with later features) → the session's history → the history the request
+//! supplied → context from `PromptSubmit` hooks → the current input. Then model rounds
+//! (`model.rs`): stream the answer; if it asks for tools, every call takes the gateway's path
+//! (`tools.rs`: guard → govern → execute → post-call hooks; the hook rounds and approvals it
+//! uses are in `govern.rs`), and results are appended in call order; loop until a final answer
+//! or a budget ends the run. After the answer the execution contract is checked.
 //!
-//! Cancellation, a shutdown's interruption and the wall-clock budget wrap the whole loop: the
-//! loop future is dropped, which closes the model stream and kills tool processes, and then the
-//! terminal event is recorded.
+//! Cancellation, a shutdown's interruption and the wall-clock budget wrap the whole loop
+//! ([`execute`]): the loop future is dropped, which closes the model stream and kills tool
+//! processes, and then the terminal event is recorded.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
-use keel_tools::gateway::{Gateway, Guarded};
+use keel_tools::gateway::Gateway;
 use keel_tools::hooks::HookInput;
 use keel_types::{
-    AdapterEvent, ArtifactStore, ErrorCode, ErrorInfo, EventPayload, FinishReason, GuardDecision,
-    Message, ModelError, ModelEvent, ModelParams, ModelProvider, ModelRequest, ModelStopReason,
-    RequestId, RunRecord, RunStatus, RunStore, StoreError, TaskRecord, TaskStatus, ToolCall,
-    ToolContext, Usage,
+    ArtifactStore, ErrorCode, ErrorInfo, EventPayload, FinishReason, Message, ModelError,
+    ModelProvider, ModelStopReason, RequestId, RunRecord, RunStatus, RunStore, StoreError,
+    TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
 };
-use keel_workspace::{AgentSpec, HookEvent, Workspace};
+use keel_workspace::{AgentSpec, HookEvent, PermissionMode, Workspace};
 use tokio_util::sync::CancellationToken;
 
+mod govern;
+mod model;
 mod tools;
 
 use crate::emitter::Emitter;
 use crate::governance::Governance;
-use crate::kernel::RunResponse;
+use crate::handle::RunResponse;
 use crate::rebuild::{PendingCall, Rebuilt};
-use crate::retry;
+use model::{Answer, RoundError};
 
-/// One run in progress.
-pub(crate) struct AgentRun {
-    emitter: Emitter,
-    provider: Arc<dyn ModelProvider>,
-    gateway: Arc<Gateway>,
-    store: Arc<dyn RunStore>,
-    artifacts: Arc<dyn ArtifactStore>,
-    workspace: Arc<Workspace>,
-    agent: AgentSpec,
-    stream: bool,
-    record: RunRecord,
-    tool_ctx: ToolContext,
-    usage: Usage,
-    steps: u32,
-    /// Tools that completed successfully at least once (for the execution contract).
-    succeeded: HashSet<String>,
-    /// The conversation sent to the model: prompt, history, input, then this run's rounds.
-    messages: Vec<Message>,
-    /// Index of this request's input in `messages`: what follows is new in this run.
-    input_at: usize,
-    /// Calls of the last answer left without a result by an interrupted process.
-    pending: Vec<PendingCall>,
-    /// A tool call made directly (a task or `tools call`): the run is that call alone.
-    direct: Option<DirectCall>,
+/// What every run of a kernel shares.
+pub(crate) struct Services {
+    pub workspace: Arc<Workspace>,
+    pub gateway: Arc<Gateway>,
+    pub store: Arc<dyn RunStore>,
+    /// Where large tool outputs go.
+    pub artifacts: Arc<dyn ArtifactStore>,
     /// Policies and hooks.
-    governance: Arc<Governance>,
-    /// Set when a hook stops the run; the loop ends with it.
-    stop: Option<String>,
-    /// The run's permission mode, if the request set one.
-    mode: Option<keel_workspace::PermissionMode>,
-    /// The earlier conversation the request supplied (recorded in its opening event).
-    request_history: Vec<Message>,
+    pub governance: Governance,
+}
+
+/// What one run is launched with: the recorded run and everything that shapes its loop.
+pub(crate) struct Launch {
+    pub record: RunRecord,
+    pub agent: AgentSpec,
+    pub provider: Arc<dyn ModelProvider>,
+    pub start: Start,
+    /// The session's trimmed history, sent before the request's own.
+    pub history: Vec<Message>,
+    /// The history the request supplied, sent after the session's (and recorded in the
+    /// run's opening event).
+    pub request_history: Vec<Message>,
     /// The request's own time budget; the smaller of it and `runTimeout` applies.
-    timeout: Option<Duration>,
+    pub timeout: Option<Duration>,
+    /// The state rebuilt from a log (resume, fork); the run continues after its last event.
+    pub rebuilt: Option<Rebuilt>,
+    /// A direct tool call instead of model rounds.
+    pub direct: Option<DirectCall>,
+    /// The run's permission mode, if the request set one.
+    pub mode: Option<PermissionMode>,
+}
+
+impl Launch {
+    /// A launch with no history, budget, rebuilt state, direct call or mode.
+    pub(crate) fn new(
+        record: RunRecord,
+        agent: AgentSpec,
+        provider: Arc<dyn ModelProvider>,
+        start: Start,
+    ) -> Self {
+        Self {
+            record,
+            agent,
+            provider,
+            start,
+            history: Vec::new(),
+            request_history: Vec::new(),
+            timeout: None,
+            rebuilt: None,
+            direct: None,
+            mode: None,
+        }
+    }
 }
 
 /// A tool call a client makes directly, without a model.
@@ -85,6 +106,40 @@ pub(crate) enum Start {
     Resumed { cut_off_round: bool },
     /// A copy of another run's first events continues.
     Forked { from: RequestId, at_seq: u64 },
+}
+
+/// One run in progress.
+pub(crate) struct AgentRun {
+    services: Arc<Services>,
+    emitter: Emitter,
+    provider: Arc<dyn ModelProvider>,
+    agent: AgentSpec,
+    /// Whether model answers are streamed (the model document's `stream`).
+    stream: bool,
+    record: RunRecord,
+    /// How the run begins (its opening event).
+    start: Start,
+    tool_ctx: ToolContext,
+    usage: Usage,
+    steps: u32,
+    /// Tools that completed successfully at least once (for the execution contract).
+    succeeded: HashSet<String>,
+    /// The conversation sent to the model: prompt, history, input, then this run's rounds.
+    messages: Vec<Message>,
+    /// Index of this request's input in `messages`: what follows is new in this run.
+    input_at: usize,
+    /// Calls of the last answer left without a result by an interrupted process.
+    pending: Vec<PendingCall>,
+    /// A tool call made directly (a task or `tools call`): the run is that call alone.
+    direct: Option<DirectCall>,
+    /// Set when a hook stops the run; the loop ends with it.
+    stop: Option<String>,
+    /// The run's permission mode, if the request set one.
+    mode: Option<PermissionMode>,
+    /// The earlier conversation the request supplied (recorded in its opening event).
+    request_history: Vec<Message>,
+    /// The request's own time budget; the smaller of it and `runTimeout` applies.
+    timeout: Option<Duration>,
 }
 
 /// How the loop ended, before the terminal event is written.
@@ -119,40 +174,22 @@ impl End {
     }
 }
 
-/// A complete model answer.
-struct Answer {
-    text: String,
-    calls: Vec<ToolCall>,
-    stop: ModelStopReason,
-}
-
-/// Failure of one model round.
-enum RoundError {
-    Model(ModelError),
-    Store(StoreError),
-}
-
-impl From<StoreError> for RoundError {
-    fn from(error: StoreError) -> Self {
-        Self::Store(error)
-    }
-}
-
 impl AgentRun {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        emitter: Emitter,
-        provider: Arc<dyn ModelProvider>,
-        gateway: Arc<Gateway>,
-        store: Arc<dyn RunStore>,
-        artifacts: Arc<dyn ArtifactStore>,
-        workspace: Arc<Workspace>,
-        agent: AgentSpec,
-        stream: bool,
-        record: RunRecord,
-        history: Vec<Message>,
-        governance: Arc<Governance>,
-    ) -> Self {
+    /// A run ready to execute, its prompt assembled.
+    pub(crate) fn new(services: Arc<Services>, emitter: Emitter, launch: Launch) -> Self {
+        let Launch {
+            record,
+            agent,
+            provider,
+            start,
+            history,
+            request_history,
+            timeout,
+            rebuilt,
+            direct,
+            mode,
+        } = launch;
+        let workspace = &services.workspace;
         let tool_ctx = ToolContext {
             workspace_root: workspace.root.clone(),
             request_id: record.request_id.clone(),
@@ -161,16 +198,17 @@ impl AgentRun {
             max_output_bytes: usize::try_from(workspace.runtime.limits.max_tool_output_bytes)
                 .unwrap_or(usize::MAX),
         };
-        Self {
+        let stream = workspace
+            .models
+            .get(&agent.model)
+            .is_none_or(|model| model.stream);
+        let mut run = Self {
             emitter,
             provider,
-            gateway,
-            store,
-            artifacts,
-            workspace,
             agent,
             stream,
             record,
+            start,
             tool_ctx,
             usage: Usage::default(),
             steps: 0,
@@ -178,138 +216,43 @@ impl AgentRun {
             messages: Vec::new(),
             input_at: 0,
             pending: Vec::new(),
-            direct: None,
-            governance,
+            direct,
             stop: None,
-            mode: None,
-            request_history: Vec::new(),
-            timeout: None,
+            mode,
+            request_history,
+            timeout,
+            services,
+        };
+        run.assemble_prompt(history);
+        if let Some(rebuilt) = rebuilt {
+            run.messages.extend(rebuilt.messages);
+            run.steps = rebuilt.steps;
+            run.usage = rebuilt.usage;
+            run.succeeded = rebuilt.succeeded;
+            run.pending = rebuilt.pending;
         }
-        .with_prompt(history)
+        run
     }
 
     /// Prompt assembly in the documented order: system instructions → (policy text, skill
-    /// index, skill bodies, memory context: later features) → trimmed session history → the
-    /// current input.
-    fn with_prompt(mut self, history: Vec<Message>) -> Self {
+    /// index, skill bodies, memory context: later features) → the session's trimmed history
+    /// → the history the request supplied → the current input.
+    fn assemble_prompt(&mut self, session_history: Vec<Message>) {
         if !self.agent.instructions.trim().is_empty() {
             self.messages
                 .push(Message::system(self.agent.instructions.clone()));
         }
-        self.messages.extend(history);
+        self.messages.extend(session_history);
+        self.messages.extend(self.request_history.iter().cloned());
         self.input_at = self.messages.len();
         self.messages.push(Message::user(self.record.input.clone()));
-        self
-    }
-
-    pub(crate) fn governance(&self) -> &Governance {
-        &self.governance
-    }
-
-    pub(crate) fn record_ref(&self) -> &RunRecord {
-        &self.record
-    }
-
-    pub(crate) fn store_ref(&self) -> &Arc<dyn RunStore> {
-        &self.store
-    }
-
-    pub(crate) fn gateway_ref(&self) -> &Gateway {
-        &self.gateway
-    }
-
-    pub(crate) fn emitter(&self) -> &Emitter {
-        &self.emitter
-    }
-
-    pub(crate) fn workspace_root(&self) -> &std::path::Path {
-        &self.workspace.root
-    }
-
-    /// How long a call waits for a human before it is denied.
-    pub(crate) fn approval_timeout(&self) -> Duration {
-        self.workspace.runtime.limits.approval_timeout.0
-    }
-
-    /// Hooks bound on `tool` to run before it.
-    pub(crate) fn pre_call_hooks(&self, tool: &str) -> Vec<String> {
-        self.workspace
-            .tools
-            .get(tool)
-            .map(|t| t.hooks.pre_call.clone())
-            .unwrap_or_default()
-    }
-
-    /// Hooks bound on `tool` to run after it.
-    pub(crate) fn post_call_hooks(&self, tool: &str) -> Vec<String> {
-        self.workspace
-            .tools
-            .get(tool)
-            .map(|t| t.hooks.post_call.clone())
-            .unwrap_or_default()
-    }
-
-    /// The gateway's check of a call again (after a hook rewrote it), recorded.
-    pub(crate) async fn recheck(&self, call: &ToolCall) -> Result<Guarded, StoreError> {
-        let mut verdicts = self.guard_calls(std::slice::from_ref(call)).await?;
-        Ok(verdicts.pop().unwrap_or_else(|| Guarded {
-            call_id: call.id.clone(),
-            requested: call.name.clone(),
-            tool: call.name.clone(),
-            decision: GuardDecision::Blocked,
-            arguments: None,
-            issues: Vec::new(),
-            repairs: Vec::new(),
-        }))
-    }
-
-    /// Records a status change of the run (waiting for approval and back) in the store.
-    pub(crate) async fn set_status(&mut self, status: RunStatus) -> Result<(), StoreError> {
-        self.record.status = status;
-        self.record.event_count = self.emitter.count();
-        self.store.update_run(&self.record).await
-    }
-
-    /// Sets the run's permission mode.
-    pub(crate) fn with_mode(mut self, mode: Option<keel_workspace::PermissionMode>) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// Records the history the request supplied (already part of the prompt) and sets its
-    /// time budget.
-    pub(crate) fn with_request(mut self, history: Vec<Message>, timeout: Option<Duration>) -> Self {
-        self.request_history = history;
-        self.timeout = timeout;
-        self
-    }
-
-    /// The run's permission mode, if the request set one.
-    pub(crate) fn mode(&self) -> Option<keel_workspace::PermissionMode> {
-        self.mode
-    }
-
-    /// Makes the run a direct tool call.
-    pub(crate) fn with_direct(mut self, direct: DirectCall) -> Self {
-        self.direct = Some(direct);
-        self
-    }
-
-    /// Continues from a rebuilt log: its rounds, usage and pending calls.
-    pub(crate) fn with_rebuilt(mut self, rebuilt: Rebuilt) -> Self {
-        self.messages.extend(rebuilt.messages);
-        self.steps = rebuilt.steps;
-        self.usage = rebuilt.usage;
-        self.succeeded = rebuilt.succeeded;
-        self.pending = rebuilt.pending;
-        self
     }
 
     fn max_steps(&self) -> u32 {
         self.agent
             .limits
             .max_steps
-            .unwrap_or(self.workspace.runtime.limits.max_steps)
+            .unwrap_or(self.services.workspace.runtime.limits.max_steps)
     }
 
     fn run_timeout(&self) -> Duration {
@@ -317,7 +260,7 @@ impl AgentRun {
             .agent
             .limits
             .run_timeout
-            .unwrap_or(self.workspace.runtime.limits.run_timeout)
+            .unwrap_or(self.services.workspace.runtime.limits.run_timeout)
             .0;
         self.timeout.map_or(configured, |t| t.min(configured))
     }
@@ -375,27 +318,27 @@ impl AgentRun {
     /// `RunStart` and `PromptSubmit` hooks before the first round: context they add goes into
     /// the prompt just before the input; a block or stop ends the run (the reason returned).
     async fn prompt_hooks(&mut self) -> Result<Option<String>, StoreError> {
-        let root = self.workspace.root.clone();
+        let root = &self.services.workspace.root;
         let start = self
-            .run_hooks(
-                HookEvent::RunStart,
-                None,
-                &[],
-                HookInput::new(HookEvent::RunStart, &root),
-            )
+            .run_hooks(HookEvent::RunStart, None, || {
+                HookInput::new(HookEvent::RunStart, root)
+            })
             .await?;
-        if let Some(reason) = start.fail.or(start.combined.stop).or(start.combined.block) {
+        if let Some(reason) = start.stops() {
             return Ok(Some(reason));
         }
-        let mut input = HookInput::new(HookEvent::PromptSubmit, &root);
-        input.prompt = Some(self.record.input.clone());
         let round = self
-            .run_hooks(HookEvent::PromptSubmit, None, &[], input)
+            .run_hooks(HookEvent::PromptSubmit, None, || {
+                let mut input = HookInput::new(HookEvent::PromptSubmit, root);
+                input.prompt = Some(self.record.input.clone());
+                input
+            })
             .await?;
-        if let Some(reason) = round.fail.or(round.combined.stop).or(round.combined.block) {
+        let context = round.combined.additional_context.clone();
+        if let Some(reason) = round.stops() {
             return Ok(Some(format!("the prompt was blocked by a hook: {reason}")));
         }
-        if let Some(context) = round.combined.additional_context {
+        if let Some(context) = context {
             self.messages
                 .insert(self.input_at, Message::system(context));
             self.input_at += 1;
@@ -449,122 +392,36 @@ impl AgentRun {
             return Ok(());
         };
         let turn = self.messages.get(self.input_at..).unwrap_or_default();
-        self.store
+        self.services
+            .store
             .append_session_messages(session, &self.record.request_id, turn)
             .await
     }
 
-    /// One model round, retried per the retry policy.
-    async fn model_round(&mut self, step: u32) -> Result<Answer, RoundError> {
-        let policy = self.workspace.runtime.retry.model.clone();
-        let mut attempt = 1;
-        loop {
-            self.emitter.emit(EventPayload::ModelStarted {
-                step,
-                attempt,
-                model: self.provider.model_name().to_owned(),
-                provider: self.provider.provider_name().to_owned(),
-            })?;
-            let started = Instant::now();
-            match self.stream_answer(step).await {
-                Ok((answer, usage)) => {
-                    self.usage.add(&usage);
-                    self.emitter.emit(EventPayload::ModelCompleted {
-                        step,
-                        stop_reason: answer.stop,
-                        usage,
-                        latency_ms: millis(started.elapsed()),
-                        content: answer.text.clone(),
-                        tool_calls: answer.calls.clone(),
-                    })?;
-                    return Ok(answer);
-                }
-                Err(RoundError::Model(error))
-                    if error.is_retryable() && attempt < policy.max_attempts =>
-                {
-                    let delay = retry::backoff(&policy, attempt, error.retry_after());
-                    tracing::debug!(request_id = %self.record.request_id, attempt, ?delay, %error, "Retrying model round.");
-                    self.emitter.emit(EventPayload::ModelRetry {
-                        step,
-                        attempt,
-                        error: ErrorInfo::new(error.code(), error.to_string()),
-                        delay_ms: millis(delay),
-                    })?;
-                    tokio::time::sleep(delay).await;
-                    attempt += 1;
-                }
-                Err(error) => return Err(error),
-            }
-        }
-    }
-
-    /// Streams one answer, emitting text deltas, and assembles it.
-    async fn stream_answer(&self, step: u32) -> Result<(Answer, Usage), RoundError> {
-        let request = ModelRequest {
-            messages: self.messages.clone(),
-            tools: self.gateway.specs(&self.agent.tools).cloned().collect(),
-            params: self.model_params(),
-            stream: self.stream,
-        };
-        let mut stream = self
-            .provider
-            .stream(request)
-            .await
-            .map_err(RoundError::Model)?;
-        let mut text = String::new();
-        let mut calls: Vec<ToolCall> = Vec::new();
-        let mut usage = Usage::default();
-        let mut stop = None;
-        while let Some(item) = stream.next().await {
-            match item.map_err(RoundError::Model)? {
-                ModelEvent::TextDelta { text: delta } => {
-                    text.push_str(&delta);
-                    self.emitter.emit(EventPayload::Adapter {
-                        event: AdapterEvent::OutputDelta { step, text: delta },
-                    })?;
-                }
-                ModelEvent::ToolCallStart { index, id, name } => {
-                    if index != calls.len() {
-                        return Err(RoundError::Model(ModelError::MalformedStream(format!(
-                            "tool call {index} started after {} call(s)",
-                            calls.len()
-                        ))));
-                    }
-                    calls.push(ToolCall {
-                        id,
-                        name,
-                        arguments: String::new(),
-                    });
-                }
-                ModelEvent::ToolCallArgsDelta { index, delta } => match calls.get_mut(index) {
-                    Some(call) => call.arguments.push_str(&delta),
-                    None => {
-                        return Err(RoundError::Model(ModelError::MalformedStream(format!(
-                            "arguments for tool call {index}, which never started"
-                        ))));
-                    }
-                },
-                ModelEvent::Usage { usage: u } => usage = u,
-                ModelEvent::Stop { reason } => stop = Some(reason),
-            }
-        }
-        let stop = stop.ok_or_else(|| {
-            RoundError::Model(ModelError::MalformedStream(
-                "the answer ended without a stop reason".into(),
-            ))
-        })?;
-        Ok((Answer { text, calls, stop }, usage))
-    }
-
-    fn model_params(&self) -> ModelParams {
-        self.workspace
-            .models
-            .get(&self.agent.model)
-            .map(|m| ModelParams {
-                temperature: m.params.temperature,
-                max_tokens: m.params.max_tokens,
+    /// `RunEnd` hooks, and `SessionStop` hooks after a completed turn.
+    async fn end_hooks(&self, completed: bool) {
+        let root = &self.services.workspace.root;
+        let ended = self
+            .run_hooks(HookEvent::RunEnd, None, || {
+                let mut input = HookInput::new(HookEvent::RunEnd, root);
+                input.prompt = Some(self.record.input.clone());
+                input
             })
-            .unwrap_or_default()
+            .await;
+        if let Err(store_error) = ended {
+            tracing::warn!(%store_error, "Could not record RunEnd hooks.");
+        }
+        if !completed {
+            return;
+        }
+        let stopped = self
+            .run_hooks(HookEvent::SessionStop, None, || {
+                HookInput::new(HookEvent::SessionStop, root)
+            })
+            .await;
+        if let Err(store_error) = stopped {
+            tracing::warn!(%store_error, "Could not record SessionStop hooks.");
+        }
     }
 
     /// Records how the run ended: the terminal event, then the run record.
@@ -635,24 +492,10 @@ impl AgentRun {
             ),
         };
         let mut error = error;
-        let root = self.workspace.root.clone();
         // Non-blocking hooks at the end: recorded, their answers ignored. An interrupted run
         // has not ended: its hooks run when it does, after a resume.
         if status != RunStatus::Interrupted {
-            let mut ended = HookInput::new(HookEvent::RunEnd, &root);
-            ended.prompt = Some(self.record.input.clone());
-            if let Err(store_error) = self.run_hooks(HookEvent::RunEnd, None, &[], ended).await {
-                tracing::warn!(%store_error, "Could not record RunEnd hooks.");
-            }
-        }
-        if status == RunStatus::Completed {
-            let stop = HookInput::new(HookEvent::SessionStop, &root);
-            if let Err(store_error) = self
-                .run_hooks(HookEvent::SessionStop, None, &[], stop)
-                .await
-            {
-                tracing::warn!(%store_error, "Could not record SessionStop hooks.");
-            }
+            self.end_hooks(status == RunStatus::Completed).await;
         }
         if let Err(store_error) = self.emitter.emit_durable(payload).await {
             tracing::error!(request_id = %self.record.request_id, %store_error, "Could not record the end of a run.");
@@ -676,11 +519,11 @@ impl AgentRun {
                 .clone()
                 .or_else(|| error.as_ref().map(|e| e.message.clone()));
             task.updated_at = keel_types::now_rfc3339();
-            if let Err(store_error) = self.store.put_task(&task).await {
+            if let Err(store_error) = self.services.store.put_task(&task).await {
                 tracing::error!(task_id = %task.task_id, %store_error, "Could not update the task.");
             }
         }
-        if let Err(store_error) = self.store.update_run(&self.record).await {
+        if let Err(store_error) = self.services.store.update_run(&self.record).await {
             tracing::error!(request_id = %self.record.request_id, %store_error, "Could not update the run record.");
         }
         RunResponse {
@@ -700,12 +543,11 @@ impl AgentRun {
 /// (shutdown) and the wall-clock budget, then the terminal event.
 pub(crate) async fn execute(
     mut run: AgentRun,
-    start: Start,
     cancel: CancellationToken,
     interrupt: CancellationToken,
 ) -> RunResponse {
     let started = Instant::now();
-    let opening = match start {
+    let opening = match &run.start {
         Start::Fresh => EventPayload::RequestStarted {
             input: run.record.input.clone(),
             history: std::mem::take(&mut run.request_history),
@@ -714,12 +556,12 @@ pub(crate) async fn execute(
                 _ => None,
             }),
         },
-        Start::Resumed { cut_off_round } => {
+        &Start::Resumed { cut_off_round } => {
             let (rerun, abandoned): (Vec<&PendingCall>, Vec<&PendingCall>) = run
                 .pending
                 .iter()
                 .filter(|p| p.started)
-                .partition(|p| run.gateway.is_idempotent(&p.call.name));
+                .partition(|p| run.services.gateway.is_idempotent(&p.call.name));
             EventPayload::RequestResumed {
                 reissued_round: cut_off_round,
                 rerun_calls: rerun.iter().map(|p| p.call.id.clone()).collect(),
@@ -727,8 +569,8 @@ pub(crate) async fn execute(
             }
         }
         Start::Forked { from, at_seq } => EventPayload::RequestForked {
-            from_request_id: from,
-            at_seq,
+            from_request_id: from.clone(),
+            at_seq: *at_seq,
         },
     };
     let end = if let Err(error) = run.emitter.emit(opening) {
@@ -747,11 +589,6 @@ pub(crate) async fn execute(
         }
     };
     run.finish(end, started).await
-}
-
-/// The tool result of a call not run because a hook stopped the run.
-fn stopped(reason: &str) -> String {
-    serde_json::json!({ "error": "the run was stopped by a hook", "reason": reason }).to_string()
 }
 
 fn millis(duration: Duration) -> u64 {

@@ -1,22 +1,368 @@
-//! Tool calls inside a run: the gateway's verdicts, governance (policy, hooks, approval),
-//! bounded concurrent execution with results in call order, large outputs as artifacts, the
-//! calls an interrupted process left pending, and direct calls (tasks, `keel tools call`).
+//! Tool calls inside a run, in the order a call takes them:
+//!
+//! 1. **guard** — the gateway's verdict on each call (inventory, schema, repair, semantic
+//!    checks), recorded as `runtime.tool.guard` ([`AgentRun::guard_call`]);
+//! 2. **govern** — for each accepted call in call order: policy (allow | ask | deny),
+//!    `PreToolUse` hooks (allow, deny, ask, stop, or rewrite — a rewrite is guarded again),
+//!    then a human when policy or a hook asked ([`AgentRun::govern`]); a refused call stays in
+//!    the answer as a blocked verdict whose result is the refusal;
+//! 3. **execute** — the allowed calls run concurrently (bounded) with a write-ahead start
+//!    event, large outputs become artifacts, results are recorded in call order
+//!    ([`AgentRun::execute`]);
+//! 4. **after** — `PostToolUse` hooks, whose AI-facing answers are ignored but whose stop ends
+//!    the run.
+//!
+//! Also here: the calls an interrupted process left pending, and direct calls (tasks,
+//! `keel tools call`), which take the same path.
 
 use std::time::Instant;
 
 use futures_util::StreamExt;
 use keel_tools::gateway::Guarded;
+use keel_tools::hooks::{HookInput, PermissionDecision};
+use keel_tools::policy::PolicyQuery;
 use keel_types::{
-    AdapterEvent, ErrorCode, EventPayload, FinishReason, GuardDecision, Message, StoreError,
-    ToolCall,
+    AdapterEvent, ErrorCode, EventPayload, FinishReason, Message, StoreError, ToolCall,
 };
+use keel_workspace::{HookEvent, PolicyDecision};
 use serde_json::Value;
 
-use super::{AgentRun, End, millis, stopped};
-use crate::governance::Gate;
+use super::{AgentRun, End, millis};
 
 impl AgentRun {
-    /// A direct tool call: the gateway's checks, execution, and the direct events around it.
+    /// Guards every call, governs the accepted ones, runs the allowed ones, and returns the
+    /// tool messages in call order.
+    pub(super) async fn run_tools(
+        &mut self,
+        calls: &[ToolCall],
+    ) -> Result<Vec<Message>, StoreError> {
+        let mut verdicts = Vec::with_capacity(calls.len());
+        for call in calls {
+            verdicts.push(self.guard_call(call).await?);
+        }
+        self.govern_and_execute(verdicts).await
+    }
+
+    /// Steps 2 to 4 for guarded calls.
+    async fn govern_and_execute(
+        &mut self,
+        mut verdicts: Vec<Guarded>,
+    ) -> Result<Vec<Message>, StoreError> {
+        for verdict in &mut verdicts {
+            self.govern(verdict).await?;
+        }
+        let outcomes = self.execute(&verdicts).await;
+        let mut messages = Vec::with_capacity(outcomes.len());
+        for (outcome, verdict) in outcomes.into_iter().zip(&verdicts) {
+            let (message, succeeded) = outcome?;
+            if let Some(tool) = succeeded {
+                self.succeeded.insert(tool);
+            }
+            if verdict.is_allowed()
+                && let Some(reason) = self.after_call(verdict, &message.content).await?
+            {
+                self.stop.get_or_insert(reason);
+            }
+            messages.push(message);
+        }
+        Ok(messages)
+    }
+
+    /// Step 1: the gateway's verdict on one call, recorded as `runtime.tool.guard`.
+    async fn guard_call(&self, call: &ToolCall) -> Result<Guarded, StoreError> {
+        let workspace = &self.services.workspace;
+        let agent = &self.record.agent;
+        let mode_of = |tool: &str| workspace.gateway_mode(agent, tool);
+        let verdict = self
+            .services
+            .gateway
+            .guard(&self.tool_ctx, &self.agent.tools, call, &mode_of)
+            .await;
+        let repaired = verdict.decision() == keel_types::GuardDecision::Repaired;
+        self.emitter.emit(EventPayload::ToolGuard {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            decision: verdict.decision(),
+            arguments: call.arguments.clone(),
+            issues: verdict.issues().to_vec(),
+            repairs: verdict.repairs().to_vec(),
+            resolved_tool: (verdict.tool() != call.name).then(|| verdict.tool().to_owned()),
+            repaired_arguments: repaired.then(|| verdict.arguments().cloned()).flatten(),
+        })?;
+        Ok(verdict)
+    }
+
+    /// Step 2: policy, `PreToolUse` hooks and a human for one call the gateway accepted.
+    /// Refuses the verdict when any of them says no; a hook's stop also ends the run.
+    async fn govern(&mut self, verdict: &mut Guarded) -> Result<(), StoreError> {
+        if let Some(reason) = &self.stop {
+            verdict.refuse(stopped(reason));
+            return Ok(());
+        }
+        let Some(arguments) = verdict.arguments().cloned() else {
+            return Ok(());
+        };
+        let tool = verdict.tool().to_owned();
+        let call_id = verdict.call_id().to_owned();
+
+        // Policy.
+        let policy = self.services.governance.policy().decide(
+            &PolicyQuery {
+                agent: &self.record.agent,
+                tool: &tool,
+                args: &arguments,
+                read_only: self.services.gateway.is_read_only(&tool),
+                mode: self.mode,
+            },
+            &[],
+        );
+        let mut ask: Option<(String, Option<String>)> = None;
+        if policy.decision != PolicyDecision::Allow {
+            self.emitter.emit(EventPayload::PolicyDecided {
+                call_id: call_id.clone(),
+                tool: tool.clone(),
+                decision: format!("{:?}", policy.decision).to_lowercase(),
+                source: policy.source.clone(),
+                reason: policy.reason.clone(),
+            })?;
+            if policy.decision == PolicyDecision::Deny {
+                let what = format!("denied by policy ({})", policy.source);
+                verdict.refuse(refusal(&what, policy.reason.as_deref()));
+                return Ok(());
+            }
+            ask = Some((policy.source, policy.reason));
+        }
+
+        // `PreToolUse` hooks.
+        let round = self
+            .run_hooks(HookEvent::PreToolUse, Some(&tool), || {
+                let mut input =
+                    HookInput::new(HookEvent::PreToolUse, &self.services.workspace.root);
+                input.tool_name = Some(tool.clone());
+                input.tool_input = Some(arguments.clone());
+                input.tool_use_id = Some(call_id.clone());
+                input
+            })
+            .await?;
+        if let Some(reason) = round.fail {
+            self.stop_run(verdict, reason);
+            return Ok(());
+        }
+        if let Some(reason) = round.denied {
+            verdict.refuse(refusal("denied because a hook failed", Some(&reason)));
+            return Ok(());
+        }
+        let hooks = round.combined;
+        if let Some(reason) = hooks.stop {
+            self.stop_run(verdict, reason);
+            return Ok(());
+        }
+        if let Some(reason) = hooks.block {
+            verdict.refuse(refusal("blocked by a hook", Some(&reason)));
+            return Ok(());
+        }
+        match hooks.decision {
+            Some(PermissionDecision::Deny) => {
+                verdict.refuse(refusal(
+                    "denied by a hook",
+                    hooks.decision_reason.as_deref(),
+                ));
+                return Ok(());
+            }
+            Some(PermissionDecision::Ask) => {
+                ask = Some(("hook".to_owned(), hooks.decision_reason.clone()));
+            }
+            // A hook's allow settles a policy `ask`, as in Claude Code.
+            Some(PermissionDecision::Allow) => ask = None,
+            None => {}
+        }
+
+        // A rewrite passes the gateway again.
+        if let Some(updated) = hooks.updated_input {
+            let mut rewritten = arguments;
+            if let Value::Object(map) = &mut rewritten {
+                map.extend(updated);
+            }
+            let call = ToolCall {
+                id: call_id.clone(),
+                name: tool.clone(),
+                arguments: rewritten.to_string(),
+            };
+            let recheck = self.guard_call(&call).await?;
+            verdict.adopt_recheck(recheck);
+            if !verdict.is_allowed() {
+                return Ok(());
+            }
+        }
+
+        // A human.
+        if let Some((asked_by, reason)) = ask {
+            let arguments = verdict.arguments().cloned().unwrap_or(Value::Null);
+            let decision = self
+                .ask_human(&call_id, &tool, &arguments, &asked_by, reason)
+                .await?;
+            if !decision.approved {
+                verdict.refuse(refusal(
+                    "denied by the human reviewer",
+                    decision.reason.as_deref(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses the call because a hook stopped the run, which ends after this round.
+    fn stop_run(&mut self, verdict: &mut Guarded, reason: String) {
+        verdict.refuse(stopped(&reason));
+        self.stop = Some(reason);
+    }
+
+    /// Step 3: runs the allowed calls concurrently (bounded); the outcomes in call order.
+    async fn execute(
+        &self,
+        verdicts: &[Guarded],
+    ) -> Vec<Result<(Message, Option<String>), StoreError>> {
+        let parallel = self
+            .services
+            .workspace
+            .runtime
+            .limits
+            .max_parallel_tools
+            .max(1) as usize;
+        // Futures are built up front (not in a stream closure) so the spawned run stays `Send`.
+        let calls: Vec<_> = verdicts
+            .iter()
+            .map(|verdict| self.run_tool(verdict))
+            .collect();
+        futures_util::stream::iter(calls)
+            .buffered(parallel)
+            .collect()
+            .await
+    }
+
+    /// Runs one governed call. Returns the tool message and, on success, the tool's name.
+    async fn run_tool(&self, verdict: &Guarded) -> Result<(Message, Option<String>), StoreError> {
+        let Some(arguments) = verdict
+            .arguments()
+            .cloned()
+            .filter(|_| verdict.is_allowed())
+        else {
+            return Ok((
+                Message::tool_result(verdict.call_id(), verdict.blocked_message()),
+                None,
+            ));
+        };
+        let gateway = &self.services.gateway;
+        // Write-ahead: the start is durable before the tool can have effects. A read-only
+        // tool has none (and is re-run when a resumed run finds it unfinished), so it does
+        // not wait for the store.
+        let start = EventPayload::Adapter {
+            event: AdapterEvent::ToolStart {
+                call_id: verdict.call_id().to_owned(),
+                tool: verdict.tool().to_owned(),
+                arguments,
+            },
+        };
+        if gateway.is_read_only(verdict.tool()) {
+            self.emitter.emit(start)?;
+        } else {
+            self.emitter.emit_durable(start).await?;
+        }
+        let started = Instant::now();
+        let result = gateway.execute(&self.tool_ctx, verdict).await;
+        let duration_ms = millis(started.elapsed());
+        let (ok, mut output) = match result {
+            Ok(output) => (true, self.settle_output(verdict, output.content).await?),
+            Err(error) => (
+                false,
+                serde_json::json!({ "error": error.to_string() }).to_string(),
+            ),
+        };
+        // The model sees what the gateway changed, so it can send it right next time.
+        if let Some(note) = verdict.repair_note() {
+            output.push_str("\n[");
+            output.push_str(&note);
+            output.push(']');
+        }
+        self.emitter.emit(EventPayload::Adapter {
+            event: AdapterEvent::ToolResult {
+                call_id: verdict.call_id().to_owned(),
+                tool: verdict.tool().to_owned(),
+                ok,
+                output: output.clone(),
+                duration_ms,
+            },
+        })?;
+        let succeeded = ok.then(|| verdict.tool().to_owned());
+        Ok((Message::tool_result(verdict.call_id(), output), succeeded))
+    }
+
+    /// What the model receives for a tool's output: the output itself when it fits the
+    /// limit; otherwise the whole output is stored as an artifact and the model gets a
+    /// preview and the artifact's URI.
+    async fn settle_output(
+        &self,
+        verdict: &Guarded,
+        content: String,
+    ) -> Result<String, StoreError> {
+        let limit = self.tool_ctx.max_output_bytes;
+        if content.len() <= limit {
+            return Ok(content);
+        }
+        let artifact = self
+            .services
+            .artifacts
+            .put(
+                &self.record.request_id,
+                &format!("{} output ({})", verdict.tool(), verdict.call_id()),
+                "text/plain",
+                content.as_bytes(),
+            )
+            .await?;
+        let note = format!(
+            "\n[output truncated: {} bytes in all; the whole output is stored as {}]",
+            content.len(),
+            artifact.uri
+        );
+        let mut cut = limit.saturating_sub(note.len());
+        while !content.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let mut preview = content;
+        preview.truncate(cut);
+        preview.push_str(&note);
+        self.emitter.emit(EventPayload::ArtifactCreated {
+            artifact,
+            call_id: Some(verdict.call_id().to_owned()),
+        })?;
+        Ok(preview)
+    }
+
+    /// Step 4: `PostToolUse` hooks after a call. Their AI-facing answers are ignored; a stop
+    /// (or a failure with `onError: fail-run`) is returned and ends the run.
+    async fn after_call(
+        &self,
+        verdict: &Guarded,
+        output: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let round = self
+            .run_hooks(HookEvent::PostToolUse, Some(verdict.tool()), || {
+                let mut input =
+                    HookInput::new(HookEvent::PostToolUse, &self.services.workspace.root);
+                input.tool_name = Some(verdict.tool().to_owned());
+                input.tool_input = Some(verdict.arguments().cloned().unwrap_or(Value::Null));
+                input.tool_use_id = Some(verdict.call_id().to_owned());
+                input.tool_response = Some(
+                    serde_json::from_str(output)
+                        .unwrap_or_else(|_| Value::String(output.to_owned())),
+                );
+                input
+            })
+            .await?;
+        Ok(round.fail.or(round.combined.stop))
+    }
+
+    /// A direct tool call: the same path as a model's call, with the direct events around it.
     pub(super) async fn run_direct(&mut self, call: ToolCall) -> Result<End, StoreError> {
         let task_id = self
             .direct
@@ -31,23 +377,20 @@ impl AgentRun {
             arguments,
         })?;
         let started = Instant::now();
-        let guarded = self.guard_calls(std::slice::from_ref(&call)).await?;
-        let verdict = guarded.first().cloned();
-        let mut results = self.execute_guarded(&guarded).await?;
+        let verdict = self.guard_call(&call).await?;
+        let tool = verdict.tool().to_owned();
+        let guard_blocked = !verdict.is_allowed();
+        let mut results = self.govern_and_execute(vec![verdict]).await?;
         let output = results.pop().map(|m| m.content).unwrap_or_default();
-        let blocked = verdict.as_ref().is_none_or(|v| !v.is_allowed());
-        let ok = !blocked
-            && self
-                .succeeded
-                .contains(&verdict.as_ref().map(|v| v.tool.clone()).unwrap_or_default());
+        let ok = !guard_blocked && self.succeeded.contains(&tool);
         self.emitter.emit(EventPayload::DirectCompleted {
             task_id,
-            tool: verdict.map_or(call.name.clone(), |v| v.tool),
+            tool,
             ok,
             output: output.clone(),
             duration_ms: millis(started.elapsed()),
         })?;
-        Ok(match (ok, blocked) {
+        Ok(match (ok, guard_blocked) {
             (true, _) => End::Answer {
                 output,
                 finish_reason: FinishReason::Completed,
@@ -68,7 +411,7 @@ impl AgentRun {
         let mut rerun = Vec::new();
         let mut results: Vec<(String, Message)> = Vec::new();
         for item in &pending {
-            if !item.started || self.gateway.is_idempotent(&item.call.name) {
+            if !item.started || self.services.gateway.is_idempotent(&item.call.name) {
                 rerun.push(item.call.clone());
                 continue;
             }
@@ -102,215 +445,18 @@ impl AgentRun {
         }
         Ok(())
     }
+}
 
-    /// Guards every call, runs the allowed ones concurrently (bounded), and returns the tool
-    /// messages in call order.
-    pub(super) async fn run_tools(
-        &mut self,
-        calls: &[ToolCall],
-    ) -> Result<Vec<Message>, StoreError> {
-        let guarded = self.guard_calls(calls).await?;
-        self.execute_guarded(&guarded).await
-    }
+/// The tool result a refused call gives the model.
+fn refusal(what: &str, reason: Option<&str>) -> String {
+    serde_json::json!({
+        "error": format!("tool call {what}"),
+        "reason": reason,
+    })
+    .to_string()
+}
 
-    /// The gateway's verdict on each call, each recorded as `runtime.tool.guard`.
-    pub(super) async fn guard_calls(&self, calls: &[ToolCall]) -> Result<Vec<Guarded>, StoreError> {
-        let mut guarded = Vec::with_capacity(calls.len());
-        let workspace = self.workspace.clone();
-        let agent = self.record.agent.clone();
-        let mode_of = move |tool: &str| workspace.gateway_mode(&agent, tool);
-        for call in calls {
-            let verdict = self
-                .gateway
-                .guard(&self.tool_ctx, &self.agent.tools, call, &mode_of)
-                .await;
-            let repaired = verdict.decision == GuardDecision::Repaired;
-            self.emitter.emit(EventPayload::ToolGuard {
-                call_id: call.id.clone(),
-                tool: call.name.clone(),
-                decision: verdict.decision,
-                arguments: call.arguments.clone(),
-                issues: verdict.issues.clone(),
-                repairs: verdict.repairs.clone(),
-                resolved_tool: (verdict.tool != call.name).then(|| verdict.tool.clone()),
-                repaired_arguments: repaired.then(|| verdict.arguments.clone()).flatten(),
-            })?;
-            guarded.push(verdict);
-        }
-        Ok(guarded)
-    }
-
-    /// Policy, hooks and approval for each accepted call, in call order. A refused call
-    /// becomes a blocked verdict whose result is the refusal.
-    pub(super) async fn govern_calls(
-        &mut self,
-        guarded: Vec<Guarded>,
-    ) -> Result<(Vec<Guarded>, Vec<Option<String>>), StoreError> {
-        let mut governed = Vec::with_capacity(guarded.len());
-        let mut refusals = Vec::with_capacity(guarded.len());
-        for mut verdict in guarded {
-            if !verdict.is_allowed() || self.stop.is_some() {
-                refusals.push(self.stop.as_ref().map(|reason| stopped(reason)));
-                governed.push(verdict);
-                continue;
-            }
-            match self.govern(&mut verdict).await? {
-                Gate::Run => refusals.push(None),
-                Gate::Refuse(message) => {
-                    verdict.decision = GuardDecision::Blocked;
-                    refusals.push(Some(message));
-                }
-                Gate::Stop(reason) => {
-                    verdict.decision = GuardDecision::Blocked;
-                    refusals.push(Some(stopped(&reason)));
-                    self.stop = Some(reason);
-                }
-            }
-            governed.push(verdict);
-        }
-        Ok((governed, refusals))
-    }
-
-    /// Runs the allowed calls concurrently (bounded); the tool messages in call order.
-    pub(super) async fn execute_guarded(
-        &mut self,
-        guarded: &[Guarded],
-    ) -> Result<Vec<Message>, StoreError> {
-        let (guarded, refusals) = self.govern_calls(guarded.to_vec()).await?;
-        let parallel = self.workspace.runtime.limits.max_parallel_tools.max(1) as usize;
-        let this = &*self;
-        // Futures are built up front (not in a stream closure) so the spawned run stays `Send`.
-        let calls: Vec<_> = guarded
-            .iter()
-            .zip(&refusals)
-            .map(|(verdict, refusal)| this.run_tool(verdict, refusal.as_deref()))
-            .collect();
-        let outcomes: Vec<Result<(Message, Option<String>), StoreError>> =
-            futures_util::stream::iter(calls)
-                .buffered(parallel)
-                .collect()
-                .await;
-        let mut messages = Vec::with_capacity(outcomes.len());
-        for (outcome, verdict) in outcomes.into_iter().zip(&guarded) {
-            let (message, succeeded) = outcome?;
-            if let Some(tool) = succeeded {
-                self.succeeded.insert(tool);
-            }
-            if verdict.is_allowed() {
-                let arguments = verdict.arguments.clone().unwrap_or(Value::Null);
-                if let Some(reason) = self
-                    .post_tool_hooks(
-                        &verdict.call_id,
-                        &verdict.tool,
-                        &arguments,
-                        &message.content,
-                    )
-                    .await?
-                {
-                    self.stop.get_or_insert(reason);
-                }
-            }
-            messages.push(message);
-        }
-        Ok(messages)
-    }
-
-    /// Runs one guarded call. Returns the tool message and, on success, the tool's name.
-    pub(super) async fn run_tool(
-        &self,
-        verdict: &Guarded,
-        refusal: Option<&str>,
-    ) -> Result<(Message, Option<String>), StoreError> {
-        if let Some(refusal) = refusal {
-            return Ok((Message::tool_result(&verdict.call_id, refusal), None));
-        }
-        let Some(arguments) = verdict.arguments.clone().filter(|_| verdict.is_allowed()) else {
-            return Ok((
-                Message::tool_result(&verdict.call_id, verdict.blocked_message()),
-                None,
-            ));
-        };
-        // Write-ahead: the start is durable before the tool can have effects. A read-only
-        // tool has none (and is re-run when a resumed run finds it unfinished), so it does
-        // not wait for the store.
-        let start = EventPayload::Adapter {
-            event: AdapterEvent::ToolStart {
-                call_id: verdict.call_id.clone(),
-                tool: verdict.tool.clone(),
-                arguments,
-            },
-        };
-        if self.gateway.is_read_only(&verdict.tool) {
-            self.emitter.emit(start)?;
-        } else {
-            self.emitter.emit_durable(start).await?;
-        }
-        let started = Instant::now();
-        let result = self.gateway.execute(&self.tool_ctx, verdict).await;
-        let duration_ms = millis(started.elapsed());
-        let (ok, mut output) = match result {
-            Ok(output) => (true, self.settle_output(verdict, output.content).await?),
-            Err(error) => (
-                false,
-                serde_json::json!({ "error": error.to_string() }).to_string(),
-            ),
-        };
-        // The model sees what the gateway changed, so it can send it right next time.
-        if let Some(note) = verdict.repair_note() {
-            output.push_str("\n[");
-            output.push_str(&note);
-            output.push(']');
-        }
-        self.emitter.emit(EventPayload::Adapter {
-            event: AdapterEvent::ToolResult {
-                call_id: verdict.call_id.clone(),
-                tool: verdict.tool.clone(),
-                ok,
-                output: output.clone(),
-                duration_ms,
-            },
-        })?;
-        let succeeded = ok.then(|| verdict.tool.clone());
-        Ok((Message::tool_result(&verdict.call_id, output), succeeded))
-    }
-
-    /// What the model receives for a tool's output: the output itself when it fits the
-    /// limit; otherwise the whole output is stored as an artifact and the model gets a
-    /// preview and the artifact's URI.
-    pub(super) async fn settle_output(
-        &self,
-        verdict: &Guarded,
-        content: String,
-    ) -> Result<String, StoreError> {
-        let limit = self.tool_ctx.max_output_bytes;
-        if content.len() <= limit {
-            return Ok(content);
-        }
-        let artifact = self
-            .artifacts
-            .put(
-                &self.record.request_id,
-                &format!("{} output ({})", verdict.tool, verdict.call_id),
-                "text/plain",
-                content.as_bytes(),
-            )
-            .await?;
-        let note = format!(
-            "\n[output truncated: {} bytes in all; the whole output is stored as {}]",
-            content.len(),
-            artifact.uri
-        );
-        let mut cut = limit.saturating_sub(note.len());
-        while !content.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let mut preview = content;
-        preview.truncate(cut);
-        preview.push_str(&note);
-        self.emitter.emit(EventPayload::ArtifactCreated {
-            artifact,
-            call_id: Some(verdict.call_id.clone()),
-        })?;
-        Ok(preview)
-    }
+/// The tool result of a call not run because a hook stopped the run.
+fn stopped(reason: &str) -> String {
+    serde_json::json!({ "error": "the run was stopped by a hook", "reason": reason }).to_string()
 }

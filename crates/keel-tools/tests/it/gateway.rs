@@ -7,6 +7,7 @@
 mod corpus;
 mod props;
 mod repair_model;
+mod transitions;
 
 use std::collections::VecDeque;
 use std::path::Path;

@@ -158,7 +158,7 @@ async fn malformed_calls_are_repaired_or_blocked_as_the_corpus_says() {
         let tools = tools();
         let gateway = gateway_of(&tools);
         let verdict = guard(&gateway, &call(tool, args), mode).await;
-        if verdict.decision != expected {
+        if verdict.decision() != expected {
             mismatches.push(format!("{case}: expected {expected:?}, got {verdict:?}"));
         }
         if verdict.is_allowed() {
@@ -166,11 +166,11 @@ async fn malformed_calls_are_repaired_or_blocked_as_the_corpus_says() {
             gateway.execute(&ctx, &verdict).await.unwrap();
             let ran = tools
                 .iter()
-                .find(|t| t.spec().name == verdict.tool)
+                .find(|t| t.spec().name == verdict.tool())
                 .unwrap();
             assert_eq!(
                 *ran.calls.lock().unwrap(),
-                vec![verdict.arguments.clone().unwrap()],
+                vec![verdict.arguments().cloned().unwrap()],
                 "{case}: the tool receives exactly the final arguments"
             );
         } else {
@@ -182,10 +182,10 @@ async fn malformed_calls_are_repaired_or_blocked_as_the_corpus_says() {
             tool,
             args,
             mode,
-            decision: verdict.decision,
-            runs: (verdict.tool != tool).then(|| verdict.tool.clone()),
+            decision: verdict.decision(),
+            runs: (verdict.tool() != tool).then(|| verdict.tool().to_owned()),
             repairs: verdict
-                .repairs
+                .repairs()
                 .iter()
                 .map(|r| {
                     let path = match (r.kind.as_str(), r.path.as_str()) {
@@ -197,8 +197,8 @@ async fn malformed_calls_are_repaired_or_blocked_as_the_corpus_says() {
                 })
                 .collect(),
             note: verdict.repair_note(),
-            arguments: verdict.arguments,
-            issues: verdict.issues,
+            arguments: verdict.arguments().cloned(),
+            issues: verdict.issues().to_vec(),
         });
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));

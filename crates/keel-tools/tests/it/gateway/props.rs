@@ -180,17 +180,17 @@ proptest! {
             }
         }
         prop_assert_eq!(runs, usize::from(verdict.is_allowed()));
-        if verdict.decision == GuardDecision::Accepted {
+        if verdict.decision() == GuardDecision::Accepted {
             // Accepted means untouched: the tool got exactly what the model sent.
             let sent: Value = match raw.trim() {
                 "" => Value::Object(Map::new()),
                 text => serde_json::from_str(text).unwrap(),
             };
-            prop_assert_eq!(verdict.arguments, Some(sent));
-            prop_assert_eq!(verdict.tool.as_str(), name);
+            prop_assert_eq!(verdict.arguments(), Some(&sent));
+            prop_assert_eq!(verdict.tool(), name);
         }
         if !repair {
-            prop_assert!(verdict.repairs.is_empty());
+            prop_assert!(verdict.repairs().is_empty());
             prop_assert_eq!(model.as_ref().map_or(0, |m| m.request_count()), 0);
         }
         // The model is asked at most once per call.

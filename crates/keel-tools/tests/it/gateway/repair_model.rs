@@ -32,14 +32,14 @@ async fn model_fixes_what_deterministic_repairs_could_not() {
     )
     .await;
 
-    assert_eq!(verdict.decision, GuardDecision::Repaired, "{verdict:?}");
+    assert_eq!(verdict.decision(), GuardDecision::Repaired, "{verdict:?}");
     assert_eq!(
-        verdict.arguments,
-        Some(json!({ "city": "Paris", "days": 3, "unit": "celsius" }))
+        verdict.arguments(),
+        Some(&json!({ "city": "Paris", "days": 3, "unit": "celsius" }))
     );
-    let kinds: Vec<_> = verdict.repairs.iter().map(|r| r.kind.as_str()).collect();
+    let kinds: Vec<_> = verdict.repairs().iter().map(|r| r.kind.as_str()).collect();
     assert_eq!(kinds, vec!["enum_case", "repair_model"]);
-    let model_repair = &verdict.repairs[1];
+    let model_repair = &verdict.repairs()[1];
     assert_eq!(model_repair.path, "");
     assert_eq!(
         model_repair.from,
@@ -87,8 +87,8 @@ async fn model_is_not_asked_in_validate_or_off_mode() {
     let gateway = gateway_of(&tools()).with_repair_model(model.clone());
     let validate = guard(&gateway, &call("get_weather", "{}"), GatewayMode::Validate).await;
     let off = guard(&gateway, &call("get_weather", "{nope"), GatewayMode::Off).await;
-    assert_eq!(validate.decision, GuardDecision::Blocked);
-    assert_eq!(off.decision, GuardDecision::Blocked);
+    assert_eq!(validate.decision(), GuardDecision::Blocked);
+    assert_eq!(off.decision(), GuardDecision::Blocked);
     assert_eq!(model.request_count(), 0);
 }
 
@@ -107,11 +107,11 @@ async fn model_error_blocks_with_the_remaining_issues() {
     )
     .await;
 
-    assert_eq!(verdict.decision, GuardDecision::Blocked);
+    assert_eq!(verdict.decision(), GuardDecision::Blocked);
     assert_eq!(model.request_count(), 1);
-    let paths: Vec<_> = verdict.issues.iter().map(|i| i.path.as_str()).collect();
+    let paths: Vec<_> = verdict.issues().iter().map(|i| i.path.as_str()).collect();
     assert_eq!(paths, vec!["/days"], "only what repairs left: {verdict:?}");
-    let kinds: Vec<_> = verdict.repairs.iter().map(|r| r.kind.as_str()).collect();
+    let kinds: Vec<_> = verdict.repairs().iter().map(|r| r.kind.as_str()).collect();
     assert_eq!(kinds, vec!["drop_unknown"]);
     assert_eq!(verdict.repair_note(), None);
 }
@@ -133,8 +133,8 @@ async fn invalid_or_unreadable_answers_block() {
             GatewayMode::Repair,
         )
         .await;
-        assert_eq!(verdict.decision, GuardDecision::Blocked, "{answer}");
-        assert_eq!(verdict.issues[0].path, "/days", "{answer}");
+        assert_eq!(verdict.decision(), GuardDecision::Blocked, "{answer}");
+        assert_eq!(verdict.issues()[0].path, "/days", "{answer}");
         assert_eq!(model.request_count(), 1);
     }
 }
@@ -146,8 +146,8 @@ async fn a_hanging_model_times_out_and_blocks() {
         .with_repair_model(model.clone())
         .with_repair_timeout(Duration::from_millis(50));
     let verdict = guard(&gateway, &call("get_weather", "{}"), GatewayMode::Repair).await;
-    assert_eq!(verdict.decision, GuardDecision::Blocked);
-    assert_eq!(verdict.issues[0].expected, "required property \"city\"");
+    assert_eq!(verdict.decision(), GuardDecision::Blocked);
+    assert_eq!(verdict.issues()[0].expected, "required property \"city\"");
 }
 
 #[tokio::test]
@@ -161,9 +161,9 @@ async fn model_answer_still_passes_the_tools_check() {
         GatewayMode::Repair,
     )
     .await;
-    assert_eq!(verdict.decision, GuardDecision::Blocked);
-    assert_eq!(verdict.issues[0].path, "/path");
-    assert!(verdict.issues[0].message.contains("leaves the workspace"));
+    assert_eq!(verdict.decision(), GuardDecision::Blocked);
+    assert_eq!(verdict.issues()[0].path, "/path");
+    assert!(verdict.issues()[0].message.contains("leaves the workspace"));
     assert!(tools.iter().all(|t| t.calls.lock().unwrap().is_empty()));
 }
 
@@ -177,12 +177,12 @@ async fn model_answer_gets_the_deterministic_clean_up() {
         GatewayMode::Repair,
     )
     .await;
-    assert_eq!(verdict.decision, GuardDecision::Repaired, "{verdict:?}");
+    assert_eq!(verdict.decision(), GuardDecision::Repaired, "{verdict:?}");
     assert_eq!(
-        verdict.arguments,
-        Some(json!({ "city": "Paris", "days": 4 }))
+        verdict.arguments(),
+        Some(&json!({ "city": "Paris", "days": 4 }))
     );
-    let last = verdict.repairs.last().unwrap();
+    let last = verdict.repairs().last().unwrap();
     assert_eq!(last.kind, "repair_model");
     assert_eq!(last.from, json!({}));
     assert_eq!(last.to, json!({ "city": "Paris", "days": 4 }));
@@ -198,8 +198,8 @@ async fn model_can_repair_unparseable_argument_text() {
         GatewayMode::Repair,
     )
     .await;
-    assert_eq!(verdict.decision, GuardDecision::Repaired, "{verdict:?}");
-    assert_eq!(verdict.repairs[0].from, json!("{'city': 'Paris',}"));
+    assert_eq!(verdict.decision(), GuardDecision::Repaired, "{verdict:?}");
+    assert_eq!(verdict.repairs()[0].from, json!("{'city': 'Paris',}"));
     let user = &model.requests.lock().unwrap()[0].messages[1].content;
     assert!(
         user.contains("expected arguments as a JSON object"),
@@ -218,6 +218,6 @@ async fn model_never_changes_which_tool_runs() {
         GatewayMode::Repair,
     )
     .await;
-    assert_eq!(verdict.tool, "get_weather");
-    assert_eq!(verdict.decision, GuardDecision::Blocked);
+    assert_eq!(verdict.tool(), "get_weather");
+    assert_eq!(verdict.decision(), GuardDecision::Blocked);
 }

@@ -1,0 +1,154 @@
+//! Model rounds: the request a round sends (the conversation so far, the agent's tools, the
+//! model's parameters), the streamed answer assembled from its deltas (text streamed out as
+//! `agent.output.delta`), and retries with backoff for errors the provider calls retryable.
+
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use keel_types::{
+    AdapterEvent, ErrorInfo, EventPayload, ModelError, ModelEvent, ModelParams, ModelRequest,
+    ModelStopReason, StoreError, ToolCall, Usage,
+};
+
+use super::{AgentRun, millis};
+use crate::retry;
+
+/// A complete model answer.
+pub(super) struct Answer {
+    pub text: String,
+    pub calls: Vec<ToolCall>,
+    pub stop: ModelStopReason,
+}
+
+/// Failure of one model round.
+pub(super) enum RoundError {
+    Model(ModelError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for RoundError {
+    fn from(error: StoreError) -> Self {
+        Self::Store(error)
+    }
+}
+
+impl AgentRun {
+    /// One model round, retried per the retry policy.
+    pub(super) async fn model_round(&mut self, step: u32) -> Result<Answer, RoundError> {
+        let policy = self.services.workspace.runtime.retry.model.clone();
+        let mut attempt = 1;
+        loop {
+            self.emitter.emit(EventPayload::ModelStarted {
+                step,
+                attempt,
+                model: self.provider.model_name().to_owned(),
+                provider: self.provider.provider_name().to_owned(),
+            })?;
+            let started = Instant::now();
+            match self.stream_answer(step).await {
+                Ok((answer, usage)) => {
+                    self.usage.add(&usage);
+                    self.emitter.emit(EventPayload::ModelCompleted {
+                        step,
+                        stop_reason: answer.stop,
+                        usage,
+                        latency_ms: millis(started.elapsed()),
+                        content: answer.text.clone(),
+                        tool_calls: answer.calls.clone(),
+                    })?;
+                    return Ok(answer);
+                }
+                Err(RoundError::Model(error))
+                    if error.is_retryable() && attempt < policy.max_attempts =>
+                {
+                    let delay = retry::backoff(&policy, attempt, error.retry_after());
+                    tracing::debug!(request_id = %self.record.request_id, attempt, ?delay, %error, "Retrying model round.");
+                    self.emitter.emit(EventPayload::ModelRetry {
+                        step,
+                        attempt,
+                        error: ErrorInfo::new(error.code(), error.to_string()),
+                        delay_ms: millis(delay),
+                    })?;
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Streams one answer, emitting text deltas, and assembles it.
+    async fn stream_answer(&self, step: u32) -> Result<(Answer, Usage), RoundError> {
+        let request = ModelRequest {
+            messages: self.messages.clone(),
+            tools: self
+                .services
+                .gateway
+                .specs(&self.agent.tools)
+                .cloned()
+                .collect(),
+            params: self.model_params(),
+            stream: self.stream,
+        };
+        let mut stream = self
+            .provider
+            .stream(request)
+            .await
+            .map_err(RoundError::Model)?;
+        let mut text = String::new();
+        let mut calls: Vec<ToolCall> = Vec::new();
+        let mut usage = Usage::default();
+        let mut stop = None;
+        while let Some(item) = stream.next().await {
+            match item.map_err(RoundError::Model)? {
+                ModelEvent::TextDelta { text: delta } => {
+                    text.push_str(&delta);
+                    self.emitter.emit(EventPayload::Adapter {
+                        event: AdapterEvent::OutputDelta { step, text: delta },
+                    })?;
+                }
+                ModelEvent::ToolCallStart { index, id, name } => {
+                    if index != calls.len() {
+                        return Err(RoundError::Model(ModelError::MalformedStream(format!(
+                            "tool call {index} started after {} call(s)",
+                            calls.len()
+                        ))));
+                    }
+                    calls.push(ToolCall {
+                        id,
+                        name,
+                        arguments: String::new(),
+                    });
+                }
+                ModelEvent::ToolCallArgsDelta { index, delta } => match calls.get_mut(index) {
+                    Some(call) => call.arguments.push_str(&delta),
+                    None => {
+                        return Err(RoundError::Model(ModelError::MalformedStream(format!(
+                            "arguments for tool call {index}, which never started"
+                        ))));
+                    }
+                },
+                ModelEvent::Usage { usage: u } => usage = u,
+                ModelEvent::Stop { reason } => stop = Some(reason),
+            }
+        }
+        let stop = stop.ok_or_else(|| {
+            RoundError::Model(ModelError::MalformedStream(
+                "the answer ended without a stop reason".into(),
+            ))
+        })?;
+        Ok((Answer { text, calls, stop }, usage))
+    }
+
+    fn model_params(&self) -> ModelParams {
+        self.services
+            .workspace
+            .models
+            .get(&self.agent.model)
+            .map(|m| ModelParams {
+                temperature: m.params.temperature,
+                max_tokens: m.params.max_tokens,
+            })
+            .unwrap_or_default()
+    }
+}
