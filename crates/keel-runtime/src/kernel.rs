@@ -173,7 +173,7 @@ impl Kernel {
     /// Starts a run. The run is recorded before this returns; its events flow to the handle.
     pub async fn request(&self, options: RequestOptions) -> Result<RunHandle, RuntimeError> {
         self.accepting()?;
-        self.start_request(options, RunLinks::default(), None).await
+        self.start_run(options, RunLinks::default(), None).await
     }
 
     /// Starts a new run with the agent, input, session, supplied history and mode of ended
@@ -218,12 +218,12 @@ impl Kernel {
             retry_of: Some(id.clone()),
             ..RunLinks::default()
         };
-        self.start_request(options, links, Some(id)).await
+        self.start_run(options, links, Some(id)).await
     }
 
     /// Records and launches a new run; `skip_turn_of` leaves that run's turn out of the
     /// session history.
-    async fn start_request(
+    async fn start_run(
         &self,
         options: RequestOptions,
         links: RunLinks,

@@ -15,3 +15,4 @@ mod replay;
 mod resume;
 mod sdk;
 mod sessions;
+mod tidy;
