@@ -261,7 +261,7 @@ impl AgentRun {
                 self.emitter().emit(EventPayload::PolicyDecided {
                     call_id: verdict.call_id.clone(),
                     tool: tool.clone(),
-                    decision: format!("{decision:?}").to_lowercase(),
+                    decision,
                     source: policy.source.clone(),
                     reason: policy.reason.clone(),
                 })?;
@@ -517,7 +517,7 @@ fn refusal(what: &str, reason: Option<&str>) -> String {
 fn describe(outcome: &hooks::HookOutcome) -> String {
     let mut parts = Vec::new();
     if let Some(decision) = &outcome.decision {
-        parts.push(format!("{decision:?}").to_lowercase());
+        parts.push(decision.as_str().to_owned());
     }
     if let Some(reason) = &outcome.block {
         parts.push(format!("block: {reason}"));

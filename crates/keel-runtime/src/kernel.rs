@@ -293,7 +293,7 @@ impl Kernel {
             input: original.input,
             agent: Some(original.agent),
             session_id: original.session_id,
-            mode: parse_mode(mode.as_deref()),
+            mode,
             history,
             timeout: None,
             owner,
@@ -380,7 +380,7 @@ impl Kernel {
         Ok(self.launch(Launch {
             history,
             request_history: rebuilt.history.clone(),
-            mode: parse_mode(rebuilt.mode.as_deref()),
+            mode: rebuilt.mode,
             rebuilt: Some(rebuilt),
             ..Launch::new(record, agent, provider, start)
         }))
@@ -434,7 +434,7 @@ impl Kernel {
         };
         Ok(self.launch(Launch {
             request_history: rebuilt.history.clone(),
-            mode: parse_mode(rebuilt.mode.as_deref()),
+            mode: rebuilt.mode,
             rebuilt: Some(rebuilt),
             ..Launch::new(record, agent, provider, start)
         }))
@@ -456,7 +456,7 @@ impl Kernel {
         store.create_run(&record).await?;
         Ok(self.launch(Launch {
             request_history: history,
-            mode: parse_mode(mode.as_deref()),
+            mode,
             ..Launch::new(record, agent, provider, Start::Fresh)
         }))
     }
@@ -753,22 +753,11 @@ impl Drop for Tracked {
     }
 }
 
-/// The supplied history and the mode recorded in a log's opening event.
-fn opening(events: &[Event]) -> (Vec<Message>, Option<String>) {
+/// The supplied history and the mode recorded in a log's opening event (a mode this version
+/// does not know already reads as none: see `EventPayload::RequestStarted`).
+fn opening(events: &[Event]) -> (Vec<Message>, Option<keel_workspace::PermissionMode>) {
     match events.first().map(|e| &e.payload) {
-        Some(EventPayload::RequestStarted { history, mode, .. }) => (history.clone(), mode.clone()),
+        Some(EventPayload::RequestStarted { history, mode, .. }) => (history.clone(), *mode),
         _ => (Vec::new(), None),
-    }
-}
-
-/// A recorded permission mode; an unknown name (from a newer Keel) is ignored.
-fn parse_mode(mode: Option<&str>) -> Option<keel_workspace::PermissionMode> {
-    let name = mode?;
-    match serde_json::from_value(serde_json::Value::String(name.to_owned())) {
-        Ok(mode) => Some(mode),
-        Err(_) => {
-            tracing::warn!(mode = name, "Ignoring an unknown recorded permission mode.");
-            None
-        }
     }
 }

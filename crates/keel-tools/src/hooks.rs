@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keel_workspace::{HookEvent, HookHandler, HookOnError, HookSpec};
+use keel_types::HookEvent;
+use keel_workspace::{HookHandler, HookOnError, HookSpec};
 use regex::Regex;
 use reqwest::{Url, redirect};
 use serde::{Deserialize, Serialize};
@@ -81,7 +82,7 @@ impl HookInput {
     /// An input for `event` in `cwd`, every optional field empty.
     pub fn new(event: HookEvent, cwd: impl Into<PathBuf>) -> Self {
         Self {
-            hook_event_name: event_name(event).to_owned(),
+            hook_event_name: event.as_str().to_owned(),
             cwd: cwd.into(),
             ..Self::default()
         }
@@ -89,16 +90,9 @@ impl HookInput {
 }
 
 /// The protocol name of `event`: `PromptSubmit`, `PreToolUse`, `PostToolUse`,
-/// `SessionStop`, `RunStart`, `RunEnd`.
+/// `SessionStop`, `RunStart`, `RunEnd` — [`HookEvent::as_str`], kept for existing callers.
 pub fn event_name(event: HookEvent) -> &'static str {
-    match event {
-        HookEvent::PromptSubmit => "PromptSubmit",
-        HookEvent::PreToolUse => "PreToolUse",
-        HookEvent::PostToolUse => "PostToolUse",
-        HookEvent::SessionStop => "SessionStop",
-        HookEvent::RunStart => "RunStart",
-        HookEvent::RunEnd => "RunEnd",
-    }
+    event.as_str()
 }
 
 /// Whether `event` concerns one tool call (and so has a matcher over tool names).

@@ -709,10 +709,7 @@ pub(crate) async fn execute(
         Start::Fresh => EventPayload::RequestStarted {
             input: run.record.input.clone(),
             history: std::mem::take(&mut run.request_history),
-            mode: run.mode.and_then(|mode| match serde_json::to_value(mode) {
-                Ok(serde_json::Value::String(name)) => Some(name),
-                _ => None,
-            }),
+            mode: run.mode,
         },
         Start::Resumed { cut_off_round } => {
             let (rerun, abandoned): (Vec<&PendingCall>, Vec<&PendingCall>) = run
