@@ -31,6 +31,7 @@ impl ApprovalStatus {
 
 /// How far an approval reaches.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalScope {
     /// This call only.
