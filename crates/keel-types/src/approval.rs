@@ -4,28 +4,18 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::wire_name::wire_names;
 use crate::{RequestId, SessionId};
 
-/// Where an approval is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalStatus {
-    Pending,
-    Approved,
-    Denied,
-    /// Nobody decided within the configured timeout (counts as denied).
-    Expired,
-}
-
-impl ApprovalStatus {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Approved => "approved",
-            Self::Denied => "denied",
-            Self::Expired => "expired",
-        }
+wire_names! {
+    /// Where an approval is in its life.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ApprovalStatus: "approval status" {
+        Pending = "pending",
+        Approved = "approved",
+        Denied = "denied",
+        /// Nobody decided within the configured timeout (counts as denied).
+        Expired = "expired",
     }
 }
 
