@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use keel::policy::{PolicyEngine, PolicyQuery, is_read_only_builtin};
-use keel::workspace::{PermissionMode, PolicyDecision};
+use keel::types::{PermissionMode, PolicyDecision};
 use serde_json::Value;
 
 use crate::{EXIT_FAILED, EXIT_USAGE, out};
@@ -38,10 +38,10 @@ pub async fn check(
             return EXIT_USAGE;
         }
     };
-    let mode = match mode.map(parse_mode).transpose() {
+    let mode = match mode.map(str::parse::<PermissionMode>).transpose() {
         Ok(mode) => mode,
-        Err(message) => {
-            out::error(&message);
+        Err(error) => {
+            out::error(&error.to_string());
             return EXIT_USAGE;
         }
     };
@@ -66,12 +66,7 @@ pub async fn check(
         },
         &[],
     );
-    let decision = match verdict.decision {
-        PolicyDecision::Allow => "allow",
-        PolicyDecision::Ask => "ask",
-        PolicyDecision::Deny => "deny",
-    };
-    out::line(&format!("decision: {decision}"));
+    out::line(&format!("decision: {}", verdict.decision));
     out::line(&format!("rule: {}", verdict.source));
     if let Some(reason) = &verdict.reason {
         out::line(&format!("reason: {reason}"));
@@ -81,11 +76,4 @@ pub async fn check(
         PolicyDecision::Deny => EXIT_FAILED,
         PolicyDecision::Ask => EXIT_ASK,
     }
-}
-
-/// `default`, `acceptEdits`, `dontAsk` or `plan`.
-fn parse_mode(text: &str) -> Result<PermissionMode, String> {
-    serde_json::from_value(Value::String(text.to_owned())).map_err(|_| {
-        format!("unknown permission mode `{text}`; use default, acceptEdits, dontAsk or plan")
-    })
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use keel::types::AdapterEvent;
+use keel::types::{AdapterEvent, PermissionMode};
 use keel::{
     Event, EventPayload, RequestOptions, RunHandle, RunResponse, RunStatus, Runtime, SessionId,
     Workspace,
@@ -67,10 +67,15 @@ pub async fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let mode = match args.mode.as_deref().map(parse_mode).transpose() {
+    let mode = match args
+        .mode
+        .as_deref()
+        .map(str::parse::<PermissionMode>)
+        .transpose()
+    {
         Ok(mode) => mode,
-        Err(message) => {
-            out::error(&message);
+        Err(error) => {
+            out::error(&error.to_string());
             return EXIT_USAGE;
         }
     };
@@ -145,12 +150,6 @@ async fn approve_here(
         // Decided elsewhere first: that decision stands.
         out::status(&format!("» {error}"));
     }
-}
-
-/// A permission mode given on the command line.
-pub fn parse_mode(text: &str) -> Result<keel::workspace::PermissionMode, String> {
-    serde_json::from_value(serde_json::Value::String(text.to_owned()))
-        .map_err(|_| format!("unknown mode `{text}` (default, acceptEdits, dontAsk or plan)"))
 }
 
 /// Validates a session id given on the command line.

@@ -193,9 +193,9 @@ impl Kernel {
                 &[],
             );
             match policy.decision {
-                keel_workspace::PolicyDecision::Allow => {}
-                keel_workspace::PolicyDecision::Ask => task.decision = TaskDecision::NeedsApproval,
-                keel_workspace::PolicyDecision::Deny => {
+                keel_types::PolicyDecision::Allow => {}
+                keel_types::PolicyDecision::Ask => task.decision = TaskDecision::NeedsApproval,
+                keel_types::PolicyDecision::Deny => {
                     task.decision = TaskDecision::Deny;
                     task.issues.push(keel_types::Issue {
                         path: String::new(),

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use keel_tools::hooks::{CompiledHook, InProcessHook};
 use keel_tools::policy::PolicyEngine;
-use keel_workspace::{HookEvent, HookOnError, Workspace};
+use keel_types::HookEvent;
+use keel_workspace::{HookOnError, Workspace};
 
 /// Policies and hooks of a workspace, compiled once per runtime.
 pub struct Governance {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use keel_tools::gateway::Gateway;
 use keel_types::{
-    ArtifactStore, Event, EventId, EventObserver, EventPayload, Message, ModelProvider, RequestId,
-    RunFilter, RunLinks, RunRecord, RunStatus, RunStore, SessionId,
+    ArtifactStore, Event, EventId, EventObserver, EventPayload, Message, ModelProvider,
+    PermissionMode, RequestId, RunFilter, RunLinks, RunRecord, RunStatus, RunStore, SessionId,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -95,7 +95,7 @@ pub struct RequestOptions {
     pub agent: Option<String>,
     pub session_id: Option<SessionId>,
     /// The run's permission mode (`plan`, `dontAsk`, …); `None`: the policies' own mode.
-    pub mode: Option<keel_workspace::PermissionMode>,
+    pub mode: Option<PermissionMode>,
     /// An earlier conversation supplied by the caller, sent after the session's history and
     /// before the input (recorded in `runtime.request.started`). Checked against what the
     /// model wire accepts; a bad message is [`RuntimeError::InvalidInput`] naming its index.
@@ -209,7 +209,7 @@ impl Kernel {
             input: original.input,
             agent: Some(original.agent),
             session_id: original.session_id,
-            mode: parse_mode(mode.as_deref()),
+            mode,
             history,
             timeout: None,
             owner,
@@ -296,7 +296,7 @@ impl Kernel {
         Ok(self.launch(Launch {
             history,
             request_history: rebuilt.history.clone(),
-            mode: parse_mode(rebuilt.mode.as_deref()),
+            mode: rebuilt.mode,
             rebuilt: Some(rebuilt),
             ..Launch::new(record, agent, provider, start)
         }))
@@ -350,7 +350,7 @@ impl Kernel {
         };
         Ok(self.launch(Launch {
             request_history: rebuilt.history.clone(),
-            mode: parse_mode(rebuilt.mode.as_deref()),
+            mode: rebuilt.mode,
             rebuilt: Some(rebuilt),
             ..Launch::new(record, agent, provider, start)
         }))
@@ -372,7 +372,7 @@ impl Kernel {
         store.create_run(&record).await?;
         Ok(self.launch(Launch {
             request_history: history,
-            mode: parse_mode(mode.as_deref()),
+            mode,
             ..Launch::new(record, agent, provider, Start::Fresh)
         }))
     }
@@ -616,22 +616,11 @@ impl Drop for Tracked {
     }
 }
 
-/// The supplied history and the mode recorded in a log's opening event.
-fn opening(events: &[Event]) -> (Vec<Message>, Option<String>) {
+/// The supplied history and the mode recorded in a log's opening event (a mode this version
+/// does not know already reads as none: see `EventPayload::RequestStarted`).
+fn opening(events: &[Event]) -> (Vec<Message>, Option<PermissionMode>) {
     match events.first().map(|e| &e.payload) {
-        Some(EventPayload::RequestStarted { history, mode, .. }) => (history.clone(), mode.clone()),
+        Some(EventPayload::RequestStarted { history, mode, .. }) => (history.clone(), *mode),
         _ => (Vec::new(), None),
-    }
-}
-
-/// A recorded permission mode; an unknown name (from a newer Keel) is ignored.
-fn parse_mode(mode: Option<&str>) -> Option<keel_workspace::PermissionMode> {
-    let name = mode?;
-    match serde_json::from_value(serde_json::Value::String(name.to_owned())) {
-        Ok(mode) => Some(mode),
-        Err(_) => {
-            tracing::warn!(mode = name, "Ignoring an unknown recorded permission mode.");
-            None
-        }
     }
 }

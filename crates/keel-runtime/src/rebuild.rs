@@ -20,7 +20,7 @@ pub struct Rebuilt {
     /// The earlier conversation the request supplied (sent before the input).
     pub history: Vec<Message>,
     /// The run's permission mode as recorded (`plan`, `dontAsk`, …).
-    pub mode: Option<String>,
+    pub mode: Option<keel_types::PermissionMode>,
     /// Assistant and tool messages after the input, in order.
     pub messages: Vec<Message>,
     /// Completed model rounds.
@@ -69,7 +69,7 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
     let mut state = Rebuilt {
         input: input.clone(),
         history: history.clone(),
-        mode: mode.clone(),
+        mode: *mode,
         ..Rebuilt::default()
     };
     // Answers with their calls, and what became of each call.
@@ -304,7 +304,7 @@ mod tests {
             EventPayload::RequestStarted {
                 input: "hi".into(),
                 history: history.clone(),
-                mode: Some("plan".into()),
+                mode: Some(keel_types::PermissionMode::Plan),
             },
             started(1),
             EventPayload::RequestInterrupted {
@@ -316,7 +316,7 @@ mod tests {
         ]);
         let state = rebuild(&log).unwrap();
         assert_eq!(state.history, history);
-        assert_eq!(state.mode.as_deref(), Some("plan"));
+        assert_eq!(state.mode, Some(keel_types::PermissionMode::Plan));
         assert!(
             state.cut_off_round,
             "the round the shutdown cut is asked again"

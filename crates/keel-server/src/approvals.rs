@@ -46,17 +46,7 @@ pub(crate) struct Decision {
     /// `once` (default): this call; `session`: calls of the same tool for the rest of the
     /// run's session.
     #[serde(default)]
-    #[schemars(with = "ScopeSchema")]
     scope: ApprovalScope,
-}
-
-/// The schema of [`ApprovalScope`] (which lives in a crate without schemars).
-#[derive(JsonSchema)]
-#[serde(rename_all = "snake_case")]
-#[allow(dead_code)]
-enum ScopeSchema {
-    Once,
-    Session,
 }
 
 /// `POST /api/approvals/{id}/approve` (`{reason?, scope?}`).

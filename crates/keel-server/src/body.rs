@@ -1,6 +1,8 @@
 //! Parsing what clients send: JSON bodies, query strings and enum values, each failing with
 //! a 400 that names what is wrong.
 
+use std::str::FromStr;
+
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use bytes::Bytes;
@@ -62,7 +64,7 @@ fn is_numeric_param(key: &str) -> bool {
 }
 
 /// Parses an optional enum query value.
-pub(crate) fn parse_opt_enum<T: DeserializeOwned>(
+pub(crate) fn parse_opt_enum<T: FromStr>(
     value: Option<&str>,
     param: &'static str,
 ) -> Result<Option<T>, ApiError> {
@@ -104,12 +106,9 @@ pub(crate) fn internal(error: keel::Error) -> ApiError {
     ApiError::Internal(error.to_string())
 }
 
-/// Parses a snake_case enum value (`status=`) through its serde name.
-pub(crate) fn parse_enum<T: DeserializeOwned>(
-    value: &str,
-    param: &'static str,
-) -> Result<T, ApiError> {
-    serde_json::from_value(Value::String(value.to_owned())).map_err(|_| ApiError::BadRequest {
+/// Parses an enum value (`status=`) by its wire name.
+pub(crate) fn parse_enum<T: FromStr>(value: &str, param: &'static str) -> Result<T, ApiError> {
+    value.parse().map_err(|_| ApiError::BadRequest {
         message: format!("invalid `{param}`: `{value}`"),
         param: Some(param),
     })

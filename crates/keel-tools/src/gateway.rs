@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use keel_types::{
-    GuardDecision, Issue, ModelProvider, Repair, Tool, ToolCall, ToolContext, ToolError,
-    ToolOutput, ToolSpec,
+    GuardDecision, Issue, ModelProvider, Repair, RepairKind, Tool, ToolCall, ToolContext,
+    ToolError, ToolOutput, ToolSpec,
 };
 use keel_workspace::GatewayMode;
 use serde_json::Value;
@@ -203,7 +203,7 @@ impl Gateway {
         if name != call.name {
             verdict.repairs.push(Repair {
                 path: String::new(),
-                kind: "tool_name".into(),
+                kind: RepairKind::ToolName,
                 from: Value::String(call.name.clone()),
                 to: Value::String(name.to_owned()),
             });
@@ -391,7 +391,7 @@ impl Gateway {
 fn model_repair(from: Value, to: &Value) -> Repair {
     Repair {
         path: String::new(),
-        kind: "repair_model".into(),
+        kind: RepairKind::RepairModel,
         from,
         to: to.clone(),
     }

@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keel_workspace::{HookEvent, HookHandler, HookOnError, HookSpec};
+use keel_types::HookEvent;
+use keel_workspace::{HookHandler, HookOnError, HookSpec};
 use regex::Regex;
 use reqwest::{Url, redirect};
 use serde::{Deserialize, Serialize};
@@ -81,23 +82,10 @@ impl HookInput {
     /// An input for `event` in `cwd`, every optional field empty.
     pub fn new(event: HookEvent, cwd: impl Into<PathBuf>) -> Self {
         Self {
-            hook_event_name: event_name(event).to_owned(),
+            hook_event_name: event.as_str().to_owned(),
             cwd: cwd.into(),
             ..Self::default()
         }
-    }
-}
-
-/// The protocol name of `event`: `PromptSubmit`, `PreToolUse`, `PostToolUse`,
-/// `SessionStop`, `RunStart`, `RunEnd`.
-pub fn event_name(event: HookEvent) -> &'static str {
-    match event {
-        HookEvent::PromptSubmit => "PromptSubmit",
-        HookEvent::PreToolUse => "PreToolUse",
-        HookEvent::PostToolUse => "PostToolUse",
-        HookEvent::SessionStop => "SessionStop",
-        HookEvent::RunStart => "RunStart",
-        HookEvent::RunEnd => "RunEnd",
     }
 }
 

@@ -20,9 +20,8 @@
 //!    mode, can only make the decision stricter — never wider. A layer with no matching rule
 //!    leaves the decision as it is; a layer's `acceptEdits` is ignored.
 
-use std::cmp::Ordering;
-
-use keel_workspace::{PermissionMode, PolicyDecision, PolicyRule, PolicySpec, Workspace};
+use keel_types::{PermissionMode, PolicyDecision};
+use keel_workspace::{PolicyRule, PolicySpec, Workspace};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -140,7 +139,7 @@ impl PolicyEngine {
             }
             if let Some(layered) =
                 strictest(matching_rules(layer, query, &format!("narrowing[{i}]")))
-                && rank(layered.decision) > rank(verdict.decision)
+                && layered.decision > verdict.decision
             {
                 verdict = layered;
             }
@@ -188,7 +187,7 @@ pub fn rule_matches(rule: &PolicyRule, tool: &str, args: &Value) -> bool {
 /// The strictest verdict; the first on a tie.
 fn strictest(verdicts: Vec<PolicyVerdict>) -> Option<PolicyVerdict> {
     verdicts.into_iter().reduce(|best, next| {
-        if rank(next.decision) > rank(best.decision) {
+        if next.decision > best.decision {
             next
         } else {
             best
@@ -251,15 +250,6 @@ fn apply_mode(
     }
 }
 
-/// deny > ask > allow.
-fn rank(decision: PolicyDecision) -> u8 {
-    match decision {
-        PolicyDecision::Allow => 0,
-        PolicyDecision::Ask => 1,
-        PolicyDecision::Deny => 2,
-    }
-}
-
 /// plan > dontAsk > default > acceptEdits.
 fn mode_strictness(mode: PermissionMode) -> u8 {
     match mode {
@@ -268,11 +258,6 @@ fn mode_strictness(mode: PermissionMode) -> u8 {
         PermissionMode::DontAsk => 2,
         PermissionMode::Plan => 3,
     }
-}
-
-/// Compares decisions by strictness (deny > ask > allow).
-pub fn compare_decisions(a: PolicyDecision, b: PolicyDecision) -> Ordering {
-    rank(a).cmp(&rank(b))
 }
 
 /// Glob match over the whole `text`: `*` is any run of characters (including none), `?` one

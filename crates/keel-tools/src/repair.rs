@@ -15,7 +15,7 @@
 //! with the tool's compiled schema and blocks what is still wrong. [`note`] renders the
 //! repairs as the short text the model receives with the tool result.
 
-use keel_types::Repair;
+use keel_types::{Repair, RepairKind};
 use serde_json::Value;
 
 pub mod model;
@@ -40,13 +40,20 @@ fn describe(repair: &Repair) -> String {
         "" => "arguments",
         path => path,
     };
-    match repair.kind.as_str() {
-        "tool_name" => format!("tool name {} → {}", short(&repair.from), short(&repair.to)),
-        "drop_unknown" => format!("{place} {} → removed (drop_unknown)", short(&repair.from)),
-        "fill_default" => format!("{place} missing → {} (fill_default)", short(&repair.to)),
-        "decode_json_string" => format!("{place} decoded from a JSON string (decode_json_string)"),
-        "repair_model" => format!("{place} → {} (repair_model)", short(&repair.to)),
-        kind => format!(
+    let kind = repair.kind;
+    match kind {
+        RepairKind::ToolName => {
+            format!("tool name {} → {}", short(&repair.from), short(&repair.to))
+        }
+        RepairKind::DropUnknown => format!("{place} {} → removed ({kind})", short(&repair.from)),
+        RepairKind::FillDefault => format!("{place} missing → {} ({kind})", short(&repair.to)),
+        RepairKind::DecodeJsonString => format!("{place} decoded from a JSON string ({kind})"),
+        RepairKind::RepairModel => format!("{place} → {} ({kind})", short(&repair.to)),
+        RepairKind::CoerceNumber
+        | RepairKind::CoerceBoolean
+        | RepairKind::CoerceString
+        | RepairKind::EnumCase
+        | RepairKind::WrapArray => format!(
             "{place} {} → {} ({kind})",
             short(&repair.from),
             short(&repair.to)
@@ -70,10 +77,10 @@ mod tests {
 
     use super::*;
 
-    fn repair(path: &str, kind: &str, from: Value, to: Value) -> Repair {
+    fn repair(path: &str, kind: RepairKind, from: Value, to: Value) -> Repair {
         Repair {
             path: path.into(),
-            kind: kind.into(),
+            kind,
             from,
             to,
         }
@@ -82,10 +89,15 @@ mod tests {
     #[test]
     fn note_lists_every_repair_in_order() {
         let text = note(&[
-            repair("/days", "coerce_number", json!("3"), json!(3)),
-            repair("", "tool_name", json!("Get_Weather"), json!("get_weather")),
-            repair("/x", "drop_unknown", json!(true), Value::Null),
-            repair("/unit", "fill_default", Value::Null, json!("c")),
+            repair("/days", RepairKind::CoerceNumber, json!("3"), json!(3)),
+            repair(
+                "",
+                RepairKind::ToolName,
+                json!("Get_Weather"),
+                json!("get_weather"),
+            ),
+            repair("/x", RepairKind::DropUnknown, json!(true), Value::Null),
+            repair("/unit", RepairKind::FillDefault, Value::Null, json!("c")),
         ]);
         assert_eq!(
             text,
@@ -99,7 +111,7 @@ mod tests {
     fn long_values_are_shortened_in_the_note() {
         let text = note(&[repair(
             "",
-            "repair_model",
+            RepairKind::RepairModel,
             json!({}),
             json!({ "text": "x".repeat(200) }),
         )]);

@@ -4,33 +4,24 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::wire_name::wire_names;
 use crate::{RequestId, SessionId};
 
-/// Where an approval is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalStatus {
-    Pending,
-    Approved,
-    Denied,
-    /// Nobody decided within the configured timeout (counts as denied).
-    Expired,
-}
-
-impl ApprovalStatus {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Approved => "approved",
-            Self::Denied => "denied",
-            Self::Expired => "expired",
-        }
+wire_names! {
+    /// Where an approval is in its life.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ApprovalStatus: "approval status" {
+        Pending = "pending",
+        Approved = "approved",
+        Denied = "denied",
+        /// Nobody decided within the configured timeout (counts as denied).
+        Expired = "expired",
     }
 }
 
 /// How far an approval reaches.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalScope {
     /// This call only.

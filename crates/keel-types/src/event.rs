@@ -1,13 +1,19 @@
 //! The event contract (SPEC §7): every fact or signal about a run is an [`Event`] — an
 //! envelope with a dense per-run `seq` — around a closed [`EventPayload`] whose `type` names are
 //! a stable public contract.
+//!
+//! Names inside events are closed sets too ([`GuardDecision`], [`RepairKind`],
+//! [`crate::PolicyDecision`]): like an unknown `type`, an unknown name fails the event. The
+//! one exception is the permission mode of `runtime.request.started`, which reads as none
+//! when unknown, so a log a newer Keel wrote can still be resumed, replayed or forked.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::message::{Message, ModelStopReason, ToolCall, Usage};
 use crate::run::{ErrorInfo, FinishReason};
-use crate::{EventId, RequestId, SessionId};
+use crate::wire_name::wire_names;
+use crate::{EventId, PermissionMode, PolicyDecision, RequestId, SessionId};
 
 /// One event of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,14 +68,38 @@ pub struct Issue {
 pub struct Repair {
     /// JSON pointer into the arguments (`""` for the whole call or the tool name).
     pub path: String,
-    /// What kind of repair: `coerce_number`, `coerce_boolean`, `coerce_string`, `enum_case`,
-    /// `wrap_array`, `drop_unknown`, `fill_default`, `decode_json_string`, `tool_name`,
-    /// `repair_model`.
-    pub kind: String,
+    pub kind: RepairKind,
     /// The value before (for `tool_name`: the name the model sent).
     pub from: Value,
     /// The value after (`null` when removed).
     pub to: Value,
+}
+
+wire_names! {
+    /// What kind of change a [`Repair`] made.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum RepairKind: "repair kind" {
+        /// A numeric string became a number.
+        CoerceNumber = "coerce_number",
+        /// `true/false/yes/no/1/0` text became a boolean.
+        CoerceBoolean = "coerce_boolean",
+        /// A number or boolean became a string.
+        CoerceString = "coerce_string",
+        /// A string became the enum option it matches ignoring case and surrounding space.
+        EnumCase = "enum_case",
+        /// A lone value became a one-element array.
+        WrapArray = "wrap_array",
+        /// A property the schema forbids was removed.
+        DropUnknown = "drop_unknown",
+        /// A missing required property got its schema's default.
+        FillDefault = "fill_default",
+        /// JSON text became the object or array it holds.
+        DecodeJsonString = "decode_json_string",
+        /// The tool name was mapped onto a tool of the caller's inventory.
+        ToolName = "tool_name",
+        /// The repair model rewrote the arguments.
+        RepairModel = "repair_model",
+    }
 }
 
 /// Agent signals, wrapped in `runtime.adapter.event` and told apart by `phase`.
@@ -109,9 +139,15 @@ pub enum EventPayload {
         /// session's history and before the input. Absent in older logs.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         history: Vec<Message>,
-        /// The run's permission mode when the request set one (`plan`, `dontAsk`, …).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        mode: Option<String>,
+        /// The run's permission mode when the request set one (`plan`, `dontAsk`, …). A mode
+        /// this version does not know (recorded by a newer Keel) reads as none: the log still
+        /// loads, and the run is resumed, replayed or forked without it.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "recorded_mode"
+        )]
+        mode: Option<PermissionMode>,
     },
     #[serde(rename = "runtime.request.completed", rename_all = "camelCase")]
     RequestCompleted {
@@ -232,7 +268,7 @@ pub enum EventPayload {
     PolicyDecided {
         call_id: String,
         tool: String,
-        decision: String,
+        decision: PolicyDecision,
         source: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
@@ -288,6 +324,14 @@ pub enum EventPayload {
     },
 }
 
+/// A recorded permission mode; an unknown name reads as none instead of failing the event.
+fn recorded_mode<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<PermissionMode>, D::Error> {
+    let name = Option::<String>::deserialize(deserializer)?;
+    Ok(name.and_then(|name| name.parse().ok()))
+}
+
 impl EventPayload {
     /// The public type name of this payload.
     pub fn type_name(&self) -> &'static str {
@@ -337,5 +381,61 @@ impl EventPayload {
     /// Whether this event ends the run for good (terminal and not an interruption).
     pub fn is_final(&self) -> bool {
         self.is_terminal() && !matches!(self, Self::RequestInterrupted { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn started(mode: Value) -> Value {
+        json!({ "type": "runtime.request.started", "input": "hi", "mode": mode })
+    }
+
+    #[test]
+    fn a_recorded_mode_round_trips_by_its_wire_name() {
+        let payload: EventPayload = serde_json::from_value(started(json!("dontAsk"))).unwrap();
+        let EventPayload::RequestStarted { mode, .. } = &payload else {
+            panic!("{payload:?}");
+        };
+        assert_eq!(*mode, Some(PermissionMode::DontAsk));
+        assert_eq!(
+            serde_json::to_value(&payload).unwrap(),
+            started(json!("dontAsk"))
+        );
+    }
+
+    #[test]
+    fn a_mode_from_a_newer_keel_still_loads_as_none() {
+        let payload: EventPayload = serde_json::from_value(started(json!("yolo"))).unwrap();
+        assert!(matches!(
+            payload,
+            EventPayload::RequestStarted { mode: None, .. }
+        ));
+    }
+
+    #[test]
+    fn policy_decisions_and_repair_kinds_keep_their_wire_names() {
+        let decided = EventPayload::PolicyDecided {
+            call_id: "c".into(),
+            tool: "shell".into(),
+            decision: PolicyDecision::Ask,
+            source: "Policy/p rules[0]".into(),
+            reason: None,
+        };
+        assert_eq!(serde_json::to_value(&decided).unwrap()["decision"], "ask");
+        let repair = Repair {
+            path: "/n".into(),
+            kind: RepairKind::CoerceNumber,
+            from: json!("3"),
+            to: json!(3),
+        };
+        let json = serde_json::to_value(&repair).unwrap();
+        assert_eq!(json["kind"], "coerce_number");
+        assert_eq!(serde_json::from_value::<Repair>(json).unwrap(), repair);
     }
 }

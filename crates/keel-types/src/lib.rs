@@ -3,18 +3,25 @@
 //!
 //! This crate is deliberately logic-free and dependency-light (serde, ids and time; no tokio, no
 //! HTTP, no database). Start with [`event`] for the public event contract, [`run`] for the run
-//! record, and [`ports`] for the traits concrete providers, tools and stores implement.
+//! record, [`governance`] for permission modes, policy decisions and hook events, and [`ports`]
+//! for the traits concrete providers, tools and stores implement.
+//!
+//! The optional `schemars` feature derives `JsonSchema` for the types the workspace's schemas
+//! and the HTTP API's OpenAPI document describe (it adds no logic).
 
 pub mod approval;
 pub mod event;
+pub mod governance;
 pub mod ids;
 pub mod message;
 pub mod ports;
 pub mod run;
 pub mod task;
+mod wire_name;
 
 pub use approval::{ApprovalRecord, ApprovalScope, ApprovalStatus};
-pub use event::{AdapterEvent, Event, EventPayload, GuardDecision, Issue, Repair};
+pub use event::{AdapterEvent, Event, EventPayload, GuardDecision, Issue, Repair, RepairKind};
+pub use governance::{HookEvent, PermissionMode, PolicyDecision};
 pub use ids::{EventId, RequestId, SessionId, new_id};
 pub use message::{
     Message, ModelEvent, ModelParams, ModelRequest, ModelStopReason, Role, ToolCall, ToolSpec,
@@ -30,6 +37,7 @@ pub use run::{
     SessionRecord,
 };
 pub use task::{TaskDecision, TaskRecord, TaskStatus, ToolStats};
+pub use wire_name::UnknownName;
 
 const TIMESTAMP: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
     "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"

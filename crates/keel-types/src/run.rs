@@ -3,20 +3,22 @@
 use serde::{Deserialize, Serialize};
 
 use crate::message::Usage;
+use crate::wire_name::wire_names;
 use crate::{RequestId, SessionId};
 
-/// Lifecycle status of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Queued,
-    Running,
-    WaitingApproval,
-    Completed,
-    Failed,
-    Cancelled,
-    /// The process died while the run was active; it can be resumed from its log.
-    Interrupted,
+wire_names! {
+    /// Lifecycle status of a run.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum RunStatus: "run status" {
+        Queued = "queued",
+        Running = "running",
+        WaitingApproval = "waiting_approval",
+        Completed = "completed",
+        Failed = "failed",
+        Cancelled = "cancelled",
+        /// The process died while the run was active; it can be resumed from its log.
+        Interrupted = "interrupted",
+    }
 }
 
 impl RunStatus {
@@ -26,19 +28,6 @@ impl RunStatus {
             self,
             Self::Completed | Self::Failed | Self::Cancelled | Self::Interrupted
         )
-    }
-
-    /// The wire name, e.g. `waiting_approval`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::WaitingApproval => "waiting_approval",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::Cancelled => "cancelled",
-            Self::Interrupted => "interrupted",
-        }
     }
 }
 

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::RequestId;
 use crate::event::{Issue, Repair};
+use crate::wire_name::wire_names;
 
 /// What the gateway decided about a task's call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,25 +21,14 @@ pub enum TaskDecision {
     NeedsApproval,
 }
 
-/// Where a task is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskStatus {
-    Created,
-    Running,
-    Completed,
-    Failed,
-}
-
-impl TaskStatus {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Created => "created",
-            Self::Running => "running",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-        }
+wire_names! {
+    /// Where a task is in its life.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum TaskStatus: "task status" {
+        Created = "created",
+        Running = "running",
+        Completed = "completed",
+        Failed = "failed",
     }
 }
 

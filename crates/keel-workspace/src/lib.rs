@@ -24,7 +24,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub use spec::*;
+pub use spec::{
+    AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, BuiltinToolSettings, CliEvents, CliSpec,
+    ContractSpec, Duration, GatewayMode, GatewayOverride, GatewaySpec, HookEvent, HookHandler,
+    HookOnError, HookSpec, HttpFetchSettings, HttpMethod, Limits, ModelParamsSpec, ModelSpec,
+    NarrationSpec, NarrationStyle, PermissionMode, PolicyDecision, PolicyRule, PolicySpec,
+    ProgressSpec, ProviderKind, RetryPolicy, RetrySpec, RuntimeSpec, ServerSpec, ShellSettings,
+    StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
+};
 
 /// Names of the built-in tools an agent may list without declaring them.
 pub const BUILTIN_TOOLS: &[&str] = &[

@@ -10,6 +10,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+/// The governance vocabulary the documents use. It lives in `keel-types`, where events and
+/// the surfaces share it; re-exported so workspace users find it next to the documents.
+pub use keel_types::{HookEvent, PermissionMode, PolicyDecision};
+
 /// A duration written like `500ms`, `10s`, `10m` or `1h 30m`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Duration(pub StdDuration);
@@ -470,21 +474,6 @@ pub struct PolicyRule {
     pub reason: Option<String>,
 }
 
-/// Run-level permission modes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub enum PermissionMode {
-    /// Rules decide; unresolved calls of side-effecting tools ask.
-    #[default]
-    Default,
-    /// File edits inside the workspace are approved automatically.
-    AcceptEdits,
-    /// What would ask is denied.
-    DontAsk,
-    /// No side-effecting tool runs.
-    Plan,
-}
-
 /// `kind: Hook` — a script or endpoint run at a point of a run (SPEC §6).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -496,21 +485,6 @@ pub struct HookSpec {
     pub handler: HookHandler,
     #[serde(default)]
     pub on_error: HookOnError,
-}
-
-/// When a hook runs. Aliases: `UserPromptSubmit`, `PreAbilityCall`, `PostAbilityCall`, `Stop`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum HookEvent {
-    #[serde(alias = "UserPromptSubmit")]
-    PromptSubmit,
-    #[serde(alias = "PreAbilityCall")]
-    PreToolUse,
-    #[serde(alias = "PostAbilityCall")]
-    PostToolUse,
-    #[serde(alias = "Stop")]
-    SessionStop,
-    RunStart,
-    RunEnd,
 }
 
 /// How a hook runs.
@@ -594,15 +568,6 @@ pub enum HttpMethod {
     Put,
     Patch,
     Delete,
-}
-
-/// A policy decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum PolicyDecision {
-    Allow,
-    Ask,
-    Deny,
 }
 
 /// `kind: Agent` — a named assistant.

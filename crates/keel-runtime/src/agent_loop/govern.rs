@@ -15,9 +15,8 @@ use std::time::{Duration, Instant};
 
 use keel_tools::hooks::{self, Combined, HookInput, HookOutcome, Settled};
 use keel_types::{
-    ApprovalRecord, ApprovalScope, ApprovalStatus, EventPayload, RunStatus, StoreError,
+    ApprovalRecord, ApprovalScope, ApprovalStatus, EventPayload, HookEvent, RunStatus, StoreError,
 };
-use keel_workspace::HookEvent;
 use serde_json::Value;
 
 use super::{AgentRun, millis};
@@ -136,7 +135,7 @@ impl AgentRun {
     ) -> Result<u64, StoreError> {
         self.emitter.emit(EventPayload::HookCompleted {
             hook: hook.to_owned(),
-            event: hooks::event_name(event).to_owned(),
+            event: event.as_str().to_owned(),
             outcome: describe(outcome),
             duration_ms,
         })
@@ -152,7 +151,7 @@ impl AgentRun {
     ) -> Result<u64, StoreError> {
         self.emitter.emit(EventPayload::HookFailed {
             hook: hook.to_owned(),
-            event: hooks::event_name(event).to_owned(),
+            event: event.as_str().to_owned(),
             error,
             on_error: on_error.to_owned(),
             duration_ms,
@@ -307,7 +306,7 @@ impl AgentRun {
 fn describe(outcome: &HookOutcome) -> String {
     let mut parts = Vec::new();
     if let Some(decision) = &outcome.decision {
-        parts.push(format!("{decision:?}").to_lowercase());
+        parts.push(decision.as_str().to_owned());
     }
     if let Some(reason) = &outcome.block {
         parts.push(format!("block: {reason}"));

@@ -19,11 +19,11 @@ use std::time::{Duration, Instant};
 use keel_tools::gateway::Gateway;
 use keel_tools::hooks::HookInput;
 use keel_types::{
-    ArtifactStore, ErrorCode, ErrorInfo, EventPayload, FinishReason, Message, ModelError,
-    ModelProvider, ModelStopReason, RequestId, RunRecord, RunStatus, RunStore, StoreError,
-    TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
+    ArtifactStore, ErrorCode, ErrorInfo, EventPayload, FinishReason, HookEvent, Message,
+    ModelError, ModelProvider, ModelStopReason, PermissionMode, RequestId, RunRecord, RunStatus,
+    RunStore, StoreError, TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
 };
-use keel_workspace::{AgentSpec, HookEvent, PermissionMode, Workspace};
+use keel_workspace::{AgentSpec, Workspace};
 use tokio_util::sync::CancellationToken;
 
 mod govern;
@@ -551,10 +551,7 @@ pub(crate) async fn execute(
         Start::Fresh => EventPayload::RequestStarted {
             input: run.record.input.clone(),
             history: std::mem::take(&mut run.request_history),
-            mode: run.mode.and_then(|mode| match serde_json::to_value(mode) {
-                Ok(serde_json::Value::String(name)) => Some(name),
-                _ => None,
-            }),
+            mode: run.mode,
         },
         &Start::Resumed { cut_off_round } => {
             let (rerun, abandoned): (Vec<&PendingCall>, Vec<&PendingCall>) = run

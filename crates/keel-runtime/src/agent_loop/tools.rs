@@ -22,9 +22,9 @@ use keel_tools::gateway::Guarded;
 use keel_tools::hooks::{HookInput, PermissionDecision};
 use keel_tools::policy::PolicyQuery;
 use keel_types::{
-    AdapterEvent, ErrorCode, EventPayload, FinishReason, Message, StoreError, ToolCall,
+    AdapterEvent, ErrorCode, EventPayload, FinishReason, HookEvent, Message, PolicyDecision,
+    StoreError, ToolCall,
 };
-use keel_workspace::{HookEvent, PolicyDecision};
 use serde_json::Value;
 
 use super::{AgentRun, End, millis};
@@ -121,7 +121,7 @@ impl AgentRun {
             self.emitter.emit(EventPayload::PolicyDecided {
                 call_id: call_id.clone(),
                 tool: tool.clone(),
-                decision: format!("{:?}", policy.decision).to_lowercase(),
+                decision: policy.decision,
                 source: policy.source.clone(),
                 reason: policy.reason.clone(),
             })?;

@@ -13,8 +13,8 @@
 //! The older top-level `decision: "approve"` is read as `permissionDecision: "allow"`. Fields
 //! Keel does not act on (`suppressOutput`, `systemMessage`, …) are accepted and ignored.
 
-use keel_workspace::HookEvent;
-use serde::{Deserialize, Serialize};
+use keel_types::HookEvent;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::HookError;
@@ -22,17 +22,10 @@ use super::HookError;
 /// Longest stdout excerpt kept in an [`HookError::InvalidOutput`].
 const EXCERPT_CHARS: usize = 200;
 
-/// A hook's answer to a tool call's permission question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PermissionDecision {
-    /// Run the call without asking.
-    Allow,
-    /// Ask a human first.
-    Ask,
-    /// Refuse the call.
-    Deny,
-}
+/// A hook's answer to a tool call's permission question (`permissionDecision`): the same
+/// `allow | ask | deny` a policy rule gives, ordered by strictness, so hook and policy
+/// decisions combine without translation.
+pub use keel_types::PolicyDecision as PermissionDecision;
 
 /// What one hook said. The default (every field empty) is "no opinion".
 #[derive(Debug, Clone, Default, PartialEq)]

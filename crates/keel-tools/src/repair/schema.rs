@@ -24,7 +24,7 @@
 //! the call. Composition keywords other than simple `anyOf`/`oneOf`, remote `$ref`s and
 //! `patternProperties` are left alone (no repair rather than a wrong one).
 
-use keel_types::Repair;
+use keel_types::{Repair, RepairKind};
 use serde_json::{Map, Number, Value};
 
 /// Deepest schema/argument nesting the walker follows (bounds recursive `$ref`s).
@@ -41,7 +41,7 @@ pub fn decode_arguments(arguments: &Value) -> Option<(Value, Repair)> {
     decoded.is_object().then(|| {
         let repair = Repair {
             path: String::new(),
-            kind: "decode_json_string".into(),
+            kind: RepairKind::DecodeJsonString,
             from: arguments.clone(),
             to: decoded.clone(),
         };
@@ -230,7 +230,7 @@ impl<'s> Walker<'s> {
         if types.has(Types::ARRAY) && !value.is_null() && self.could_hold(first_item, value) {
             let lone = std::mem::take(value);
             *value = Value::Array(vec![lone.clone()]);
-            self.record("wrap_array", lone, value.clone());
+            self.record(RepairKind::WrapArray, lone, value.clone());
         }
     }
 
@@ -267,7 +267,11 @@ impl<'s> Walker<'s> {
         });
         if let Some(option) = chosen {
             let to = option.clone();
-            self.record("enum_case", std::mem::replace(value, to.clone()), to);
+            self.record(
+                RepairKind::EnumCase,
+                std::mem::replace(value, to.clone()),
+                to,
+            );
         }
     }
 
@@ -296,7 +300,7 @@ impl<'s> Walker<'s> {
                     for key in unknown {
                         if let Some(removed) = map.remove(&key) {
                             let len = self.enter(&key);
-                            self.record("drop_unknown", removed, Value::Null);
+                            self.record(RepairKind::DropUnknown, removed, Value::Null);
                             self.path.truncate(len);
                         }
                     }
@@ -338,7 +342,7 @@ impl<'s> Walker<'s> {
             if let Some(default) = default {
                 map.insert(name.to_owned(), default.clone());
                 let len = self.enter(name);
-                self.record("fill_default", Value::Null, default.clone());
+                self.record(RepairKind::FillDefault, Value::Null, default.clone());
                 self.path.truncate(len);
             }
         }
@@ -373,10 +377,10 @@ impl<'s> Walker<'s> {
         len
     }
 
-    fn record(&mut self, kind: &str, from: Value, to: Value) {
+    fn record(&mut self, kind: RepairKind, from: Value, to: Value) {
         self.repairs.push(Repair {
             path: self.path.clone(),
-            kind: kind.to_owned(),
+            kind,
             from,
             to,
         });
@@ -417,28 +421,28 @@ enum Branches<'s> {
 }
 
 /// The scalar conversion a rule allows from `value` to one of `types`: (kind, new value).
-fn coerced(types: Types, value: &Value) -> Option<(&'static str, Value)> {
+fn coerced(types: Types, value: &Value) -> Option<(RepairKind, Value)> {
     match value {
         Value::String(text) => coerced_string(types, text.trim()),
         Value::Number(n) if types.has(Types::STRING) => {
-            Some(("coerce_string", Value::String(n.to_string())))
+            Some((RepairKind::CoerceString, Value::String(n.to_string())))
         }
         Value::Bool(b) if types.has(Types::STRING) => {
-            Some(("coerce_string", Value::String(b.to_string())))
+            Some((RepairKind::CoerceString, Value::String(b.to_string())))
         }
         _ => None,
     }
 }
 
-fn coerced_string(types: Types, text: &str) -> Option<(&'static str, Value)> {
+fn coerced_string(types: Types, text: &str) -> Option<(RepairKind, Value)> {
     if types.has(Types::OBJECT | Types::ARRAY) && (text.starts_with('{') || text.starts_with('[')) {
         let decoded = serde_json::from_str::<Value>(text).ok();
         match decoded {
             Some(v @ Value::Object(_)) if types.has(Types::OBJECT) => {
-                return Some(("decode_json_string", v));
+                return Some((RepairKind::DecodeJsonString, v));
             }
             Some(v @ Value::Array(_)) if types.has(Types::ARRAY) => {
-                return Some(("decode_json_string", v));
+                return Some((RepairKind::DecodeJsonString, v));
             }
             _ => {}
         }
@@ -449,10 +453,10 @@ fn coerced_string(types: Types, text: &str) -> Option<(&'static str, Value)> {
         if types.has(Types::INTEGER)
             && let Some(int) = as_integer(&n)
         {
-            return Some(("coerce_number", int));
+            return Some((RepairKind::CoerceNumber, int));
         }
         if types.has(Types::NUMBER) {
-            return Some(("coerce_number", Value::Number(n)));
+            return Some((RepairKind::CoerceNumber, Value::Number(n)));
         }
     }
     if types.has(Types::BOOLEAN) {
@@ -462,7 +466,7 @@ fn coerced_string(types: Types, text: &str) -> Option<(&'static str, Value)> {
             _ => None,
         };
         if let Some(flag) = flag {
-            return Some(("coerce_boolean", Value::Bool(flag)));
+            return Some((RepairKind::CoerceBoolean, Value::Bool(flag)));
         }
     }
     None
@@ -489,7 +493,10 @@ mod tests {
 
     fn repaired(schema: Value, mut args: Value) -> (Value, Vec<(String, String)>) {
         let repairs = repair_arguments(&schema, &mut args);
-        let kinds = repairs.into_iter().map(|r| (r.path, r.kind)).collect();
+        let kinds = repairs
+            .into_iter()
+            .map(|r| (r.path, r.kind.as_str().to_owned()))
+            .collect();
         (args, kinds)
     }
 
@@ -667,7 +674,7 @@ mod tests {
     fn root_string_holding_an_object_is_decoded() {
         let (value, repair) = decode_arguments(&json!("{\"a\": 1}")).unwrap();
         assert_eq!(value, json!({ "a": 1 }));
-        assert_eq!(repair.kind, "decode_json_string");
+        assert_eq!(repair.kind, RepairKind::DecodeJsonString);
         assert!(decode_arguments(&json!("[1]")).is_none());
         assert!(decode_arguments(&json!({ "a": 1 })).is_none());
     }

@@ -163,7 +163,7 @@ async fn repairable_calls_are_repaired_and_the_model_is_told() {
                 ..
             } => Some((
                 *decision,
-                repairs.iter().map(|r| r.kind.clone()).collect::<Vec<_>>(),
+                repairs.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(),
                 resolved_tool.clone(),
             )),
             _ => None,
@@ -172,7 +172,7 @@ async fn repairable_calls_are_repaired_and_the_model_is_told() {
     assert_eq!(decision, GuardDecision::Repaired);
     assert_eq!(resolved.as_deref(), Some("get_weather"));
     for kind in ["tool_name", "enum_case", "drop_unknown"] {
-        assert!(kinds.iter().any(|k| k == kind), "{kinds:?}");
+        assert!(kinds.contains(&kind), "{kinds:?}");
     }
     let seen = mock.requests()[1]
         .last_content_of("tool")

@@ -239,7 +239,7 @@ async fn retry_repeats_an_ended_run_and_refuses_unknown_and_live_runs() {
     match &events[0].payload {
         EventPayload::RequestStarted { history, mode, .. } => {
             assert_eq!(history.len(), 2);
-            assert_eq!(mode.as_deref(), Some("plan"));
+            assert_eq!(mode.map(|m| m.as_str()), Some("plan"));
         }
         other => panic!("{other:?}"),
     }

@@ -183,7 +183,7 @@ async fn model_answer_gets_the_deterministic_clean_up() {
         Some(&json!({ "city": "Paris", "days": 4 }))
     );
     let last = verdict.repairs().last().unwrap();
-    assert_eq!(last.kind, "repair_model");
+    assert_eq!(last.kind.as_str(), "repair_model");
     assert_eq!(last.from, json!({}));
     assert_eq!(last.to, json!({ "city": "Paris", "days": 4 }));
 }
