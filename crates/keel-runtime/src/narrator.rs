@@ -76,7 +76,7 @@ impl Narrator {
                 )
             }
             EventPayload::ToolGuard { tool, decision, .. } if self.verbose => {
-                format!("Gateway {decision:?} the call to {tool}.").to_lowercase()
+                format!("gateway {decision} the call to {tool}.")
             }
             EventPayload::Adapter {
                 event:

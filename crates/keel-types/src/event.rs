@@ -39,16 +39,17 @@ impl Event {
     }
 }
 
-/// What the gateway decided about one tool call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GuardDecision {
-    /// Valid as sent.
-    Accepted,
-    /// Made valid by deterministic repairs.
-    Repaired,
-    /// Not executed; the issues went back to the model.
-    Blocked,
+wire_names! {
+    /// What the gateway decided about one tool call.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum GuardDecision: "guard decision" {
+        /// Valid as sent.
+        Accepted = "accepted",
+        /// Made valid by deterministic repairs.
+        Repaired = "repaired",
+        /// Not executed; the issues went back to the model.
+        Blocked = "blocked",
+    }
 }
 
 /// One structured problem with a tool call: where, what was expected, what was found.

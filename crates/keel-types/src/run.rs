@@ -31,30 +31,31 @@ impl RunStatus {
     }
 }
 
-/// Why a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FinishReason {
-    /// The model gave a final answer and the execution contract holds.
-    Completed,
-    /// The step budget (`maxSteps`) ran out before a final answer.
-    MaxSteps,
-    /// The wall-clock budget (`runTimeout`) ran out.
-    Timeout,
-    /// Someone cancelled the request.
-    Cancelled,
-    /// The model could not be used (after retries, or a fatal error).
-    ModelError,
-    /// The final answer does not satisfy the execution contract.
-    ContractViolation,
-    /// The model stopped because of its output token limit.
-    Length,
-    /// An internal failure (store, configuration).
-    Internal,
-    /// A hook stopped the run (`continue: false`, a blocked prompt, or `onError: fail-run`).
-    Stopped,
-    /// The runtime shut down while the run was active; it can be resumed.
-    Interrupted,
+wire_names! {
+    /// Why a run ended.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum FinishReason: "finish reason" {
+        /// The model gave a final answer and the execution contract holds.
+        Completed = "completed",
+        /// The step budget (`maxSteps`) ran out before a final answer.
+        MaxSteps = "max_steps",
+        /// The wall-clock budget (`runTimeout`) ran out.
+        Timeout = "timeout",
+        /// Someone cancelled the request.
+        Cancelled = "cancelled",
+        /// The model could not be used (after retries, or a fatal error).
+        ModelError = "model_error",
+        /// The final answer does not satisfy the execution contract.
+        ContractViolation = "contract_violation",
+        /// The model stopped because of its output token limit.
+        Length = "length",
+        /// An internal failure (store, configuration).
+        Internal = "internal",
+        /// A hook stopped the run (`continue: false`, a blocked prompt, or `onError: fail-run`).
+        Stopped = "stopped",
+        /// The runtime shut down while the run was active; it can be resumed.
+        Interrupted = "interrupted",
+    }
 }
 
 /// A stable, machine-readable error code. The one table mapping codes to exit codes and HTTP

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use keel_types::{
-    Event, RequestId, RunFilter, RunLinks, RunRecord, RunStatus, SessionId, SessionMessage,
-    SessionRecord, StoreError,
+    Event, FinishReason, RequestId, RunFilter, RunLinks, RunRecord, RunStatus, SessionId,
+    SessionMessage, SessionRecord, StoreError,
 };
 use rusqlite::{Connection, OptionalExtension, Row, ToSql, params};
 use serde::Serialize;
@@ -28,7 +28,7 @@ pub(crate) struct RunColumns {
     pub input: String,
     pub output: Option<String>,
     pub error: Option<String>,
-    pub finish_reason: Option<String>,
+    pub finish_reason: Option<&'static str>,
     pub usage: String,
     pub steps: u32,
     pub started_at: String,
@@ -55,7 +55,7 @@ impl RunColumns {
             input: run.input.clone(),
             output: run.output.clone(),
             error: run.error.as_ref().map(to_json).transpose()?,
-            finish_reason: run.finish_reason.as_ref().map(to_text).transpose()?,
+            finish_reason: run.finish_reason.map(FinishReason::as_str),
             usage: to_json(&run.usage)?,
             steps: run.steps,
             started_at: run.started_at.clone(),
@@ -103,16 +103,10 @@ fn to_json<T: Serialize>(value: &T) -> Result<String, StoreError> {
 }
 
 /// A unit enum's wire name (`"max_steps"` → `max_steps`).
-fn to_text<T: Serialize>(value: &T) -> Result<String, StoreError> {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(text)) => Ok(text),
-        Ok(other) => Err(StoreError::Invalid(format!("{other} is not a name"))),
-        Err(e) => Err(StoreError::Invalid(e.to_string())),
-    }
-}
-
-fn from_text<T: DeserializeOwned>(text: String) -> Result<T, String> {
-    serde_json::from_value(serde_json::Value::String(text)).map_err(|e| e.to_string())
+/// A closed-set name read back from a column (`status`, `finish_reason`).
+fn from_text<T: std::str::FromStr<Err = keel_types::UnknownName>>(text: &str) -> Result<T, String> {
+    text.parse()
+        .map_err(|e: keel_types::UnknownName| e.to_string())
 }
 
 fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, String> {
@@ -175,7 +169,7 @@ impl RawRun {
             location: location.clone(),
             message,
         };
-        let status: RunStatus = from_text(self.status).map_err(&corrupt)?;
+        let status: RunStatus = from_text(&self.status).map_err(&corrupt)?;
         Ok(RunRecord {
             request_id: RequestId(self.request_id),
             session_id: self.session_id.map(SessionId),
@@ -191,6 +185,7 @@ impl RawRun {
                 .map_err(&corrupt)?,
             finish_reason: self
                 .finish_reason
+                .as_deref()
                 .map(from_text)
                 .transpose()
                 .map_err(&corrupt)?,
@@ -293,7 +288,7 @@ pub(crate) fn run_counts(
         .map_err(|e| sql_error(db, &e))?;
     rows.into_iter()
         .map(|(status, count)| {
-            let status = from_text(status).map_err(|message| StoreError::Corrupt {
+            let status = from_text(&status).map_err(|message| StoreError::Corrupt {
                 location: format!("{} (runs.status)", db.display()),
                 message,
             })?;
