@@ -6,8 +6,8 @@ use clap::Subcommand;
 use keel::{ApprovalScope, ApprovalStatus, RunStore};
 use keel_store::SqliteStore;
 
+use crate::error::CliError;
 use crate::out;
-use crate::runs::{CmdResult, failed};
 
 #[derive(Debug, Subcommand)]
 pub enum ApprovalsCommand {
@@ -43,7 +43,7 @@ fn decider() -> String {
     std::env::var("USER").map_or_else(|_| "cli".to_owned(), |user| format!("{user}@cli"))
 }
 
-pub async fn approvals(store: &SqliteStore, command: ApprovalsCommand) -> CmdResult {
+pub async fn approvals(store: &SqliteStore, command: ApprovalsCommand) -> Result<(), CliError> {
     match command {
         ApprovalsCommand::List { status, json } => {
             let filter = match status.as_str() {
@@ -53,18 +53,15 @@ pub async fn approvals(store: &SqliteStore, command: ApprovalsCommand) -> CmdRes
                 "denied" => Some(ApprovalStatus::Denied),
                 "expired" => Some(ApprovalStatus::Expired),
                 other => {
-                    return Err((
-                        crate::EXIT_USAGE,
-                        format!(
-                            "unknown status `{other}` (pending, approved, denied, expired, all)"
-                        ),
-                    ));
+                    return Err(CliError::usage(format!(
+                        "unknown status `{other}` (pending, approved, denied, expired, all)"
+                    )));
                 }
             };
-            let approvals = store.list_approvals(filter).await.map_err(failed)?;
+            let approvals = store.list_approvals(filter).await?;
             for a in &approvals {
                 match json {
-                    true => out::line(&serde_json::to_string(a).map_err(failed)?),
+                    true => out::line(&serde_json::to_string(a)?),
                     false => out::line(&format!(
                         "{}  {:<8}  {:<14}  {}  {}  (asked by {})",
                         a.approval_id,
@@ -81,10 +78,9 @@ pub async fn approvals(store: &SqliteStore, command: ApprovalsCommand) -> CmdRes
         ApprovalsCommand::Show { id } => {
             let approval = store
                 .get_approval(&id)
-                .await
-                .map_err(failed)?
-                .ok_or_else(|| failed(format!("no approval `{id}`")))?;
-            out::line(&serde_json::to_string_pretty(&approval).map_err(failed)?);
+                .await?
+                .ok_or_else(|| CliError::failed(format!("no approval `{id}`")))?;
+            out::line(&serde_json::to_string_pretty(&approval)?);
             Ok(())
         }
         ApprovalsCommand::Approve {
@@ -96,38 +92,37 @@ pub async fn approvals(store: &SqliteStore, command: ApprovalsCommand) -> CmdRes
                 true => ApprovalScope::Session,
                 false => ApprovalScope::Once,
             };
-            let decided = store
-                .decide_approval(
-                    &id,
-                    ApprovalStatus::Approved,
-                    scope,
-                    &decider(),
-                    reason.as_deref(),
-                )
-                .await
-                .map_err(failed)?;
-            out::line(&format!(
-                "approved {} ({})",
-                decided.approval_id, decided.tool
-            ));
-            Ok(())
+            decide(store, &id, ApprovalStatus::Approved, scope, reason).await
         }
         ApprovalsCommand::Deny { id, reason } => {
-            let decided = store
-                .decide_approval(
-                    &id,
-                    ApprovalStatus::Denied,
-                    ApprovalScope::Once,
-                    &decider(),
-                    reason.as_deref(),
-                )
-                .await
-                .map_err(failed)?;
-            out::line(&format!(
-                "denied {} ({})",
-                decided.approval_id, decided.tool
-            ));
-            Ok(())
+            decide(
+                store,
+                &id,
+                ApprovalStatus::Denied,
+                ApprovalScope::Once,
+                reason,
+            )
+            .await
         }
     }
+}
+
+/// Records a decision on a pending approval and says what was decided.
+async fn decide(
+    store: &SqliteStore,
+    id: &str,
+    status: ApprovalStatus,
+    scope: ApprovalScope,
+    reason: Option<String>,
+) -> Result<(), CliError> {
+    let decided = store
+        .decide_approval(id, status, scope, &decider(), reason.as_deref())
+        .await?;
+    out::line(&format!(
+        "{} {} ({})",
+        status.as_str(),
+        decided.approval_id,
+        decided.tool
+    ));
+    Ok(())
 }

@@ -6,8 +6,8 @@ use clap::Subcommand;
 use keel::ArtifactStore;
 use keel_store::FsArtifacts;
 
+use crate::error::CliError;
 use crate::out;
-use crate::runs::{CmdResult, failed};
 
 #[derive(Debug, Subcommand)]
 pub enum ArtifactsCommand {
@@ -20,16 +20,15 @@ pub enum ArtifactsCommand {
     },
 }
 
-pub async fn artifacts(root: &Path, command: ArtifactsCommand) -> CmdResult {
+pub async fn artifacts(root: &Path, command: ArtifactsCommand) -> Result<(), CliError> {
     let ArtifactsCommand::Show { uri, meta } = command;
     let store = FsArtifacts::open(root);
     let (record, content) = store
         .get(&uri)
-        .await
-        .map_err(failed)?
-        .ok_or_else(|| failed(format!("no artifact `{uri}`")))?;
+        .await?
+        .ok_or_else(|| CliError::failed(format!("no artifact `{uri}`")))?;
     if meta {
-        out::line(&serde_json::to_string_pretty(&record).map_err(failed)?);
+        out::line(&serde_json::to_string_pretty(&record)?);
     } else {
         out::stdout_raw(&String::from_utf8_lossy(&content));
     }

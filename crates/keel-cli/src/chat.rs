@@ -1,4 +1,4 @@
-//! `keel chat`: an interactive session in the terminal. Each input is one request in the
+//! `keel chat`: an interactive session in the terminal. Each input is one run in the
 //! session, its answer streamed as it comes. A line ending in `\` continues on the next line;
 //! `"""` on a line of its own starts and ends a block. Ctrl-C cancels the turn in progress,
 //! not the session; Ctrl-D or `/exit` leaves.
@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use keel::{RequestOptions, SessionId};
 use tokio::sync::mpsc;
 
-use crate::run::{self, Interrupts, OutputArgs};
-use crate::{EXIT_USAGE, out};
+use crate::error::CliError;
+use crate::follow::{self, Answers, Interrupts, OutputArgs};
+use crate::{out, run, workspace};
 
 #[derive(Debug, clap::Args)]
 pub struct ChatArgs {
@@ -27,30 +28,29 @@ pub struct ChatArgs {
     output: OutputArgs,
 }
 
-pub async fn chat(args: ChatArgs) -> u8 {
-    let session = match args.session.as_deref().map(run::parse_session).transpose() {
-        Ok(Some(session)) => session,
-        Ok(None) => SessionId::generate(),
-        Err(message) => {
-            out::error(&message);
-            return EXIT_USAGE;
-        }
+pub async fn chat(args: ChatArgs) -> Result<(), CliError> {
+    let session = match args
+        .session
+        .as_deref()
+        .map(run::parse_session)
+        .transpose()?
+    {
+        Some(session) => session,
+        None => SessionId::generate(),
     };
-    let (runtime, printer) = match run::start(&args.workspace, &args.output).await {
-        Ok(started) => started,
-        Err(code) => return code,
-    };
+    let (runtime, printer) = workspace::start(&args.workspace, &args.output).await?;
     let interactive = std::io::stdin().is_terminal();
     out::status(&format!(
         "Session {session}. Ctrl-C cancels a turn; Ctrl-D or /exit leaves. Continue later with: keel chat --session {session}"
     ));
     // One reader of the terminal, shared by the prompt loop and approval questions.
-    let inputs: run::Answers = std::sync::Arc::new(tokio::sync::Mutex::new(read_inputs()));
+    let inputs: Answers = std::sync::Arc::new(tokio::sync::Mutex::new(read_inputs()));
     let printer = printer
         .with_approver(runtime.clone())
         .with_answers(inputs.clone());
     let interrupts = Interrupts::listen(false);
-    let mut last_code = 0;
+    // The chat exits as its last turn ended; each turn's error is reported as it happens.
+    let mut last_turn = Ok(());
     loop {
         if interactive {
             out::prompt("› ");
@@ -73,16 +73,13 @@ pub async fn chat(args: ChatArgs) -> u8 {
             mode: None,
             ..Default::default()
         };
-        let handle = match runtime.request(options).await {
-            Ok(handle) => handle,
-            Err(error) => {
-                out::error(&error.to_string());
-                return EXIT_USAGE;
-            }
-        };
-        last_code = run::finish(run::follow(handle, printer.clone(), &interrupts).await);
+        let handle = run::start_run(&runtime, options).await?;
+        let turn = follow::follow(handle, printer.clone(), &interrupts)
+            .await
+            .and_then(|response| follow::finish(&response));
+        last_turn = turn.map_err(|error| CliError::Silent(error.report()));
     }
-    last_code
+    last_turn
 }
 
 /// Reads whole inputs (joining continued lines and blocks) on a thread, so the async side

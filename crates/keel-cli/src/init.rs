@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use crate::{EXIT_FAILED, EXIT_USAGE, out};
+use crate::error::CliError;
+use crate::out;
 
 /// The template's files: path relative to the new workspace, contents.
 const FILES: &[(&str, &str)] = &[
@@ -42,24 +43,20 @@ const FILES: &[(&str, &str)] = &[
     (".gitignore", ".keel/\n.env\n"),
 ];
 
-pub fn init(dir: &Path) -> u8 {
+pub fn init(dir: &Path) -> Result<(), CliError> {
     if dir.join("config").exists() {
-        out::error(&format!(
+        return Err(CliError::usage(format!(
             "{} already has a config/ folder; refusing to overwrite a workspace",
             dir.display()
-        ));
-        return EXIT_USAGE;
+        )));
     }
     for (path, contents) in FILES {
         let target = dir.join(path);
-        let written = target
+        target
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&target, contents));
-        if let Err(error) = written {
-            out::error(&format!("cannot write {}: {error}", target.display()));
-            return EXIT_FAILED;
-        }
+            .and_then(|()| std::fs::write(&target, contents))
+            .map_err(|e| CliError::failed(format!("cannot write {}: {e}", target.display())))?;
     }
     out::line(&format!("Created a Keel workspace in {}.", dir.display()));
     out::line("It runs offline on a scripted model. Try:");
@@ -67,5 +64,5 @@ pub fn init(dir: &Path) -> u8 {
         "  keel run -w {} \"What is in this workspace?\"",
         dir.display()
     ));
-    0
+    Ok(())
 }

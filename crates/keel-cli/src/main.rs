@@ -1,12 +1,16 @@
 //! The `keel` command line: set up, validate and explain workspaces, run agents, inspect runs.
 //!
 //! Exit codes: 0 completed, 1 failed, 2 usage or configuration error, 130 cancelled.
-//! Output goes through [`out`]; each subcommand lives in its own module.
+//! Output goes through [`out`]; each subcommand lives in its own module and returns
+//! `Result<_, CliError>`, which [`main`] reports in one place ([`error`]). Commands open the
+//! workspace through [`workspace`] and follow the runs they start through [`follow`].
 
 mod approvals;
 mod artifacts;
 mod chat;
 mod config;
+mod error;
+mod follow;
 mod init;
 mod out;
 mod policy;
@@ -15,18 +19,14 @@ mod runs;
 mod serve;
 mod sessions;
 mod tools;
+mod workspace;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Exit code of a failed run.
-pub const EXIT_FAILED: u8 = 1;
-/// Exit code of a usage or configuration error.
-pub const EXIT_USAGE: u8 = 2;
-/// Exit code of a cancelled run.
-pub const EXIT_CANCELLED: u8 = 130;
+use crate::error::{CliError, EXIT_USAGE};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -61,7 +61,7 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
-    /// Run one request and stream the answer.
+    /// Run an agent once and stream the answer.
     Run(run::RunArgs),
     /// Serve the workspace over HTTP (OpenAI-compatible `/v1`, `/api/health`).
     Serve {
@@ -164,18 +164,19 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            out::error(&format!("cannot start the async runtime: {error}"));
-            return ExitCode::from(EXIT_FAILED);
+            let error = CliError::failed(format!("cannot start the async runtime: {error}"));
+            return ExitCode::from(error.report());
         }
     };
-    let code = runtime.block_on(dispatch(cli.command));
+    let result = runtime.block_on(dispatch(cli.command));
     // Don't wait for blocking tasks (stdin readers) still parked.
     runtime.shutdown_background();
-    ExitCode::from(code)
+    result.unwrap_or_else(|error| ExitCode::from(error.report()))
 }
 
-async fn dispatch(command: Command) -> u8 {
-    match command {
+/// Runs a command: `Ok` is a success's exit code (0, or `keel policy check`'s verdict).
+async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
+    let result = match command {
         Command::Init { dir } => init::init(&dir),
         Command::Validate(ws) => config::validate(&ws.workspace),
         Command::Config {
@@ -187,6 +188,13 @@ async fn dispatch(command: Command) -> u8 {
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
         Command::Tools { ws, command } => tools::tools(&ws.workspace, command).await,
         Command::Tasks { ws, command } => tools::tasks(&ws.workspace, command).await,
+        Command::Approvals { ws, command } => {
+            approvals::approvals(&workspace::open_store(&ws.workspace)?, command).await
+        }
+        Command::Artifacts { ws, command } => artifacts::artifacts(&ws.workspace, command).await,
+        Command::Sessions { ws, command } => {
+            sessions::sessions(&workspace::open_store(&ws.workspace)?, command).await
+        }
         Command::Policy {
             command:
                 PolicyCommand::Check {
@@ -197,33 +205,18 @@ async fn dispatch(command: Command) -> u8 {
                     mode,
                 },
         } => {
-            policy::check(
+            // The one command whose success has more than one exit code.
+            let verdict = policy::check(
                 &ws.workspace,
                 &tool,
                 &args,
                 agent.as_deref(),
                 mode.as_deref(),
-            )
-            .await
+            );
+            return verdict.await;
         }
-        Command::Approvals { ws, command } => {
-            let result = match runs::open_store(&ws.workspace) {
-                Ok(store) => approvals::approvals(&store, command).await,
-                Err(error) => Err(error),
-            };
-            runs::report(result)
-        }
-        Command::Artifacts { ws, command } => {
-            runs::report(artifacts::artifacts(&ws.workspace, command).await)
-        }
-        Command::Sessions { ws, command } => {
-            let result = match runs::open_store(&ws.workspace) {
-                Ok(store) => sessions::sessions(&store, command).await,
-                Err(error) => Err(error),
-            };
-            runs::report(result)
-        }
-    }
+    };
+    result.map(|()| ExitCode::SUCCESS)
 }
 
 fn init_tracing() {

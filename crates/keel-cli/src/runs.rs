@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use keel::types::{AdapterEvent, RunFilter};
-use keel::{Event, EventPayload, RequestId, RunStatus, RunStore, SessionId};
+use keel::{Event, EventPayload, RequestId, RunStatus, RunStore, SessionId, Workspace};
 use keel_store::{MirrorStatus, SqliteStore};
 
-use crate::run::{self, Interrupts, OutputArgs};
-use crate::{EXIT_FAILED, EXIT_USAGE, config, out};
+use crate::error::{CliError, EXIT_FAILED};
+use crate::follow::{self, OutputArgs};
+use crate::out;
+use crate::workspace::{self, open_store};
 
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
@@ -83,55 +85,26 @@ pub enum RunsCommand {
     },
 }
 
-/// Opens the workspace's store without loading its configuration, so inspection works even
-/// when the configuration is broken.
-pub fn open_store(root: &Path) -> Result<SqliteStore, (u8, String)> {
-    if !root.join("config").is_dir() {
-        return Err((
-            EXIT_USAGE,
-            format!(
-                "{} is not a Keel workspace (no config/ folder)",
-                root.display()
-            ),
-        ));
-    }
-    SqliteStore::open(root).map_err(failed)
-}
-
-pub async fn runs(root: &Path, command: RunsCommand) -> u8 {
-    let result = match command {
-        RunsCommand::Resume { id, output } => return resume(root, &id, &output).await,
-        RunsCommand::Replay { id, output } => return replay(root, &id, &output).await,
-        RunsCommand::Fork { id, at, output } => return fork(root, &id, at, &output).await,
+pub async fn runs(root: &Path, command: RunsCommand) -> Result<(), CliError> {
+    match command {
+        RunsCommand::Resume { id, output } => resume(root, &id, &output).await,
+        RunsCommand::Replay { id, output } => replay(root, &id, &output).await,
+        RunsCommand::Fork { id, at, output } => fork(root, &id, at, &output).await,
         RunsCommand::Prune { older_than } => prune(root, older_than).await,
-        command => match open_store(root) {
-            Ok(store) => {
-                // Keel starting here is Keel starting: runs of dead processes are interrupted.
-                if let Err(error) = store.recover().await {
-                    out::status(&format!(
-                        "warning: could not recover interrupted runs: {error}"
-                    ));
-                }
-                inspect(&store, command).await
+        command => {
+            let store = open_store(root)?;
+            // Keel starting here is Keel starting: runs of dead processes are interrupted.
+            if let Err(error) = store.recover().await {
+                out::status(&format!(
+                    "warning: could not recover interrupted runs: {error}"
+                ));
             }
-            Err(error) => Err(error),
-        },
-    };
-    report(result)
-}
-
-/// Exit code of a command result, printing its error.
-pub fn report(result: CmdResult) -> u8 {
-    match result {
-        Ok(()) => 0,
-        Err((code, message)) => {
-            out::error(&message);
-            code
+            inspect(&store, command).await
         }
     }
 }
 
-async fn inspect(store: &SqliteStore, command: RunsCommand) -> CmdResult {
+async fn inspect(store: &SqliteStore, command: RunsCommand) -> Result<(), CliError> {
     match command {
         RunsCommand::List {
             status,
@@ -142,7 +115,7 @@ async fn inspect(store: &SqliteStore, command: RunsCommand) -> CmdResult {
             json,
         } => {
             let filter = RunFilter {
-                status: status.as_deref().map(parse_status).transpose()?,
+                status: status.as_deref().map(str::parse::<RunStatus>).transpose()?,
                 agent,
                 session: session.map(SessionId::from),
                 since: since.as_deref().map(parse_since).transpose()?,
@@ -158,59 +131,48 @@ async fn inspect(store: &SqliteStore, command: RunsCommand) -> CmdResult {
     }
 }
 
-async fn resume(root: &Path, id: &str, output: &OutputArgs) -> u8 {
-    let (runtime, printer) = match run::start(root, output).await {
-        Ok(started) => started,
-        Err(code) => return code,
-    };
-    match runtime.resume(&RequestId::from(id)).await {
-        Ok(handle) => {
-            let interrupts = Interrupts::listen(true);
-            run::finish(run::follow(handle, printer, &interrupts).await)
-        }
-        Err(error) => report(Err((EXIT_USAGE, error.to_string()))),
-    }
+async fn resume(root: &Path, id: &str, output: &OutputArgs) -> Result<(), CliError> {
+    let (runtime, printer) = workspace::start(root, output).await?;
+    let handle = runtime
+        .resume(&RequestId::from(id))
+        .await
+        .map_err(CliError::usage)?;
+    follow::to_end(handle, printer).await
 }
 
-async fn fork(root: &Path, id: &str, at: u64, output: &OutputArgs) -> u8 {
-    let (runtime, printer) = match run::start(root, output).await {
-        Ok(started) => started,
-        Err(code) => return code,
-    };
-    match runtime.fork(&RequestId::from(id), at).await {
-        Ok(handle) => {
-            out::status(&format!(
-                "» Fork {} of {id} at event {at}.",
-                handle.request_id()
-            ));
-            let interrupts = Interrupts::listen(true);
-            run::finish(run::follow(handle, printer, &interrupts).await)
-        }
-        Err(error) => report(Err((EXIT_USAGE, error.to_string()))),
-    }
+async fn fork(root: &Path, id: &str, at: u64, output: &OutputArgs) -> Result<(), CliError> {
+    let (runtime, printer) = workspace::start(root, output).await?;
+    let handle = runtime
+        .fork(&RequestId::from(id), at)
+        .await
+        .map_err(CliError::usage)?;
+    out::status(&format!(
+        "» Fork {} of {id} at event {at}.",
+        handle.request_id()
+    ));
+    follow::to_end(handle, printer).await
 }
 
-async fn replay(root: &Path, id: &str, output: &OutputArgs) -> u8 {
-    let (runtime, printer) = match run::start(root, output).await {
-        Ok(started) => started,
-        Err(code) => return code,
-    };
+/// Replays a run and says whether the replay matches it; a divergence fails the command.
+async fn replay(root: &Path, id: &str, output: &OutputArgs) -> Result<(), CliError> {
+    let (runtime, printer) = workspace::start(root, output).await?;
     let original = RequestId::from(id);
-    let handle = match runtime.replay(&original).await {
-        Ok(handle) => handle,
-        Err(error) => return report(Err((EXIT_USAGE, error.to_string()))),
-    };
+    let handle = runtime.replay(&original).await.map_err(CliError::usage)?;
     let replayed = handle.request_id().clone();
-    let interrupts = Interrupts::listen(true);
-    let code = run::finish(run::follow(handle, printer, &interrupts).await);
-    match runtime.divergence(&original, &replayed).await {
-        Ok(None) => {
+    let ended = follow::to_end(handle, printer).await;
+    let divergence = match runtime.divergence(&original, &replayed).await {
+        Ok(divergence) => divergence,
+        Err(error) => return ended.and(Err(CliError::failed(error))),
+    };
+    // The run's own failure, if any, is reported after what the comparison found.
+    match divergence {
+        None => {
             out::status(&format!(
                 "» Replay {replayed} matches {original} event for event."
             ));
-            code
+            ended
         }
-        Ok(Some(divergence)) => {
+        Some(divergence) => {
             out::status(&format!(
                 "» Replay {replayed} diverges from {original} at event {}:\n  expected: {}\n  found:    {}",
                 divergence.seq,
@@ -221,19 +183,18 @@ async fn replay(root: &Path, id: &str, output: &OutputArgs) -> u8 {
                     .found
                     .map_or("(nothing)".into(), |v| v.to_string()),
             ));
-            EXIT_FAILED
+            ended.and(Err(CliError::Silent(EXIT_FAILED)))
         }
-        Err(error) => report(Err(failed(error))),
     }
 }
 
-async fn prune(root: &Path, older_than: Option<String>) -> CmdResult {
+async fn prune(root: &Path, older_than: Option<String>) -> Result<(), CliError> {
     let age = match older_than {
         Some(text) => humantime::parse_duration(&text)
-            .map_err(|e| (EXIT_USAGE, format!("invalid --older-than `{text}`: {e}")))?,
+            .map_err(|e| CliError::usage(format!("invalid --older-than `{text}`: {e}")))?,
         None => {
-            config::load(root)
-                .map_err(|code| (code, "cannot read store.retention".to_owned()))?
+            Workspace::load(root)
+                .map_err(|e| CliError::usage(format!("cannot read store.retention: {e}")))?
                 .runtime
                 .store
                 .retention
@@ -242,69 +203,53 @@ async fn prune(root: &Path, older_than: Option<String>) -> CmdResult {
     };
     let store = open_store(root)?;
     let before = keel::types::time_before(age);
-    let deleted = store.prune(&before).await.map_err(failed)?;
+    let deleted = store.prune(&before).await?;
     out::line(&format!(
         "deleted {deleted} ended run(s) started before {before}"
     ));
     Ok(())
 }
 
-async fn export(store: &SqliteStore, id: &RequestId, output: Option<PathBuf>) -> CmdResult {
-    if store.get_run(id).await.map_err(failed)?.is_none() {
-        return Err(failed(format!("no run `{id}`")));
+async fn export(
+    store: &SqliteStore,
+    id: &RequestId,
+    output: Option<PathBuf>,
+) -> Result<(), CliError> {
+    if store.get_run(id).await?.is_none() {
+        return Err(CliError::failed(format!("no run `{id}`")));
     }
-    let events = store.events(id, 0).await.map_err(failed)?;
+    let events = store.events(id, 0).await?;
     let mut text = String::new();
     for event in &events {
-        text.push_str(&serde_json::to_string(event).map_err(failed)?);
+        text.push_str(&serde_json::to_string(event)?);
         text.push('\n');
     }
     match output {
         Some(path) => std::fs::write(&path, text)
-            .map_err(|e| failed(format!("cannot write {}: {e}", path.display())))?,
+            .map_err(|e| CliError::failed(format!("cannot write {}: {e}", path.display())))?,
         None => out::stdout_raw(&text),
     }
     Ok(())
 }
 
 /// `--since`: a duration before now, or an RFC 3339 time as is.
-fn parse_since(text: &str) -> Result<String, (u8, String)> {
+fn parse_since(text: &str) -> Result<String, CliError> {
     if let Ok(age) = humantime::parse_duration(text) {
         return Ok(keel::types::time_before(age));
     }
     if text.len() >= 10 && text.as_bytes().get(4) == Some(&b'-') {
         return Ok(text.to_owned());
     }
-    Err((
-        EXIT_USAGE,
-        format!("invalid --since `{text}`: give a duration like 2h or 7d, or an RFC 3339 time"),
-    ))
+    Err(CliError::usage(format!(
+        "invalid --since `{text}`: give a duration like 2h or 7d, or an RFC 3339 time"
+    )))
 }
 
-/// A command's outcome: `Err` carries the exit code and the message.
-pub type CmdResult = Result<(), (u8, String)>;
-
-/// A failure (exit 1) with its message.
-pub fn failed(error: impl ToString) -> (u8, String) {
-    (EXIT_FAILED, error.to_string())
-}
-
-fn parse_status(text: &str) -> Result<RunStatus, (u8, String)> {
-    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(|_| {
-        (
-            EXIT_USAGE,
-            format!(
-                "unknown status `{text}` (one of: queued, running, waiting_approval, completed, failed, cancelled, interrupted)"
-            ),
-        )
-    })
-}
-
-async fn list(store: &SqliteStore, filter: &RunFilter, json: bool) -> CmdResult {
-    let runs = store.list_runs(filter).await.map_err(failed)?;
+async fn list(store: &SqliteStore, filter: &RunFilter, json: bool) -> Result<(), CliError> {
+    let runs = store.list_runs(filter).await?;
     if json {
         for run in &runs {
-            out::line(&serde_json::to_string(run).map_err(failed)?);
+            out::line(&serde_json::to_string(run)?);
         }
         return Ok(());
     }
@@ -326,14 +271,13 @@ async fn list(store: &SqliteStore, filter: &RunFilter, json: bool) -> CmdResult 
     Ok(())
 }
 
-async fn show(store: &SqliteStore, id: &RequestId, json: bool) -> CmdResult {
+async fn show(store: &SqliteStore, id: &RequestId, json: bool) -> Result<(), CliError> {
     let run = store
         .get_run(id)
-        .await
-        .map_err(failed)?
-        .ok_or_else(|| failed(format!("no run `{id}`")))?;
+        .await?
+        .ok_or_else(|| CliError::failed(format!("no run `{id}`")))?;
     if json {
-        out::line(&serde_json::to_string_pretty(&run).map_err(failed)?);
+        out::line(&serde_json::to_string_pretty(&run)?);
         return Ok(());
     }
     out::line(&format!("id:        {}", run.request_id));
@@ -349,9 +293,7 @@ async fn show(store: &SqliteStore, id: &RequestId, json: bool) -> CmdResult {
     if let Some(reason) = run.finish_reason {
         out::line(&format!(
             "finish:    {}",
-            serde_json::to_string(&reason)
-                .map_err(failed)?
-                .trim_matches('"')
+            serde_json::to_string(&reason)?.trim_matches('"')
         ));
     }
     out::line(&format!("steps:     {}", run.steps));
@@ -376,19 +318,17 @@ async fn show(store: &SqliteStore, id: &RequestId, json: bool) -> CmdResult {
         out::line(&format!(
             "error:     {} ({})",
             error.message,
-            serde_json::to_string(&error.code)
-                .map_err(failed)?
-                .trim_matches('"')
+            serde_json::to_string(&error.code)?.trim_matches('"')
         ));
     }
     Ok(())
 }
 
-async fn events(store: &SqliteStore, id: &RequestId, json: bool) -> CmdResult {
-    let events = store.events(id, 0).await.map_err(failed)?;
+async fn events(store: &SqliteStore, id: &RequestId, json: bool) -> Result<(), CliError> {
+    let events = store.events(id, 0).await?;
     for event in &events {
         if json {
-            out::line(&serde_json::to_string(event).map_err(failed)?);
+            out::line(&serde_json::to_string(event)?);
         } else {
             out::line(&format!(
                 "{:>4}  {}  {:<34}  {}",

@@ -9,56 +9,38 @@ use std::path::Path;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::run::{self, OutputArgs};
-use crate::{EXIT_FAILED, EXIT_USAGE, out};
+use crate::error::CliError;
+use crate::follow::OutputArgs;
+use crate::{out, workspace};
 
-pub async fn serve(root: &Path, listen: Option<String>) -> u8 {
-    let output = OutputArgs {
-        json: false,
-        events: Vec::new(),
-    };
+pub async fn serve(root: &Path, listen: Option<String>) -> Result<(), CliError> {
     let telemetry = keel_server::Telemetry::new();
     let observer = telemetry.observer();
-    let (runtime, _) = match run::start_with(root, &output, |b| b.observer(observer)).await {
-        Ok(started) => started,
-        Err(code) => return code,
-    };
+    let (runtime, _) =
+        workspace::start_with(root, &OutputArgs::default(), |b| b.observer(observer)).await?;
     let listen = listen.unwrap_or_else(|| runtime.workspace().runtime.server.listen.clone());
-    let addr: SocketAddr = match listen.parse() {
-        Ok(addr) => addr,
-        Err(e) => {
-            out::error(&format!(
-                "invalid listen address `{listen}`: {e} (e.g. 127.0.0.1:8642)"
-            ));
-            return EXIT_USAGE;
-        }
-    };
+    let addr: SocketAddr = listen.parse().map_err(|e| {
+        CliError::usage(format!(
+            "invalid listen address `{listen}`: {e} (e.g. 127.0.0.1:8642)"
+        ))
+    })?;
     if !addr.ip().is_loopback() && !keel_server::auth_configured(&runtime) {
-        out::error(&format!(
+        return Err(CliError::usage(format!(
             "refusing to listen on {addr}: no API keys are configured, so Keel serves loopback \
              addresses only (e.g. 127.0.0.1:8642); configure Runtime.spec.server.apiKeys to serve \
              other addresses"
-        ));
-        return EXIT_USAGE;
+        )));
     }
-    let listener = match tokio::net::TcpListener::bind(addr).await {
-        Ok(listener) => listener,
-        Err(e) => {
-            out::error(&format!("cannot listen on {addr}: {e}"));
-            return EXIT_FAILED;
-        }
-    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| CliError::failed(format!("cannot listen on {addr}: {e}")))?;
     // The handlers are in place before anyone can learn the address: a SIGTERM sent right
     // after `listening on` must shut down gracefully, not kill the process.
-    let stop = match StopSignals::install() {
-        Ok(stop) => stop,
-        Err(e) => {
-            out::error(&format!(
-                "cannot install the Ctrl-C and SIGTERM handlers: {e}"
-            ));
-            return EXIT_FAILED;
-        }
-    };
+    let stop = StopSignals::install().map_err(|e| {
+        CliError::failed(format!(
+            "cannot install the Ctrl-C and SIGTERM handlers: {e}"
+        ))
+    })?;
     let bound = listener.local_addr().map_or(addr, |a| a);
     out::line(&format!("listening on http://{bound}"));
     let grace = runtime.workspace().runtime.server.shutdown_grace;
@@ -68,21 +50,16 @@ pub async fn serve(root: &Path, listen: Option<String>) -> u8 {
             "» Shutting down: no new requests; runs in flight have {grace} to finish."
         ));
     };
-    match keel_server::serve(runtime, telemetry, listener, shutdown).await {
-        Ok(summary) => {
-            if summary.finished + summary.interrupted > 0 {
-                out::status(&format!(
-                    "» Stopped: {} run(s) finished, {} interrupted (keel runs resume ID).",
-                    summary.finished, summary.interrupted
-                ));
-            }
-            0
-        }
-        Err(e) => {
-            out::error(&format!("the server failed: {e}"));
-            EXIT_FAILED
-        }
+    let summary = keel_server::serve(runtime, telemetry, listener, shutdown)
+        .await
+        .map_err(|e| CliError::failed(format!("the server failed: {e}")))?;
+    if summary.finished + summary.interrupted > 0 {
+        out::status(&format!(
+            "» Stopped: {} run(s) finished, {} interrupted (keel runs resume ID).",
+            summary.finished, summary.interrupted
+        ));
     }
+    Ok(())
 }
 
 /// Ctrl-C (SIGINT) and SIGTERM, caught from the moment they are installed.

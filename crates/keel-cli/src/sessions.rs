@@ -4,8 +4,8 @@ use clap::Subcommand;
 use keel::types::Role;
 use keel::{RunStore, SessionId};
 
+use crate::error::CliError;
 use crate::out;
-use crate::runs::{CmdResult, failed};
 
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
@@ -26,13 +26,13 @@ pub enum SessionsCommand {
     Delete { id: String },
 }
 
-pub async fn sessions(store: &dyn RunStore, command: SessionsCommand) -> CmdResult {
+pub async fn sessions(store: &dyn RunStore, command: SessionsCommand) -> Result<(), CliError> {
     match command {
         SessionsCommand::List { limit, json } => {
-            let sessions = store.list_sessions(Some(limit)).await.map_err(failed)?;
+            let sessions = store.list_sessions(Some(limit)).await?;
             if json {
                 for session in &sessions {
-                    out::line(&serde_json::to_string(session).map_err(failed)?);
+                    out::line(&serde_json::to_string(session)?);
                 }
                 return Ok(());
             }
@@ -52,18 +52,14 @@ pub async fn sessions(store: &dyn RunStore, command: SessionsCommand) -> CmdResu
             let id = SessionId::from(id);
             let session = store
                 .get_session(&id)
-                .await
-                .map_err(failed)?
-                .ok_or_else(|| failed(format!("no session `{id}`")))?;
-            let transcript = store.session_messages(&id).await.map_err(failed)?;
+                .await?
+                .ok_or_else(|| CliError::failed(format!("no session `{id}`")))?;
+            let transcript = store.session_messages(&id).await?;
             if json {
-                out::line(
-                    &serde_json::to_string_pretty(&serde_json::json!({
-                        "session": session,
-                        "transcript": transcript,
-                    }))
-                    .map_err(failed)?,
-                );
+                out::line(&serde_json::to_string_pretty(&serde_json::json!({
+                    "session": session,
+                    "transcript": transcript,
+                }))?);
                 return Ok(());
             }
             out::line(&format!(
@@ -88,12 +84,12 @@ pub async fn sessions(store: &dyn RunStore, command: SessionsCommand) -> CmdResu
         }
         SessionsCommand::Delete { id } => {
             let id = SessionId::from(id);
-            match store.delete_session(&id).await.map_err(failed)? {
+            match store.delete_session(&id).await? {
                 true => {
                     out::line(&format!("deleted session {id}"));
                     Ok(())
                 }
-                false => Err(failed(format!("no session `{id}`"))),
+                false => Err(CliError::failed(format!("no session `{id}`"))),
             }
         }
     }

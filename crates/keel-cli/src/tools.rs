@@ -6,9 +6,9 @@ use std::path::Path;
 use clap::Subcommand;
 use keel::{Runtime, TaskDecision};
 
-use crate::run::{self, Interrupts, OutputArgs};
-use crate::runs::{CmdResult, failed, report};
-use crate::{EXIT_USAGE, out};
+use crate::error::CliError;
+use crate::follow::{self, OutputArgs};
+use crate::{out, workspace};
 
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {
@@ -76,62 +76,52 @@ pub enum TasksCommand {
     Delete { id: String },
 }
 
-pub async fn tools(root: &Path, command: ToolsCommand) -> u8 {
+pub async fn tools(root: &Path, command: ToolsCommand) -> Result<(), CliError> {
     let output = match &command {
         ToolsCommand::Call { output, .. } => output.clone(),
-        _ => OutputArgs {
-            json: false,
-            events: Vec::new(),
-        },
+        _ => OutputArgs::default(),
     };
-    let (runtime, printer) = match run::start(root, &output).await {
-        Ok(started) => started,
-        Err(code) => return code,
-    };
+    let (runtime, printer) = workspace::start(root, &output).await?;
     match command {
         ToolsCommand::Call {
             name, args, agent, ..
-        } => match runtime.call_tool(agent.as_deref(), &name, &args).await {
-            Ok(handle) => {
-                let interrupts = Interrupts::listen(true);
-                run::finish(run::follow(handle, printer, &interrupts).await)
-            }
-            Err(error) => report(Err((EXIT_USAGE, error.to_string()))),
-        },
-        command => report(inspect(&runtime, command).await),
+        } => {
+            let handle = runtime
+                .call_tool(agent.as_deref(), &name, &args)
+                .await
+                .map_err(CliError::usage)?;
+            follow::to_end(handle, printer).await
+        }
+        command => inspect(&runtime, command).await,
     }
 }
 
-async fn inspect(runtime: &Runtime, command: ToolsCommand) -> CmdResult {
+async fn inspect(runtime: &Runtime, command: ToolsCommand) -> Result<(), CliError> {
     match command {
         ToolsCommand::List { agent, json } => {
-            let specs = runtime
-                .tools(agent.as_deref())
-                .map_err(|e| (EXIT_USAGE, e.to_string()))?;
+            let specs = runtime.tools(agent.as_deref()).map_err(CliError::usage)?;
             for spec in specs {
                 match json {
-                    true => out::line(&serde_json::to_string(&spec).map_err(failed)?),
+                    true => out::line(&serde_json::to_string(&spec)?),
                     false => out::line(&format!("{:<20}  {}", spec.name, spec.description)),
                 }
             }
             Ok(())
         }
         ToolsCommand::Describe { name, agent } => {
-            let specs = runtime
-                .tools(agent.as_deref())
-                .map_err(|e| (EXIT_USAGE, e.to_string()))?;
+            let specs = runtime.tools(agent.as_deref()).map_err(CliError::usage)?;
             let spec = specs
                 .into_iter()
                 .find(|s| s.name == name)
-                .ok_or_else(|| (EXIT_USAGE, format!("the agent has no tool `{name}`")))?;
-            out::line(&serde_json::to_string_pretty(&spec).map_err(failed)?);
+                .ok_or_else(|| CliError::usage(format!("the agent has no tool `{name}`")))?;
+            out::line(&serde_json::to_string_pretty(&spec)?);
             Ok(())
         }
         ToolsCommand::Stats { json } => {
-            let stats = runtime.tool_stats().await.map_err(failed)?;
+            let stats = runtime.tool_stats().await.map_err(CliError::failed)?;
             if json {
                 for s in &stats {
-                    out::line(&serde_json::to_string(s).map_err(failed)?);
+                    out::line(&serde_json::to_string(s)?);
                 }
                 return Ok(());
             }
@@ -157,77 +147,71 @@ async fn inspect(runtime: &Runtime, command: ToolsCommand) -> CmdResult {
     }
 }
 
-pub async fn tasks(root: &Path, command: TasksCommand) -> u8 {
+pub async fn tasks(root: &Path, command: TasksCommand) -> Result<(), CliError> {
     let output = match &command {
         TasksCommand::Run { output, .. } => output.clone(),
-        _ => OutputArgs {
-            json: false,
-            events: Vec::new(),
-        },
+        _ => OutputArgs::default(),
     };
-    let (runtime, printer) = match run::start(root, &output).await {
-        Ok(started) => started,
-        Err(code) => return code,
-    };
-    if let TasksCommand::Run { id, .. } = &command {
-        return match runtime.run_task(id).await {
-            Ok(handle) => {
-                let interrupts = Interrupts::listen(true);
-                run::finish(run::follow(handle, printer, &interrupts).await)
-            }
-            Err(error) => report(Err((EXIT_USAGE, error.to_string()))),
-        };
+    let (runtime, printer) = workspace::start(root, &output).await?;
+    match command {
+        TasksCommand::Run { id, .. } => {
+            let handle = runtime.run_task(&id).await.map_err(CliError::usage)?;
+            follow::to_end(handle, printer).await
+        }
+        command => task_command(&runtime, command).await,
     }
-    report(task_command(&runtime, command).await)
 }
 
-fn print_task(task: &keel::TaskRecord) -> CmdResult {
-    out::line(&serde_json::to_string_pretty(task).map_err(failed)?);
+fn print_task(task: &keel::TaskRecord) -> Result<(), CliError> {
+    out::line(&serde_json::to_string_pretty(task)?);
     Ok(())
 }
 
-async fn task_command(runtime: &Runtime, command: TasksCommand) -> CmdResult {
+async fn task_command(runtime: &Runtime, command: TasksCommand) -> Result<(), CliError> {
     match command {
         TasksCommand::Create { tool, args, agent } => {
             let task = runtime
                 .create_task(agent.as_deref(), &tool, &args)
                 .await
-                .map_err(|e| (EXIT_USAGE, e.to_string()))?;
+                .map_err(CliError::usage)?;
             print_task(&task)?;
             match task.decision {
                 TaskDecision::Allow => Ok(()),
-                _ => Err((
-                    crate::EXIT_FAILED,
-                    format!("task {} is denied", task.task_id),
-                )),
+                _ => Err(CliError::failed(format!("task {} is denied", task.task_id))),
             }
         }
-        TasksCommand::Get { id } => match runtime.get_task(&id).await.map_err(failed)? {
+        TasksCommand::Get { id } => match runtime.get_task(&id).await.map_err(CliError::failed)? {
             Some(task) => print_task(&task),
-            None => Err(failed(format!("no task `{id}`"))),
+            None => Err(CliError::failed(format!("no task `{id}`"))),
         },
         TasksCommand::List { limit } => {
-            for task in runtime.list_tasks(Some(limit)).await.map_err(failed)? {
-                out::line(&serde_json::to_string(&task).map_err(failed)?);
+            for task in runtime
+                .list_tasks(Some(limit))
+                .await
+                .map_err(CliError::failed)?
+            {
+                out::line(&serde_json::to_string(&task)?);
             }
             Ok(())
         }
         TasksCommand::Update { id, args } => {
             let patch: serde_json::Value = serde_json::from_str(&args)
-                .map_err(|e| (EXIT_USAGE, format!("--args is not JSON: {e}")))?;
+                .map_err(|e| CliError::usage(format!("--args is not JSON: {e}")))?;
             let task = runtime
                 .update_task(&id, &patch)
                 .await
-                .map_err(|e| (EXIT_USAGE, e.to_string()))?;
+                .map_err(CliError::usage)?;
             print_task(&task)
         }
-        TasksCommand::Delete { id } => match runtime.delete_task(&id).await.map_err(failed)? {
-            true => {
-                out::line(&format!("deleted task {id}"));
-                Ok(())
+        TasksCommand::Delete { id } => {
+            match runtime.delete_task(&id).await.map_err(CliError::failed)? {
+                true => {
+                    out::line(&format!("deleted task {id}"));
+                    Ok(())
+                }
+                false => Err(CliError::failed(format!("no task `{id}`"))),
             }
-            false => Err(failed(format!("no task `{id}`"))),
-        },
+        }
         TasksCommand::Run { .. } => Ok(()),
     }
 }

@@ -1,0 +1,96 @@
+//! The CLI's one error type and the exit codes it stands for.
+//!
+//! Every command returns `Result<_, CliError>`; [`CliError::report`] is the one place that
+//! prints an error and turns it into an exit code: 1 failed, 2 usage or configuration error,
+//! 130 cancelled (0, and `keel policy check`'s 3, are successes).
+//!
+//! There is deliberately no `From<keel::Error>`: the same SDK error is a usage error from
+//! `Runtime::request` (an unknown agent) and a failure from `Runtime::get_task` (the store),
+//! so each call site says which with [`CliError::usage`] or [`CliError::failed`].
+
+use keel::LoadError;
+use keel::types::StoreError;
+
+use crate::out;
+
+/// Exit code of a failed command or run.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code of a usage or configuration error.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code of a cancelled run.
+pub const EXIT_CANCELLED: u8 = 130;
+
+/// Why a command did not succeed.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad arguments, or something the workspace does not have (exit 2); printed `error: …`.
+    Usage(String),
+    /// The workspace failed to load (exit 2): a broken one lists every problem as is, a
+    /// missing one is printed `error: …`.
+    Workspace(LoadError),
+    /// The command, or the run it started, failed (exit 1); printed `error: …`.
+    Failed(String),
+    /// The run was cancelled (exit 130); nothing more to say.
+    Cancelled,
+    /// Exit with this code and print nothing: what went wrong is already on the terminal (a
+    /// replay's divergence, each chat turn's error) or there is nothing to add.
+    Silent(u8),
+}
+
+impl CliError {
+    /// A usage or configuration error with this message.
+    pub fn usage(message: impl ToString) -> Self {
+        Self::Usage(message.to_string())
+    }
+
+    /// A failure with this message.
+    pub fn failed(message: impl ToString) -> Self {
+        Self::Failed(message.to_string())
+    }
+
+    /// The exit code.
+    pub fn code(&self) -> u8 {
+        match self {
+            Self::Usage(_) | Self::Workspace(_) => EXIT_USAGE,
+            Self::Failed(_) => EXIT_FAILED,
+            Self::Cancelled => EXIT_CANCELLED,
+            Self::Silent(code) => *code,
+        }
+    }
+
+    /// Prints the error (when there is anything to print) and returns its exit code.
+    pub fn report(&self) -> u8 {
+        match self {
+            Self::Usage(message) | Self::Failed(message) => out::error(message),
+            Self::Workspace(error @ LoadError::Invalid(_)) => out::status(&error.to_string()),
+            Self::Workspace(error) => out::error(&error.to_string()),
+            Self::Cancelled | Self::Silent(_) => {}
+        }
+        self.code()
+    }
+}
+
+impl From<LoadError> for CliError {
+    fn from(error: LoadError) -> Self {
+        Self::Workspace(error)
+    }
+}
+
+/// A name outside a closed set (`--mode yolo`) is the user's mistake.
+impl From<keel::types::UnknownName> for CliError {
+    fn from(error: keel::types::UnknownName) -> Self {
+        Self::usage(error)
+    }
+}
+
+impl From<StoreError> for CliError {
+    fn from(error: StoreError) -> Self {
+        Self::failed(error)
+    }
+}
+
+impl From<serde_json::Error> for CliError {
+    fn from(error: serde_json::Error) -> Self {
+        Self::failed(error)
+    }
+}

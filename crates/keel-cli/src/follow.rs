@@ -1,0 +1,269 @@
+//! Following a run in the terminal as it happens — shared by every command that runs
+//! something (`run`, `chat`, `runs resume|replay|fork`, `tools call`, `tasks run`).
+//!
+//! [`Printer`] puts the answer on stdout and the selected events (narration by default) on
+//! stderr, or every selected event as JSON lines on stdout with `--json`; it answers
+//! approvals on the terminal when asked to. [`Interrupts`] routes Ctrl-C to the run in
+//! progress. [`finish`] turns how the run ended into the command's result.
+
+use std::sync::{Arc, Mutex};
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use keel::types::AdapterEvent;
+use keel::{Event, EventPayload, RunHandle, RunResponse, RunStatus, Runtime, Workspace};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{CliError, EXIT_CANCELLED, EXIT_FAILED};
+use crate::out;
+
+/// How a followed run is printed.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct OutputArgs {
+    /// Print every event as one JSON line on stdout instead of the answer.
+    #[arg(long)]
+    pub json: bool,
+    /// Show events whose type matches this glob (repeatable), e.g. `runtime.tool.*`.
+    /// Default: the workspace's `cli.events.include` (narration).
+    #[arg(long = "events", value_name = "GLOB")]
+    pub events: Vec<String>,
+}
+
+/// Routes Ctrl-C to the run in progress: the first cancels it; with `exit_on_second`, a
+/// second exits the process with 130.
+pub struct Interrupts {
+    current: Arc<Mutex<Option<CancellationToken>>>,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl Interrupts {
+    pub fn listen(exit_on_second: bool) -> Self {
+        let current: Arc<Mutex<Option<CancellationToken>>> = Arc::default();
+        let shared = current.clone();
+        let listener = tokio::spawn(async move {
+            let mut cancelled_one = false;
+            while tokio::signal::ctrl_c().await.is_ok() {
+                let token = shared.lock().ok().and_then(|mut c| c.take());
+                match token {
+                    Some(token) => {
+                        token.cancel();
+                        cancelled_one = true;
+                    }
+                    None if exit_on_second && cancelled_one => {
+                        std::process::exit(i32::from(EXIT_CANCELLED))
+                    }
+                    None => out::status("\n(no turn in progress: Ctrl-D or /exit leaves)"),
+                }
+            }
+        });
+        Self { current, listener }
+    }
+
+    fn watch(&self, token: CancellationToken) {
+        if let Ok(mut current) = self.current.lock() {
+            *current = Some(token);
+        }
+    }
+
+    fn clear(&self) {
+        if let Ok(mut current) = self.current.lock() {
+            *current = None;
+        }
+    }
+}
+
+impl Drop for Interrupts {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+/// Follows a run a command started to its end: Ctrl-C cancels it, a second one exits at once.
+pub async fn to_end(handle: RunHandle, printer: Printer) -> Result<(), CliError> {
+    let interrupts = Interrupts::listen(true);
+    finish(&follow(handle, printer, &interrupts).await?)
+}
+
+/// Prints a run as it happens and returns its response.
+pub async fn follow(
+    mut handle: RunHandle,
+    mut printer: Printer,
+    interrupts: &Interrupts,
+) -> Result<RunResponse, CliError> {
+    interrupts.watch(handle.cancel_token());
+    while let Some(event) = handle.next_event().await {
+        printer.show(&event);
+        if let (Some(runtime), EventPayload::ApprovalRequested { approval }) =
+            (&printer.approver, &event.payload)
+        {
+            approve_here(runtime, approval, printer.answers.as_ref()).await;
+        }
+    }
+    interrupts.clear();
+    let response = handle.wait().await.map_err(CliError::failed)?;
+    printer.end(&response);
+    Ok(response)
+}
+
+/// How a followed run ended, as a command's result.
+pub fn finish(response: &RunResponse) -> Result<(), CliError> {
+    match response.status {
+        RunStatus::Completed => Ok(()),
+        RunStatus::Cancelled => Err(CliError::Cancelled),
+        _ => Err(match &response.error {
+            Some(error) => CliError::failed(format!(
+                "run {} failed: {}",
+                response.request_id, error.message
+            )),
+            None => CliError::Silent(EXIT_FAILED),
+        }),
+    }
+}
+
+/// Prints a run's events: answer text to stdout, selected events to stderr (or everything
+/// selected as JSON lines on stdout with `--json`).
+#[derive(Clone)]
+pub struct Printer {
+    json: bool,
+    filter: GlobSet,
+    printed_text: bool,
+    at_line_start: bool,
+    /// Approvals are answered on this terminal, through this runtime.
+    approver: Option<Runtime>,
+    /// Where answers come from when another reader owns stdin (`keel chat`).
+    answers: Option<Answers>,
+}
+
+/// Lines typed on the terminal, shared by a chat's input loop and its approval prompts.
+pub type Answers = std::sync::Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<String>>>;
+
+impl Printer {
+    pub fn new(workspace: &Workspace, output: &OutputArgs) -> Result<Self, CliError> {
+        let patterns = match output.events.is_empty() {
+            true if output.json => vec!["*".to_owned()],
+            true => workspace.runtime.cli.events.include.clone(),
+            false => output.events.clone(),
+        };
+        let mut builder = GlobSetBuilder::new();
+        for pattern in &patterns {
+            let glob = Glob::new(pattern)
+                .map_err(|e| CliError::usage(format!("invalid --events glob `{pattern}`: {e}")))?;
+            builder.add(glob);
+        }
+        let filter = builder.build().map_err(CliError::usage)?;
+        Ok(Self {
+            json: output.json,
+            filter,
+            printed_text: false,
+            at_line_start: true,
+            approver: None,
+            answers: None,
+        })
+    }
+
+    /// Answers approvals on the terminal.
+    pub fn with_approver(mut self, runtime: Runtime) -> Self {
+        self.approver = Some(runtime);
+        self
+    }
+
+    /// Answers approvals with lines from `answers` instead of reading stdin itself.
+    pub fn with_answers(mut self, answers: Answers) -> Self {
+        self.answers = Some(answers);
+        self
+    }
+
+    fn show(&mut self, event: &Event) {
+        let selected = self.filter.is_match(event.type_name());
+        if self.json {
+            if selected {
+                out::line(&serde_json::to_string(event).unwrap_or_default());
+            }
+            return;
+        }
+        match &event.payload {
+            EventPayload::Adapter {
+                event: AdapterEvent::OutputDelta { text, .. },
+            } => {
+                out::stdout_raw(text);
+                self.printed_text = true;
+                self.at_line_start = text.ends_with('\n');
+            }
+            // Text from a failed attempt is void: start the retried answer on a fresh line.
+            EventPayload::ModelRetry { .. } if !self.at_line_start => {
+                out::line("");
+                self.at_line_start = true;
+            }
+            _ => {}
+        }
+        if !selected {
+            return;
+        }
+        // End the answer's line first, so a terminal showing both streams stays readable.
+        if !self.at_line_start {
+            out::line("");
+            self.at_line_start = true;
+        }
+        match &event.payload {
+            EventPayload::Narration { text, .. } => out::status(&format!("» {text}")),
+            _ => out::status(&serde_json::to_string(event).unwrap_or_default()),
+        }
+    }
+
+    fn end(&mut self, response: &RunResponse) {
+        if self.json {
+            return;
+        }
+        match (&response.output, self.printed_text) {
+            (Some(output), false) => out::line(output),
+            _ if !self.at_line_start => out::line(""),
+            _ => {}
+        }
+        self.printed_text = false;
+        self.at_line_start = true;
+    }
+}
+
+/// Asks on the terminal whether to approve a call, and records the answer.
+async fn approve_here(
+    runtime: &Runtime,
+    approval: &keel::ApprovalRecord,
+    answers: Option<&Answers>,
+) {
+    out::prompt(&format!(
+        "Approve {} {}? ({}{}) [y]es / [n]o / [s]ession: ",
+        approval.tool,
+        approval.arguments,
+        approval.asked_by,
+        approval
+            .ask_reason
+            .as_ref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default()
+    ));
+    let answer = match answers {
+        Some(answers) => answers.lock().await.recv().await.unwrap_or_default(),
+        None => tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map(|_| line)
+        })
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default(),
+    };
+    let answer = answer.trim().to_ascii_lowercase();
+    let (approve, scope) = match answer.as_str() {
+        "y" | "yes" => (true, keel::ApprovalScope::Once),
+        "s" | "session" => (true, keel::ApprovalScope::Session),
+        _ => (false, keel::ApprovalScope::Once),
+    };
+    let decided_by =
+        std::env::var("USER").map_or_else(|_| "terminal".to_owned(), |u| format!("{u}@terminal"));
+    if let Err(error) = runtime
+        .decide_approval(&approval.approval_id, approve, scope, &decided_by, None)
+        .await
+    {
+        // Decided elsewhere first: that decision stands.
+        out::status(&format!("» {error}"));
+    }
+}
