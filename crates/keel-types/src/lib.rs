@@ -6,6 +6,7 @@
 //! record, and [`ports`] for the traits concrete providers, tools and stores implement.
 
 pub mod approval;
+pub mod error;
 pub mod event;
 pub mod ids;
 pub mod message;
@@ -14,6 +15,7 @@ pub mod run;
 pub mod task;
 
 pub use approval::{ApprovalRecord, ApprovalScope, ApprovalStatus};
+pub use error::error_chain;
 pub use event::{AdapterEvent, Event, EventPayload, GuardDecision, Issue, Repair};
 pub use ids::{EventId, RequestId, SessionId, new_id};
 pub use message::{
