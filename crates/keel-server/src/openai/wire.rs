@@ -78,6 +78,7 @@ pub(super) struct Completion {
     pub(super) created: u64,
 }
 
+/// The OpenAI `finish_reason` of a completed run.
 pub(super) fn finish_reason(response: &RunResponse) -> &'static str {
     match response.finish_reason {
         FinishReason::Length => "length",
@@ -160,8 +161,10 @@ impl Completion {
     }
 }
 
+/// One SSE `data:` frame carrying `value`.
 pub(super) fn frame(value: &Value) -> Bytes {
     Bytes::from(format!("data: {value}\n\n"))
 }
 
+/// The frame that ends every stream.
 pub(super) const DONE: &[u8] = b"data: [DONE]\n\n";
