@@ -32,6 +32,7 @@ mod auth;
 mod body;
 mod error;
 mod inventory;
+mod live;
 mod metrics;
 mod openai;
 mod openapi;
@@ -39,6 +40,7 @@ mod requests;
 mod sessions;
 mod state;
 mod tasks;
+mod telemetry;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -51,8 +53,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use auth::auth_configured;
 pub use error::ApiError;
-pub use metrics::Telemetry;
 pub use openai::{PROGRESS_HEADER, SESSION_HEADER};
+pub use telemetry::Telemetry;
 
 use state::AppState;
 

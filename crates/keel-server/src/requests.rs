@@ -369,7 +369,7 @@ pub(crate) fn sse_response(
 struct EventStream {
     state: AppState,
     /// Signalled when this process stores an event of the run.
-    wake: crate::metrics::Wake,
+    wake: crate::live::Wake,
     id: RequestId,
     /// The newest `seq` sent (or skipped by the client).
     last_seq: u64,

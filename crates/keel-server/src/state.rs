@@ -8,7 +8,7 @@ use keel::workspace::spec::ApiKeyRole;
 use keel::{RunRecord, Runtime};
 
 use crate::ApiError;
-use crate::metrics::Telemetry;
+use crate::telemetry::Telemetry;
 
 /// The state behind every route.
 #[derive(Clone)]

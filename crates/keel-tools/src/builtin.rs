@@ -1,7 +1,8 @@
 //! Keel's built-in tools: the file tools `read_file`, `list_dir`, `grep`, `write_file`,
 //! `edit_file` and `glob`, plus `shell` and `http_fetch`.
 //!
-//! Start at [`builtins`], which builds all of them from the workspace's settings. Every file
+//! Start at [`builtins`], which builds all of them from the workspace's settings; the list
+//! of them is [`BuiltinTool`] in `keel-workspace`. Every file
 //! tool resolves its paths through [`crate::paths`], so nothing outside the workspace (or, for
 //! writes, inside `.keel/`) can be touched; each also declares the same containment in
 //! [`Tool::check`], so the gateway blocks an escaping path before the tool runs. Walks and
@@ -22,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use keel_types::{Issue, Tool, ToolContext, ToolError};
-use keel_workspace::BuiltinToolSettings;
+use keel_workspace::{BuiltinTool, BuiltinToolSettings};
 use serde_json::Value;
 
 pub use edit_file::EditFile;
@@ -36,54 +37,35 @@ pub use write_file::WriteFile;
 
 use crate::paths::{self, Access};
 
-/// The names of the built-in tools, in the order of `keel_workspace::BUILTIN_TOOLS`.
-const NAMES: &[&str] = &[
-    "read_file",
-    "list_dir",
-    "grep",
-    "write_file",
-    "edit_file",
-    "glob",
-    "shell",
-    "http_fetch",
-];
-
 /// Largest `content` `write_file` accepts, and largest file `edit_file` changes.
 pub const MAX_WRITE_BYTES: usize = 10 * 1024 * 1024;
 
 /// Every built-in tool, configured by the `Runtime` document's `tools` settings, in the
-/// order of [`builtin_names`].
+/// order of [`BuiltinTool::ALL`].
 pub fn builtins(settings: &BuiltinToolSettings) -> Vec<Arc<dyn Tool>> {
-    NAMES
-        .iter()
-        .filter_map(|name| build(name, settings))
+    BuiltinTool::ALL
+        .into_iter()
+        .map(|tool| build(tool, settings))
         .collect()
 }
 
 /// The built-in tool called `name` with default settings (so `http_fetch` allows nothing),
 /// if there is one. Use [`builtins`] to configure them.
 pub fn builtin(name: &str) -> Option<Arc<dyn Tool>> {
-    build(name, &BuiltinToolSettings::default())
+    BuiltinTool::from_name(name).map(|tool| build(tool, &BuiltinToolSettings::default()))
 }
 
-fn build(name: &str, settings: &BuiltinToolSettings) -> Option<Arc<dyn Tool>> {
-    let tool: Arc<dyn Tool> = match name {
-        "read_file" => Arc::new(ReadFile::new()),
-        "list_dir" => Arc::new(ListDir::new()),
-        "grep" => Arc::new(Grep::new()),
-        "write_file" => Arc::new(WriteFile::new()),
-        "edit_file" => Arc::new(EditFile::new()),
-        "glob" => Arc::new(Glob::new()),
-        "shell" => Arc::new(Shell::new(&settings.shell)),
-        "http_fetch" => Arc::new(HttpFetch::new(&settings.http_fetch)),
-        _ => return None,
-    };
-    Some(tool)
-}
-
-/// The names [`builtins`] gives, equal to `keel_workspace::BUILTIN_TOOLS`.
-pub fn builtin_names() -> &'static [&'static str] {
-    NAMES
+fn build(tool: BuiltinTool, settings: &BuiltinToolSettings) -> Arc<dyn Tool> {
+    match tool {
+        BuiltinTool::ReadFile => Arc::new(ReadFile::new()),
+        BuiltinTool::ListDir => Arc::new(ListDir::new()),
+        BuiltinTool::Grep => Arc::new(Grep::new()),
+        BuiltinTool::WriteFile => Arc::new(WriteFile::new()),
+        BuiltinTool::EditFile => Arc::new(EditFile::new()),
+        BuiltinTool::Glob => Arc::new(Glob::new()),
+        BuiltinTool::Shell => Arc::new(Shell::new(&settings.shell)),
+        BuiltinTool::HttpFetch => Arc::new(HttpFetch::new(&settings.http_fetch)),
+    }
 }
 
 /// The issue of the optional path argument `key` (default `default`) when it leaves the
@@ -306,14 +288,13 @@ mod tests {
     }
 
     #[test]
-    fn names_match_the_workspace_list() {
-        assert_eq!(builtin_names(), keel_workspace::BUILTIN_TOOLS);
+    fn each_tool_answers_to_its_name_in_the_list() {
         let names: Vec<String> = builtins(&BuiltinToolSettings::default())
             .iter()
             .map(|t| t.spec().name.clone())
             .collect();
-        assert_eq!(names, builtin_names());
-        for name in builtin_names() {
+        assert_eq!(names, keel_workspace::BUILTIN_TOOLS);
+        for name in keel_workspace::BUILTIN_TOOLS {
             assert!(builtin(name).is_some_and(|t| t.spec().name == *name));
         }
         assert!(builtin("exec_start").is_none());

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keel_types::HookEvent;
+use keel_types::{HookEvent, error_chain};
 use keel_workspace::{HookHandler, HookOnError, HookSpec};
 use regex::Regex;
 use reqwest::{Url, redirect};
@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::command::resolve_program;
-use crate::http::{Clients, error_chain, header_map, read_body};
+use crate::http::{Clients, header_map, read_body};
 use crate::process::{self, Caps, Finished, RunError, child_env};
 
 pub mod outcome;

@@ -3,8 +3,9 @@
 //! [`gateway`] is the one path every tool call takes (inventory → parse → schema validation,
 //! with [`repair`]s before blocking → semantic checks → execution); [`builtin`] holds the
 //! built-in tools, [`command`] runs declared command tools (on the process machinery of
-//! [`process`], shared with `shell`), [`http`] runs declared http tools (and holds what
-//! `http_fetch` shares with them), [`paths`] keeps every path inside the workspace,
+//! [`process`], shared with `shell`), [`http`] holds the HTTP client plumbing (shared by
+//! `http_fetch`, declared http tools and http hooks) and runs declared http tools,
+//! [`paths`] keeps every path inside the workspace,
 //! [`policy`] decides allow / ask / deny from the workspace's policies, and [`hooks`] runs
 //! `Hook` documents (on the same process and HTTP machinery). Start reading at
 //! [`gateway::Gateway`].

@@ -21,19 +21,17 @@
 //!    leaves the decision as it is; a layer's `acceptEdits` is ignored.
 
 use keel_types::{PermissionMode, PolicyDecision};
-use keel_workspace::{PolicyRule, PolicySpec, Workspace};
+use keel_workspace::{BuiltinTool, PolicyRule, PolicySpec, Workspace};
 use serde::Serialize;
 use serde_json::Value;
-
-/// Built-in tools that never change anything: allowed by default, and allowed in `plan` mode.
-pub const READ_ONLY_BUILTINS: &[&str] = &["read_file", "list_dir", "grep", "glob"];
 
 /// Built-in tools whose `ask` the `acceptEdits` mode turns into `allow`.
 const EDIT_TOOLS: &[&str] = &["write_file", "edit_file"];
 
-/// Whether `tool` is a read-only built-in. Declared tools are never read-only.
+/// Whether `tool` is a built-in that never changes anything ([`BuiltinTool::read_only`]):
+/// allowed by default, and allowed in `plan` mode. Declared tools are never read-only.
 pub fn is_read_only_builtin(tool: &str) -> bool {
-    READ_ONLY_BUILTINS.contains(&tool)
+    BuiltinTool::from_name(tool).is_some_and(BuiltinTool::read_only)
 }
 
 /// One tool call to decide on.
@@ -45,7 +43,7 @@ pub struct PolicyQuery<'a> {
     pub tool: &'a str,
     /// The call's arguments (after validation and repair).
     pub args: &'a Value,
-    /// Whether the tool only reads (see [`READ_ONLY_BUILTINS`]).
+    /// Whether the tool only reads (see [`is_read_only_builtin`]).
     pub read_only: bool,
     /// The run's permission mode, when the run sets one; `None` takes the strictest `mode`
     /// of the policies that apply to the agent (or `default`).

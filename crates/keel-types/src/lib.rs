@@ -10,6 +10,7 @@
 //! and the HTTP API's OpenAPI document describe (it adds no logic).
 
 pub mod approval;
+pub mod error;
 pub mod event;
 pub mod governance;
 pub mod ids;
@@ -20,6 +21,7 @@ pub mod task;
 mod wire_name;
 
 pub use approval::{ApprovalRecord, ApprovalScope, ApprovalStatus};
+pub use error::error_chain;
 pub use event::{AdapterEvent, Event, EventPayload, GuardDecision, Issue, Repair, RepairKind};
 pub use governance::{HookEvent, PermissionMode, PolicyDecision};
 pub use ids::{EventId, RequestId, SessionId, new_id};

@@ -33,17 +33,74 @@ pub use spec::{
     StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
 };
 
-/// Names of the built-in tools an agent may list without declaring them.
-pub const BUILTIN_TOOLS: &[&str] = &[
-    "read_file",
-    "list_dir",
-    "grep",
-    "write_file",
-    "edit_file",
-    "glob",
-    "shell",
-    "http_fetch",
-];
+/// A built-in tool: one an agent may list without declaring it. This enum is the one list of
+/// them: validation reads the names from it, `keel-tools` builds a tool for each variant (an
+/// exhaustive match, so a new variant cannot go unbuilt) and the policy engine reads
+/// [`BuiltinTool::read_only`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BuiltinTool {
+    ReadFile,
+    ListDir,
+    Grep,
+    WriteFile,
+    EditFile,
+    Glob,
+    Shell,
+    HttpFetch,
+}
+
+impl BuiltinTool {
+    /// Every built-in tool, in the order they are listed and built.
+    pub const ALL: [Self; 8] = [
+        Self::ReadFile,
+        Self::ListDir,
+        Self::Grep,
+        Self::WriteFile,
+        Self::EditFile,
+        Self::Glob,
+        Self::Shell,
+        Self::HttpFetch,
+    ];
+
+    /// The name agents list it by.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::ReadFile => "read_file",
+            Self::ListDir => "list_dir",
+            Self::Grep => "grep",
+            Self::WriteFile => "write_file",
+            Self::EditFile => "edit_file",
+            Self::Glob => "glob",
+            Self::Shell => "shell",
+            Self::HttpFetch => "http_fetch",
+        }
+    }
+
+    /// Whether it never changes anything: such tools are allowed by default and in `plan`
+    /// mode.
+    pub const fn read_only(self) -> bool {
+        matches!(
+            self,
+            Self::ReadFile | Self::ListDir | Self::Grep | Self::Glob
+        )
+    }
+
+    /// The built-in tool called `name`, if there is one.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|tool| tool.name() == name)
+    }
+}
+
+/// Names of the built-in tools, in the order of [`BuiltinTool::ALL`].
+pub const BUILTIN_TOOLS: &[&str] = &{
+    let mut names = [""; BuiltinTool::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = BuiltinTool::ALL[i].name();
+        i += 1;
+    }
+    names
+};
 
 /// Words that mark an environment variable as a secret (matched case-insensitively anywhere
 /// in the name).

@@ -165,7 +165,7 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
 
 /// A failure sending the request or waiting for the response head.
 pub(crate) fn send_error(error: &reqwest::Error) -> ModelError {
-    let text = error_chain(error);
+    let text = short_chain(error);
     if error.is_timeout() {
         ModelError::Timeout(text)
     } else {
@@ -175,7 +175,7 @@ pub(crate) fn send_error(error: &reqwest::Error) -> ModelError {
 
 /// A failure reading the body after the response began.
 pub(crate) fn body_error(error: &reqwest::Error) -> ModelError {
-    let text = error_chain(error);
+    let text = short_chain(error);
     if error.is_timeout() {
         ModelError::Timeout(text)
     } else {
@@ -185,19 +185,9 @@ pub(crate) fn body_error(error: &reqwest::Error) -> ModelError {
     }
 }
 
-/// `error: source: source…`, truncated.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    crate::truncate(&text, MESSAGE_LEN).into_owned()
+/// `error: source: source…` ([`keel_types::error_chain`]), truncated.
+fn short_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    crate::truncate(&keel_types::error_chain(error), MESSAGE_LEN).into_owned()
 }
 
 #[cfg(test)]

@@ -1,0 +1,145 @@
+//! The OpenAI-compatible facade: `GET /v1/models` (agents as models) and
+//! `POST /v1/chat/completions` (stream and non-stream; `model` is the agent id, the last user
+//! message is the request's input).
+//!
+//! This file holds the handlers and the Keel headers; `wire.rs` the request and answer
+//! shapes, `messages.rs` the mapping of chat messages to the run's input and history, and
+//! `stream.rs` the streamed answer.
+
+mod messages;
+mod stream;
+mod wire;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use bytes::Bytes;
+use keel::{RequestOptions, SessionId};
+use serde_json::{Value, json};
+
+pub(crate) use wire::ChatRequest;
+
+use self::messages::map_messages;
+use self::stream::stream_response;
+use self::wire::Completion;
+use crate::ApiError;
+use crate::requests::{start_run, wait_for};
+use crate::state::{AppState, Principal};
+
+/// `GET /v1/models`: every agent of the workspace, as an OpenAI model.
+pub(crate) async fn models(State(state): State<AppState>) -> Json<Value> {
+    let data: Vec<Value> = state
+        .runtime
+        .workspace()
+        .agents
+        .keys()
+        .map(|name| json!({ "id": name, "object": "model", "created": 0, "owned_by": "keel" }))
+        .collect();
+    Json(json!({ "object": "list", "data": data }))
+}
+
+/// The header naming the session of a facade request.
+pub const SESSION_HEADER: &str = "x-keel-session";
+/// The header opting a streamed facade request into Keel progress events.
+pub const PROGRESS_HEADER: &str = "x-keel-progress";
+
+/// The Keel options a client may add with headers (the body stays a standard request).
+struct KeelOptions {
+    /// `X-Keel-Session: ID` — the turn belongs to this session: its stored transcript is the
+    /// history and only the last (user) message of `messages` is read.
+    session: Option<String>,
+    /// `X-Keel-Progress: true` — the stream also carries Keel progress events.
+    progress: bool,
+}
+
+impl KeelOptions {
+    fn from_headers(headers: &HeaderMap) -> Result<Self, ApiError> {
+        let text = |name: &'static str| -> Result<Option<String>, ApiError> {
+            headers
+                .get(name)
+                .map(|v| {
+                    v.to_str()
+                        .map(|s| s.trim().to_owned())
+                        .map_err(|_| ApiError::BadRequest {
+                            message: format!("header `{name}` must be visible ASCII"),
+                            param: None,
+                        })
+                })
+                .transpose()
+        };
+        let session = text(SESSION_HEADER)?.filter(|s| !s.is_empty());
+        let progress = match text(PROGRESS_HEADER)?.as_deref() {
+            None | Some("false" | "0") => false,
+            Some("true" | "1") => true,
+            Some(other) => {
+                return Err(ApiError::BadRequest {
+                    message: format!(
+                        "header `{PROGRESS_HEADER}` must be true or false, not `{other}`"
+                    ),
+                    param: None,
+                });
+            }
+        };
+        Ok(Self { session, progress })
+    }
+}
+
+/// `POST /v1/chat/completions`.
+pub(crate) async fn chat_completions(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let request: ChatRequest = crate::body::parse_body(body, false)?;
+    if !state
+        .runtime
+        .workspace()
+        .agents
+        .contains_key(&request.model)
+    {
+        return Err(ApiError::ModelNotFound(request.model));
+    }
+    let keel = KeelOptions::from_headers(&headers)?;
+    let (input, history) = map_messages(&request.messages, keel.session.is_some())?;
+    let options = RequestOptions {
+        input,
+        history,
+        agent: Some(request.model.clone()),
+        session_id: keel.session.map(SessionId::from),
+        ..Default::default()
+    };
+    let (handle, ticket) = start_run(&state, &principal, options).await?;
+    let completion = Completion {
+        id: format!("chatcmpl-{}", handle.request_id()),
+        model: request.model,
+        created: unix_now(),
+    };
+    if request.stream.unwrap_or(false) {
+        let include_usage = request
+            .stream_options
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false);
+        Ok(stream_response(
+            completion,
+            handle,
+            ticket,
+            include_usage,
+            keel.progress,
+        ))
+    } else {
+        let response = wait_for(handle, ticket).await?;
+        completion.whole(response).map(IntoResponse::into_response)
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

@@ -1,0 +1,275 @@
+//! The streamed answer (`stream: true`): a task feeds the run's events into a bounded outbox
+//! and the client reads frames from it, so a slow reader never holds up the run. Output text
+//! becomes `chat.completion.chunk` frames (consecutive deltas merge while they wait), opted-in
+//! Keel events become SSE events named `keel`, and the stream ends with the finish and usage
+//! chunks (or an error object) and `[DONE]`. The client going away cancels the run; a client
+//! more than [`MAX_PENDING_BYTES`] behind is cut off and the run goes on.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use axum::response::Response;
+use bytes::Bytes;
+use keel::types::event::AdapterEvent;
+use keel::{Event, EventPayload, RunHandle, RunResponse, RuntimeError};
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio_util::sync::DropGuard;
+
+use super::wire::{Completion, DONE, finish_reason, frame, run_error};
+use crate::ApiError;
+use crate::requests::sse_response;
+use crate::state::Ticket;
+
+/// What a stream holds for a client that reads slower than the run writes, at most. Output
+/// text merges into one chunk while it waits, so only frames that cannot merge count up; a
+/// client so far behind loses the rest of the stream (it ends with an error naming the
+/// request, whose answer stays in the store) and the run goes on.
+const MAX_PENDING_BYTES: usize = 1024 * 1024;
+
+/// A frame waiting for the client.
+enum Item {
+    /// Output text (consecutive deltas merge).
+    Text(String),
+    Frame(Bytes),
+}
+
+impl Item {
+    fn len(&self) -> usize {
+        match self {
+            Self::Text(text) => text.len(),
+            Self::Frame(frame) => frame.len(),
+        }
+    }
+}
+
+/// Frames from the run to the client. The run side never waits for the client.
+#[derive(Default)]
+struct Outbox {
+    items: VecDeque<Item>,
+    bytes: usize,
+    /// The run side is done: nothing is added after what is queued.
+    closed: bool,
+    /// The client fell more than [`MAX_PENDING_BYTES`] behind.
+    overflowed: bool,
+}
+
+struct Shared {
+    outbox: Mutex<Outbox>,
+    ready: Notify,
+}
+
+impl Shared {
+    fn push(&self, item: Item) {
+        let Ok(mut outbox) = self.outbox.lock() else {
+            return;
+        };
+        if outbox.overflowed {
+            return;
+        }
+        outbox.bytes += item.len();
+        match (outbox.items.back_mut(), item) {
+            (Some(Item::Text(queued)), Item::Text(text)) => queued.push_str(&text),
+            (_, item) => outbox.items.push_back(item),
+        }
+        if outbox.bytes > MAX_PENDING_BYTES {
+            outbox.overflowed = true;
+            outbox.items.clear();
+            outbox.bytes = 0;
+        }
+        drop(outbox);
+        self.ready.notify_one();
+    }
+
+    fn close(&self, last: Vec<Bytes>) {
+        if let Ok(mut outbox) = self.outbox.lock() {
+            if !outbox.overflowed {
+                for frame in last {
+                    outbox.bytes += frame.len();
+                    outbox.items.push_back(Item::Frame(frame));
+                }
+            }
+            outbox.closed = true;
+        }
+        self.ready.notify_one();
+    }
+}
+
+/// Feeds the run's events into the outbox until the run ends; holds the run's admission
+/// place until then.
+async fn pump(
+    mut handle: RunHandle,
+    ticket: Ticket,
+    shared: Arc<Shared>,
+    completion: Arc<Completion>,
+    include_usage: bool,
+    progress: bool,
+) {
+    while let Some(event) = handle.next_event().await {
+        match &event.payload {
+            EventPayload::Adapter {
+                event: AdapterEvent::OutputDelta { text, .. },
+            } if !text.is_empty() => shared.push(Item::Text(text.clone())),
+            payload if progress && is_progress(payload) => {
+                shared.push(Item::Frame(progress_frame(&event)));
+            }
+            _ => {}
+        }
+    }
+    let response = handle.wait().await;
+    drop(ticket);
+    shared.close(closing_frames(&completion, response, include_usage));
+}
+
+/// The Keel events an opted-in stream carries: narration, tool progress, approvals and
+/// model retries.
+fn is_progress(payload: &EventPayload) -> bool {
+    matches!(
+        payload,
+        EventPayload::Narration { .. }
+            | EventPayload::Adapter {
+                event: AdapterEvent::ToolStart { .. } | AdapterEvent::ToolResult { .. }
+            }
+            | EventPayload::ApprovalRequested { .. }
+            | EventPayload::ApprovalResolved { .. }
+            | EventPayload::ModelRetry { .. }
+    )
+}
+
+/// A Keel event on the facade stream: a named SSE event (`event: keel`), so standard chunk
+/// parsers that dispatch on the event name leave it alone.
+fn progress_frame(event: &Event) -> Bytes {
+    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".into());
+    Bytes::from(format!("event: keel\ndata: {data}\n\n"))
+}
+
+/// The closing frames: finish chunk, usage chunk, `[DONE]` — or an error object and `[DONE]`.
+fn closing_frames(
+    completion: &Completion,
+    response: Result<RunResponse, RuntimeError>,
+    include_usage: bool,
+) -> Vec<Bytes> {
+    let mut frames = Vec::with_capacity(3);
+    match response {
+        Err(_) => {
+            let error = ApiError::RunFailed("the run ended abnormally".into());
+            frames.push(frame(&error.body()));
+        }
+        Ok(response) => {
+            if let Some(error) = run_error(&response) {
+                frames.push(frame(&error.body()));
+            } else {
+                frames.push(completion.chunk(json!({}), Some(finish_reason(&response))));
+                if include_usage {
+                    frames.push(completion.usage_chunk(&response));
+                }
+            }
+        }
+    }
+    frames.push(Bytes::from_static(DONE));
+    frames
+}
+
+/// The client side of a streamed answer.
+struct Streaming {
+    shared: Arc<Shared>,
+    completion: Arc<Completion>,
+    request_id: String,
+    /// Cancels the run if the client goes away before the stream ends.
+    guard: Option<DropGuard>,
+    finished: bool,
+}
+
+impl Streaming {
+    /// The next frame, or `None` once `[DONE]` was sent.
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if self.finished {
+                return None;
+            }
+            let item = {
+                let mut outbox = self.shared.outbox.lock().ok()?;
+                if outbox.overflowed {
+                    self.finished = true;
+                    if let Some(guard) = self.guard.take() {
+                        // The run goes on; its answer is in the store.
+                        guard.disarm();
+                    }
+                    let error = ApiError::RunFailed(format!(
+                        "the client read too slowly and the stream was cut; the run goes on as request `{}`",
+                        self.request_id
+                    ));
+                    let mut bytes = frame(&error.body()).to_vec();
+                    bytes.extend_from_slice(DONE);
+                    return Some(Bytes::from(bytes));
+                }
+                match outbox.items.pop_front() {
+                    Some(item) => {
+                        outbox.bytes -= item.len();
+                        Some(item)
+                    }
+                    None if outbox.closed => {
+                        self.finished = true;
+                        if let Some(guard) = self.guard.take() {
+                            guard.disarm();
+                        }
+                        return None;
+                    }
+                    None => None,
+                }
+            };
+            match item {
+                Some(Item::Text(text)) => {
+                    return Some(self.completion.chunk(json!({ "content": text }), None));
+                }
+                Some(Item::Frame(frame)) => return Some(frame),
+                None => self.shared.ready.notified().await,
+            }
+        }
+    }
+}
+
+/// A `text/event-stream` answer of `chat.completion.chunk` frames ending with `[DONE]`.
+/// A task feeds the run's events into a bounded outbox, so a slow reader never holds up the
+/// run; the client going away cancels the run.
+pub(super) fn stream_response(
+    completion: Completion,
+    handle: RunHandle,
+    ticket: Ticket,
+    include_usage: bool,
+    progress: bool,
+) -> Response {
+    let completion = Arc::new(completion);
+    let first = completion.chunk(json!({ "role": "assistant", "content": "" }), None);
+    let shared = Arc::new(Shared {
+        outbox: Mutex::new(Outbox {
+            bytes: first.len(),
+            items: VecDeque::from([Item::Frame(first)]),
+            ..Outbox::default()
+        }),
+        ready: Notify::new(),
+    });
+    let streaming = Streaming {
+        shared: shared.clone(),
+        completion: completion.clone(),
+        request_id: handle.request_id().to_string(),
+        guard: Some(handle.cancel_token().drop_guard()),
+        finished: false,
+    };
+    tokio::spawn(pump(
+        handle,
+        ticket,
+        shared,
+        completion,
+        include_usage,
+        progress,
+    ));
+    sse_response(futures_util::stream::unfold(
+        streaming,
+        |mut streaming| async move {
+            let frame = streaming.next().await?;
+            Some((Ok::<_, Infallible>(frame), streaming))
+        },
+    ))
+}

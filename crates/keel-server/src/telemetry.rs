@@ -1,0 +1,297 @@
+//! Telemetry: what this process learns from the events it stores — the Prometheus metrics
+//! behind `GET /metrics` (the registry, what each event records, and the text exposition) —
+//! and the hand-off that wakes live event streams ([`crate::live`]).
+//!
+//! [`Telemetry`] is an [`EventObserver`]: give it to the runtime builder
+//! (`Runtime::builder().observer(telemetry.observer())`) and pass the same value to
+//! [`crate::router_with`], so it sees every stored event of the runs this process executes.
+//! Counts that must cover every process sharing the store (runs by status, approvals
+//! pending) are read from the store at each scrape (`metrics.rs`) and handed in as
+//! [`StoreCounts`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use keel::types::event::AdapterEvent;
+use keel::{Event, EventObserver, EventPayload, RequestId, RunStatus, Workspace};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::live::{Followers, Wake};
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabels {
+    agent: String,
+    model: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    agent: String,
+    model: String,
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    tool: String,
+    ok: &'static str,
+}
+
+/// Latency buckets from 5 ms to about 82 s.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+struct Metrics {
+    registry: Registry,
+    runs_finished: Family<StatusLabels, Counter>,
+    runs: Family<StatusLabels, Gauge>,
+    runs_in_flight: Gauge,
+    model_latency: Family<ModelLabels, Histogram>,
+    tokens: Family<TokenLabels, Counter>,
+    tool_latency: Family<ToolLabels, Histogram>,
+    approvals_requested: Counter,
+    approvals_pending: Gauge,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("keel");
+        let runs_finished = Family::<StatusLabels, Counter>::default();
+        registry.register(
+            "runs_finished",
+            "Runs this process finished, by final status",
+            runs_finished.clone(),
+        );
+        let runs = Family::<StatusLabels, Gauge>::default();
+        registry.register("runs", "Runs in the store, by status", runs.clone());
+        let runs_in_flight = Gauge::default();
+        registry.register(
+            "http_runs_in_flight",
+            "Runs started over HTTP that have not ended (running or waiting for a slot)",
+            runs_in_flight.clone(),
+        );
+        let model_latency =
+            Family::<ModelLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
+        registry.register(
+            "model_latency_seconds",
+            "Time of one model round, from the request to the end of the answer",
+            model_latency.clone(),
+        );
+        let tokens = Family::<TokenLabels, Counter>::default();
+        registry.register(
+            "model_tokens",
+            "Tokens reported by models, by kind (prompt, completion)",
+            tokens.clone(),
+        );
+        let tool_latency =
+            Family::<ToolLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
+        registry.register(
+            "tool_latency_seconds",
+            "Time of one tool call, by tool and outcome",
+            tool_latency.clone(),
+        );
+        let approvals_requested = Counter::default();
+        registry.register(
+            "approvals_requested",
+            "Approvals this process asked for",
+            approvals_requested.clone(),
+        );
+        let approvals_pending = Gauge::default();
+        registry.register(
+            "approvals_pending",
+            "Approvals waiting for a decision, in the store",
+            approvals_pending.clone(),
+        );
+        Self {
+            registry,
+            runs_finished,
+            runs,
+            runs_in_flight,
+            model_latency,
+            tokens,
+            tool_latency,
+            approvals_requested,
+            approvals_pending,
+        }
+    }
+}
+
+/// Metrics and live-stream wake-ups; cheap to clone (one shared value).
+#[derive(Clone)]
+pub struct Telemetry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    metrics: Metrics,
+    /// Agent name → model name, for labels.
+    models: OnceLock<BTreeMap<String, String>>,
+    /// Live event streams waiting for news of a run.
+    followers: Followers,
+}
+
+/// What a scrape reads from the store (and admission) rather than from events.
+pub(crate) struct StoreCounts {
+    /// Runs in the store, by status.
+    pub runs: Vec<(RunStatus, u64)>,
+    /// Approvals waiting for a decision.
+    pub approvals_pending: usize,
+    /// Runs started over HTTP that have not ended.
+    pub runs_in_flight: usize,
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry").finish_non_exhaustive()
+    }
+}
+
+impl Telemetry {
+    /// Fresh telemetry.
+    pub fn new() -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                metrics: Metrics::new(),
+                models: OnceLock::new(),
+                followers: Followers::default(),
+            }),
+        }
+    }
+
+    /// The observer to give the runtime builder.
+    pub fn observer(&self) -> Arc<dyn EventObserver> {
+        Arc::new(self.clone())
+    }
+
+    /// Learns the agents' models (for labels); the first workspace given wins.
+    pub(crate) fn describe(&self, workspace: &Workspace) {
+        let models = workspace
+            .agents
+            .iter()
+            .map(|(name, agent)| (name.clone(), agent.model.clone()))
+            .collect();
+        let _ = self.inner.models.set(models);
+    }
+
+    fn model_of(&self, agent: &str) -> String {
+        self.inner
+            .models
+            .get()
+            .and_then(|m| m.get(agent))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A wake-up for news of run `id`.
+    pub(crate) fn subscribe(&self, id: &RequestId) -> Wake {
+        self.inner.followers.follow(id)
+    }
+
+    /// The metrics in the OpenMetrics text format, with the store's counts set first.
+    pub(crate) fn render(&self, store: StoreCounts) -> Result<String, std::fmt::Error> {
+        let metrics = &self.inner.metrics;
+        metrics.runs.clear();
+        for (status, count) in store.runs {
+            let status = status.as_str().to_owned();
+            metrics
+                .runs
+                .get_or_create(&StatusLabels { status })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        metrics
+            .approvals_pending
+            .set(i64::try_from(store.approvals_pending).unwrap_or(i64::MAX));
+        metrics
+            .runs_in_flight
+            .set(i64::try_from(store.runs_in_flight).unwrap_or(i64::MAX));
+        let mut text = String::new();
+        encode(&mut text, &metrics.registry)?;
+        Ok(text)
+    }
+
+    fn record(&self, event: &Event) {
+        let metrics = &self.inner.metrics;
+        match &event.payload {
+            EventPayload::ModelCompleted {
+                usage, latency_ms, ..
+            } => {
+                let model = self.model_of(&event.agent_id);
+                metrics
+                    .model_latency
+                    .get_or_create(&ModelLabels {
+                        agent: event.agent_id.clone(),
+                        model: model.clone(),
+                    })
+                    .observe(*latency_ms as f64 / 1000.0);
+                for (kind, count) in [
+                    ("prompt", usage.prompt_tokens),
+                    ("completion", usage.completion_tokens),
+                ] {
+                    metrics
+                        .tokens
+                        .get_or_create(&TokenLabels {
+                            agent: event.agent_id.clone(),
+                            model: model.clone(),
+                            kind,
+                        })
+                        .inc_by(count);
+                }
+            }
+            EventPayload::Adapter {
+                event:
+                    AdapterEvent::ToolResult {
+                        tool,
+                        ok,
+                        duration_ms,
+                        ..
+                    },
+            } => {
+                metrics
+                    .tool_latency
+                    .get_or_create(&ToolLabels {
+                        tool: tool.clone(),
+                        ok: if *ok { "true" } else { "false" },
+                    })
+                    .observe(*duration_ms as f64 / 1000.0);
+            }
+            EventPayload::ApprovalRequested { .. } => {
+                metrics.approvals_requested.inc();
+            }
+            payload if payload.is_terminal() => {
+                let status = payload.type_name().rsplit('.').next().unwrap_or_default();
+                metrics
+                    .runs_finished
+                    .get_or_create(&StatusLabels {
+                        status: status.to_owned(),
+                    })
+                    .inc();
+            }
+            _ => {}
+        }
+    }
+}
+
+impl EventObserver for Telemetry {
+    fn observe(&self, event: &Event) {
+        self.record(event);
+        self.inner.followers.wake(&event.request_id);
+    }
+}
