@@ -10,9 +10,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use keel_test_support::{MockLlm, MockResponse, MockToolCall};
+use keel_test_support::{MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder};
 
-use crate::common::keel;
+use crate::common::keel_in;
 
 /// `target/test-clients` of this workspace.
 fn clients_dir() -> PathBuf {
@@ -72,7 +72,7 @@ fn node_prefix() -> PathBuf {
 struct Server {
     child: Child,
     addr: String,
-    _dir: tempfile::TempDir,
+    _dir: TempWorkspace,
 }
 
 impl Drop for Server {
@@ -97,25 +97,13 @@ async fn serve(mock: &MockLlm) -> Server {
             [r#"{"path":"#, r#""README.md"}"#],
         )]),
     });
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("config")).unwrap();
-    std::fs::write(dir.path().join("README.md"), "hello from the workspace\n").unwrap();
-    std::fs::write(
-        dir.path().join("config/all.yaml"),
-        format!(
-            "apiVersion: keel/v1\nkind: Model\nmetadata: {{ name: mock }}\nspec: {{ provider: openai, baseUrl: \"{}\", model: mock-model }}\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: {{ name: assistant }}\nspec: {{ model: mock, tools: [read_file] }}\n",
-            mock.base_url()
-        ),
-    )
-    .unwrap();
-    let mut child = keel()
-        .args([
-            "serve",
-            "-w",
-            dir.path().to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
+    let dir = WorkspaceBuilder::new()
+        .openai_model_at("mock", &mock.base_url())
+        .agent("assistant", "{ model: mock, tools: [read_file] }")
+        .file("README.md", "hello from the workspace\n")
+        .build();
+    let mut child = keel_in(&dir)
+        .command(["serve", "--listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
