@@ -25,6 +25,26 @@ impl TempWorkspace {
         }
     }
 
+    /// Creates an empty temporary directory inside `parent` (benchmarks put theirs on the
+    /// project's disk).
+    ///
+    /// # Panics
+    /// When the directory cannot be created.
+    #[track_caller]
+    pub fn new_in(parent: impl AsRef<Path>) -> Self {
+        let parent = parent.as_ref();
+        if let Err(e) = std::fs::create_dir_all(parent) {
+            panic!("cannot create {}: {e}", parent.display());
+        }
+        match TempDir::with_prefix_in("keel-test-", parent) {
+            Ok(dir) => Self { dir },
+            Err(e) => panic!(
+                "cannot create a temporary workspace in {}: {e}",
+                parent.display()
+            ),
+        }
+    }
+
     /// The directory (absolute).
     pub fn path(&self) -> &Path {
         self.dir.path()

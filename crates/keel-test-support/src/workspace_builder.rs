@@ -33,7 +33,8 @@ impl WorkspaceBuilder {
     }
 
     /// A document of `kind` named `name`. `spec` is YAML: a one-line flow mapping
-    /// (`{ provider: openai }`) or block lines, which are dedented and indented under `spec:`.
+    /// (`{ provider: openai }`) or block lines (`limits: { maxSteps: 3 }`), which are dedented
+    /// and indented under `spec:`.
     pub fn document(mut self, kind: &str, name: &str, spec: &str) -> Self {
         self.documents.push(format!(
             "apiVersion: keel/v1\nkind: {kind}\nmetadata: {{ name: {name} }}\n{}",
@@ -126,7 +127,17 @@ impl WorkspaceBuilder {
     /// When a file cannot be written.
     #[track_caller]
     pub fn build(self) -> TempWorkspace {
-        let ws = TempWorkspace::new();
+        self.write_into(TempWorkspace::new())
+    }
+
+    /// Like [`build`](Self::build), with the temp folder inside `parent`.
+    #[track_caller]
+    pub fn build_in(self, parent: impl AsRef<std::path::Path>) -> TempWorkspace {
+        self.write_into(TempWorkspace::new_in(parent))
+    }
+
+    #[track_caller]
+    fn write_into(self, ws: TempWorkspace) -> TempWorkspace {
         ws.mkdir("config");
         if !self.documents.is_empty() {
             ws.write(CONFIG_FILE, self.config_yaml());
@@ -144,8 +155,12 @@ impl WorkspaceBuilder {
 
 /// `spec: …` for a flow mapping, or `spec:` and the block lines indented by two.
 fn spec_yaml(spec: &str) -> String {
-    let spec = spec.trim_matches('\n');
-    if !spec.contains('\n') {
+    // Blank lines around the spec (a raw string's opening and closing lines) are dropped.
+    let spec = spec.trim_end();
+    let first_text = spec.len() - spec.trim_start().len();
+    let first_line = spec[..first_text].rfind('\n').map_or(0, |i| i + 1);
+    let spec = &spec[first_line..];
+    if !spec.contains('\n') && spec.trim_start().starts_with('{') {
         return format!("spec: {}\n", spec.trim());
     }
     let indent = spec
