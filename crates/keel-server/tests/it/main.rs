@@ -1,6 +1,7 @@
 //! The HTTP routes driven in-process with `tower::ServiceExt::oneshot` (no sockets), over a
 //! runtime whose model is `scripted`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
+#![cfg(test)]
 
 use axum::Router;
 use axum::body::Body;
