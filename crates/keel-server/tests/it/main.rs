@@ -310,3 +310,4 @@ mod auth;
 mod malformed;
 mod routes;
 mod socket;
+mod wire;

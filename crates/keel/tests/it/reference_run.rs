@@ -1,5 +1,7 @@
 //! The event sequence of a reference run, snapshot-tested with ids, times and durations
-//! redacted. A change here is a change of the public event contract: review it as such.
+//! redacted, and the Chat Completions bodies the `openai` provider sent during it. A change
+//! here is a change of the public event contract or of what goes to the model: review it as
+//! such.
 
 use keel::Runtime;
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};
@@ -41,4 +43,23 @@ async fn reference_run_event_sequence() {
         "[].durationMs" => "[ms]",
         "[].event.durationMs" => "[ms]",
     });
+}
+
+#[tokio::test]
+async fn reference_run_model_request_bodies() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_1",
+        "read_file",
+        [r#"{"path":"#, r#""README.md"}"#],
+    )]));
+    mock.push(MockResponse::text(["The README ", "says hello."]));
+    let ws = common::workspace(&mock.base_url(), &["read_file"], "");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    common::run(&runtime, "What does the README say?").await;
+
+    let bodies: Vec<_> = mock.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies.len(), 2, "one request per model round");
+    insta::assert_json_snapshot!("reference_run_model_requests", bodies);
 }
