@@ -4,10 +4,11 @@
 //! The binary's path comes from the calling test crate (`env!("CARGO_BIN_EXE_keel")`), so this
 //! crate does not depend on the CLI. Commands run with the workspace as their current folder,
 //! which is the CLI's default `-w .`; only `PATH` is kept from the caller's environment.
+//! [`Cli::serve`] starts `keel serve` on a free loopback port and stops it when dropped.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -67,6 +68,32 @@ fn parse_json(text: &str) -> Value {
     match serde_json::from_str(text) {
         Ok(value) => value,
         Err(e) => panic!("not JSON ({e}): {text}"),
+    }
+}
+
+/// A running `keel serve`, killed (and reaped) when dropped.
+#[derive(Debug)]
+pub struct Serving {
+    child: Child,
+    addr: String,
+}
+
+impl Serving {
+    /// `host:port` the server listens on.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// The process (to signal it, or to wait for its exit).
+    pub fn child(&mut self) -> &mut Child {
+        &mut self.child
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -152,6 +179,39 @@ impl Cli {
         match child.wait_with_output() {
             Ok(output) => CliOutput::from_output(&output),
             Err(e) => panic!("cannot wait for keel: {e}"),
+        }
+    }
+
+    /// Starts `keel serve --listen 127.0.0.1:0` and waits for the address it prints.
+    ///
+    /// # Panics
+    /// When the server does not start or prints no address.
+    #[track_caller]
+    pub fn serve(&self) -> Serving {
+        let spawned = self
+            .command(["serve", "--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => panic!("cannot run {}: {e}", self.bin.display()),
+        };
+        let mut line = String::new();
+        if let Some(stdout) = child.stdout.as_mut() {
+            let _ = BufReader::new(stdout).read_line(&mut line);
+        }
+        match line.trim().strip_prefix("listening on http://") {
+            Some(addr) => Serving {
+                addr: addr.to_owned(),
+                child,
+            },
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("keel serve printed no address: {line:?}")
+            }
         }
     }
 

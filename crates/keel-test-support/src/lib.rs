@@ -25,7 +25,7 @@ pub mod process;
 mod temp_workspace;
 mod workspace_builder;
 
-pub use cli::{Cli, CliOutput};
+pub use cli::{Cli, CliOutput, Serving};
 pub use mock_llm::{MockLlm, RecordedRequest, Responder};
 pub use mock_response::{MOCK_COMPLETION_ID, MOCK_MODEL, MockResponse, MockSse, MockToolCall};
 pub use temp_workspace::TempWorkspace;

@@ -200,8 +200,7 @@ fn an_unknown_agent_is_a_usage_error() {
 
 #[test]
 fn serve_answers_health_and_chat_completions_and_refuses_public_addresses() {
-    use std::io::{BufRead, BufReader, Read, Write};
-    use std::process::Stdio;
+    use std::io::{Read, Write};
 
     let ws = quickstart();
     let keel = keel_in(&ws);
@@ -210,23 +209,10 @@ fn serve_answers_health_and_chat_completions_and_refuses_public_addresses() {
     assert_eq!(public.code, Some(2));
     assert!(public.stderr.contains("loopback"), "{}", public.stderr);
 
-    let mut server = keel
-        .command(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap()
-        .to_owned();
+    let server = keel.serve();
+    let addr = server.addr();
     let request = |text: String| {
-        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
         stream.write_all(text.as_bytes()).unwrap();
         let mut answer = String::new();
         stream.read_to_string(&mut answer).unwrap();
@@ -245,6 +231,4 @@ fn serve_answers_health_and_chat_completions_and_refuses_public_addresses() {
     assert!(completion.starts_with("HTTP/1.1 200"), "{completion}");
     assert!(completion.contains("chat.completion"), "{completion}");
     assert!(completion.contains("This workspace holds"), "{completion}");
-    let _ = server.kill();
-    let _ = server.wait();
 }

@@ -199,6 +199,11 @@ async fn stream_sends_chunks_usage_and_done() {
         .map(|c| c["choices"][0]["delta"]["content"].as_str().unwrap())
         .collect();
     assert_eq!(content, "Hello there");
+    // The whole stream as it goes over the wire (before `[DONE]`), ids and times redacted.
+    insta::assert_json_snapshot!("sse_frames", chunks, {
+        "[].id" => "[id]",
+        "[].created" => "[created]",
+    });
 }
 
 #[tokio::test]
