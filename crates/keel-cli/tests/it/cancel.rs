@@ -4,9 +4,21 @@
 use std::process::{Command, Stdio};
 
 use keel_test_support::process::{read_pid, wait_gone};
-use keel_test_support::{CliOutput, MockLlm, MockResponse, MockToolCall, WorkspaceBuilder};
+use keel_test_support::{
+    CliOutput, MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder,
+};
 
 use crate::common::keel_in;
+
+/// Agent `a` on the mock with one tool, `slow`, whose spec is `slow_spec` (`$$$$` is the
+/// shell's `$$` after interpolation).
+fn slow_workspace(mock: &MockLlm, slow_spec: &str) -> TempWorkspace {
+    WorkspaceBuilder::new()
+        .openai_model_at("mock", &mock.base_url())
+        .tool("slow", slow_spec)
+        .agent("a", "{ model: mock, tools: [slow] }")
+        .build()
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigint_cancels_the_run_and_kills_tool_processes() {
@@ -16,20 +28,16 @@ async fn sigint_cancels_the_run_and_kills_tool_processes() {
         "slow",
         ["{}"],
     )]));
-    let ws = WorkspaceBuilder::new()
-        .openai_model_at("mock", &mock.base_url())
-        .tool(
-            "slow",
-            r#"
-            description: Forks a grandchild and waits.
-            impl:
-              kind: command
-              command: ["sh", "-c", "sleep 60 & echo $! > grandchild.pid; echo $$$$ > child.pid; wait"]
-            policy: allow
-            "#,
-        )
-        .agent("a", "{ model: mock, tools: [slow] }")
-        .build();
+    let ws = slow_workspace(
+        &mock,
+        r#"
+        description: Forks a grandchild and waits.
+        impl:
+          kind: command
+          command: ["sh", "-c", "sleep 60 & echo $! > grandchild.pid; echo $$$$ > child.pid; wait"]
+        policy: allow
+        "#,
+    );
     let keel = keel_in(&ws);
 
     let mut child = keel
@@ -70,18 +78,14 @@ async fn ctrl_c_in_chat_cancels_the_turn_not_the_session() {
         }
         _ => MockResponse::text(["Still here."]),
     });
-    let ws = WorkspaceBuilder::new()
-        .openai_model_at("mock", &mock.base_url())
-        .tool(
-            "slow",
-            r#"
-            description: Waits.
-            impl: { kind: command, command: ["sh", "-c", "echo $$$$ > child.pid; sleep 60"] }
-            policy: allow
-            "#,
-        )
-        .agent("a", "{ model: mock, tools: [slow] }")
-        .build();
+    let ws = slow_workspace(
+        &mock,
+        r#"
+        description: Waits.
+        impl: { kind: command, command: ["sh", "-c", "echo $$$$ > child.pid; sleep 60"] }
+        policy: allow
+        "#,
+    );
     let keel = keel_in(&ws);
 
     let mut child = keel
