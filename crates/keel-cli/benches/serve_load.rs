@@ -38,6 +38,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use keel_test_support::WorkspaceBuilder;
 use serde_json::Value;
 
 /// The text the mock answers a tool result with (`FINAL_TEXT` in `keel-mock-llm`).
@@ -215,31 +216,27 @@ fn mock_binary() -> Result<PathBuf> {
 // The workspace
 
 fn workspace_yaml(base_url: &str, run_limit: Option<u32>, server_cap: bool) -> String {
-    let mut runtime =
-        String::from("apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec:\n");
-    match run_limit {
-        Some(limit) => runtime.push_str(&format!("  limits: {{ maxConcurrentRuns: {limit} }}\n")),
-        None => runtime.push_str("  limits: {}\n"),
-    }
-    if server_cap {
-        runtime.push_str("  server: { maxConcurrentRuns: 1024 }\n");
-    }
-    format!(
-        "{runtime}---
-apiVersion: keel/v1
-kind: Model
-metadata: {{ name: mock }}
-spec: {{ provider: openai, baseUrl: \"{base_url}\", model: mock-model }}
----
-apiVersion: keel/v1
-kind: Agent
-metadata: {{ name: {AGENT} }}
-spec:
-  model: mock
-  instructions: You are a benchmark agent.
-  tools: [read_file]
-"
-    )
+    let limits = match run_limit {
+        Some(limit) => format!("{{ maxConcurrentRuns: {limit} }}"),
+        None => "{}".to_owned(),
+    };
+    let server = if server_cap {
+        "\n  server: { maxConcurrentRuns: 1024 }"
+    } else {
+        ""
+    };
+    WorkspaceBuilder::new()
+        .runtime(&format!("  limits: {limits}{server}\n"))
+        .openai_model_at("mock", base_url)
+        .agent(
+            AGENT,
+            "
+            model: mock
+            instructions: You are a benchmark agent.
+            tools: [read_file]
+            ",
+        )
+        .config_yaml()
 }
 
 fn keel_quiet(args: &[&str], dir: &Path) -> Result<(bool, String)> {

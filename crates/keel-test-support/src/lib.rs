@@ -3,7 +3,11 @@
 //! - [`MockLlm`] — an OpenAI-compatible Chat Completions server on loopback, answering from a
 //!   queue of [`MockResponse`]s (streamed text, tool calls split into pieces, usage, HTTP
 //!   errors, malformed or cut streams, delays) and recording every request.
-//! - [`TempWorkspace`] — a temporary folder with a `write` helper.
+//! - [`TempWorkspace`] — a temporary folder with `write`/`read` helpers, the one temp
+//!   workspace of every crate's tests; [`WorkspaceBuilder`] fills one with the common
+//!   documents (a scripted agent, an `openai` model at a mock's URL, tools, policies, hooks).
+//! - [`Cli`] — runs the built `keel` binary in a workspace with a clean environment.
+//! - [`fixtures`] — records (approvals, …) tests put straight into a store.
 //!
 //! The `keel-mock-llm` binary (in `src/bin`) is a separate, stateless and fast mock for
 //! benchmarks; it shares no code with [`MockLlm`] on purpose, so its hot path stays tiny.
@@ -13,11 +17,16 @@
 // never panics.
 #![allow(clippy::panic)]
 
+mod cli;
+pub mod fixtures;
 mod mock_llm;
 mod mock_response;
 pub mod process;
 mod temp_workspace;
+mod workspace_builder;
 
+pub use cli::{Cli, CliOutput, Serving};
 pub use mock_llm::{MockLlm, RecordedRequest, Responder};
 pub use mock_response::{MOCK_COMPLETION_ID, MOCK_MODEL, MockResponse, MockSse, MockToolCall};
 pub use temp_workspace::TempWorkspace;
+pub use workspace_builder::{CONFIG_FILE, OPENAI_MOCK_MODEL, WorkspaceBuilder};

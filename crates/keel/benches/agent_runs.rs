@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use keel::{RequestOptions, RunStatus, Runtime};
+use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 
 struct Mock {
     child: Child,
@@ -77,27 +78,23 @@ fn target_dir() -> PathBuf {
 
 /// A temporary workspace under `KEEL_BENCH_DIR`, or under the target directory: a project
 /// folder on the ordinary disk, as users have (on some machines `/tmp` is far slower).
-fn workspace(base_url: &str) -> tempfile::TempDir {
+fn workspace(base_url: &str) -> TempWorkspace {
     let parent = std::env::var("KEEL_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| target_dir());
-    std::fs::create_dir_all(&parent).unwrap();
-    let dir = tempfile::tempdir_in(&parent).unwrap();
-    let config = dir.path().join("config");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("bench.yaml"),
-        format!(
-            "apiVersion: keel/v1\nkind: Runtime\nmetadata: {{ name: default }}\nspec:\n  limits: {{ maxConcurrentRuns: 256 }}\n---\napiVersion: keel/v1\nkind: Model\nmetadata: {{ name: mock }}\nspec: {{ provider: openai, baseUrl: \"{base_url}\", model: mock-model }}\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: {{ name: bench }}\nspec:\n  model: mock\n  instructions: You are a benchmark agent.\n  tools: [read_file]\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("README.md"),
-        "# Bench\nA small file the agent reads.\n",
-    )
-    .unwrap();
-    dir
+    WorkspaceBuilder::new()
+        .runtime("{ limits: { maxConcurrentRuns: 256 } }")
+        .openai_model_at("mock", base_url)
+        .agent(
+            "bench",
+            "
+            model: mock
+            instructions: You are a benchmark agent.
+            tools: [read_file]
+            ",
+        )
+        .file("README.md", "# Bench\nA small file the agent reads.\n")
+        .build_in(parent)
 }
 
 /// User + system CPU time of this process, from /proc (clock ticks of 10 ms).

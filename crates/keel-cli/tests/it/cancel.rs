@@ -4,10 +4,21 @@
 use std::process::{Command, Stdio};
 
 use keel_test_support::process::{read_pid, wait_gone};
-use keel_test_support::{MockLlm, MockResponse, MockToolCall};
-use serde_json::Value;
+use keel_test_support::{
+    CliOutput, MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder,
+};
 
-use crate::common::{keel, run, stdout};
+use crate::common::keel_in;
+
+/// Agent `a` on the mock with one tool, `slow`, whose spec is `slow_spec` (`$$$$` is the
+/// shell's `$$` after interpolation).
+fn slow_workspace(mock: &MockLlm, slow_spec: &str) -> TempWorkspace {
+    WorkspaceBuilder::new()
+        .openai_model_at("mock", &mock.base_url())
+        .tool("slow", slow_spec)
+        .agent("a", "{ model: mock, tools: [slow] }")
+        .build()
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigint_cancels_the_run_and_kills_tool_processes() {
@@ -17,39 +28,20 @@ async fn sigint_cancels_the_run_and_kills_tool_processes() {
         "slow",
         ["{}"],
     )]));
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
-    std::fs::create_dir_all(ws.join("config")).unwrap();
-    std::fs::write(
-        ws.join("config/all.yaml"),
-        format!(
-            r#"apiVersion: keel/v1
-kind: Model
-metadata: {{ name: mock }}
-spec: {{ provider: openai, baseUrl: "{}", model: mock-model }}
----
-apiVersion: keel/v1
-kind: Tool
-metadata: {{ name: slow }}
-spec:
-  description: Forks a grandchild and waits.
-  impl:
-    kind: command
-    command: ["sh", "-c", "sleep 60 & echo $! > grandchild.pid; echo $$$$ > child.pid; wait"]
-  policy: allow
----
-apiVersion: keel/v1
-kind: Agent
-metadata: {{ name: a }}
-spec: {{ model: mock, tools: [slow] }}
-"#,
-            mock.base_url()
-        ),
-    )
-    .unwrap();
+    let ws = slow_workspace(
+        &mock,
+        r#"
+        description: Forks a grandchild and waits.
+        impl:
+          kind: command
+          command: ["sh", "-c", "sleep 60 & echo $! > grandchild.pid; echo $$$$ > child.pid; wait"]
+        policy: allow
+        "#,
+    );
+    let keel = keel_in(&ws);
 
-    let mut child = keel()
-        .args(["run", "-w", ws.to_str().unwrap(), "be slow"])
+    let mut child = keel
+        .command(["run", "be slow"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -72,19 +64,9 @@ spec: {{ model: mock, tools: [slow] }}
         wait_gone(grandchild_pid).await,
         "the forked grandchild is still running"
     );
-    let listed = run(&["runs", "list", "-w", ws.to_str().unwrap(), "--json"]);
-    let record: Value = serde_json::from_str(stdout(&listed).lines().next().unwrap()).unwrap();
-    assert_eq!(record["status"], "cancelled");
-    let events = run(&[
-        "runs",
-        "events",
-        "-w",
-        ws.to_str().unwrap(),
-        record["requestId"].as_str().unwrap(),
-        "--json",
-    ]);
-    let last: Value = serde_json::from_str(stdout(&events).lines().last().unwrap()).unwrap();
-    assert_eq!(last["type"], "runtime.request.cancelled");
+    assert_eq!(keel.newest_run()["status"], "cancelled");
+    let events = keel.newest_run_events();
+    assert_eq!(events.last().unwrap()["type"], "runtime.request.cancelled");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -96,37 +78,18 @@ async fn ctrl_c_in_chat_cancels_the_turn_not_the_session() {
         }
         _ => MockResponse::text(["Still here."]),
     });
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
-    std::fs::create_dir_all(ws.join("config")).unwrap();
-    std::fs::write(
-        ws.join("config/all.yaml"),
-        format!(
-            r#"apiVersion: keel/v1
-kind: Model
-metadata: {{ name: mock }}
-spec: {{ provider: openai, baseUrl: "{}", model: mock-model }}
----
-apiVersion: keel/v1
-kind: Tool
-metadata: {{ name: slow }}
-spec:
-  description: Waits.
-  impl: {{ kind: command, command: ["sh", "-c", "echo $$$$ > child.pid; sleep 60"] }}
-  policy: allow
----
-apiVersion: keel/v1
-kind: Agent
-metadata: {{ name: a }}
-spec: {{ model: mock, tools: [slow] }}
-"#,
-            mock.base_url()
-        ),
-    )
-    .unwrap();
+    let ws = slow_workspace(
+        &mock,
+        r#"
+        description: Waits.
+        impl: { kind: command, command: ["sh", "-c", "echo $$$$ > child.pid; sleep 60"] }
+        policy: allow
+        "#,
+    );
+    let keel = keel_in(&ws);
 
-    let mut child = keel()
-        .args(["chat", "-w", ws.to_str().unwrap(), "--session", "s1"])
+    let mut child = keel
+        .command(["chat", "--session", "s1"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -148,30 +111,14 @@ spec: {{ model: mock, tools: [slow] }}
     std::io::Write::write_all(&mut stdin, b"are you there?\n").unwrap();
     drop(stdin);
     let output = tokio::task::block_in_place(|| child.wait_with_output().unwrap());
+    let output = CliOutput::from_output(&output);
 
-    assert_eq!(output.status.code(), Some(0));
-    assert!(
-        stdout(&output).contains("Still here."),
-        "{}",
-        stdout(&output)
-    );
-    let runs = run(&[
-        "runs",
-        "list",
-        "-w",
-        ws.to_str().unwrap(),
-        "--session",
-        "s1",
-        "--json",
-    ]);
-    let statuses: Vec<String> = stdout(&runs)
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["status"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
+    assert_eq!(output.code, Some(0));
+    assert!(output.stdout.contains("Still here."), "{}", output.stdout);
+    let statuses: Vec<String> = keel
+        .json_lines(["runs", "list", "--session", "s1", "--json"])
+        .iter()
+        .map(|r| r["status"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(statuses, vec!["completed", "cancelled"], "newest first");
 }

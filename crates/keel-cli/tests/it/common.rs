@@ -1,32 +1,29 @@
-//! Running the `keel` binary.
+//! Running the `keel` binary: the [`Cli`] harness bound to this crate's binary, and a copy of
+//! the repository's quickstart workspace.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-/// A `keel` command.
-pub fn keel() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
-    cmd.env_remove("KEEL_CONFIG_PATHS").env("KEEL_LOG", "error");
-    cmd
+use keel_test_support::{Cli, TempWorkspace};
+
+/// The built `keel` binary, run inside `ws` with a clean environment.
+pub fn keel_in(ws: &TempWorkspace) -> Cli {
+    Cli::new(env!("CARGO_BIN_EXE_keel"), ws.path())
 }
 
-/// Runs `keel` with `args` to completion.
-pub fn run(args: &[&str]) -> Output {
-    keel().args(args).output().unwrap()
+/// The built `keel` binary, run inside `dir` (a folder that is not a [`TempWorkspace`]).
+pub fn keel_at(dir: &Path) -> Cli {
+    Cli::new(env!("CARGO_BIN_EXE_keel"), dir)
 }
 
-/// stdout as text.
-pub fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
+/// A fresh copy of the repository's `examples/quickstart` (without `.keel`).
+pub fn quickstart() -> TempWorkspace {
+    let ws = TempWorkspace::new();
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart");
+    copy_tree(&from, ws.path());
+    ws
 }
 
-/// stderr as text.
-pub fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// Copies a directory tree (without `.keel`).
-pub fn copy_tree(from: &Path, to: &Path) {
+fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
@@ -41,16 +38,4 @@ pub fn copy_tree(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
-}
-
-/// The repository's `examples/quickstart`.
-pub fn quickstart_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart")
-}
-
-/// The id of the newest run of the workspace at `ws`.
-pub fn newest_run_id(ws: &str) -> String {
-    let listed = stdout(&run(&["runs", "list", "-w", ws, "--json", "--limit", "1"]));
-    let record: serde_json::Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
-    record["requestId"].as_str().unwrap().to_owned()
 }

@@ -9,30 +9,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use keel_test_support::{MockLlm, MockResponse, MockToolCall};
+use keel_test_support::{MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder};
 use serde_json::Value;
 
-use crate::common::{keel, run, stderr, stdout};
+use crate::common::keel_in;
 
 const RUNS: usize = 20;
 
-fn workspace(base_url: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("config")).unwrap();
-    std::fs::write(
-        dir.path().join("config/all.yaml"),
-        format!(
-            "apiVersion: keel/v1\nkind: Model\nmetadata: {{ name: mock }}\nspec: {{ provider: openai, baseUrl: \"{base_url}\", model: mock-model }}\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: {{ name: a }}\nspec: {{ model: mock, tools: [list_dir] }}\n"
-        ),
-    )
-    .unwrap();
-    dir
-}
-
-fn json_lines(text: &str) -> Vec<Value> {
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+fn workspace(base_url: &str) -> TempWorkspace {
+    WorkspaceBuilder::new()
+        .openai_model_at("mock", base_url)
+        .agent("a", "{ model: mock, tools: [list_dir] }")
+        .build()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -50,13 +38,12 @@ async fn killed_runs_are_interrupted_consistent_and_resumable() {
         }
         _ => MockResponse::text(["Done ", "after ", "resume."]),
     });
-    let dir = workspace(&mock.base_url());
-    let ws = dir.path().to_str().unwrap().to_owned();
+    let ws = workspace(&mock.base_url());
+    let keel = keel_in(&ws);
 
     let mut children: Vec<Child> = (0..RUNS)
         .map(|i| {
-            keel()
-                .args(["run", "-w", &ws, &format!("task {i}")])
+            keel.command(["run", &format!("task {i}")])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -80,9 +67,9 @@ async fn killed_runs_are_interrupted_consistent_and_resumable() {
     slow.store(false, Ordering::SeqCst);
 
     // Starting Keel again recovers the runs of the dead processes.
-    let listed = run(&["runs", "list", "-w", &ws, "--json", "--limit", "100"]);
-    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
-    let runs = json_lines(&stdout(&listed));
+    let listed = keel.run(["runs", "list", "--json", "--limit", "100"]);
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    let runs = listed.json_lines();
     assert_eq!(runs.len(), RUNS);
     let mut interrupted = Vec::new();
     for record in &runs {
@@ -92,15 +79,17 @@ async fn killed_runs_are_interrupted_consistent_and_resumable() {
             "interrupted" => interrupted.push(id.to_owned()),
             other => panic!("run {id} is {other}"),
         }
-        let events = json_lines(&stdout(&run(&["runs", "events", "-w", &ws, id, "--json"])));
+        let events = keel.json_lines(["runs", "events", id, "--json"]);
         for (i, event) in events.iter().enumerate() {
             assert_eq!(event["seq"], i as u64 + 1, "run {id}: seq must be dense");
         }
         let mirror =
-            std::fs::read_to_string(dir.path().join(".keel/runs").join(id).join("events.jsonl"))
-                .unwrap();
+            std::fs::read_to_string(ws.join(".keel/runs").join(id).join("events.jsonl")).unwrap();
         assert_eq!(
-            json_lines(&mirror),
+            mirror
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .collect::<Vec<_>>(),
             events,
             "run {id}: the mirror agrees with the store"
         );
@@ -108,20 +97,14 @@ async fn killed_runs_are_interrupted_consistent_and_resumable() {
     assert!(!interrupted.is_empty(), "the kill landed mid-flight");
 
     for id in &interrupted {
-        let resumed = run(&["runs", "resume", "-w", &ws, id]);
-        assert_eq!(
-            resumed.status.code(),
-            Some(0),
-            "resume {id}: {}",
-            stderr(&resumed)
-        );
-        assert!(stdout(&resumed).contains("Done after resume."));
+        let resumed = keel.run(["runs", "resume", id]);
+        assert_eq!(resumed.code, Some(0), "resume {id}: {}", resumed.stderr);
+        assert!(resumed.stdout.contains("Done after resume."));
         let record: Value =
-            serde_json::from_str(&stdout(&run(&["runs", "show", "-w", &ws, id, "--json"])))
-                .unwrap();
+            serde_json::from_str(&keel.run(["runs", "show", id, "--json"]).stdout).unwrap();
         assert_eq!(record["status"], "completed");
         assert_eq!(record["links"]["resumed"], 1);
-        let events = json_lines(&stdout(&run(&["runs", "events", "-w", &ws, id, "--json"])));
+        let events = keel.json_lines(["runs", "events", id, "--json"]);
         for (i, event) in events.iter().enumerate() {
             assert_eq!(event["seq"], i as u64 + 1);
         }

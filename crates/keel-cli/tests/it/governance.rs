@@ -4,55 +4,42 @@
 //! audit line while usage is recorded; a PromptSubmit hook whose context the model sees and a
 //! SessionStop hook that runs a summary script; plus policy rules and hook failures.
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use keel_test_support::{MockLlm, MockResponse, MockToolCall};
+use keel_test_support::{
+    CONFIG_FILE, Cli, MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder,
+};
 use serde_json::Value;
 
-use crate::common::{keel, run, stderr, stdout};
+use crate::common::keel_in;
 
-/// A workspace whose agent `a` has the `deploy` command tool (it appends to deployed.txt),
-/// plus `extra` YAML documents.
-fn workspace(base_url: &str, extra: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("config")).unwrap();
-    std::fs::create_dir_all(dir.path().join("hooks")).unwrap();
-    std::fs::write(
-        dir.path().join("config/all.yaml"),
-        format!(
-            r#"apiVersion: keel/v1
-kind: Model
-metadata: {{ name: mock }}
-spec: {{ provider: openai, baseUrl: "{base_url}", model: mock-model }}
----
-apiVersion: keel/v1
-kind: Tool
-metadata: {{ name: deploy }}
-spec:
-  description: Deploys a service.
-  schema: {{ type: object, properties: {{ service: {{ type: string }} }}, required: [service] }}
-  impl: {{ kind: command, command: ["sh", "-c", "cat >> deployed.txt; echo; echo deployed"] }}
----
-apiVersion: keel/v1
-kind: Agent
-metadata: {{ name: a }}
-spec: {{ model: mock, tools: [deploy, read_file] }}
-{extra}"#
-        ),
-    )
-    .unwrap();
-    dir
+/// A workspace whose agent `a` has the `deploy` command tool (it appends to deployed.txt).
+fn workspace(base_url: &str) -> WorkspaceBuilder {
+    WorkspaceBuilder::new()
+        .openai_model_at("mock", base_url)
+        .tool(
+            "deploy",
+            r#"
+            description: Deploys a service.
+            schema: { type: object, properties: { service: { type: string } }, required: [service] }
+            impl: { kind: command, command: ["sh", "-c", "cat >> deployed.txt; echo; echo deployed"] }
+            "#,
+        )
+        .agent("a", "{ model: mock, tools: [deploy, read_file] }")
 }
 
-fn script(dir: &Path, name: &str, body: &str) {
-    let path = dir.join("hooks").join(name);
-    std::fs::write(&path, body).unwrap();
-    let _ = std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&path)
-        .status();
+/// The spec of a hook `name` on `event` running `hooks/{name}.sh` with `sh`.
+fn sh_hook(name: &str, event: &str, extra: &str) -> String {
+    format!(
+        "event: {event}
+handler: {{ kind: command, command: [\"sh\", \"hooks/{name}.sh\"] }}
+{extra}"
+    )
+}
+
+fn script(ws: &TempWorkspace, name: &str, body: &str) {
+    ws.write_executable(format!("hooks/{name}"), body);
 }
 
 fn deploy_then_answer(mock: &MockLlm) {
@@ -65,18 +52,15 @@ fn deploy_then_answer(mock: &MockLlm) {
 }
 
 /// The pending approvals of the workspace, newest first.
-fn pending(ws: &str) -> Vec<Value> {
-    stdout(&run(&["approvals", "list", "-w", ws, "--json"]))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+fn pending(keel: &Cli) -> Vec<Value> {
+    keel.json_lines(["approvals", "list", "--json"])
 }
 
 /// Waits (up to 20 s) until some approval is pending; returns the pending ones.
-async fn wait_for_pending(ws: &str) -> Vec<Value> {
+async fn wait_for_pending(keel: &Cli) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let found = pending(ws);
+        let found = pending(keel);
         if !found.is_empty() {
             return found;
         }
@@ -85,33 +69,30 @@ async fn wait_for_pending(ws: &str) -> Vec<Value> {
     }
 }
 
-fn events(ws: &str) -> Vec<Value> {
-    let listed = stdout(&run(&["runs", "list", "-w", ws, "--json", "--limit", "1"]));
-    let record: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
-    stdout(&run(&[
-        "runs",
-        "events",
-        "-w",
-        ws,
-        record["requestId"].as_str().unwrap(),
-        "--json",
-    ]))
-    .lines()
-    .map(|l| serde_json::from_str(l).unwrap())
-    .collect()
+fn event_types(keel: &Cli) -> Vec<String> {
+    keel.newest_run_events()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pre_call_hook_written_for_claude_code_denies_the_call() {
     let mock = MockLlm::start().await;
     deploy_then_answer(&mock);
-    let dir = workspace(
-        &mock.base_url(),
-        "---\napiVersion: keel/v1\nkind: Hook\nmetadata: { name: guard }\nspec:\n  event: PreToolUse\n  matcher: deploy\n  handler: { kind: command, command: [\"python3\", \"hooks/guard.py\"] }\n",
-    );
+    let ws = workspace(&mock.base_url())
+        .hook(
+            "guard",
+            r#"
+            event: PreToolUse
+            matcher: deploy
+            handler: { kind: command, command: ["python3", "hooks/guard.py"] }
+            "#,
+        )
+        .build();
     // As the Claude Code documentation writes a PreToolUse hook.
     script(
-        dir.path(),
+        &ws,
         "guard.py",
         r#"import json, sys
 data = json.load(sys.stdin)
@@ -121,22 +102,16 @@ if data["tool_name"] == "deploy" and data["tool_input"].get("service") == "web":
 sys.exit(0)
 "#,
     );
-    let ws = dir.path().to_str().unwrap();
-    let output = tokio::task::block_in_place(|| run(&["run", "-w", ws, "deploy web"]));
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    assert!(
-        !dir.path().join("deployed.txt").exists(),
-        "the tool never ran"
-    );
+    let keel = keel_in(&ws);
+    let output = tokio::task::block_in_place(|| keel.run(["run", "deploy web"]));
+    assert_eq!(output.code, Some(0), "{}", output.stderr);
+    assert!(!ws.exists("deployed.txt"), "the tool never ran");
     let told = mock.requests()[1]
         .last_content_of("tool")
         .unwrap()
         .to_owned();
     assert!(told.contains("no deploys on Fridays"), "{told}");
-    let types: Vec<String> = events(ws)
-        .iter()
-        .map(|e| e["type"].as_str().unwrap().to_owned())
-        .collect();
+    let types = event_types(&keel);
     assert!(
         types.contains(&"runtime.hook.completed".to_owned()),
         "{types:?}"
@@ -148,28 +123,20 @@ async fn exit_2_blocks_with_stderr_and_exit_1_is_recorded_without_blocking() {
     let mock = MockLlm::start().await;
     deploy_then_answer(&mock);
     deploy_then_answer(&mock);
-    let hook = |name: &str, on_error: &str| {
-        format!(
-            "---\napiVersion: keel/v1\nkind: Hook\nmetadata: {{ name: {name} }}\nspec:\n  event: PreToolUse\n  handler: {{ kind: command, command: [\"sh\", \"hooks/{name}.sh\"] }}\n  onError: {on_error}\n"
-        )
-    };
-    let dir = workspace(
-        &mock.base_url(),
-        &format!(
-            "{}---\napiVersion: keel/v1\nkind: Policy\nmetadata: {{ name: p }}\nspec: {{ rules: [{{ tool: deploy, decision: allow }}] }}\n",
-            hook("gate", "warn")
-        ),
-    );
-    let ws = dir.path().to_str().unwrap();
+    let ws = workspace(&mock.base_url())
+        .hook("gate", &sh_hook("gate", "PreToolUse", "onError: warn"))
+        .policy("p", "{ rules: [{ tool: deploy, decision: allow }] }")
+        .build();
+    let keel = keel_in(&ws);
 
     script(
-        dir.path(),
+        &ws,
         "gate.sh",
         "echo 'frozen: release in progress' >&2\nexit 2\n",
     );
-    let blocked = tokio::task::block_in_place(|| run(&["run", "-w", ws, "deploy web"]));
-    assert_eq!(blocked.status.code(), Some(0), "{}", stderr(&blocked));
-    assert!(!dir.path().join("deployed.txt").exists());
+    let blocked = tokio::task::block_in_place(|| keel.run(["run", "deploy web"]));
+    assert_eq!(blocked.code, Some(0), "{}", blocked.stderr);
+    assert!(!ws.exists("deployed.txt"));
     assert!(
         mock.requests()[1]
             .last_content_of("tool")
@@ -177,14 +144,12 @@ async fn exit_2_blocks_with_stderr_and_exit_1_is_recorded_without_blocking() {
             .contains("frozen: release in progress")
     );
 
-    script(dir.path(), "gate.sh", "echo 'oops' >&2\nexit 1\n");
-    let warned = tokio::task::block_in_place(|| run(&["run", "-w", ws, "deploy web"]));
-    assert_eq!(warned.status.code(), Some(0), "{}", stderr(&warned));
-    assert!(
-        dir.path().join("deployed.txt").exists(),
-        "exit 1 does not block"
-    );
-    let failed: Vec<Value> = events(ws)
+    script(&ws, "gate.sh", "echo 'oops' >&2\nexit 1\n");
+    let warned = tokio::task::block_in_place(|| keel.run(["run", "deploy web"]));
+    assert_eq!(warned.code, Some(0), "{}", warned.stderr);
+    assert!(ws.exists("deployed.txt"), "exit 1 does not block");
+    let failed: Vec<Value> = keel
+        .newest_run_events()
         .into_iter()
         .filter(|e| e["type"] == "runtime.hook.failed")
         .collect();
@@ -197,43 +162,39 @@ async fn exit_2_blocks_with_stderr_and_exit_1_is_recorded_without_blocking() {
 async fn a_hook_that_asks_waits_for_a_human_deciding_from_another_process() {
     let mock = MockLlm::start().await;
     deploy_then_answer(&mock);
-    let dir = workspace(
-        &mock.base_url(),
-        "---\napiVersion: keel/v1\nkind: Hook\nmetadata: { name: review }\nspec:\n  event: PreAbilityCall\n  matcher: deploy\n  handler: { kind: command, command: [\"sh\", \"hooks/review.sh\"] }\n",
-    );
+    let ws = workspace(&mock.base_url())
+        .hook(
+            "review",
+            &sh_hook("review", "PreAbilityCall", "matcher: deploy\n"),
+        )
+        .build();
     script(
-        dir.path(),
+        &ws,
         "review.sh",
         "cat > /dev/null\necho '{\"hookSpecificOutput\": {\"permissionDecision\": \"ask\", \"permissionDecisionReason\": \"deploys need a human\"}}'\n",
     );
-    let ws = dir.path().to_str().unwrap().to_owned();
-    let runner = keel()
-        .args(["run", "-w", &ws, "deploy web"])
+    let keel = keel_in(&ws);
+    let runner = keel
+        .command(["run", "deploy web"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
 
     // A second process finds the pending approval and approves it.
-    let approval = wait_for_pending(&ws).await.remove(0);
+    let approval = wait_for_pending(&keel).await.remove(0);
     assert_eq!(approval["tool"], "deploy");
     assert_eq!(approval["askedBy"], "hook");
-    let runs = stdout(&run(&["runs", "list", "-w", &ws, "--json"]));
+    let runs = keel.run(["runs", "list", "--json"]).stdout;
     assert!(runs.contains("\"waiting_approval\""), "{runs}");
     let id = approval["approvalId"].as_str().unwrap();
-    let approved = run(&["approvals", "approve", "-w", &ws, id, "--reason", "ship it"]);
-    assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
+    let approved = keel.run(["approvals", "approve", id, "--reason", "ship it"]);
+    assert_eq!(approved.code, Some(0), "{}", approved.stderr);
 
     let output = tokio::task::block_in_place(|| runner.wait_with_output().unwrap());
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    assert!(
-        dir.path().join("deployed.txt").exists(),
-        "the approved call ran"
-    );
-    let types: Vec<String> = events(&ws)
-        .iter()
-        .map(|e| e["type"].as_str().unwrap().to_owned())
-        .collect();
+    assert_eq!(output.status.code(), Some(0));
+    assert!(ws.exists("deployed.txt"), "the approved call ran");
+    let types = event_types(&keel);
     let requested = types
         .iter()
         .position(|t| t == "runtime.approval.requested")
@@ -243,77 +204,51 @@ async fn a_hook_that_asks_waits_for_a_human_deciding_from_another_process() {
         .position(|t| t == "runtime.approval.resolved")
         .unwrap();
     assert!(requested < resolved);
-    let record: Value = serde_json::from_str(
-        stdout(&run(&["runs", "list", "-w", &ws, "--json"]))
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(record["status"], "completed");
+    assert_eq!(keel.newest_run()["status"], "completed");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn post_call_audit_prompt_context_and_session_summary() {
     let mock = MockLlm::start().await;
     deploy_then_answer(&mock);
-    let dir = workspace(
-        &mock.base_url(),
-        r#"---
-apiVersion: keel/v1
-kind: Policy
-metadata: { name: p }
-spec: { rules: [{ tool: deploy, decision: allow }] }
----
-apiVersion: keel/v1
-kind: Hook
-metadata: { name: audit }
-spec:
-  event: PostToolUse
-  handler: { kind: command, command: ["python3", "hooks/audit.py"] }
----
-apiVersion: keel/v1
-kind: Hook
-metadata: { name: context }
-spec:
-  event: UserPromptSubmit
-  handler: { kind: command, command: ["sh", "hooks/context.sh"] }
----
-apiVersion: keel/v1
-kind: Hook
-metadata: { name: summary }
-spec:
-  event: Stop
-  handler: { kind: command, command: ["sh", "hooks/summary.sh"] }
-"#,
-    );
+    let ws = workspace(&mock.base_url())
+        .policy("p", "{ rules: [{ tool: deploy, decision: allow }] }")
+        .hook(
+            "audit",
+            r#"
+            event: PostToolUse
+            handler: { kind: command, command: ["python3", "hooks/audit.py"] }
+            "#,
+        )
+        .hook("context", &sh_hook("context", "UserPromptSubmit", ""))
+        .hook("summary", &sh_hook("summary", "Stop", ""))
+        .build();
     script(
-        dir.path(),
+        &ws,
         "audit.py",
         "import json, sys\nd = json.load(sys.stdin)\nopen('audit.log', 'a').write(json.dumps({'tool': d['tool_name'], 'input': d['tool_input'], 'response': d['tool_response']}) + '\\n')\n",
     );
     script(
-        dir.path(),
+        &ws,
         "context.sh",
         "cat > /dev/null\necho '{\"hookSpecificOutput\": {\"hookEventName\": \"UserPromptSubmit\", \"additionalContext\": \"The release train leaves at 5pm.\"}}'\n",
     );
     script(
-        dir.path(),
+        &ws,
         "summary.sh",
         "cat > /dev/null\necho \"session ended\" > summary.txt\n",
     );
-    let ws = dir.path().to_str().unwrap();
+    let keel = keel_in(&ws);
 
-    let output =
-        tokio::task::block_in_place(|| run(&["run", "-w", ws, "--session", "s1", "deploy web"]));
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = tokio::task::block_in_place(|| keel.run(["run", "--session", "s1", "deploy web"]));
+    assert_eq!(output.code, Some(0), "{}", output.stderr);
 
-    let audit = std::fs::read_to_string(dir.path().join("audit.log")).unwrap();
+    let audit = ws.read("audit.log");
     let line: Value = serde_json::from_str(audit.lines().next().unwrap()).unwrap();
     assert_eq!(line["tool"], "deploy");
     assert_eq!(line["input"]["service"], "web");
     assert!(line["response"].to_string().contains("deployed"));
-    let stats = stdout(&run(&["tools", "stats", "-w", ws, "--json"]));
+    let stats = keel.run(["tools", "stats", "--json"]).stdout;
     assert!(stats.contains("\"tool\":\"deploy\",\"calls\":1"), "{stats}");
 
     let first = mock.requests()[0].messages().to_vec();
@@ -323,10 +258,7 @@ spec:
             .any(|m| m["role"] == "system" && m["content"] == "The release train leaves at 5pm."),
         "{first:?}"
     );
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("summary.txt")).unwrap(),
-        "session ended\n"
-    );
+    assert_eq!(ws.read("summary.txt"), "session ended\n");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -334,80 +266,65 @@ async fn a_policy_rule_denies_and_a_timeout_denies_an_unanswered_ask() {
     let mock = MockLlm::start().await;
     deploy_then_answer(&mock);
     deploy_then_answer(&mock);
-    let dir = workspace(
-        &mock.base_url(),
-        "---\napiVersion: keel/v1\nkind: Policy\nmetadata: { name: p }\nspec:\n  rules:\n    - { tool: deploy, args: { service: \"web*\" }, decision: deny, reason: \"web is frozen\" }\n",
-    );
-    let ws = dir.path().to_str().unwrap();
-    let denied = tokio::task::block_in_place(|| run(&["run", "-w", ws, "deploy web"]));
-    assert_eq!(denied.status.code(), Some(0), "{}", stderr(&denied));
+    let ws = workspace(&mock.base_url())
+        .policy(
+            "p",
+            r#"
+            rules:
+              - { tool: deploy, args: { service: "web*" }, decision: deny, reason: "web is frozen" }
+            "#,
+        )
+        .build();
+    let keel = keel_in(&ws);
+    let denied = tokio::task::block_in_place(|| keel.run(["run", "deploy web"]));
+    assert_eq!(denied.code, Some(0), "{}", denied.stderr);
     assert!(
         mock.requests()[1]
             .last_content_of("tool")
             .unwrap()
             .contains("web is frozen")
     );
-    assert!(!dir.path().join("deployed.txt").exists());
+    assert!(!ws.exists("deployed.txt"));
 
     // Without a rule, a tool with side effects asks; nobody answers within the timeout.
-    std::fs::write(
-        dir.path().join("config/limits.yaml"),
-        "apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec: { limits: { approvalTimeout: 300ms } }\n",
-    )
-    .unwrap();
-    std::fs::remove_file(dir.path().join("config/all.yaml")).ok();
-    let again = workspace(&mock.base_url(), "");
-    std::fs::copy(
-        again.path().join("config/all.yaml"),
-        dir.path().join("config/all.yaml"),
-    )
-    .unwrap();
-    let expired = tokio::task::block_in_place(|| run(&["run", "-w", ws, "deploy web"]));
-    assert_eq!(expired.status.code(), Some(0), "{}", stderr(&expired));
-    assert!(!dir.path().join("deployed.txt").exists());
-    let all = stdout(&run(&[
-        "approvals",
-        "list",
-        "-w",
-        ws,
-        "--status",
-        "expired",
-        "--json",
-    ]));
-    assert_eq!(all.lines().count(), 1, "{all}");
+    ws.write(
+        CONFIG_FILE,
+        workspace(&mock.base_url())
+            .runtime("{ limits: { approvalTimeout: 300ms } }")
+            .config_yaml(),
+    );
+    let expired = tokio::task::block_in_place(|| keel.run(["run", "deploy web"]));
+    assert_eq!(expired.code, Some(0), "{}", expired.stderr);
+    assert!(!ws.exists("deployed.txt"));
+    let all = keel.run(["approvals", "list", "--status", "expired", "--json"]);
+    assert_eq!(all.stdout.lines().count(), 1, "{}", all.stdout);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_waiting_for_approval_survives_its_process_and_waits_again_when_resumed() {
     let mock = MockLlm::start().await;
     deploy_then_answer(&mock);
-    let dir = workspace(&mock.base_url(), "");
-    let ws = dir.path().to_str().unwrap().to_owned();
+    let ws = workspace(&mock.base_url()).build();
+    let keel = keel_in(&ws);
     // `deploy` has side effects and no rule: it asks. Kill the process while it waits.
-    let mut first = keel()
-        .args(["run", "-w", &ws, "deploy web"])
+    let mut first = keel
+        .command(["run", "deploy web"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let asked = wait_for_pending(&ws).await;
+    let asked = wait_for_pending(&keel).await;
     let _ = std::process::Command::new("kill")
         .args(["-KILL", &first.id().to_string()])
         .status();
     tokio::task::block_in_place(|| first.wait().unwrap());
 
-    let record: Value = serde_json::from_str(
-        stdout(&run(&["runs", "list", "-w", &ws, "--json"]))
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let record = keel.newest_run();
     assert_eq!(record["status"], "interrupted");
     let id = record["requestId"].as_str().unwrap().to_owned();
 
-    let resumed = keel()
-        .args(["runs", "resume", "-w", &ws, &id])
+    let resumed = keel
+        .command(["runs", "resume", &id])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -415,7 +332,7 @@ async fn a_run_waiting_for_approval_survives_its_process_and_waits_again_when_re
     // Back to waiting — on the same approval, not a second one.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let runs = stdout(&run(&["runs", "list", "-w", &ws, "--json"]));
+        let runs = keel.run(["runs", "list", "--json"]).stdout;
         if runs.contains("\"waiting_approval\"") {
             break;
         }
@@ -425,75 +342,53 @@ async fn a_run_waiting_for_approval_survives_its_process_and_waits_again_when_re
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let again = pending(&ws);
+    let again = pending(&keel);
     assert_eq!(again.len(), 1);
     assert_eq!(again[0]["approvalId"], asked[0]["approvalId"]);
     let approval_id = again[0]["approvalId"].as_str().unwrap();
     assert_eq!(
-        run(&["approvals", "approve", "-w", &ws, approval_id])
-            .status
-            .code(),
+        keel.run(["approvals", "approve", approval_id]).code,
         Some(0)
     );
 
     let output = tokio::task::block_in_place(|| resumed.wait_with_output().unwrap());
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    assert!(dir.path().join("deployed.txt").exists());
-    let record: Value =
-        serde_json::from_str(&stdout(&run(&["runs", "show", "-w", &ws, &id, "--json"]))).unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(ws.exists("deployed.txt"));
+    let record = keel.run(["runs", "show", &id, "--json"]).json();
     assert_eq!(record["status"], "completed");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn approvals_can_be_answered_on_the_terminal_of_keel_run() {
-    use std::io::Write;
-
     let mock = MockLlm::start().await;
     deploy_then_answer(&mock);
     deploy_then_answer(&mock);
-    let dir = workspace(&mock.base_url(), "");
-    let ws = dir.path().to_str().unwrap().to_owned();
-    let answer = |text: &'static [u8]| {
-        let mut child = keel()
-            .args(["run", "-w", &ws, "--approve-here", "deploy web"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(text).unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let ws = workspace(&mock.base_url()).build();
+    let keel = keel_in(&ws);
+    let answer =
+        |text: &'static [u8]| keel.run_with_stdin(["run", "--approve-here", "deploy web"], text);
 
     let denied = tokio::task::block_in_place(|| answer(b"n\n"));
-    assert_eq!(denied.status.code(), Some(0), "{}", stderr(&denied));
+    assert_eq!(denied.code, Some(0), "{}", denied.stderr);
     assert!(
-        stderr(&denied).contains("Approve deploy"),
+        denied.stderr.contains("Approve deploy"),
         "{}",
-        stderr(&denied)
+        denied.stderr
     );
-    assert!(!dir.path().join("deployed.txt").exists());
+    assert!(!ws.exists("deployed.txt"));
 
     let approved = tokio::task::block_in_place(|| answer(b"y\n"));
-    assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
-    assert!(dir.path().join("deployed.txt").exists());
-    let decided = stdout(&run(&[
-        "approvals",
-        "list",
-        "-w",
-        &ws,
-        "--status",
-        "all",
-        "--json",
-    ]));
-    let statuses: Vec<String> = decided
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["status"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
+    assert_eq!(approved.code, Some(0), "{}", approved.stderr);
+    assert!(ws.exists("deployed.txt"));
+    let statuses: Vec<String> = keel
+        .json_lines(["approvals", "list", "--status", "all", "--json"])
+        .iter()
+        .map(|a| a["status"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(statuses, vec!["approved", "denied"], "newest first");
 }
@@ -504,33 +399,19 @@ async fn plan_mode_runs_nothing_with_side_effects_and_a_hook_rewrite_is_rechecke
     deploy_then_answer(&mock);
     deploy_then_answer(&mock);
     deploy_then_answer(&mock);
-    let dir = workspace(
-        &mock.base_url(),
-        r#"---
-apiVersion: keel/v1
-kind: Policy
-metadata: { name: p }
-spec: { rules: [{ tool: deploy, decision: allow }] }
----
-apiVersion: keel/v1
-kind: Hook
-metadata: { name: retarget }
-spec:
-  event: PreToolUse
-  matcher: deploy
-  handler: { kind: command, command: ["sh", "hooks/retarget.sh"] }
-"#,
-    );
-    let ws = dir.path().to_str().unwrap();
-    script(dir.path(), "retarget.sh", "cat > /dev/null\n");
+    let ws = workspace(&mock.base_url())
+        .policy("p", "{ rules: [{ tool: deploy, decision: allow }] }")
+        .hook(
+            "retarget",
+            &sh_hook("retarget", "PreToolUse", "matcher: deploy\n"),
+        )
+        .build();
+    let keel = keel_in(&ws);
+    script(&ws, "retarget.sh", "cat > /dev/null\n");
 
-    let planned =
-        tokio::task::block_in_place(|| run(&["run", "-w", ws, "--mode", "plan", "deploy web"]));
-    assert_eq!(planned.status.code(), Some(0), "{}", stderr(&planned));
-    assert!(
-        !dir.path().join("deployed.txt").exists(),
-        "plan mode ran a side effect"
-    );
+    let planned = tokio::task::block_in_place(|| keel.run(["run", "--mode", "plan", "deploy web"]));
+    assert_eq!(planned.code, Some(0), "{}", planned.stderr);
+    assert!(!ws.exists("deployed.txt"), "plan mode ran a side effect");
     assert!(
         mock.requests()[1]
             .last_content_of("tool")
@@ -540,66 +421,48 @@ spec:
 
     // The hook sends the deploy to staging instead: the rewrite passes the gateway again.
     script(
-        dir.path(),
+        &ws,
         "retarget.sh",
         "cat > /dev/null\necho '{\"hookSpecificOutput\": {\"updatedInput\": {\"service\": \"staging\"}}}'\n",
     );
-    let rewritten = tokio::task::block_in_place(|| run(&["run", "-w", ws, "deploy web"]));
-    assert_eq!(rewritten.status.code(), Some(0), "{}", stderr(&rewritten));
-    let deployed = std::fs::read_to_string(dir.path().join("deployed.txt")).unwrap();
+    let rewritten = tokio::task::block_in_place(|| keel.run(["run", "deploy web"]));
+    assert_eq!(rewritten.code, Some(0), "{}", rewritten.stderr);
+    let deployed = ws.read("deployed.txt");
     assert!(
         deployed.contains("staging") && !deployed.contains("web"),
         "{deployed}"
     );
 
     // A rewrite that breaks the schema is blocked like any invalid call.
-    std::fs::remove_file(dir.path().join("deployed.txt")).unwrap();
+    std::fs::remove_file(ws.join("deployed.txt")).unwrap();
     script(
-        dir.path(),
+        &ws,
         "retarget.sh",
         "cat > /dev/null\necho '{\"hookSpecificOutput\": {\"updatedInput\": {\"service\": [1, 2]}}}'\n",
     );
-    let broken = tokio::task::block_in_place(|| run(&["run", "-w", ws, "deploy web"]));
-    assert_eq!(broken.status.code(), Some(0), "{}", stderr(&broken));
-    assert!(!dir.path().join("deployed.txt").exists());
-    assert_eq!(
-        run(&["run", "-w", ws, "--mode", "sideways", "x"])
-            .status
-            .code(),
-        Some(2)
-    );
+    let broken = tokio::task::block_in_place(|| keel.run(["run", "deploy web"]));
+    assert_eq!(broken.code, Some(0), "{}", broken.stderr);
+    assert!(!ws.exists("deployed.txt"));
+    assert_eq!(keel.run(["run", "--mode", "sideways", "x"]).code, Some(2));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chat_asks_for_approval_in_the_conversation() {
-    use std::io::Write;
-
     let mock = MockLlm::start().await;
     deploy_then_answer(&mock);
-    let dir = workspace(&mock.base_url(), "");
-    let ws = dir.path().to_str().unwrap().to_owned();
-    let mut child = keel()
-        .args(["chat", "-w", &ws, "--session", "ops"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let ws = workspace(&mock.base_url()).build();
+    let keel = keel_in(&ws);
     // The turn, then the answer to the approval question it raises.
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"deploy web\ny\n")
-        .unwrap();
-    let output = tokio::task::block_in_place(|| child.wait_with_output().unwrap());
+    let output = tokio::task::block_in_place(|| {
+        keel.run_with_stdin(["chat", "--session", "ops"], b"deploy web\ny\n")
+    });
 
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(output.code, Some(0), "{}", output.stderr);
     assert!(
-        stderr(&output).contains("Approve deploy"),
+        output.stderr.contains("Approve deploy"),
         "{}",
-        stderr(&output)
+        output.stderr
     );
-    assert!(dir.path().join("deployed.txt").exists());
-    assert!(stdout(&output).contains("Done."));
+    assert!(ws.exists("deployed.txt"));
+    assert!(output.stdout.contains("Done."));
 }

@@ -6,13 +6,14 @@
 //! (a Python venv with `openai`, and `openai` from npm), so `cargo nextest run` works on a
 //! fresh machine with `python3` and `node`/`npm`.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-use keel_test_support::{MockLlm, MockResponse, MockToolCall};
+use keel_test_support::{
+    MockLlm, MockResponse, MockToolCall, Serving, TempWorkspace, WorkspaceBuilder,
+};
 
-use crate::common::keel;
+use crate::common::keel_in;
 
 /// `target/test-clients` of this workspace.
 fn clients_dir() -> PathBuf {
@@ -69,17 +70,10 @@ fn node_prefix() -> PathBuf {
     prefix
 }
 
+/// The server and its workspace (dropped after the server stops).
 struct Server {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    serving: Serving,
+    _dir: TempWorkspace,
 }
 
 /// `keel serve` on a workspace whose model is the mock: a tool call for any user message, an
@@ -97,41 +91,13 @@ async fn serve(mock: &MockLlm) -> Server {
             [r#"{"path":"#, r#""README.md"}"#],
         )]),
     });
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("config")).unwrap();
-    std::fs::write(dir.path().join("README.md"), "hello from the workspace\n").unwrap();
-    std::fs::write(
-        dir.path().join("config/all.yaml"),
-        format!(
-            "apiVersion: keel/v1\nkind: Model\nmetadata: {{ name: mock }}\nspec: {{ provider: openai, baseUrl: \"{}\", model: mock-model }}\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: {{ name: assistant }}\nspec: {{ model: mock, tools: [read_file] }}\n",
-            mock.base_url()
-        ),
-    )
-    .unwrap();
-    let mut child = keel()
-        .args([
-            "serve",
-            "-w",
-            dir.path().to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap()
-        .to_owned();
+    let dir = WorkspaceBuilder::new()
+        .openai_model_at("mock", &mock.base_url())
+        .agent("assistant", "{ model: mock, tools: [read_file] }")
+        .file("README.md", "hello from the workspace\n")
+        .build();
     Server {
-        child,
-        addr,
+        serving: keel_in(&dir).serve(),
         _dir: dir,
     }
 }
@@ -208,7 +174,7 @@ async fn the_official_python_client_completes_with_a_tool_round_trip() {
     let python = tokio::task::block_in_place(python);
     let mock = MockLlm::start().await;
     let server = serve(&mock).await;
-    let base = format!("http://{}/v1", server.addr);
+    let base = format!("http://{}/v1", server.serving.addr());
     let output = tokio::task::block_in_place(|| {
         Command::new(python)
             .args(["-c", PYTHON_CLIENT, &base])
@@ -242,7 +208,7 @@ async fn the_official_javascript_client_completes_with_a_tool_round_trip() {
     let prefix = tokio::task::block_in_place(node_prefix);
     let mock = MockLlm::start().await;
     let server = serve(&mock).await;
-    let base = format!("http://{}/v1", server.addr);
+    let base = format!("http://{}/v1", server.serving.addr());
     let output = tokio::task::block_in_place(|| {
         Command::new("node")
             .args(["-e", JS_CLIENT])
@@ -260,13 +226,13 @@ async fn sigterm_stops_keel_serve_gracefully() {
     let mock = MockLlm::start().await;
     let mut server = serve(&mock).await;
     let status = Command::new("kill")
-        .args(["-TERM", &server.child.id().to_string()])
+        .args(["-TERM", &server.serving.child().id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
     let mut exited = None;
     for _ in 0..200 {
-        if let Some(status) = server.child.try_wait().unwrap() {
+        if let Some(status) = server.serving.child().try_wait().unwrap() {
             exited = Some(status);
             break;
         }
@@ -274,5 +240,5 @@ async fn sigterm_stops_keel_serve_gracefully() {
     }
     let exited = exited.expect("keel serve exits after SIGTERM");
     assert_eq!(exited.code(), Some(0));
-    assert!(std::net::TcpStream::connect(&server.addr).is_err());
+    assert!(std::net::TcpStream::connect(server.serving.addr()).is_err());
 }

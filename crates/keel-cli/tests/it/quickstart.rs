@@ -2,42 +2,37 @@
 
 use serde_json::Value;
 
-use crate::common::{copy_tree, quickstart_dir, run, stderr, stdout};
+use keel_test_support::TempWorkspace;
+
+use crate::common::{keel_at, keel_in, quickstart};
 
 #[test]
 fn quickstart_runs_offline_and_its_events_can_be_listed() {
-    let dir = tempfile::tempdir().unwrap();
-    copy_tree(&quickstart_dir(), dir.path());
-    let ws = dir.path().to_str().unwrap();
+    let ws = quickstart();
+    let keel = keel_in(&ws);
 
-    let output = run(&["run", "-w", ws, "What is in this workspace?"]);
-    assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
-    let answer = stdout(&output);
+    let output = keel.run(["run", "What is in this workspace?"]);
+    assert_eq!(output.code, Some(0), "stderr: {}", output.stderr);
+    let answer = output.stdout;
     assert!(answer.contains("This workspace holds"), "{answer}");
     assert!(
         answer.contains("Ship the quickstart"),
         "the answer quotes the file it read: {answer}"
     );
-    let narration = stderr(&output);
+    let narration = output.stderr;
     assert!(narration.contains("Running list_dir"), "{narration}");
     assert!(narration.contains("Running read_file"), "{narration}");
 
-    let listed = run(&["runs", "list", "-w", ws, "--json"]);
-    assert_eq!(listed.status.code(), Some(0));
-    let runs: Vec<Value> = stdout(&listed)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let listed = keel.run(["runs", "list", "--json"]);
+    assert_eq!(listed.code, Some(0));
+    let runs = listed.json_lines();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["status"], "completed");
     let id = runs[0]["requestId"].as_str().unwrap();
 
-    let events = run(&["runs", "events", "-w", ws, id, "--json"]);
-    assert_eq!(events.status.code(), Some(0));
-    let events: Vec<Value> = stdout(&events)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = keel.run(["runs", "events", id, "--json"]);
+    assert_eq!(events.code, Some(0));
+    let events = events.json_lines();
     assert_eq!(events.first().unwrap()["type"], "runtime.request.started");
     assert_eq!(events.last().unwrap()["type"], "runtime.request.completed");
     for (i, event) in events.iter().enumerate() {
@@ -50,8 +45,8 @@ fn quickstart_runs_offline_and_its_events_can_be_listed() {
         .collect();
     assert_eq!(tools, vec!["list_dir", "read_file"]);
 
-    let table = run(&["runs", "events", "-w", ws, id]);
-    let table = stdout(&table);
+    let table = keel.run(["runs", "events", id]);
+    let table = table.stdout;
     assert!(
         table
             .lines()
@@ -67,44 +62,26 @@ fn quickstart_runs_offline_and_its_events_can_be_listed() {
             .contains("runtime.request.completed")
     );
 
-    let shown = run(&["runs", "show", "-w", ws, id]);
-    assert!(stdout(&shown).contains("status:    completed"));
+    let shown = keel.run(["runs", "show", id]);
+    assert!(shown.stdout.contains("status:    completed"));
 }
 
 #[test]
 fn quickstart_command_tool_runs_through_python() {
-    let dir = tempfile::tempdir().unwrap();
-    copy_tree(&quickstart_dir(), dir.path());
-    let output = run(&[
-        "run",
-        "-w",
-        dir.path().to_str().unwrap(),
-        "Count the words in my notes",
-    ]);
-    assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
-    assert!(
-        stdout(&output).contains("\"words\":"),
-        "{}",
-        stdout(&output)
-    );
+    let ws = quickstart();
+    let keel = keel_in(&ws);
+    let output = keel.run(["run", "Count the words in my notes"]);
+    assert_eq!(output.code, Some(0), "stderr: {}", output.stderr);
+    assert!(output.stdout.contains("\"words\":"), "{}", output.stdout);
 }
 
 #[test]
 fn json_mode_prints_one_event_per_line() {
-    let dir = tempfile::tempdir().unwrap();
-    copy_tree(&quickstart_dir(), dir.path());
-    let output = run(&[
-        "run",
-        "-w",
-        dir.path().to_str().unwrap(),
-        "--json",
-        "What is here?",
-    ]);
-    assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
-    let events: Vec<Value> = stdout(&output)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let ws = quickstart();
+    let keel = keel_in(&ws);
+    let output = keel.run(["run", "--json", "What is here?"]);
+    assert_eq!(output.code, Some(0), "stderr: {}", output.stderr);
+    let events = output.json_lines();
     assert_eq!(events.first().unwrap()["type"], "runtime.request.started");
     assert!(
         events
@@ -127,68 +104,67 @@ fn json_mode_prints_one_event_per_line() {
 
 #[test]
 fn init_creates_a_valid_workspace_and_refuses_to_overwrite() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("agents");
-    let ws = ws.to_str().unwrap();
-    let created = run(&["init", ws]);
-    assert_eq!(created.status.code(), Some(0), "{}", stderr(&created));
-    let valid = run(&["validate", "-w", ws]);
-    assert_eq!(valid.status.code(), Some(0), "{}", stderr(&valid));
-    assert!(stdout(&valid).starts_with("ok: 1 agent(s)"));
-    let again = run(&["init", ws]);
-    assert_eq!(again.status.code(), Some(2));
-    assert!(stderr(&again).contains("refusing to overwrite"));
+    let dir = TempWorkspace::new();
+    let keel = keel_in(&dir);
+    let created = keel.run(["init", "agents"]);
+    assert_eq!(created.code, Some(0), "{}", created.stderr);
+    let valid = keel_at(&dir.join("agents")).run(["validate"]);
+    assert_eq!(valid.code, Some(0), "{}", valid.stderr);
+    assert!(valid.stdout.starts_with("ok: 1 agent(s)"));
+    let again = keel.run(["init", "agents"]);
+    assert_eq!(again.code, Some(2));
+    assert!(again.stderr.contains("refusing to overwrite"));
 }
 
 #[test]
 fn usage_errors_exit_2() {
-    assert_eq!(run(&["run"]).status.code(), Some(2));
-    assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
-    let dir = tempfile::tempdir().unwrap();
-    let missing = run(&["run", "-w", dir.path().to_str().unwrap(), "hi"]);
-    assert_eq!(missing.status.code(), Some(2));
+    let dir = TempWorkspace::new();
+    let keel = keel_in(&dir);
+    assert_eq!(keel.run(["run"]).code, Some(2));
+    assert_eq!(keel.run(["frobnicate"]).code, Some(2));
+    let missing = keel.run(["run", "hi"]);
+    assert_eq!(missing.code, Some(2));
     assert!(
-        stderr(&missing).contains("not a Keel workspace"),
+        missing.stderr.contains("not a Keel workspace"),
         "{}",
-        stderr(&missing)
+        missing.stderr
     );
 }
 
 #[test]
 fn a_failed_run_exits_1() {
-    let dir = tempfile::tempdir().unwrap();
-    copy_tree(&quickstart_dir(), dir.path());
+    let ws = quickstart();
+    let keel = keel_in(&ws);
     // The contract requires list_dir; the script answers at once for this input.
     std::fs::write(
-        dir.path().join("resources/scripts/offline.yaml"),
+        ws.path().join("resources/scripts/offline.yaml"),
         "conversations:\n  - steps:\n      - text: \"I answer without looking.\"\n",
     )
     .unwrap();
-    let output = run(&["run", "-w", dir.path().to_str().unwrap(), "Hi"]);
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let output = keel.run(["run", "Hi"]);
+    assert_eq!(output.code, Some(1), "{}", output.stderr);
     assert!(
-        stderr(&output).contains("execution contract violated"),
+        output.stderr.contains("execution contract violated"),
         "{}",
-        stderr(&output)
+        output.stderr
     );
 }
 
 #[test]
 fn events_globs_choose_what_goes_to_stderr() {
-    let dir = tempfile::tempdir().unwrap();
-    copy_tree(&quickstart_dir(), dir.path());
-    let output = run(&[
+    let ws = quickstart();
+    let keel = keel_in(&ws);
+    let output = keel.run([
         "run",
-        "-w",
-        dir.path().to_str().unwrap(),
         "--events",
         "runtime.tool.*",
         "--events",
         "runtime.request.completed",
         "What is here?",
     ]);
-    assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
-    let lines: Vec<Value> = stderr(&output)
+    assert_eq!(output.code, Some(0), "stderr: {}", output.stderr);
+    let lines: Vec<Value> = output
+        .stderr
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
@@ -202,68 +178,41 @@ fn events_globs_choose_what_goes_to_stderr() {
         ]
     );
     // The answer still streams to stdout.
-    assert!(stdout(&output).contains("This workspace holds"));
+    assert!(output.stdout.contains("This workspace holds"));
 }
 
 #[test]
 fn an_unknown_agent_is_a_usage_error() {
-    let dir = tempfile::tempdir().unwrap();
-    copy_tree(&quickstart_dir(), dir.path());
-    let output = run(&[
-        "run",
-        "-w",
-        dir.path().to_str().unwrap(),
-        "--agent",
-        "nobody",
-        "Hi",
-    ]);
-    assert_eq!(output.status.code(), Some(2));
+    let ws = quickstart();
+    let keel = keel_in(&ws);
+    let output = keel.run(["run", "--agent", "nobody", "Hi"]);
+    assert_eq!(output.code, Some(2));
     assert!(
-        stderr(&output).contains("unknown agent `nobody` (agents: assistant)"),
+        output
+            .stderr
+            .contains("unknown agent `nobody` (agents: assistant)"),
         "{}",
-        stderr(&output)
+        output.stderr
     );
-    let ok = run(&[
-        "run",
-        "-w",
-        dir.path().to_str().unwrap(),
-        "--agent",
-        "assistant",
-        "Hi",
-    ]);
-    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    let ok = keel.run(["run", "--agent", "assistant", "Hi"]);
+    assert_eq!(ok.code, Some(0), "{}", ok.stderr);
 }
 
 #[test]
 fn serve_answers_health_and_chat_completions_and_refuses_public_addresses() {
-    use std::io::{BufRead, BufReader, Read, Write};
-    use std::process::Stdio;
+    use std::io::{Read, Write};
 
-    let dir = tempfile::tempdir().unwrap();
-    copy_tree(&quickstart_dir(), dir.path());
-    let ws = dir.path().to_str().unwrap();
+    let ws = quickstart();
+    let keel = keel_in(&ws);
 
-    let public = run(&["serve", "-w", ws, "--listen", "0.0.0.0:0"]);
-    assert_eq!(public.status.code(), Some(2));
-    assert!(stderr(&public).contains("loopback"), "{}", stderr(&public));
+    let public = keel.run(["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(public.code, Some(2));
+    assert!(public.stderr.contains("loopback"), "{}", public.stderr);
 
-    let mut server = crate::common::keel()
-        .args(["serve", "-w", ws, "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap()
-        .to_owned();
+    let server = keel.serve();
+    let addr = server.addr();
     let request = |text: String| {
-        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
         stream.write_all(text.as_bytes()).unwrap();
         let mut answer = String::new();
         stream.read_to_string(&mut answer).unwrap();
@@ -282,6 +231,4 @@ fn serve_answers_health_and_chat_completions_and_refuses_public_addresses() {
     assert!(completion.starts_with("HTTP/1.1 200"), "{completion}");
     assert!(completion.contains("chat.completion"), "{completion}");
     assert!(completion.contains("This workspace holds"), "{completion}");
-    let _ = server.kill();
-    let _ = server.wait();
 }

@@ -83,6 +83,23 @@ async fn a_whole_answer_request_has_no_stream_options_and_no_tools_when_none() {
 }
 
 #[tokio::test]
+async fn a_whole_answer_request_body_snapshot() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::completion_text("ok"));
+    let provider = provider_with(&mock, |c| {
+        c.params = ModelParams {
+            temperature: Some(0.3),
+            max_tokens: None,
+        };
+    });
+
+    events(&provider, request(false)).await;
+
+    let sent = mock.last_request().unwrap();
+    insta::assert_json_snapshot!("whole_answer_request", sent.body);
+}
+
+#[tokio::test]
 async fn configured_params_are_defaults_that_the_request_overrides() {
     let mock = MockLlm::start().await;
     mock.push(MockResponse::text(["ok"]));

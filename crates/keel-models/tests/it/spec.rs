@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use keel_models::{ProviderError, provider_from_spec};
-use keel_test_support::{MockLlm, MockResponse, TempWorkspace};
+use keel_test_support::{MockLlm, MockResponse, TempWorkspace, WorkspaceBuilder};
 use keel_workspace::{ModelParamsSpec, ModelSpec, ProviderKind};
 
 use crate::{assemble, events, request};
@@ -124,29 +124,20 @@ fn anthropic_is_not_supported_yet() {
 
 #[tokio::test]
 async fn provider_for_builds_the_named_model_of_a_loaded_workspace() {
-    let ws = TempWorkspace::new();
-    ws.write(
-        "config/models.yaml",
-        r#"apiVersion: keel/v1
-kind: Model
-metadata: { name: offline }
-spec:
-  provider: scripted
-  script: resources/model.yaml
----
-apiVersion: keel/v1
-kind: Model
-metadata: { name: remote }
-spec:
-  provider: openai
-  model: gpt-4o-mini
-  apiKeyEnv: KEEL_TEST_UNSET_KEY
-"#,
-    );
-    ws.write(
-        "resources/model.yaml",
-        "conversations:\n  - steps:\n      - text: \"offline: {{input}}\"\n",
-    );
+    let ws = WorkspaceBuilder::new()
+        .model(
+            "offline",
+            "{ provider: scripted, script: resources/model.yaml }",
+        )
+        .model(
+            "remote",
+            "{ provider: openai, model: gpt-4o-mini, apiKeyEnv: KEEL_TEST_UNSET_KEY }",
+        )
+        .file(
+            "resources/model.yaml",
+            "conversations:\n  - steps:\n      - text: \"offline: {{input}}\"\n",
+        )
+        .build();
     let options = keel_workspace::LoadOptions {
         overlays: Vec::new(),
         env: BTreeMap::new(),

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use keel::{ApprovalRecord, ApprovalScope, ApprovalStatus, RequestId, RunRecord, RunStore};
+use keel::{ApprovalRecord, RequestId, RunRecord, RunStore};
 use keel_store::SqliteStore;
 
 use super::*;
@@ -232,23 +232,7 @@ async fn sse_follows_a_live_run_to_its_end() {
 }
 
 fn pending(request_id: &RequestId) -> ApprovalRecord {
-    ApprovalRecord {
-        approval_id: keel::types::new_id("apr"),
-        request_id: request_id.clone(),
-        session_id: None,
-        agent: "assistant".into(),
-        tool: "shell".into(),
-        arguments: json!({ "command": "./deploy.sh" }),
-        call_id: Some("call_1".into()),
-        asked_by: "Policy/default rules[0]".into(),
-        ask_reason: Some("deploys need a human".into()),
-        status: ApprovalStatus::Pending,
-        scope: ApprovalScope::Once,
-        decided_by: None,
-        decided_at: None,
-        decision_reason: None,
-        created_at: keel::types::now_rfc3339(),
-    }
+    keel_test_support::fixtures::approval(request_id, "assistant")
 }
 
 #[tokio::test]

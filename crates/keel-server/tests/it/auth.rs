@@ -9,16 +9,16 @@ const CLIENT: &str = "client-secret-456";
 
 /// The test workspace with an operator key, a client key and a key whose variable is unset.
 fn keyed_workspace() -> TempWorkspace {
-    let ws = workspace();
-    let path = ws.path().join("config/keel.yaml");
-    let config = std::fs::read_to_string(&path).unwrap().replacen(
-        "  defaultAgent: assistant\n",
-        "  defaultAgent: assistant\n  server:\n    apiKeys:\n      - { env: OP_KEY, role: operator }\n      - { env: CLIENT_KEY, role: client }\n      - { env: UNSET_KEY, role: operator }\n",
-        1,
-    );
-    assert!(config.contains("apiKeys"));
-    ws.write("config/keel.yaml", &config);
-    ws
+    workspace_with(
+        "
+        defaultAgent: assistant
+        server:
+          apiKeys:
+            - { env: OP_KEY, role: operator }
+            - { env: CLIENT_KEY, role: client }
+            - { env: UNSET_KEY, role: operator }
+        ",
+    )
 }
 
 fn runtime(ws: &TempWorkspace) -> keel::Runtime {

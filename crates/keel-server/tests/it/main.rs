@@ -1,26 +1,35 @@
 //! The HTTP routes driven in-process with `tower::ServiceExt::oneshot` (no sockets), over a
 //! runtime whose model is `scripted`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
+#![cfg(test)]
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use keel_test_support::TempWorkspace;
+use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-/// A workspace with agent `assistant` on a scripted model answering "Hello there".
+/// A workspace with agent `assistant` on a scripted model answering "Hello there" (and failing
+/// with an auth error on "fail"), under `runtime` (a `Runtime` spec).
+fn workspace_with(runtime: &str) -> TempWorkspace {
+    WorkspaceBuilder::new()
+        .runtime(runtime)
+        .scripted_model(
+            "m",
+            &json!({"conversations": [
+                {"match": "(?i)fail", "steps": [{"error": {"kind": "auth", "message": "bad key"}}]},
+                {"steps": [{"text": "Hello there", "chunkSize": 4, "chunkDelay": "20ms",
+                            "usage": {"promptTokens": 12, "completionTokens": 3}}]}
+            ]}),
+        )
+        .agent("assistant", "{ model: m, instructions: Be brief. }")
+        .build()
+}
+
+/// [`workspace_with`] a runtime whose default agent is `assistant`.
 fn workspace() -> TempWorkspace {
-    let ws = TempWorkspace::new();
-    ws.write(
-        "config/keel.yaml",
-        "apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec:\n  defaultAgent: assistant\n---\napiVersion: keel/v1\nkind: Model\nmetadata: { name: m }\nspec: { provider: scripted, script: s.json }\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: { name: assistant }\nspec: { model: m, instructions: Be brief. }\n",
-    );
-    ws.write(
-        "s.json",
-        r#"{"conversations":[{"match":"(?i)fail","steps":[{"error":{"kind":"auth","message":"bad key"}}]},{"steps":[{"text":"Hello there","chunkSize":4,"chunkDelay":"20ms","usage":{"promptTokens":12,"completionTokens":3}}]}]}"#,
-    );
-    ws
+    workspace_with("{ defaultAgent: assistant }")
 }
 
 fn app(ws: &TempWorkspace) -> Router {
@@ -190,6 +199,11 @@ async fn stream_sends_chunks_usage_and_done() {
         .map(|c| c["choices"][0]["delta"]["content"].as_str().unwrap())
         .collect();
     assert_eq!(content, "Hello there");
+    // The whole stream as it goes over the wire (before `[DONE]`), ids and times redacted.
+    insta::assert_json_snapshot!("sse_frames", chunks, {
+        "[].id" => "[id]",
+        "[].created" => "[created]",
+    });
 }
 
 #[tokio::test]
@@ -301,3 +315,4 @@ mod auth;
 mod malformed;
 mod routes;
 mod socket;
+mod wire;

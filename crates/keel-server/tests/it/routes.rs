@@ -8,14 +8,8 @@ use super::*;
 
 /// A workspace whose scripted model answers by keyword: `slow` after 3 s, `big` with 2 MiB
 /// of text, `files` by listing the folder first; anything else "Hello there".
-fn rich_workspace(runtime_extra: &str) -> TempWorkspace {
-    let ws = TempWorkspace::new();
-    ws.write(
-        "config/keel.yaml",
-        format!(
-            "apiVersion: keel/v1\nkind: Runtime\nmetadata: {{ name: default }}\nspec:\n  defaultAgent: assistant\n  limits:\n    maxToolOutputBytes: 1024\n{runtime_extra}---\napiVersion: keel/v1\nkind: Model\nmetadata: {{ name: m }}\nspec: {{ provider: scripted, script: s.json }}\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: {{ name: assistant }}\nspec: {{ model: m, tools: [list_dir, read_file, dump] }}\n---\napiVersion: keel/v1\nkind: Tool\nmetadata: {{ name: dump }}\nspec:\n  description: Print big.txt.\n  schema: {{ type: object }}\n  policy: allow\n  impl: {{ kind: command, command: [cat, big.txt] }}\n"
-        ),
-    );
+/// `runtime_extra` continues the runtime spec (lines indented by two; by four to add limits).
+fn rich_builder(runtime_extra: &str) -> WorkspaceBuilder {
     let big = "x".repeat(2 * 1024 * 1024);
     let script = json!({"conversations": [
         {"match": "(?i)slow", "steps": [{"text": "slow answer", "delay": "3s"}]},
@@ -26,11 +20,32 @@ fn rich_workspace(runtime_extra: &str) -> TempWorkspace {
         ]},
         {"steps": [{"text": "Hello there", "chunkSize": 4}]}
     ]});
-    ws.write("s.json", script.to_string());
-    ws.write("notes.txt", "first notes");
-    ws.write("other.txt", "other notes");
-    ws.write("big.txt", "0123456789\n".repeat(400));
-    ws
+    WorkspaceBuilder::new()
+        .runtime(&format!(
+            "  defaultAgent: assistant\n  limits:\n    maxToolOutputBytes: 1024\n{runtime_extra}"
+        ))
+        .scripted_model("m", &script)
+        .agent(
+            "assistant",
+            "{ model: m, tools: [list_dir, read_file, dump] }",
+        )
+        .tool(
+            "dump",
+            "
+            description: Print big.txt.
+            schema: { type: object }
+            policy: allow
+            impl: { kind: command, command: [cat, big.txt] }
+            ",
+        )
+        .file("notes.txt", "first notes")
+        .file("other.txt", "other notes")
+        .file("big.txt", "0123456789\n".repeat(400))
+}
+
+/// The workspace [`rich_builder`] lays out.
+fn rich_workspace(runtime_extra: &str) -> TempWorkspace {
+    rich_builder(runtime_extra).build()
 }
 
 fn rich_app(ws: &TempWorkspace) -> Router {
@@ -240,13 +255,7 @@ async fn a_client_too_far_behind_loses_the_stream_but_not_the_run() {
 
 #[tokio::test]
 async fn a_full_server_answers_429_with_retry_after() {
-    let ws = rich_workspace("  server:\n    maxQueuedRequests: 0\n");
-    let path = ws.path().join("config/keel.yaml");
-    let config = std::fs::read_to_string(&path).unwrap().replace(
-        "    maxToolOutputBytes: 1024\n",
-        "    maxToolOutputBytes: 1024\n    maxConcurrentRuns: 1\n",
-    );
-    ws.write("config/keel.yaml", &config);
+    let ws = rich_workspace("    maxConcurrentRuns: 1\n  server:\n    maxQueuedRequests: 0\n");
     let app = rich_app(&ws);
     let (status, started) = call(
         &app,
@@ -455,11 +464,15 @@ async fn tasks_are_staged_patched_run_and_deleted() {
 
 #[tokio::test]
 async fn a_task_denied_by_policy_says_why() {
-    let ws = rich_workspace("");
-    ws.write(
-        "config/policy.yaml",
-        "apiVersion: keel/v1\nkind: Policy\nmetadata: { name: default }\nspec:\n  rules:\n    - { tool: read_file, args: { path: \"secret*\" }, decision: deny, reason: \"secrets stay put\" }\n",
-    );
+    let ws = rich_builder("")
+        .policy(
+            "default",
+            r#"
+            rules:
+              - { tool: read_file, args: { path: "secret*" }, decision: deny, reason: "secrets stay put" }
+            "#,
+        )
+        .build();
     let app = rich_app(&ws);
     let (status, task) = call(
         &app,

@@ -7,20 +7,17 @@ use super::*;
 /// A workspace whose answers stream slowly (20 deltas, 50 ms apart), with a short shutdown
 /// grace.
 fn slow_workspace() -> TempWorkspace {
-    let ws = TempWorkspace::new();
-    ws.write(
-        "config/keel.yaml",
-        "apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec:\n  defaultAgent: assistant\n  server:\n    shutdownGrace: 2s\n---\napiVersion: keel/v1\nkind: Model\nmetadata: { name: m }\nspec: { provider: scripted, script: s.json }\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: { name: assistant }\nspec: { model: m }\n",
-    );
-    ws.write(
-        "s.json",
-        json!({"conversations": [
-            {"match": "(?i)stuck", "steps": [{"text": "never", "delay": "30s"}]},
-            {"steps": [{"text": "abcdefghijklmnopqrst", "chunkSize": 1, "chunkDelay": "50ms"}]}
-        ]})
-        .to_string(),
-    );
-    ws
+    WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: assistant, server: { shutdownGrace: 2s } }")
+        .scripted_model(
+            "m",
+            &json!({"conversations": [
+                {"match": "(?i)stuck", "steps": [{"text": "never", "delay": "30s"}]},
+                {"steps": [{"text": "abcdefghijklmnopqrst", "chunkSize": 1, "chunkDelay": "50ms"}]}
+            ]}),
+        )
+        .agent("assistant", "{ model: m }")
+        .build()
 }
 
 struct Server {

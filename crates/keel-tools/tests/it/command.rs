@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use keel_test_support::TempWorkspace;
 use keel_test_support::process::{read_pid, wait_gone as gone};
 use keel_tools::command::{CommandTool, looks_secret};
 use keel_types::{Tool, ToolError};
 use keel_workspace::{ToolImpl, ToolSpecDoc};
 use serde_json::json;
-use tempfile::TempDir;
 
 use crate::{ctx, ctx_with_cap};
 
@@ -46,7 +46,7 @@ const FORKING: &str = "sleep 30 & echo $! > grandchild.pid; echo $$ > child.pid;
 
 #[test]
 fn the_spec_comes_from_the_document() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = sh("true", ws.path());
     assert_eq!(tool.spec().name, "t");
     assert_eq!(tool.spec().description, "a test tool");
@@ -57,7 +57,7 @@ fn the_spec_comes_from_the_document() {
 
 #[tokio::test]
 async fn json_arguments_round_trip_through_stdin_and_stdout() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = sh(
         r#"read -r args; printf '{ "received" : %s, "ok": true }\n' "$args""#,
         ws.path(),
@@ -73,7 +73,7 @@ async fn json_arguments_round_trip_through_stdin_and_stdout() {
 
 #[tokio::test]
 async fn json_round_trip_through_python() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let script =
         "import json, sys; a = json.load(sys.stdin); print(json.dumps({'sum': a['x'] + a['y']}))";
     let tool = CommandTool::new(
@@ -91,7 +91,7 @@ async fn json_round_trip_through_python() {
 
 #[tokio::test]
 async fn text_output_is_returned_as_is() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = sh("printf 'hello\\n  world\\n'", ws.path());
     let out = tool.call(&ctx(ws.path()), json!({})).await.unwrap();
     assert_eq!(out.content, "hello\n  world\n");
@@ -99,7 +99,7 @@ async fn text_output_is_returned_as_is() {
 
 #[tokio::test]
 async fn a_command_that_ignores_large_input_still_finishes() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = sh("echo done", ws.path());
     let big = "x".repeat(1 << 20);
     let out = tool
@@ -111,7 +111,7 @@ async fn a_command_that_ignores_large_input_still_finishes() {
 
 #[tokio::test]
 async fn non_zero_exit_fails_with_stderr() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = sh(
         "echo partial; echo '  city not found  ' >&2; exit 3",
         ws.path(),
@@ -131,7 +131,7 @@ async fn non_zero_exit_fails_with_stderr() {
 
 #[tokio::test]
 async fn stdout_comes_back_whole_up_to_the_capture_bound_and_stderr_is_bounded() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     // Output over the model's limit comes back whole: the runtime stores it as an artifact
     // and shows the model a preview. Only MAX_CAPTURE_BYTES bounds it.
     let tool = sh("head -c 200000 /dev/zero | tr '\\0' a", ws.path());
@@ -154,7 +154,7 @@ async fn stdout_comes_back_whole_up_to_the_capture_bound_and_stderr_is_bounded()
 
 #[tokio::test]
 async fn missing_program_is_named() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = CommandTool::new(
         "t",
         &doc(&["keel-no-such-program-xyz", "--flag"], None, &[]),
@@ -176,7 +176,7 @@ async fn missing_program_is_named() {
 #[tokio::test]
 async fn relative_programs_run_from_the_workspace_in_the_workspace() {
     use std::os::unix::fs::PermissionsExt;
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let script = ws.path().join("tools/where.sh");
     std::fs::create_dir_all(script.parent().unwrap()).unwrap();
     std::fs::write(&script, "#!/bin/sh\npwd\n").unwrap();
@@ -189,7 +189,7 @@ async fn relative_programs_run_from_the_workspace_in_the_workspace() {
 
 #[tokio::test]
 async fn the_environment_has_keel_variables_and_declared_env_but_no_inherited_secrets() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = CommandTool::new(
         "envtool",
         &doc(
@@ -225,7 +225,7 @@ async fn the_environment_has_keel_variables_and_declared_env_but_no_inherited_se
 
 #[tokio::test]
 async fn timeout_kills_the_command() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = sh_with_timeout(
         "echo $$ > child.pid; exec sleep 30",
         ws.path(),
@@ -239,7 +239,7 @@ async fn timeout_kills_the_command() {
 
 #[tokio::test]
 async fn timeout_kills_forked_grandchildren() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = sh_with_timeout(FORKING, ws.path(), Duration::from_secs(1));
     let err = tool.call(&ctx(ws.path()), json!({})).await.unwrap_err();
     assert_eq!(err, ToolError::Timeout(Duration::from_secs(1)));
@@ -254,7 +254,7 @@ async fn timeout_kills_forked_grandchildren() {
 
 #[tokio::test]
 async fn dropping_the_call_kills_the_whole_process_group() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = sh(FORKING, ws.path());
     let context = ctx(ws.path());
     let call = tool.call(&context, json!({}));
@@ -277,7 +277,7 @@ async fn dropping_the_call_kills_the_whole_process_group() {
 
 #[tokio::test]
 async fn a_background_process_holding_stdout_does_not_hold_the_call() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     // The sleeper inherits stdout; the call still ends when `sh` does, well before the timeout.
     let tool = sh_with_timeout(
         "sleep 30 & echo $! > grandchild.pid; echo finished",
@@ -295,7 +295,7 @@ async fn a_background_process_holding_stdout_does_not_hold_the_call() {
 
 #[tokio::test]
 async fn background_processes_do_not_outlive_a_finished_call() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = sh(
         "sleep 30 >/dev/null 2>&1 & echo $! > grandchild.pid; echo finished",
         ws.path(),

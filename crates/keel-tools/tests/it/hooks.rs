@@ -11,6 +11,7 @@ use std::path::Path;
 use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::http::{Request, Response, StatusCode, header};
+use keel_test_support::TempWorkspace;
 use keel_test_support::process::{alive, read_pid, wait_gone};
 use keel_tools::hooks::{
     Combined, CompiledHook, HookError, HookInput, HookOutcome, InProcessHook, PermissionDecision,
@@ -18,7 +19,6 @@ use keel_tools::hooks::{
 };
 use keel_workspace::{Duration, HookEvent, HookHandler, HookOnError, HookSpec};
 use serde_json::{Map, Value, json};
-use tempfile::TempDir;
 
 use crate::write;
 
@@ -55,7 +55,7 @@ fn pre_tool_input(root: &Path) -> HookInput {
 
 /// Runs a `sh` hook whose body is `body`, as a PreToolUse hook in a fresh directory.
 async fn run_sh(body: &str) -> Result<HookOutcome, HookError> {
-    let dir = TempDir::new().unwrap();
+    let dir = TempWorkspace::new();
     script(dir.path(), "hook.sh", &format!("#!/bin/sh\n{body}\n"));
     let spec = command_hook(HookEvent::PreToolUse, &["./hook.sh"], None);
     run_hook(
@@ -104,7 +104,7 @@ sys.exit(0)
 
 #[tokio::test]
 async fn a_claude_code_script_denies_with_its_reason() {
-    let dir = TempDir::new().unwrap();
+    let dir = TempWorkspace::new();
     script(dir.path(), "hooks/guard.py", CLAUDE_CODE_SCRIPT);
     let spec = command_hook(HookEvent::PreToolUse, &["./hooks/guard.py"], None);
     let env = BTreeMap::from([("EXTRA".to_owned(), "extra-value".to_owned())]);
@@ -246,7 +246,7 @@ async fn continue_false_stops_the_run_and_decision_block_blocks() {
 
 #[tokio::test]
 async fn a_missing_program_is_a_spawn_error() {
-    let dir = TempDir::new().unwrap();
+    let dir = TempWorkspace::new();
     let spec = command_hook(HookEvent::PreToolUse, &["./nope.sh"], None);
     let result = run_hook(
         "h",
@@ -267,7 +267,7 @@ async fn a_missing_program_is_a_spawn_error() {
 
 #[tokio::test]
 async fn a_hanging_hook_is_killed_at_its_timeout() {
-    let dir = TempDir::new().unwrap();
+    let dir = TempWorkspace::new();
     script(
         dir.path(),
         "hang.sh",
@@ -296,7 +296,7 @@ async fn a_hanging_hook_is_killed_at_its_timeout() {
 
 #[tokio::test]
 async fn a_hook_that_forked_a_grandchild_has_both_killed_at_its_timeout() {
-    let dir = TempDir::new().unwrap();
+    let dir = TempWorkspace::new();
     script(
         dir.path(),
         "fork.sh",
@@ -398,7 +398,7 @@ async fn answer(request: Request<Body>) -> Response<Body> {
 }
 
 async fn run_http(server: &Server, path: &str) -> Result<HookOutcome, HookError> {
-    let dir = TempDir::new().unwrap();
+    let dir = TempWorkspace::new();
     let hook = CompiledHook::new("remote", &server.hook(path)).unwrap();
     assert!(hook.matches(Some("shell")));
     assert!(!hook.matches(Some("read_file")));

@@ -9,12 +9,12 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
+use keel_test_support::TempWorkspace;
 use keel_tools::builtin::HttpFetch;
 use keel_tools::http::HttpTool;
 use keel_types::{Tool, ToolError};
 use keel_workspace::{HttpFetchSettings, HttpMethod, ToolImpl, ToolSpecDoc};
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
 use crate::ctx;
 
@@ -120,7 +120,7 @@ fn allow_server(server: &Server) -> Vec<String> {
 }
 
 async fn fetch(tool: &HttpFetch, args: Value) -> Value {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let context = ctx(ws.path());
     assert_eq!(tool.check(&context, &args), [], "{args}");
     let out = tool.call(&context, args.clone()).await;
@@ -131,7 +131,7 @@ async fn fetch(tool: &HttpFetch, args: Value) -> Value {
 #[tokio::test]
 async fn an_empty_allow_list_blocks_everything_and_says_how_to_allow() {
     let server = Server::start().await;
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = fetcher(&[]);
     let args = json!({"url": server.url("/hello")});
     let issues = tool.check(&ctx(ws.path()), &args);
@@ -155,7 +155,7 @@ async fn an_empty_allow_list_blocks_everything_and_says_how_to_allow() {
 #[tokio::test]
 async fn only_allowed_http_urls_pass_the_check() {
     let server = Server::start().await;
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = fetcher(&[server.url("/hello"), server.url("/echo/*")]);
     let context = ctx(ws.path());
     for allowed in [server.url("/hello"), server.url("/echo/a/b?c=d")] {
@@ -248,7 +248,7 @@ async fn post_sends_text_or_json_bodies_and_headers() {
 #[tokio::test]
 async fn a_body_needs_post_and_headers_must_be_valid() {
     let server = Server::start().await;
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = fetcher(&allow_server(&server));
     let issues = tool.check(
         &ctx(ws.path()),
@@ -282,7 +282,7 @@ async fn the_body_is_capped_at_max_bytes_and_says_so() {
 #[tokio::test]
 async fn a_slow_server_times_out() {
     let server = Server::start().await;
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = HttpFetch::new(&HttpFetchSettings {
         allow: allow_server(&server),
         timeout: keel_workspace::Duration::from_millis(300),
@@ -338,7 +338,7 @@ fn http_doc(method: HttpMethod, url: String, headers: &[(&str, &str)]) -> ToolSp
 }
 
 async fn call_http(tool: &HttpTool, args: Value) -> Result<Value, ToolError> {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let out = tool.call(&ctx(ws.path()), args).await?;
     Ok(serde_json::from_str(&out.content).unwrap_or(Value::String(out.content)))
 }
@@ -392,7 +392,7 @@ async fn http_tool_posts_the_other_arguments_as_json() {
 #[tokio::test]
 async fn http_tool_needs_every_placeholder() {
     let server = Server::start().await;
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let doc = http_doc(HttpMethod::Get, server.url("/echo/{owner}/{repo}"), &[]);
     let tool = HttpTool::new("repo", &doc, &BTreeMap::new());
     let issues = tool.check(&ctx(ws.path()), &json!({"owner": "me"}));
@@ -482,7 +482,7 @@ async fn http_tool_masks_credentials_an_api_echoes() {
 #[tokio::test]
 async fn declared_builds_an_http_tool_for_http_documents() {
     let server = Server::start().await;
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let doc = http_doc(HttpMethod::Get, server.url("/hello"), &[]);
     let tool = keel_tools::declared("hello", &doc, ws.path());
     let out = tool.call(&ctx(ws.path()), json!({})).await.unwrap();

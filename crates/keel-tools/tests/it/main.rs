@@ -6,7 +6,8 @@
 //! tools, `shell` the built-in shell, `http` `http_fetch` and declared http tools, and `gateway`
 //! the guard → repair → block pipeline (corpus snapshot, property test, repair model), and
 //! `hooks` the hook runner against real scripts and a loopback server.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
+#![cfg(test)]
 
 mod command;
 mod containment;
@@ -22,10 +23,10 @@ mod shell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use keel_test_support::TempWorkspace;
 use keel_tools::builtin::builtin;
 use keel_types::{RequestId, Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::Value;
-use tempfile::TempDir;
 
 /// A context for calls in `root`.
 pub fn ctx(root: &Path) -> ToolContext {
@@ -63,16 +64,16 @@ pub async fn text(name: &str, root: &Path, args: Value) -> String {
 
 /// A workspace next to a folder outside it, with symlinks from one to the other.
 pub struct Fixture {
-    pub ws: TempDir,
-    pub outside: TempDir,
+    pub ws: TempWorkspace,
+    pub outside: TempWorkspace,
 }
 
 impl Fixture {
     /// `ws/` holds `a.txt`, `src/lib.rs`, `src/nested/deep.txt`, `.git/HEAD`, `.keel/keel.db`,
     /// `link_file` → `outside/secret.txt`, `link_dir` → `outside/`, `inner_link` → `a.txt`.
     pub fn create() -> Self {
-        let ws = TempDir::new().unwrap();
-        let outside = TempDir::new().unwrap();
+        let ws = TempWorkspace::new();
+        let outside = TempWorkspace::new();
         let root = ws.path();
         write(root, "a.txt", "alpha\nbeta\ngamma\n");
         write(

@@ -2,6 +2,7 @@
 //! the "a subagent cannot widen its parent's policy" property of narrowing layers, and the
 //! engine built from a loaded workspace.
 
+use keel_test_support::WorkspaceBuilder;
 use keel_tools::policy::{PolicyEngine, PolicyQuery, PolicyVerdict};
 use keel_workspace::{PermissionMode, PolicyDecision, PolicySpec, Workspace};
 use serde_json::{Value, json};
@@ -419,30 +420,25 @@ fn narrowing_layers_can_make_a_decision_stricter() {
 
 #[test]
 fn the_engine_reads_a_loaded_workspace() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("config")).unwrap();
-    std::fs::write(
-        dir.path().join("config/ws.yaml"),
-        "\
-apiVersion: keel/v1
-kind: Tool
-metadata: { name: deploy }
-spec:
-  description: Deploys.
-  impl: { kind: command, command: [./deploy.sh] }
-  policy: deny
----
-apiVersion: keel/v1
-kind: Policy
-metadata: { name: default }
-spec:
-  rules:
-    - { tool: shell, args: { command: \"git status*\" }, decision: allow }
-    - { tool: \"*\", decision: allow }
-",
-    )
-    .unwrap();
-    let workspace = Workspace::load_with(dir.path(), &Default::default()).unwrap();
+    let ws = WorkspaceBuilder::new()
+        .tool(
+            "deploy",
+            "
+            description: Deploys.
+            impl: { kind: command, command: [./deploy.sh] }
+            policy: deny
+            ",
+        )
+        .policy(
+            "default",
+            r#"
+            rules:
+              - { tool: shell, args: { command: "git status*" }, decision: allow }
+              - { tool: "*", decision: allow }
+            "#,
+        )
+        .build();
+    let workspace = Workspace::load_with(ws.path(), &Default::default()).unwrap();
     let engine = PolicyEngine::from_workspace(&workspace);
     let query = |tool: &'static str, args: &'static Value| PolicyQuery {
         agent: "assistant",

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use keel_test_support::TempWorkspace;
 use keel_test_support::process::{alive, read_pid, wait_gone};
 use keel_tools::builtin::Shell;
 use keel_tools::command::looks_secret;
 use keel_types::{Tool, ToolError};
 use keel_workspace::ShellSettings;
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
 use crate::{ctx, ctx_with_cap, write};
 
@@ -38,7 +38,7 @@ async fn run(root: &Path, args: Value) -> Value {
 
 #[tokio::test]
 async fn a_string_runs_in_sh_and_a_non_zero_exit_is_a_result() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let out = run(
         ws.path(),
         json!({"command": "echo hi | tr a-z A-Z; echo oops >&2; exit 3"}),
@@ -52,7 +52,7 @@ async fn a_string_runs_in_sh_and_a_non_zero_exit_is_a_result() {
 
 #[tokio::test]
 async fn an_array_runs_the_program_directly_without_a_shell() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let out = run(
         ws.path(),
         json!({"command": ["printf", "%s|", "a b", "$HOME", "*"]}),
@@ -64,7 +64,7 @@ async fn an_array_runs_the_program_directly_without_a_shell() {
 
 #[tokio::test]
 async fn a_missing_program_is_named() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let err = shell()
         .call(&ctx(ws.path()), json!({"command": ["no-such-program-xyz"]}))
         .await
@@ -77,7 +77,7 @@ async fn a_missing_program_is_named() {
 
 #[tokio::test]
 async fn cwd_is_a_directory_inside_the_workspace() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     write(ws.path(), "src/nested/f.txt", "x");
     let out = run(ws.path(), json!({"command": "pwd", "cwd": "src/nested"})).await;
     let real = ws.path().join("src/nested").canonicalize().unwrap();
@@ -104,7 +104,7 @@ async fn cwd_is_a_directory_inside_the_workspace() {
 
 #[tokio::test]
 async fn the_environment_is_cleaned_and_extended() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let out = run(
         ws.path(),
         json!({"command": ["env"], "env": {"GREETING": "hi", "MY_TOKEN": "mine"}}),
@@ -133,14 +133,14 @@ async fn the_environment_is_cleaned_and_extended() {
 
 #[tokio::test]
 async fn stdin_is_empty_so_readers_do_not_hang() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let out = run(ws.path(), json!({"command": "cat; echo done"})).await;
     assert_eq!(out["stdout"], "done\n");
 }
 
 #[tokio::test]
 async fn output_is_bounded_with_a_note() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let out = shell()
         .call(
             &ctx_with_cap(ws.path(), 4096),
@@ -165,7 +165,7 @@ async fn output_is_bounded_with_a_note() {
 
 #[tokio::test]
 async fn a_signal_is_reported_as_a_result() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let out = run(ws.path(), json!({"command": "kill -9 $$"})).await;
     assert_eq!(out["exit_code"], Value::Null);
     assert_eq!(out["error"], "the command was killed by signal 9");
@@ -173,7 +173,7 @@ async fn a_signal_is_reported_as_a_result() {
 
 #[tokio::test]
 async fn timeout_kills_the_whole_process_group() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let err = shell()
         .call(&ctx(ws.path()), json!({"command": FORKING, "timeout": 1}))
         .await
@@ -190,7 +190,7 @@ async fn timeout_kills_the_whole_process_group() {
 
 #[tokio::test]
 async fn the_requested_timeout_is_capped_by_max_timeout() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let err = shell_with(60, 1)
         .call(
             &ctx(ws.path()),
@@ -208,7 +208,7 @@ async fn the_requested_timeout_is_capped_by_max_timeout() {
 
 #[tokio::test]
 async fn the_default_timeout_comes_from_the_settings() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let err = shell_with(1, 600)
         .call(&ctx(ws.path()), json!({"command": "exec sleep 60"}))
         .await
@@ -218,7 +218,7 @@ async fn the_default_timeout_comes_from_the_settings() {
 
 #[tokio::test]
 async fn dropping_the_call_kills_the_whole_process_group() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = shell();
     let context = ctx(ws.path());
     let call = tool.call(&context, json!({"command": FORKING}));
@@ -245,7 +245,7 @@ async fn dropping_the_call_kills_the_whole_process_group() {
 
 #[tokio::test]
 async fn background_processes_do_not_outlive_the_call() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let out = run(
         ws.path(),
         json!({"command": "sleep 60 & echo $! > gc.pid; echo started"}),
@@ -261,7 +261,7 @@ async fn background_processes_do_not_outlive_the_call() {
 
 #[test]
 fn check_reports_bad_timeouts_and_env_names() {
-    let ws = TempDir::new().unwrap();
+    let ws = TempWorkspace::new();
     let tool = shell();
     let issues = tool.check(
         &ctx(ws.path()),

@@ -2,7 +2,7 @@
 
 use keel_workspace::{LoadError, Origin};
 
-use crate::support::{MODEL_AND_AGENT, TempWorkspace, env, located};
+use crate::support::{Load, MODEL_AND_AGENT, env, located, workspace};
 
 const MODEL: &str = "\
 apiVersion: keel/v1
@@ -17,7 +17,7 @@ spec:
 
 #[test]
 fn dotenv_provides_variables_and_given_env_wins() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/model.yaml", MODEL);
     ws.write(
         ".env",
@@ -60,7 +60,7 @@ fn dotenv_provides_variables_and_given_env_wins() {
 
 #[test]
 fn defaults_apply_without_dotenv() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/model.yaml", MODEL);
     let loaded = ws.load_ok(&env(&[("MODEL_NAME", "m"), ("SUFFIX", "X")]));
     let model = &loaded.models["default"];
@@ -70,7 +70,7 @@ fn defaults_apply_without_dotenv() {
 
 #[test]
 fn a_missing_variable_without_default_is_an_error_naming_it() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/model.yaml", MODEL);
     let diagnostics = ws.diagnostics(&env(&[]));
     assert_eq!(
@@ -84,7 +84,7 @@ fn a_missing_variable_without_default_is_an_error_naming_it() {
 
 #[test]
 fn dollar_dollar_escapes_and_malformed_references_are_errors() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", MODEL_AND_AGENT);
     ws.write(
         "config/b.yaml",
@@ -106,7 +106,7 @@ fn dollar_dollar_escapes_and_malformed_references_are_errors() {
 
 #[test]
 fn a_broken_dotenv_line_is_located() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", MODEL_AND_AGENT);
     ws.write(".env", "GOOD=1\nthis line is broken\n");
     let err = ws.load_with(&env(&[])).unwrap_err();

@@ -2,12 +2,12 @@
 
 use keel_workspace::{LoadError, LoadOptions};
 
-use crate::support::{MODEL_AND_AGENT, TempWorkspace, env, located};
+use crate::support::{Load, MODEL_AND_AGENT, env, located, workspace};
 
 /// Several unrelated mistakes across two files.
 #[test]
 fn a_broken_workspace_reports_every_error_together() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write(
         "config/agents.yaml",
         "\
@@ -43,12 +43,12 @@ spec:
         "{err}"
     );
     insta::assert_snapshot!(err.to_string());
-    assert!(!err.to_string().contains(&ws.root().display().to_string()));
+    assert!(!err.to_string().contains(&ws.path().display().to_string()));
 }
 
 #[test]
 fn unknown_kinds_suggest_the_closest_and_unsupported_kinds_say_so() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write(
         "config/a.yaml",
         "\
@@ -90,7 +90,7 @@ metadata: { name: f }
 
 #[test]
 fn duplicate_names_point_at_the_second_and_mention_the_first() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", MODEL_AND_AGENT);
     ws.write(
         "config/b.yaml",
@@ -123,7 +123,7 @@ spec: {}
 
 #[test]
 fn envelope_problems_are_reported() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write(
         "config/a.yaml",
         "\
@@ -161,7 +161,7 @@ spec: { model: m }
 
 #[test]
 fn schema_errors_are_worded_for_people() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write(
         "config/a.yaml",
         "\
@@ -195,7 +195,7 @@ spec:
 
 #[test]
 fn semantic_checks_between_documents() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write(
         "config/a.yaml",
         "\
@@ -257,7 +257,7 @@ spec:
 
 #[test]
 fn dangling_model_hint_lists_models_or_explains_how_to_add_one() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write(
         "config/a.yaml",
         "apiVersion: keel/v1\nkind: Agent\nmetadata: { name: a }\nspec: { model: zzz }\n",
@@ -275,7 +275,7 @@ fn dangling_model_hint_lists_models_or_explains_how_to_add_one() {
 
 #[test]
 fn unreadable_yaml_in_one_file_does_not_hide_other_files() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", "key: [1, 2\nother: 3\n");
     ws.write("config/b.yaml", "a: b: c\n");
     ws.write("config/c.yaml", MODEL_AND_AGENT);

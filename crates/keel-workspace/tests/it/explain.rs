@@ -2,7 +2,7 @@
 
 use keel_workspace::{LoadOptions, Origin, Workspace};
 
-use crate::support::{TempWorkspace, env};
+use crate::support::{Load, env, workspace};
 
 fn render(ws: &Workspace) -> String {
     ws.explain()
@@ -14,7 +14,7 @@ fn render(ws: &Workspace) -> String {
 
 #[test]
 fn explain_lists_every_field_with_its_origin() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write(
         "config/workspace.yaml",
         "\
@@ -53,7 +53,7 @@ spec:
 
 #[test]
 fn explain_without_a_runtime_document_shows_the_default_runtime() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     let loaded = ws.load_ok(&LoadOptions::default());
     let runtime: Vec<_> = loaded
         .explain()
@@ -72,7 +72,7 @@ fn explain_without_a_runtime_document_shows_the_default_runtime() {
 
 #[test]
 fn explain_shows_runtime_fields_from_the_file_normalized() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write(
         "config/runtime.yaml",
         "apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: main }\nspec:\n  limits:\n    runTimeout: 90s\n",

@@ -6,7 +6,7 @@ use keel_workspace::{
     HookEvent, HookHandler, HookOnError, LoadOptions, PermissionMode, PolicyDecision,
 };
 
-use crate::support::{MODEL_AND_AGENT, TempWorkspace, located};
+use crate::support::{Load, MODEL_AND_AGENT, located, workspace};
 
 fn hook(name: &str, event: &str, extra: &str) -> String {
     format!(
@@ -16,7 +16,7 @@ fn hook(name: &str, event: &str, extra: &str) -> String {
 
 #[test]
 fn policies_and_hooks_load_typed_with_hooks_in_declaration_order() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", MODEL_AND_AGENT);
     ws.write(
         "config/policy.yaml",
@@ -38,11 +38,11 @@ spec:
     // `b-hooks.yaml` sorts before `c-hooks.yaml`; within a file, the written order.
     ws.write(
         "config/c-hooks.yaml",
-        &hook("zz-last", "RunEnd", "  onError: fail-run\n"),
+        hook("zz-last", "RunEnd", "  onError: fail-run\n"),
     );
     ws.write(
         "config/b-hooks.yaml",
-        &format!(
+        format!(
             "{}---\n{}",
             hook("second", "PreAbilityCall", "  matcher: \"^shell$\"\n"),
             hook("first", "Stop", "")
@@ -76,11 +76,11 @@ spec:
 
 #[test]
 fn an_overlay_changes_a_hook_in_place_and_can_add_a_policy() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", MODEL_AND_AGENT);
     ws.write(
         "config/hooks.yaml",
-        &format!(
+        format!(
             "{}---\n{}",
             hook("one", "PreToolUse", ""),
             hook("two", "PostToolUse", "")
@@ -114,7 +114,7 @@ spec:
 
 #[test]
 fn policy_and_hook_schema_errors_are_located() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write(
         "config/a.yaml",
         "\
@@ -150,11 +150,11 @@ spec:
 
 #[test]
 fn references_between_tools_hooks_policies_and_agents_are_checked_together() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", MODEL_AND_AGENT);
     ws.write(
         "config/b.yaml",
-        &format!(
+        format!(
             "{}---\n{}---\n{}---\n{}",
             hook("audit", "PostToolUse", ""),
             hook("guard", "PreToolUse", "  matcher: \"(unclosed\"\n"),

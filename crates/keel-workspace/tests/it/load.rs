@@ -8,7 +8,9 @@ use keel_workspace::{
 };
 use serde_json::json;
 
-use crate::support::{TempWorkspace, env};
+use keel_test_support::TempWorkspace;
+
+use crate::support::{Load, env, workspace};
 
 const FULL: &str = r#"
 apiVersion: keel/v1
@@ -76,7 +78,7 @@ spec:
 "#;
 
 fn full_workspace() -> TempWorkspace {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/runtime.yaml", FULL);
     ws.write("config/models/models.yml", MODELS);
     ws.write("config/agents.yaml", TOOLS_AND_AGENTS);
@@ -88,7 +90,7 @@ fn a_workspace_with_all_four_kinds_loads_typed() {
     let ws = full_workspace();
     let loaded = ws.load_ok(&LoadOptions::default());
 
-    assert_eq!(loaded.root, std::fs::canonicalize(ws.root()).unwrap());
+    assert_eq!(loaded.root, std::fs::canonicalize(ws.path()).unwrap());
     let rt = &loaded.runtime;
     assert_eq!(rt.default_agent.as_deref(), Some("assistant"));
     assert_eq!(rt.server.listen, "127.0.0.1:9000");
@@ -167,7 +169,7 @@ fn a_workspace_with_all_four_kinds_loads_typed() {
 
 #[test]
 fn an_empty_config_folder_is_a_valid_workspace_with_defaults() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     let loaded = ws.load_ok(&LoadOptions::default());
     assert!(loaded.agents.is_empty());
     assert_eq!(loaded.runtime, keel_workspace::RuntimeSpec::default());
@@ -176,7 +178,7 @@ fn an_empty_config_folder_is_a_valid_workspace_with_defaults() {
 
 #[test]
 fn the_only_agent_is_the_default_agent_and_a_runtime_needs_no_name() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", crate::support::MODEL_AND_AGENT);
     ws.write(
         "config/runtime.yaml",
@@ -195,7 +197,7 @@ fn the_only_agent_is_the_default_agent_and_a_runtime_needs_no_name() {
 
 #[test]
 fn keel_and_resources_folders_are_not_read_as_config() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", crate::support::MODEL_AND_AGENT);
     ws.write(".keel/runs/x.yaml", "not: [valid");
     ws.write("resources/scripts/demo.yaml", "kind: Bogus\n");
@@ -226,7 +228,7 @@ fn a_missing_folder_or_config_folder_is_not_a_workspace() {
 
 #[test]
 fn interpolated_whole_scalars_are_resolved_as_yaml_values() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write(
         "config/a.yaml",
         "\

@@ -3,7 +3,9 @@
 use keel_workspace::{LoadOptions, Origin};
 use serde_json::json;
 
-use crate::support::{MODEL_AND_AGENT, TempWorkspace, located};
+use keel_test_support::TempWorkspace;
+
+use crate::support::{Load, MODEL_AND_AGENT, located, workspace};
 
 const BASE: &str = "\
 apiVersion: keel/v1
@@ -24,8 +26,8 @@ fn overlay_options(paths: Vec<std::path::PathBuf>) -> LoadOptions {
     }
 }
 
-fn workspace() -> TempWorkspace {
-    let ws = TempWorkspace::new();
+fn base_workspace() -> TempWorkspace {
+    let ws = workspace();
     ws.write(
         "config/model.yaml",
         "apiVersion: keel/v1\nkind: Model\nmetadata: { name: default }\nspec: { provider: scripted, script: s.yaml }\n",
@@ -36,7 +38,7 @@ fn workspace() -> TempWorkspace {
 
 #[test]
 fn overlays_merge_maps_and_replace_lists() {
-    let ws = workspace();
+    let ws = base_workspace();
     let overlay = ws.write(
         "overlays/prod.yaml",
         "apiVersion: keel/v1\nkind: Agent\nmetadata: { name: assistant }\nspec:\n  tools: [list_dir]\n  limits: { maxSteps: 9 }\n",
@@ -101,7 +103,7 @@ fn overlays_merge_maps_and_replace_lists() {
 
 #[test]
 fn overlay_folders_are_read_in_path_order_and_can_add_documents() {
-    let ws = workspace();
+    let ws = base_workspace();
     ws.write(
         "overlays/10-first.yaml",
         "apiVersion: keel/v1\nkind: Agent\nmetadata: { name: assistant }\nspec: { instructions: first }\n",
@@ -110,14 +112,14 @@ fn overlay_folders_are_read_in_path_order_and_can_add_documents() {
         "overlays/20-second.yml",
         "apiVersion: keel/v1\nkind: Agent\nmetadata: { name: assistant }\nspec: { instructions: second }\n---\napiVersion: keel/v1\nkind: Agent\nmetadata: { name: extra }\nspec: { model: default }\n",
     );
-    let loaded = ws.load_ok(&overlay_options(vec![ws.root().join("overlays")]));
+    let loaded = ws.load_ok(&overlay_options(vec![ws.path().join("overlays")]));
     assert_eq!(loaded.agents["assistant"].instructions, "second");
     assert_eq!(loaded.agents["extra"].model, "default");
 }
 
 #[test]
 fn later_overlays_win_and_overlays_outside_the_workspace_keep_their_given_path() {
-    let ws = workspace();
+    let ws = base_workspace();
     let outside = tempfile::tempdir().unwrap();
     let a = outside.path().join("a.yaml");
     std::fs::write(
@@ -144,7 +146,7 @@ fn later_overlays_win_and_overlays_outside_the_workspace_keep_their_given_path()
 
 #[test]
 fn a_runtime_overlay_merges_into_the_runtime_whatever_its_name() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", MODEL_AND_AGENT);
     ws.write(
         "config/runtime.yaml",
@@ -167,7 +169,7 @@ fn a_runtime_overlay_merges_into_the_runtime_whatever_its_name() {
 
 #[test]
 fn a_missing_overlay_is_an_error() {
-    let ws = workspace();
+    let ws = base_workspace();
     let diagnostics = ws.diagnostics(&overlay_options(vec!["does/not/exist.yaml".into()]));
     assert_eq!(
         located(&diagnostics),
@@ -184,7 +186,7 @@ fn a_missing_overlay_is_an_error() {
 
 #[test]
 fn overlay_documents_with_the_same_identity_do_not_count_as_duplicates() {
-    let ws = workspace();
+    let ws = base_workspace();
     let overlay = ws.write("o.yaml", BASE);
     ws.load_ok(&overlay_options(vec![overlay.clone(), overlay]));
 }

@@ -2,11 +2,11 @@
 
 use keel_workspace::LoadOptions;
 
-use crate::support::{MODEL_AND_AGENT, TempWorkspace};
+use crate::support::{Load, MODEL_AND_AGENT, workspace};
 
 #[test]
 fn unknown_field_points_at_the_key_with_one_based_line_and_column() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", MODEL_AND_AGENT);
     //                     col: 123456789
     ws.write(
@@ -30,7 +30,7 @@ fn unknown_field_points_at_the_key_with_one_based_line_and_column() {
 
 #[test]
 fn a_bad_value_in_a_flow_list_points_at_the_item() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", MODEL_AND_AGENT);
     ws.write(
         "config/b.yaml",
@@ -49,7 +49,7 @@ fn a_bad_value_in_a_flow_list_points_at_the_item() {
 
 #[test]
 fn unknown_field_with_a_close_name_gets_a_suggestion() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", MODEL_AND_AGENT);
     ws.write(
         "config/b.yaml",
@@ -65,7 +65,7 @@ fn unknown_field_with_a_close_name_gets_a_suggestion() {
 
 #[test]
 fn a_syntax_error_is_reported_where_the_parser_stopped() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write("config/a.yaml", "a: 1\nb: \"unterminated\n");
     let diagnostics = ws.diagnostics(&LoadOptions::default());
     assert_eq!(diagnostics.len(), 1);
@@ -85,7 +85,7 @@ fn a_syntax_error_is_reported_where_the_parser_stopped() {
 
 #[test]
 fn a_missing_nested_field_points_at_its_parent_key_and_typos_get_suggestions() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write(
         "config/t.yaml",
         "apiVersion: keel/v1\nkind: Tool\nmetadata: { name: t }\nspec:\n  description: d\n  impl:\n    kind: command\n    comand: [x]\n",
@@ -103,7 +103,7 @@ fn a_missing_nested_field_points_at_its_parent_key_and_typos_get_suggestions() {
 
 #[test]
 fn a_value_the_schema_allows_but_the_type_cannot_hold_is_still_an_error() {
-    let ws = TempWorkspace::new();
+    let ws = workspace();
     ws.write(
         "config/r.yaml",
         "apiVersion: keel/v1\nkind: Runtime\nspec:\n  limits: { maxSteps: 5000000000 }\n",

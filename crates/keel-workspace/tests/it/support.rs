@@ -1,41 +1,21 @@
-//! A temporary workspace folder and helpers to load it.
+//! Loading a [`TempWorkspace`] (the one of `keel-test-support`) and reading diagnostics.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
+use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 use keel_workspace::{Diagnostic, LoadError, LoadOptions, Workspace};
-use tempfile::TempDir;
 
 /// A workspace in a fresh temp folder, with an empty `config/`.
-pub struct TempWorkspace {
-    dir: TempDir,
+pub fn workspace() -> TempWorkspace {
+    WorkspaceBuilder::new().build()
 }
 
-impl TempWorkspace {
-    pub fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("config")).unwrap();
-        Self { dir }
-    }
-
-    pub fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Writes `text` to `rel` (creating folders) and returns the absolute path.
-    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
-        let path = self.dir.path().join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-
-    pub fn load_with(&self, options: &LoadOptions) -> Result<Workspace, LoadError> {
-        Workspace::load_with(self.root(), options)
-    }
+/// Loading a [`TempWorkspace`] with `keel-workspace`.
+pub trait Load {
+    fn load_with(&self, options: &LoadOptions) -> Result<Workspace, LoadError>;
 
     /// Loads and expects a valid workspace.
-    pub fn load_ok(&self, options: &LoadOptions) -> Workspace {
+    fn load_ok(&self, options: &LoadOptions) -> Workspace {
         match self.load_with(options) {
             Ok(ws) => ws,
             Err(e) => panic!("workspace should load:\n{e}"),
@@ -43,12 +23,18 @@ impl TempWorkspace {
     }
 
     /// Loads and expects diagnostics.
-    pub fn diagnostics(&self, options: &LoadOptions) -> Vec<Diagnostic> {
+    fn diagnostics(&self, options: &LoadOptions) -> Vec<Diagnostic> {
         match self.load_with(options) {
             Ok(_) => panic!("workspace should not load"),
             Err(LoadError::Invalid(diagnostics)) => diagnostics,
             Err(e) => panic!("expected diagnostics, got: {e}"),
         }
+    }
+}
+
+impl Load for TempWorkspace {
+    fn load_with(&self, options: &LoadOptions) -> Result<Workspace, LoadError> {
+        Workspace::load_with(self.path(), options)
     }
 }
 

@@ -10,17 +10,15 @@ use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 
 use crate::common::{self, assert_well_formed, types};
 
-const SLOW_TOOL: &str = r#"apiVersion: keel/v1
-kind: Tool
-metadata: { name: slow }
-spec:
-  description: Forks a grandchild and sleeps (`$$$$` is a literal `$$` after interpolation).
-  schema: { type: object }
-  impl:
-    kind: command
-    command: ["sh", "-c", "sleep 30 & echo $! > grandchild.pid; echo $$$$ > child.pid; wait"]
-    timeout: 60s
-  policy: allow
+/// The spec of tool `slow`.
+const SLOW_TOOL: &str = r#"
+description: Forks a grandchild and sleeps (`$$$$` is a literal `$$` after interpolation).
+schema: { type: object }
+impl:
+  kind: command
+  command: ["sh", "-c", "sleep 30 & echo $! > grandchild.pid; echo $$$$ > child.pid; wait"]
+  timeout: 60s
+policy: allow
 "#;
 
 #[tokio::test]
@@ -31,8 +29,9 @@ async fn cancelling_during_a_tool_kills_its_process_group() {
         "slow",
         ["{}"],
     )]));
-    let ws = common::workspace(&mock.base_url(), &["slow"], "");
-    ws.write("config/tools.yaml", SLOW_TOOL);
+    let ws = common::builder(&mock.base_url(), &["slow"], "")
+        .tool("slow", SLOW_TOOL)
+        .build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let mut handle = runtime
         .request(RequestOptions {

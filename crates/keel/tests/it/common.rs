@@ -6,33 +6,43 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use keel::types::{EventPayload, ToolSpec};
 use keel::{Event, RequestOptions, RunResponse, Runtime, Tool, ToolContext, ToolError, ToolOutput};
-use keel_test_support::TempWorkspace;
+use keel_test_support::{OPENAI_MOCK_MODEL, TempWorkspace, WorkspaceBuilder};
 use serde_json::{Value, json};
 
-/// A workspace with an `openai` model at `base_url`, agent `assistant` with `tools`, fast
-/// retries, and `extra_agent_spec` appended to the agent's spec (indented YAML lines).
-pub fn workspace(base_url: &str, tools: &[&str], extra_agent_spec: &str) -> TempWorkspace {
-    let ws = TempWorkspace::new();
-    ws.write(
-        "config/runtime.yaml",
-        "apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec:\n  defaultAgent: assistant\n  retry: { model: { maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 40ms } }\n",
-    );
-    ws.write(
-        "config/models.yaml",
-        format!(
-            "apiVersion: keel/v1\nkind: Model\nmetadata: {{ name: mock }}\nspec:\n  provider: openai\n  baseUrl: \"{base_url}\"\n  model: mock-model\n  timeout: 5s\n"
-        ),
-    );
-    ws.write(
-        "config/agents.yaml",
-        format!(
-            "apiVersion: keel/v1\nkind: Agent\nmetadata: {{ name: assistant }}\nspec:\n  model: mock\n  instructions: You are a test agent.\n  tools: [{}]\n{extra_agent_spec}",
-            tools.join(", ")
-        ),
-    );
-    ws.write("README.md", "# Test workspace\nHello from the README.\n");
-    ws
+/// Model `mock` (`openai` at `base_url`) and agent `assistant` with `tools`, with
+/// `extra_agent_spec` appended to the agent's spec (YAML lines indented by two), and a README.
+/// No `Runtime` document: [`builder`] adds the usual one, a test may add its own.
+pub fn agent_and_model(base_url: &str, tools: &[&str], extra_agent_spec: &str) -> WorkspaceBuilder {
+    WorkspaceBuilder::new()
+        .model(
+            "mock",
+            &format!(
+                "{{ provider: openai, baseUrl: \"{base_url}\", model: {OPENAI_MOCK_MODEL}, timeout: 5s }}"
+            ),
+        )
+        .agent(
+            "assistant",
+            &format!(
+                "  model: mock\n  instructions: You are a test agent.\n  tools: [{}]\n{extra_agent_spec}",
+                tools.join(", ")
+            ),
+        )
+        .file("README.md", "# Test workspace\nHello from the README.\n")
 }
+
+/// [`agent_and_model`] with a runtime whose default agent is `assistant` and whose model
+/// retries are fast.
+pub fn builder(base_url: &str, tools: &[&str], extra_agent_spec: &str) -> WorkspaceBuilder {
+    agent_and_model(base_url, tools, extra_agent_spec).runtime(FAST_RUNTIME)
+}
+
+/// The workspace [`builder`] lays out.
+pub fn workspace(base_url: &str, tools: &[&str], extra_agent_spec: &str) -> TempWorkspace {
+    builder(base_url, tools, extra_agent_spec).build()
+}
+
+/// The runtime spec of [`builder`]: default agent `assistant`, fast model retries.
+const FAST_RUNTIME: &str = "{ defaultAgent: assistant, retry: { model: { maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 40ms } } }";
 
 /// Runs one request to its end, returning the response and every live event.
 pub async fn run(runtime: &Runtime, input: &str) -> (RunResponse, Vec<Event>) {

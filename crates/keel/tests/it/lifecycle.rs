@@ -15,14 +15,12 @@ use serde_json::Value;
 
 use crate::common::{self, assert_well_formed, types};
 
-const SLOW_TOOL: &str = r#"apiVersion: keel/v1
-kind: Tool
-metadata: { name: slow }
-spec:
-  description: Takes half a minute.
-  schema: { type: object }
-  impl: { kind: command, command: ["sleep", "30"], timeout: 60s }
-  policy: allow
+/// The spec of tool `slow`.
+const SLOW_TOOL: &str = r#"
+description: Takes half a minute.
+schema: { type: object }
+impl: { kind: command, command: ["sleep", "30"], timeout: 60s }
+policy: allow
 "#;
 
 fn runtime(ws: &keel_test_support::TempWorkspace) -> Runtime {
@@ -325,8 +323,9 @@ async fn shutdown_interrupts_a_run_stuck_in_a_slow_tool_and_the_run_resumes() {
         "slow",
         ["{}"],
     )]));
-    let ws = common::workspace(&mock.base_url(), &["slow"], "");
-    ws.write("config/tools.yaml", SLOW_TOOL);
+    let ws = common::builder(&mock.base_url(), &["slow"], "")
+        .tool("slow", SLOW_TOOL)
+        .build();
     let runtime = runtime(&ws);
     let mut handle = runtime
         .request(RequestOptions {

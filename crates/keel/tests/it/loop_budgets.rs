@@ -113,28 +113,19 @@ async fn the_required_tool_called_successfully_completes_the_run() {
     assert_eq!(response.finish_reason, FinishReason::Completed);
 }
 
-const RENDEZVOUS_TOOLS: &str = r#"apiVersion: keel/v1
-kind: Tool
-metadata: { name: ping }
-spec:
-  description: Marks a.flag, then waits for b.flag.
-  impl:
-    kind: command
-    command: ["sh", "-c", "touch a.flag; while [ ! -e b.flag ]; do sleep 0.01; done; echo ping"]
-    timeout: 10s
-  policy: allow
----
-apiVersion: keel/v1
-kind: Tool
-metadata: { name: pong }
-spec:
-  description: Marks b.flag, then waits for a.flag.
-  impl:
-    kind: command
-    command: ["sh", "-c", "touch b.flag; while [ ! -e a.flag ]; do sleep 0.01; done; echo pong"]
-    timeout: 10s
-  policy: allow
-"#;
+/// The spec of a tool that marks `{me}.flag`, then waits for `{other}.flag`.
+fn rendezvous_tool(me: &str, other: &str, answer: &str) -> String {
+    format!(
+        r#"
+description: Marks {me}.flag, then waits for {other}.flag.
+impl:
+  kind: command
+  command: ["sh", "-c", "touch {me}.flag; while [ ! -e {other}.flag ]; do sleep 0.01; done; echo {answer}"]
+  timeout: 10s
+policy: allow
+"#
+    )
+}
 
 #[tokio::test]
 async fn tool_calls_of_one_answer_run_concurrently() {
@@ -145,8 +136,10 @@ async fn tool_calls_of_one_answer_run_concurrently() {
         MockToolCall::new("c2", "pong", ["{}"]),
     ]));
     mock.push(MockResponse::text(["Both answered."]));
-    let ws = common::workspace(&mock.base_url(), &["ping", "pong"], "");
-    ws.write("config/tools.yaml", RENDEZVOUS_TOOLS);
+    let ws = common::builder(&mock.base_url(), &["ping", "pong"], "")
+        .tool("ping", &rendezvous_tool("a", "b", "ping"))
+        .tool("pong", &rendezvous_tool("b", "a", "pong"))
+        .build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
 
     let (response, _) = common::run(&runtime, "Ping pong").await;
@@ -175,15 +168,17 @@ async fn a_large_tool_output_becomes_an_artifact_with_a_preview() {
         ["{}"],
     )]));
     mock.push(MockResponse::text(["Seen."]));
-    let ws = common::workspace(&mock.base_url(), &["big"], "");
-    ws.write(
-        "config/runtime.yaml",
-        "apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec:\n  limits: { maxToolOutputBytes: 1000 }\n",
-    );
-    ws.write(
-        "config/tools.yaml",
-        "apiVersion: keel/v1\nkind: Tool\nmetadata: { name: big }\nspec:\n  description: Prints a lot.\n  impl: { kind: command, command: [\"sh\", \"-c\", \"seq 1 5000\"] }\n  policy: allow\n",
-    );
+    let ws = common::agent_and_model(&mock.base_url(), &["big"], "")
+        .runtime("{ limits: { maxToolOutputBytes: 1000 } }")
+        .tool(
+            "big",
+            r#"
+            description: Prints a lot.
+            impl: { kind: command, command: ["sh", "-c", "seq 1 5000"] }
+            policy: allow
+            "#,
+        )
+        .build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
 
     let (response, _) = common::run(&runtime, "Print a lot").await;

@@ -1,13 +1,23 @@
 //! The event sequence of a reference run, snapshot-tested with ids, times and durations
-//! redacted. A change here is a change of the public event contract: review it as such.
+//! redacted, and the Chat Completions bodies the `openai` provider sent during it. A change
+//! here is a change of the public event contract or of what goes to the model: review it as
+//! such.
 
-use keel::Runtime;
-use keel_test_support::{MockLlm, MockResponse, MockToolCall};
+use keel::{Event, Runtime};
+use keel_test_support::{MockLlm, MockResponse, MockToolCall, TempWorkspace};
 
 use crate::common;
 
-#[tokio::test]
-async fn reference_run_event_sequence() {
+/// The reference run — the model reads the README with `read_file`, then answers — with the
+/// mock that played the model, and the live and stored events.
+struct ReferenceRun {
+    mock: MockLlm,
+    live: Vec<Event>,
+    stored: Vec<Event>,
+    _ws: TempWorkspace,
+}
+
+async fn reference_run() -> ReferenceRun {
     let mock = MockLlm::start().await;
     mock.push(MockResponse::tool_calls([MockToolCall::new(
         "call_1",
@@ -17,9 +27,19 @@ async fn reference_run_event_sequence() {
     mock.push(MockResponse::text(["The README ", "says hello."]));
     let ws = common::workspace(&mock.base_url(), &["read_file"], "");
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
-
     let (response, live) = common::run(&runtime, "What does the README say?").await;
     let stored = common::stored(&runtime, &response).await;
+    ReferenceRun {
+        mock,
+        live,
+        stored,
+        _ws: ws,
+    }
+}
+
+#[tokio::test]
+async fn reference_run_event_sequence() {
+    let ReferenceRun { live, stored, .. } = reference_run().await;
 
     // Live subscribers saw exactly the stored events, plus narration derived from them.
     let live_facts: Vec<_> = live
@@ -41,4 +61,13 @@ async fn reference_run_event_sequence() {
         "[].durationMs" => "[ms]",
         "[].event.durationMs" => "[ms]",
     });
+}
+
+#[tokio::test]
+async fn reference_run_model_request_bodies() {
+    let ReferenceRun { mock, .. } = reference_run().await;
+
+    let bodies: Vec<_> = mock.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(bodies.len(), 2, "one request per model round");
+    insta::assert_json_snapshot!("reference_run_model_requests", bodies);
 }

@@ -13,12 +13,10 @@ use serde_json::json;
 
 use crate::common::{self, assert_well_formed};
 
-const COUNTER_TOOL: &str = r#"apiVersion: keel/v1
-kind: Tool
-metadata: { name: bump }
-spec:
-  description: Appends a line to counter.txt (not idempotent).
-  impl: { kind: command, command: ["sh", "-c", "echo x >> counter.txt; echo bumped"] }
+/// The spec of tool `bump`.
+const COUNTER_TOOL: &str = r#"
+description: Appends a line to counter.txt (not idempotent).
+impl: { kind: command, command: ["sh", "-c", "echo x >> counter.txt; echo bumped"] }
 "#;
 
 fn event(id: &RequestId, seq: u64, payload: EventPayload) -> Event {
@@ -76,8 +74,9 @@ fn start(id: &RequestId, seq: u64, call: &ToolCall) -> Event {
 async fn an_interrupted_run_resumes_rerunning_only_idempotent_calls() {
     let mock = MockLlm::start().await;
     mock.push(MockResponse::text(["Resumed and done."]));
-    let ws = common::workspace(&mock.base_url(), &["bump", "read_file", "list_dir"], "");
-    ws.write("config/tools.yaml", COUNTER_TOOL);
+    let ws = common::builder(&mock.base_url(), &["bump", "read_file", "list_dir"], "")
+        .tool("bump", COUNTER_TOOL)
+        .build();
     let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
     let runtime = Runtime::builder()
         .workspace(ws.path())

@@ -136,11 +136,9 @@ async fn history_is_trimmed_to_the_budget_keeping_calls_with_results() {
         }
         _ => MockResponse::text([format!("answer {}", "x".repeat(200))]),
     });
-    let ws = common::workspace(&mock.base_url(), &["read_file"], "");
-    ws.write(
-        "config/runtime.yaml",
-        "apiVersion: keel/v1\nkind: Runtime\nmetadata: { name: default }\nspec:\n  limits: { historyTokens: 120 }\n",
-    );
+    let ws = common::agent_and_model(&mock.base_url(), &["read_file"], "")
+        .runtime("{ limits: { historyTokens: 120 } }")
+        .build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let session = SessionId::from("ses_trim");
     for input in ["read one", "chat two", "read three", "chat four"] {
