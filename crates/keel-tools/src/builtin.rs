@@ -1,5 +1,6 @@
 //! Keel's built-in tools: the file tools `read_file`, `list_dir`, `grep`, `write_file`,
-//! `edit_file` and `glob`, plus `shell` and `http_fetch`.
+//! `edit_file` and `glob`, plus `shell` and `http_fetch` (with the crate's `http` feature;
+//! without it `http_fetch` is a stand-in whose calls fail, see [`crate::unavailable`]).
 //!
 //! Start at [`builtins`], which builds all of them from the workspace's settings. Every file
 //! tool resolves its paths through [`crate::paths`], so nothing outside the workspace (or, for
@@ -12,6 +13,7 @@
 mod edit_file;
 mod glob;
 mod grep;
+#[cfg(feature = "http")]
 mod http_fetch;
 mod list_dir;
 mod read_file;
@@ -28,6 +30,7 @@ use serde_json::Value;
 pub use edit_file::EditFile;
 pub use glob::Glob;
 pub use grep::Grep;
+#[cfg(feature = "http")]
 pub use http_fetch::HttpFetch;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
@@ -75,7 +78,10 @@ fn build(name: &str, settings: &BuiltinToolSettings) -> Option<Arc<dyn Tool>> {
         "edit_file" => Arc::new(EditFile::new()),
         "glob" => Arc::new(Glob::new()),
         "shell" => Arc::new(Shell::new(&settings.shell)),
+        #[cfg(feature = "http")]
         "http_fetch" => Arc::new(HttpFetch::new(&settings.http_fetch)),
+        #[cfg(not(feature = "http"))]
+        "http_fetch" => Arc::new(crate::unavailable::Unavailable::http_fetch()),
         _ => return None,
     };
     Some(tool)

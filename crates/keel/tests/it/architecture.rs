@@ -25,7 +25,10 @@ const EDGES: &[(&str, &[&str])] = &[
             "keel-types",
         ],
     ),
-    ("keel-runtime", &["keel-tools", "keel-workspace", "keel-types"]),
+    (
+        "keel-runtime",
+        &["keel-tools", "keel-workspace", "keel-types"],
+    ),
     ("keel-models", &["keel-workspace", "keel-types"]),
     ("keel-tools", &["keel-workspace", "keel-types"]),
     ("keel-store", &["keel-types"]),
@@ -51,7 +54,13 @@ fn table() -> Edges {
 fn declared_edges() -> Edges {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--offline", "--no-deps"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--no-deps",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata runs");
