@@ -1,4 +1,5 @@
-//! The tool gateway: the one path every tool call takes, whoever makes it (SPEC §5).
+//! The tool gateway: the one path every tool call takes, whoever makes it
+//! (`docs/tool-gateway.md`).
 //!
 //! [`Gateway::guard`] runs the checks in order and returns a [`Guarded`] call with the
 //! decision, the structured [`Issue`]s and the [`Repair`]s it made:
@@ -13,8 +14,8 @@
 //! 3. the tool's semantic `check` (paths inside the workspace, …).
 //!
 //! Only an allowed call can be passed to [`Gateway::execute`], so a tool implementation never
-//! sees arguments that fail its schema (outside `off` mode). Policy, hooks and approval slot in
-//! between guard and execute in later steps.
+//! sees arguments that fail its schema (outside `off` mode). Policy, hooks and approval come in
+//! between guard and execute; the kernel runs them (they are not the gateway's business).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -9,8 +9,8 @@
 //! `CLAUDE_PROJECT_DIR`, the input as JSON on stdin and bounded capture of its output. Exit 0
 //! answers through stdout ([`outcome::parse_output`]), exit 2 blocks with stderr as the
 //! reason, any other exit is a [`HookError`]. An `http` handler ([`http_handler`]) gets the
-//! input POSTed as JSON and answers through a 2xx body; without the crate's `http` feature a
-//! hook with an http handler does not compile into a [`CompiledHook`].
+//! input POSTed as JSON and answers through a 2xx body; without the crate's `http` feature its
+//! calls fail, settled by the hook's `onError`.
 //!
 //! A failed hook is settled by its `onError` ([`settle`]); the outcomes of one event's hooks
 //! are folded by [`combine`], and non-blocking events drop what is AI-facing

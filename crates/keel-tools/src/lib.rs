@@ -11,7 +11,8 @@
 //!
 //! Feature `http` (on by default) brings the HTTP client (`reqwest`): `http_fetch`, declared
 //! `http` tools and `http` hook handlers. Without it those tools keep their names and schemas
-//! but every call fails saying why (`unavailable`), and an http hook does not compile.
+//! but every call fails saying why (`unavailable`), and so does every call of an http hook
+//! (settled by its `onError`).
 
 use std::collections::BTreeMap;
 use std::path::Path;

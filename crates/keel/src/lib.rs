@@ -22,8 +22,8 @@
 //! `FsArtifacts` of `keel-store`, under the workspace's `.keel/`); without it the builder needs
 //! [`RuntimeBuilder::store`] and [`RuntimeBuilder::artifacts`] and otherwise fails with
 //! [`Error::NoStore`]. `http-tools` gives the HTTP client tools (`http_fetch`, declared `http`
-//! tools, `http` hook handlers); without it those tools fail every call saying why, and a
-//! workspace with an http hook does not start.
+//! tools, `http` hook handlers); without it those tools and hooks fail every call saying why
+//! (a hook's failure is settled by its `onError`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,9 @@
 //! The `http` hook handler: the hook's input POSTed as JSON, the answer read from a 2xx body
 //! (at most [`super::MAX_OUTPUT_BYTES`]), no redirects. It runs on the HTTP machinery of
-//! [`crate::http`], so it needs the crate's `http` feature; without it `client` refuses the
-//! hook, which then never compiles (a hook that cannot run must not be skipped silently: it
-//! may be the one that denies a call).
+//! `crate::http`, so it needs the crate's `http` feature. Without it every call of an http
+//! hook fails with a [`HookError::Invalid`] saying so, which the hook's `onError` settles like
+//! any other failure (a hook that cannot run must not vanish: it may be the one that denies a
+//! call).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -92,30 +93,30 @@ mod enabled {
 mod disabled {
     use super::*;
 
-    /// No http client exists without the `http` feature, so no value of this type does either.
+    /// The place of an http client in a build without one.
     #[derive(Debug, Clone)]
-    pub(in crate::hooks) enum Client {}
+    pub(in crate::hooks) struct Client;
 
-    /// Refuses hook `name`: http handlers need the `http` feature.
+    /// Accepts any http hook: its calls are what fail.
     pub(in crate::hooks) fn client(
-        name: &str,
+        _name: &str,
         _url: &str,
         _headers: &BTreeMap<String, String>,
         _timeout: Duration,
     ) -> Result<Client, String> {
-        Err(format!(
-            "hook `{name}` has an http handler, and keel-tools was built without its `http` feature"
-        ))
+        Ok(Client)
     }
 
-    /// Unreachable: there is no [`Client`] to post with.
+    /// Fails: this build cannot send a request.
     pub(in crate::hooks) async fn post(
-        client: &Client,
+        _client: &Client,
         _url: &str,
         _headers: &BTreeMap<String, String>,
         _input: &HookInput,
         _timeout: Duration,
     ) -> Result<HookOutcome, HookError> {
-        match *client {}
+        Err(HookError::Invalid(
+            "http hook handlers need keel-tools' `http` feature, which this build lacks".to_owned(),
+        ))
     }
 }
