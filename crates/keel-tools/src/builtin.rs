@@ -1,6 +1,6 @@
 //! Keel's built-in tools: the file tools `read_file`, `list_dir`, `grep`, `write_file`,
 //! `edit_file` and `glob`, plus `shell` and `http_fetch` (with the crate's `http` feature;
-//! without it `http_fetch` is a stand-in whose calls fail, see [`crate::unavailable`]).
+//! without it `http_fetch` is a stand-in whose calls fail, see `crate::unavailable`).
 //!
 //! Start at [`builtins`], which builds all of them from the workspace's settings. Every file
 //! tool resolves its paths through [`crate::paths`], so nothing outside the workspace (or, for

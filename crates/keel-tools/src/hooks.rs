@@ -8,7 +8,7 @@
 //! cancellation), a cleaned environment plus `KEEL_HOOK_EVENT`, `KEEL_HOOK_NAME` and
 //! `CLAUDE_PROJECT_DIR`, the input as JSON on stdin and bounded capture of its output. Exit 0
 //! answers through stdout ([`outcome::parse_output`]), exit 2 blocks with stderr as the
-//! reason, any other exit is a [`HookError`]. An `http` handler ([`http_handler`]) gets the
+//! reason, any other exit is a [`HookError`]. An `http` handler (`http_handler.rs`) gets the
 //! input POSTed as JSON and answers through a 2xx body; without the crate's `http` feature its
 //! calls fail, settled by the hook's `onError`.
 //!
