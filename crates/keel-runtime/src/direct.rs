@@ -1,8 +1,9 @@
 //! Tool calls made directly by clients — operators, CI, external AIs — without a model
-//! (SPEC §5, tasks). A *task* stages a call: `create` runs the gateway's checks (inventory,
-//! validation with repair, semantic checks) and records the decision; `update` patches the
-//! arguments and checks again; `run` executes it as a run of its own whose log holds the
-//! `runtime.tool.direct.*` events; `delete` forgets it. `direct_run` is create + run in one.
+//! (`docs/tool-gateway.md#tasks-and-direct-calls`). A *task* stages a call: `create` runs the
+//! gateway's checks (inventory, validation with repair, semantic checks) and records the
+//! decision; `update` patches the arguments and checks again; `run` executes it as a run of
+//! its own whose log holds the `runtime.tool.direct.*` events; `delete` forgets it.
+//! `direct_run` is create + run in one.
 
 use keel_types::{
     RequestId, RunRecord, TaskDecision, TaskRecord, TaskStatus, ToolCall, ToolContext,

@@ -1,5 +1,5 @@
-//! The emission pipeline of one run (SPEC §7): redact → durable append → live subscribers,
-//! then the narrator's derived view to subscribers only.
+//! The emission pipeline of one run (the events: `docs/events.md`): redact → durable append →
+//! live subscribers, then the narrator's derived view to subscribers only.
 //!
 //! Appends are pipelined: [`Emitter::emit`] assigns the next `seq` and queues the event; a
 //! flusher task appends everything queued for the run in one store call, and only once that

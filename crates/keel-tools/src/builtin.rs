@@ -1,5 +1,6 @@
 //! Keel's built-in tools: the file tools `read_file`, `list_dir`, `grep`, `write_file`,
-//! `edit_file` and `glob`, plus `shell` and `http_fetch`.
+//! `edit_file` and `glob`, plus `shell` and `http_fetch` (with the crate's `http` feature;
+//! without it `http_fetch` is a stand-in whose calls fail, see `crate::unavailable`).
 //!
 //! Start at [`builtins`], which builds all of them from the workspace's settings; the list
 //! of them is [`BuiltinTool`] in `keel-workspace`. Every file
@@ -13,6 +14,7 @@
 mod edit_file;
 mod glob;
 mod grep;
+#[cfg(feature = "http")]
 mod http_fetch;
 mod list_dir;
 mod read_file;
@@ -29,6 +31,7 @@ use serde_json::Value;
 pub use edit_file::EditFile;
 pub use glob::Glob;
 pub use grep::Grep;
+#[cfg(feature = "http")]
 pub use http_fetch::HttpFetch;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
@@ -64,7 +67,10 @@ fn build(tool: BuiltinTool, settings: &BuiltinToolSettings) -> Arc<dyn Tool> {
         BuiltinTool::EditFile => Arc::new(EditFile::new()),
         BuiltinTool::Glob => Arc::new(Glob::new()),
         BuiltinTool::Shell => Arc::new(Shell::new(&settings.shell)),
+        #[cfg(feature = "http")]
         BuiltinTool::HttpFetch => Arc::new(HttpFetch::new(&settings.http_fetch)),
+        #[cfg(not(feature = "http"))]
+        BuiltinTool::HttpFetch => Arc::new(crate::unavailable::Unavailable::http_fetch()),
     }
 }
 

@@ -1,4 +1,5 @@
-//! The tool gateway: the one path every tool call takes, whoever makes it (SPEC §5).
+//! The tool gateway: the one path every tool call takes, whoever makes it
+//! (`docs/tool-gateway.md`).
 //!
 //! [`Gateway::guard`] runs the checks in order and returns a [`Guarded`] call with the
 //! decision, the structured [`Issue`]s and the [`Repair`]s it made:

@@ -1,5 +1,5 @@
 //! The hook runner: runs one `Hook` document's handler with a [`HookInput`] and reads its
-//! answer as a [`HookOutcome`] (SPEC §6). The wire format is the Claude Code hook protocol, so
+//! answer as a [`HookOutcome`] (`docs/tool-gateway.md#hooks`). The wire format is the Claude Code hook protocol, so
 //! existing hook scripts work unchanged.
 //!
 //! Start at [`CompiledHook`] (a hook ready to run: matcher compiled, HTTP client built) or
@@ -8,8 +8,9 @@
 //! cancellation), a cleaned environment plus `KEEL_HOOK_EVENT`, `KEEL_HOOK_NAME` and
 //! `CLAUDE_PROJECT_DIR`, the input as JSON on stdin and bounded capture of its output. Exit 0
 //! answers through stdout ([`outcome::parse_output`]), exit 2 blocks with stderr as the
-//! reason, any other exit is a [`HookError`]. An `http` handler gets the input POSTed as
-//! JSON and answers through a 2xx body.
+//! reason, any other exit is a [`HookError`]. An `http` handler (`http_handler.rs`) gets the
+//! input POSTed as JSON and answers through a 2xx body; without the crate's `http` feature its
+//! calls fail, settled by the hook's `onError`.
 //!
 //! A failed hook is settled by its `onError` ([`settle`]); the outcomes of one event's hooks
 //! are folded by [`combine`], and non-blocking events drop what is AI-facing
@@ -20,17 +21,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keel_types::{HookEvent, error_chain};
+use keel_types::HookEvent;
 use keel_workspace::{HookHandler, HookOnError, HookSpec};
 use regex::Regex;
-use reqwest::{Url, redirect};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::command::resolve_program;
-use crate::http::{Clients, header_map, read_body};
 use crate::process::{self, Caps, Finished, RunError, child_env};
+use http_handler::Client;
 
+mod http_handler;
 pub mod outcome;
 
 pub use outcome::{Combined, HookOutcome, PermissionDecision, combine, is_blocking};
@@ -209,7 +210,7 @@ pub struct CompiledHook {
     name: String,
     spec: HookSpec,
     matcher: Option<Regex>,
-    clients: Option<Clients>,
+    clients: Option<Client>,
 }
 
 impl CompiledHook {
@@ -227,14 +228,12 @@ impl CompiledHook {
                 url,
                 headers,
                 timeout,
-            } => {
-                Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
-                header_map(headers.iter().map(|(n, v)| (n.as_str(), v.as_str())))?;
-                Some(Clients::new(
-                    timeout_of(timeout.map(|t| t.0)),
-                    redirect::Policy::none,
-                )?)
-            }
+            } => Some(http_handler::client(
+                name,
+                url,
+                headers,
+                timeout_of(timeout.map(|t| t.0)),
+            )?),
         };
         Ok(Self {
             name: name.to_owned(),
@@ -289,7 +288,7 @@ impl CompiledHook {
                 let Some(clients) = &self.clients else {
                     return Err(HookError::Invalid("the http client is missing".to_owned()));
                 };
-                run_http(clients, url, headers, input, timeout).await
+                http_handler::post(clients, url, headers, input, timeout).await
             }
         }
     }
@@ -372,54 +371,6 @@ fn answer_of(finished: Finished) -> Result<HookOutcome, HookError> {
         Some(BLOCK_EXIT_CODE) => Ok(HookOutcome::blocked(stderr)),
         code => Err(HookError::Exit { code, stderr }),
     }
-}
-
-/// POSTs `input` to `url` and reads the answer.
-async fn run_http(
-    clients: &Clients,
-    url: &str,
-    headers: &BTreeMap<String, String>,
-    input: &HookInput,
-    timeout: Duration,
-) -> Result<HookOutcome, HookError> {
-    let parsed = Url::parse(url).map_err(|e| HookError::Invalid(format!("bad URL: {e}")))?;
-    let headers = header_map(headers.iter().map(|(n, v)| (n.as_str(), v.as_str())))
-        .map_err(HookError::Invalid)?;
-    let request_failed = |e: reqwest::Error| {
-        if e.is_timeout() {
-            HookError::Timeout(timeout)
-        } else if e.is_connect() {
-            HookError::Connect(error_chain(&e))
-        } else {
-            HookError::Request(error_chain(&e))
-        }
-    };
-    let mut response = clients
-        .for_url(&parsed)
-        .post(parsed.clone())
-        .headers(headers)
-        .json(input)
-        .send()
-        .await
-        .map_err(request_failed)?;
-    let status = response.status();
-    let body = read_body(&mut response, MAX_OUTPUT_BYTES)
-        .await
-        .map_err(request_failed)?;
-    let text = String::from_utf8_lossy(&body.bytes);
-    if !status.is_success() {
-        return Err(HookError::Http {
-            status: status.as_u16(),
-            body: outcome::excerpt(text.trim()),
-        });
-    }
-    if body.truncated {
-        return Err(HookError::InvalidOutput {
-            message: format!("the body is longer than {MAX_OUTPUT_BYTES} bytes"),
-            excerpt: outcome::excerpt(&text),
-        });
-    }
-    outcome::parse_output(&text)
 }
 
 /// Runs hook `name` once (see [`CompiledHook::run`]); a declaration that cannot run is a

@@ -3,12 +3,17 @@
 //! [`gateway`] is the one path every tool call takes (inventory → parse → schema validation,
 //! with [`repair`]s before blocking → semantic checks → execution); [`builtin`] holds the
 //! built-in tools, [`command`] runs declared command tools (on the process machinery of
-//! [`process`], shared with `shell`), [`http`] holds the HTTP client plumbing (shared by
+//! [`process`], shared with `shell`), `http` holds the HTTP client plumbing (shared by
 //! `http_fetch`, declared http tools and http hooks) and runs declared http tools,
 //! [`paths`] keeps every path inside the workspace,
 //! [`policy`] decides allow / ask / deny from the workspace's policies, and [`hooks`] runs
 //! `Hook` documents (on the same process and HTTP machinery). Start reading at
 //! [`gateway::Gateway`].
+//!
+//! Feature `http` (on by default) brings the HTTP client (`reqwest`): `http_fetch`, declared
+//! `http` tools and `http` hook handlers. Without it those tools keep their names and schemas
+//! but every call fails saying why (`unavailable`), and so does every call of an http hook
+//! (settled by its `onError`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,11 +26,14 @@ pub mod builtin;
 pub mod command;
 pub mod gateway;
 pub mod hooks;
+#[cfg(feature = "http")]
 pub mod http;
 pub mod paths;
 pub mod policy;
 pub mod process;
 pub mod repair;
+#[cfg(not(feature = "http"))]
+pub mod unavailable;
 
 /// The tool a workspace's `Tool` document declares, whatever its kind. An `http` tool built
 /// here masks only its own secret header values in responses; [`declared_in`] also masks the
@@ -47,6 +55,12 @@ fn declared_with_env(
 ) -> Arc<dyn Tool> {
     match doc.implementation {
         ToolImpl::Command { .. } => Arc::new(command::CommandTool::new(name, doc, workspace_root)),
+        #[cfg(feature = "http")]
         ToolImpl::Http { .. } => Arc::new(http::HttpTool::new(name, doc, env)),
+        #[cfg(not(feature = "http"))]
+        ToolImpl::Http { .. } => {
+            let _ = env;
+            Arc::new(unavailable::Unavailable::declared_http(name, doc))
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! The policy engine (SPEC §5 step 4): decides whether a tool call is allowed, needs a
-//! human (`ask`) or is refused, from the workspace's `Policy` documents, the tool's own
+//! The policy engine (`docs/tool-gateway.md#policy`): decides whether a tool call is allowed,
+//! needs a human (`ask`) or is refused, from the workspace's `Policy` documents, the tool's own
 //! `policy:`, the run's permission mode and any narrowing layers (a subagent's or a session's
 //! extra policies). Pure: no I/O, no clock, no state; the same query always gets the same
 //! verdict, with the rule that decided it.

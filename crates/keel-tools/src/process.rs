@@ -1,7 +1,7 @@
 //! Child processes of tools: the machinery `command` tools and `shell` share.
 //!
-//! [`command`] prepares a process the same way for both: a cleaned environment
-//! ([`child_env`]), piped output, and its own process group. [`run_to_end`] then feeds its
+//! `command` prepares a process the same way for both: a cleaned environment
+//! ([`child_env`]), piped output, and its own process group. `run_to_end` then feeds its
 //! stdin, reads stdout and stderr concurrently under size caps, and waits for it under a
 //! timeout. The process group — the command and anything it forked — is killed on timeout,
 //! when the future is dropped (cancellation), and as soon as the command itself exits, so no

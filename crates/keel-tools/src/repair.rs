@@ -1,4 +1,4 @@
-//! Repairs the gateway tries before it blocks a call (SPEC §5 steps 1–2).
+//! Repairs the gateway tries before it blocks a call (`docs/tool-gateway.md#repair`).
 //!
 //! Each repair is small, deterministic and recorded as a [`Repair`] so the run log and the
 //! model can see exactly what changed:

@@ -1,4 +1,4 @@
-//! The event contract (SPEC §7): every fact or signal about a run is an [`Event`] — an
+//! The event contract (`docs/events.md`): every fact or signal about a run is an [`Event`] — an
 //! envelope with a dense per-run `seq` — around a closed [`EventPayload`] whose `type` names are
 //! a stable public contract.
 //!

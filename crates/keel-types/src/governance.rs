@@ -1,5 +1,6 @@
-//! The governance vocabulary (SPEC §6): run-level [`PermissionMode`]s, the [`PolicyDecision`]
-//! a rule (or a hook) gives a tool call, and the [`HookEvent`]s hooks run at.
+//! The governance vocabulary (`docs/tool-gateway.md#policy` and `#hooks`): run-level
+//! [`PermissionMode`]s, the [`PolicyDecision`] a rule (or a hook) gives a tool call, and the
+//! [`HookEvent`]s hooks run at.
 //!
 //! The workspace reads them from YAML, the policy engine and the hook runner decide with them,
 //! events record them and the surfaces parse them from flags and request bodies — all through

@@ -1,6 +1,7 @@
-//! Tasks: staged tool calls for operators, CI and external AIs (SPEC §5). A task is created
-//! (the call passes the gateway's checks and gets a decision), may be inspected and updated
-//! (re-checked), is run (as a run of its own, with `runtime.tool.direct.*` events) and deleted.
+//! Tasks: staged tool calls for operators, CI and external AIs
+//! (`docs/tool-gateway.md#tasks-and-direct-calls`). A task is created (the call passes the
+//! gateway's checks and gets a decision), may be inspected and updated (re-checked), is run (as a
+//! run of its own, with `runtime.tool.direct.*` events) and deleted.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -1,5 +1,5 @@
-//! Workspace loading (SPEC §3): reads `config/**/*.yaml` plus overlays, interpolates the
-//! environment, validates every document and compiles the result into an immutable
+//! Workspace loading (`docs/workspace.md`): reads `config/**/*.yaml` plus overlays, interpolates
+//! the environment, validates every document and compiles the result into an immutable
 //! [`Workspace`]. Every problem is reported at once as a located [`Diagnostic`].
 //!
 //! Start reading at [`Workspace::load_with`]; the pipeline is in `load.rs`, and each stage has

@@ -1,5 +1,5 @@
-//! The typed documents of a workspace (SPEC §3). Field names are camelCase in YAML; unknown
-//! fields are errors. JSON Schemas generated from these types drive validation, so every
+//! The typed documents of a workspace (`docs/workspace.md`). Field names are camelCase in YAML;
+//! unknown fields are errors. JSON Schemas generated from these types drive validation, so every
 //! constraint that can be stated here is stated here.
 
 use std::collections::BTreeMap;
@@ -474,7 +474,7 @@ pub struct PolicyRule {
     pub reason: Option<String>,
 }
 
-/// `kind: Hook` — a script or endpoint run at a point of a run (SPEC §6).
+/// `kind: Hook` — a script or endpoint run at a point of a run (`docs/workspace.md#hook`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HookSpec {

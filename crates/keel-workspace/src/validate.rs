@@ -21,7 +21,7 @@ use crate::{AgentSpec, HookSpec, ModelSpec, PolicySpec, RuntimeSpec, ToolSpecDoc
 const DURATION_FORMAT: &str = "keel-duration";
 const DURATION_HINT: &str = "write a duration such as 500ms, 10s, 10m or 1h 30m";
 
-/// The aliases serde accepts for hook events (SPEC §6).
+/// The aliases serde accepts for hook events (`docs/workspace.md#hook`).
 const HOOK_EVENT_ALIASES: &[&str] = &[
     "UserPromptSubmit",
     "PreAbilityCall",

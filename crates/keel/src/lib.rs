@@ -17,6 +17,13 @@
 //! [`RuntimeBuilder`] assembles the parts — the workspace, model providers (built from the
 //! workspace's `Model` documents, or injected), tools (built-ins, the workspace's command tools,
 //! or injected Rust tools) and the run store — into a [`Runtime`].
+//!
+//! Features, both on by default: `sqlite` gives the default stores (`SqliteStore` and
+//! `FsArtifacts` of `keel-store`, under the workspace's `.keel/`); without it the builder needs
+//! [`RuntimeBuilder::store`] and [`RuntimeBuilder::artifacts`] and otherwise fails with
+//! [`Error::NoStore`]. `http-tools` gives the HTTP client tools (`http_fetch`, declared `http`
+//! tools, `http` hook handlers); without it those tools and hooks fail every call saying why
+//! (a hook's failure is settled by its `onError`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -57,6 +64,10 @@ pub enum Error {
     /// A runtime operation failed.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// No store of this kind (`run store`, `artifact store`) was given, and this build has no
+    /// default one (the `sqlite` feature is off); the second field names the builder method.
+    #[error("no {0} given, and this build has no default one (feature `sqlite`): call .{1}(..)")]
+    NoStore(&'static str, &'static str),
 }
 
 /// Assembles a [`Runtime`].
@@ -190,11 +201,11 @@ impl RuntimeBuilder {
         let gateway = Arc::new(gateway);
         let store = match self.store {
             Some(store) => store,
-            None => Arc::new(keel_store::SqliteStore::open(&workspace.root)?),
+            None => default_store(&workspace.root)?,
         };
         let artifacts = match self.artifacts {
             Some(artifacts) => artifacts,
-            None => Arc::new(keel_store::FsArtifacts::open(&workspace.root)),
+            None => default_artifacts(&workspace.root)?,
         };
         let kernel = Kernel::new(KernelParts {
             workspace,
@@ -207,6 +218,28 @@ impl RuntimeBuilder {
         });
         Ok(Runtime { kernel })
     }
+}
+
+/// The workspace's SQLite store, `.keel/keel.db`.
+#[cfg(feature = "sqlite")]
+fn default_store(root: &Path) -> Result<Arc<dyn RunStore>, Error> {
+    Ok(Arc::new(keel_store::SqliteStore::open(root)?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn default_store(_root: &Path) -> Result<Arc<dyn RunStore>, Error> {
+    Err(Error::NoStore("run store", "store"))
+}
+
+/// The workspace's artifact folder, `.keel/artifacts`.
+#[cfg(feature = "sqlite")]
+fn default_artifacts(root: &Path) -> Result<Arc<dyn ArtifactStore>, Error> {
+    Ok(Arc::new(keel_store::FsArtifacts::open(root)))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn default_artifacts(_root: &Path) -> Result<Arc<dyn ArtifactStore>, Error> {
+    Err(Error::NoStore("artifact store", "artifacts"))
 }
 
 /// Every tool an agent of this workspace could list: built-ins, then the workspace's declared

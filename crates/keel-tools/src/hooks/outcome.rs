@@ -227,9 +227,9 @@ pub fn is_blocking(event: HookEvent) -> bool {
 
 impl Combined {
     /// The combined answer without anything AI-facing — `additionalContext`, `updatedInput`,
-    /// permission decisions and blocks (whose reason would reach the model) — which a
-    /// non-blocking event must ignore (SPEC §6). A stop (`continue: false`) is kept: it halts
-    /// the run, it tells the model nothing.
+    /// permission decisions and blocks (whose reason would reach the model) — which a non-blocking
+    /// event must ignore (`docs/tool-gateway.md#hooks`). A stop (`continue: false`) is kept: it
+    /// halts the run, it tells the model nothing.
     pub fn without_ai_facing(self) -> Self {
         Self {
             stop: self.stop,

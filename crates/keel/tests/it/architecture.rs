@@ -1,10 +1,168 @@
 //! The invariants of ARCHITECTURE.md that are about dependency edges, checked against
-//! `cargo metadata`: a forbidden edge fails this test.
+//! `cargo metadata`: the workspace crates depend on each other exactly as [`EDGES`] says (and
+//! as the edge list in ARCHITECTURE.md shows), and a forbidden edge anywhere in the resolved
+//! graph fails.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::process::Command;
 
 use serde_json::Value;
+
+/// Every workspace crate and the workspace crates it may depend on (normal dependencies,
+/// optional ones included; dev-dependencies are free). Exact: an edge missing here fails, and so
+/// does an edge here that no manifest declares any more. ARCHITECTURE.md draws the same list.
+const EDGES: &[(&str, &[&str])] = &[
+    ("keel-cli", &["keel", "keel-server", "keel-store"]),
+    ("keel-server", &["keel"]),
+    (
+        "keel",
+        &[
+            "keel-runtime",
+            "keel-models",
+            "keel-tools",
+            "keel-store",
+            "keel-workspace",
+            "keel-types",
+        ],
+    ),
+    (
+        "keel-runtime",
+        &["keel-tools", "keel-workspace", "keel-types"],
+    ),
+    ("keel-models", &["keel-workspace", "keel-types"]),
+    ("keel-tools", &["keel-workspace", "keel-types"]),
+    ("keel-store", &["keel-types"]),
+    ("keel-workspace", &["keel-types"]),
+    ("keel-types", &[]),
+    ("keel-test-support", &["keel-types"]),
+];
+
+type Edges = BTreeMap<String, BTreeSet<String>>;
+
+fn table() -> Edges {
+    EDGES
+        .iter()
+        .map(|(krate, deps)| {
+            let deps = deps.iter().map(|d| (*d).to_owned()).collect();
+            ((*krate).to_owned(), deps)
+        })
+        .collect()
+}
+
+/// The workspace-internal normal dependencies each workspace crate declares, read from the
+/// manifests (`cargo metadata --no-deps`), whatever features are on.
+fn declared_edges() -> Edges {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--no-deps",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let packages = meta["packages"].as_array().unwrap();
+    let members: BTreeSet<&str> = packages
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    packages
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .map(|d| d["name"].as_str().unwrap())
+                .filter(|name| members.contains(name))
+                .map(str::to_owned)
+                .collect();
+            (p["name"].as_str().unwrap().to_owned(), deps)
+        })
+        .collect()
+}
+
+/// The edge list drawn in ARCHITECTURE.md: the fenced block after the `edges` marker, one
+/// crate a line, `crate → dep, dep` (a crate with no arrow depends on no workspace crate);
+/// `#` starts a comment.
+fn drawn_edges() -> Edges {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../ARCHITECTURE.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let marker = "<!-- edges: checked by crates/keel/tests/it/architecture.rs -->";
+    let after = text
+        .split_once(marker)
+        .expect("ARCHITECTURE.md has the edges marker")
+        .1;
+    let block = after
+        .trim_start()
+        .strip_prefix("```text\n")
+        .expect("a ```text block follows the edges marker");
+    let block = block.split_once("```").expect("the block is closed").0;
+    block
+        .lines()
+        .map(|line| line.split_once('#').map_or(line, |(code, _)| code))
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let crate_names = |part: &str| -> Vec<String> {
+                part.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                    .filter(|word| *word == "keel" || word.starts_with("keel-"))
+                    .map(str::to_owned)
+                    .collect()
+            };
+            let (from, to) = line.split_once('→').unwrap_or((line, ""));
+            let from = crate_names(from);
+            assert_eq!(from.len(), 1, "one crate left of the arrow in {line:?}");
+            (from[0].clone(), crate_names(to).into_iter().collect())
+        })
+        .collect()
+}
+
+/// What `expected` has that `actual` lacks, as `crate → dep` lines.
+fn missing(expected: &Edges, actual: &Edges) -> Vec<String> {
+    let none = BTreeSet::new();
+    let mut lines = Vec::new();
+    for (krate, deps) in expected {
+        if !actual.contains_key(krate) {
+            lines.push(format!("{krate} (the crate)"));
+        }
+        let have = actual.get(krate).unwrap_or(&none);
+        lines.extend(deps.difference(have).map(|d| format!("{krate} → {d}")));
+    }
+    lines
+}
+
+#[test]
+fn workspace_crates_depend_on_each_other_exactly_as_the_table_says() {
+    let (table, declared) = (table(), declared_edges());
+    let unlisted = missing(&declared, &table);
+    let stale = missing(&table, &declared);
+    assert!(
+        unlisted.is_empty() && stale.is_empty(),
+        "edges not in EDGES (add them only if ARCHITECTURE.md allows them): {unlisted:?}; \
+         edges in EDGES no manifest declares any more (remove them): {stale:?}"
+    );
+}
+
+#[test]
+fn the_architecture_map_draws_exactly_the_table() {
+    let (table, drawn) = (table(), drawn_edges());
+    let undrawn = missing(&table, &drawn);
+    let extra = missing(&drawn, &table);
+    assert!(
+        undrawn.is_empty() && extra.is_empty(),
+        "ARCHITECTURE.md's edge list lacks {undrawn:?} and draws {extra:?} that EDGES does not have"
+    );
+}
 
 /// Resolved normal (non-dev, non-build) dependency graph of the workspace: package name →
 /// names of the packages it depends on.
