@@ -107,7 +107,6 @@ impl SseDecoder {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -139,7 +139,6 @@ pub fn validate_history(history: &[Message]) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use keel_types::ToolCall;
 

@@ -154,7 +154,6 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use keel_types::{EventId, ModelStopReason, RequestId, Role};
     use serde_json::json;

@@ -137,7 +137,6 @@ fn io(path: &Path, error: &std::io::Error) -> StoreError {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
 

@@ -541,7 +541,6 @@ pub(crate) fn io_error(path: &Path, error: &std::io::Error) -> StoreError {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
 

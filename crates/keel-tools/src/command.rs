@@ -206,7 +206,6 @@ fn finish(finished: Finished) -> Result<ToolOutput, ToolError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -492,7 +492,6 @@ fn truncate(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use async_trait::async_trait;
 

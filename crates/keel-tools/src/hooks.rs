@@ -406,7 +406,6 @@ pub trait InProcessHook: Send + Sync {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use keel_workspace::HookOnError;
 

@@ -244,7 +244,6 @@ fn kill_group(pgid: u32) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use super::*;
 

@@ -387,7 +387,6 @@ impl EventPayload {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::panic)]
 
     use serde_json::json;
 

@@ -94,7 +94,6 @@ pub(crate) use wire_names;
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use serde::{Deserialize, Serialize};
 

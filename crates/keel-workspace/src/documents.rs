@@ -378,7 +378,6 @@ pub(crate) fn merge(base: &mut Node, overlay: Node) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use std::path::PathBuf;
     use std::sync::Arc;

@@ -388,7 +388,6 @@ fn append_query(url: &mut Url, args: &Map<String, Value>) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
 
     use serde_json::json;
 

@@ -485,7 +485,6 @@ fn as_integer(n: &Number) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use serde_json::json;
 
