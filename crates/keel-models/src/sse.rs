@@ -107,7 +107,6 @@ impl SseDecoder {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     fn decode_all(pieces: &[&[u8]]) -> Vec<String> {

@@ -139,7 +139,6 @@ pub fn validate_history(history: &[Message]) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-
     use keel_types::ToolCall;
 
     use super::*;

@@ -154,7 +154,6 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
 
 #[cfg(test)]
 mod tests {
-
     use keel_types::{EventId, ModelStopReason, RequestId, Role};
     use serde_json::json;
 

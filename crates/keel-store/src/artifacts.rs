@@ -137,7 +137,6 @@ fn io(path: &Path, error: &std::io::Error) -> StoreError {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     #[tokio::test]

@@ -541,7 +541,6 @@ pub(crate) fn io_error(path: &Path, error: &std::io::Error) -> StoreError {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     fn tail_of(bytes: &[u8]) -> Tail {

@@ -95,7 +95,6 @@ fn boot_id() -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     #[test]

@@ -206,7 +206,6 @@ fn finish(finished: Finished) -> Result<ToolOutput, ToolError> {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     #[test]

@@ -492,7 +492,6 @@ fn truncate(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-
     use async_trait::async_trait;
 
     use serde_json::json;

@@ -406,7 +406,6 @@ pub trait InProcessHook: Send + Sync {
 
 #[cfg(test)]
 mod tests {
-
     use keel_workspace::HookOnError;
 
     use super::*;

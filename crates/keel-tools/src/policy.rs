@@ -291,7 +291,6 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     #[test]

@@ -244,7 +244,6 @@ fn kill_group(pgid: u32) {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     #[test]

@@ -387,7 +387,6 @@ impl EventPayload {
 
 #[cfg(test)]
 mod tests {
-
     use serde_json::json;
 
     use super::*;

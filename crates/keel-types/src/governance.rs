@@ -58,7 +58,6 @@ wire_names! {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     #[test]

@@ -303,7 +303,6 @@ fn shorten(token: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     #[test]

@@ -94,7 +94,6 @@ pub(crate) use wire_names;
 
 #[cfg(test)]
 mod tests {
-
     use serde::{Deserialize, Serialize};
 
     wire_names! {

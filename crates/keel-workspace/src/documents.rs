@@ -378,7 +378,6 @@ pub(crate) fn merge(base: &mut Node, overlay: Node) {
 
 #[cfg(test)]
 mod tests {
-
     use std::path::PathBuf;
     use std::sync::Arc;
 

@@ -428,7 +428,6 @@ fn lowercase_first(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     #[test]

@@ -638,7 +638,6 @@ fn key_state_for(node: Node, entries: &[Entry], errors: &mut Vec<Diagnostic>) ->
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
     use serde_json::json;
 

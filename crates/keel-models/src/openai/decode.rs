@@ -236,7 +236,6 @@ fn quote(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     fn decode(frames: &[&str]) -> Result<Vec<ModelEvent>, ModelError> {

@@ -192,7 +192,6 @@ fn short_chain(error: &(dyn std::error::Error + 'static)) -> String {
 
 #[cfg(test)]
 mod tests {
-
     use reqwest::header::HeaderValue;
 
     use super::*;

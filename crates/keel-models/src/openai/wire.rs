@@ -259,7 +259,6 @@ pub(crate) struct CompletionFunction {
 
 #[cfg(test)]
 mod tests {
-
     use keel_types::{Message, ModelParams, ToolCall, ToolSpec};
     use serde_json::json;
 

@@ -250,7 +250,6 @@ impl Combined {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     #[test]

@@ -388,7 +388,6 @@ fn append_query(url: &mut Url, args: &Map<String, Value>) {
 
 #[cfg(test)]
 mod tests {
-
     use serde_json::json;
 
     use super::*;

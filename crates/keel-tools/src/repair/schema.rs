@@ -485,7 +485,6 @@ fn as_integer(n: &Number) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
-
     use serde_json::json;
 
     use super::*;
