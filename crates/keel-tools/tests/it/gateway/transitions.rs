@@ -8,18 +8,22 @@ use keel_types::GuardDecision;
 use keel_workspace::GatewayMode;
 use serde_json::json;
 
+use keel_tools::gateway::{Gateway, Guarded};
+
 use super::{call, gateway_of, guard, tools};
+
+/// The gateway's verdict on a `get_weather` call with `arguments` (id `id`).
+async fn weather(gateway: &Gateway, id: &str, arguments: &str) -> Guarded {
+    let mut call = call("get_weather", arguments);
+    call.id = id.into();
+    guard(gateway, &call, GatewayMode::Repair).await
+}
 
 #[tokio::test]
 async fn a_refused_call_never_reaches_its_tool_and_the_model_gets_the_reason() {
     let tools = tools();
     let gateway = gateway_of(&tools);
-    let mut verdict = guard(
-        &gateway,
-        &call("get_weather", r#"{"city":"Paris"}"#),
-        GatewayMode::Repair,
-    )
-    .await;
+    let mut verdict = weather(&gateway, "call_1", r#"{"city":"Paris"}"#).await;
     assert!(verdict.is_allowed(), "{verdict:?}");
 
     verdict.refuse("denied by policy");
@@ -43,19 +47,9 @@ async fn a_refused_call_never_reaches_its_tool_and_the_model_gets_the_reason() {
 async fn a_recheck_that_passes_replaces_the_arguments_and_keeps_the_decision() {
     let tools = tools();
     let gateway = gateway_of(&tools);
-    let mut verdict = guard(
-        &gateway,
-        &call("get_weather", r#"{"city":"Paris","days":"3"}"#),
-        GatewayMode::Repair,
-    )
-    .await;
+    let mut verdict = weather(&gateway, "call_1", r#"{"city":"Paris","days":"3"}"#).await;
     assert_eq!(verdict.decision(), GuardDecision::Repaired, "{verdict:?}");
-    let recheck = guard(
-        &gateway,
-        &call("get_weather", r#"{"city":"Lyon","days":2}"#),
-        GatewayMode::Repair,
-    )
-    .await;
+    let recheck = weather(&gateway, "call_1", r#"{"city":"Lyon","days":2}"#).await;
 
     verdict.adopt_recheck(recheck);
 
@@ -76,18 +70,8 @@ async fn a_recheck_that_passes_replaces_the_arguments_and_keeps_the_decision() {
 async fn a_recheck_that_fails_refuses_the_call_with_the_recheck_issues() {
     let tools = tools();
     let gateway = gateway_of(&tools);
-    let mut verdict = guard(
-        &gateway,
-        &call("get_weather", r#"{"city":"Paris"}"#),
-        GatewayMode::Repair,
-    )
-    .await;
-    let recheck = guard(
-        &gateway,
-        &call("get_weather", r#"{"city":"Paris","days":"many"}"#),
-        GatewayMode::Repair,
-    )
-    .await;
+    let mut verdict = weather(&gateway, "call_1", r#"{"city":"Paris"}"#).await;
+    let recheck = weather(&gateway, "call_1", r#"{"city":"Paris","days":"many"}"#).await;
     assert!(!recheck.is_allowed(), "{recheck:?}");
     let expected = recheck.blocked_message();
 
@@ -110,15 +94,8 @@ async fn a_recheck_that_fails_refuses_the_call_with_the_recheck_issues() {
 async fn a_recheck_of_another_call_refuses_instead_of_lending_its_arguments() {
     let tools = tools();
     let gateway = gateway_of(&tools);
-    let mut verdict = guard(
-        &gateway,
-        &call("get_weather", r#"{"city":"Paris"}"#),
-        GatewayMode::Repair,
-    )
-    .await;
-    let mut other = call("get_weather", r#"{"city":"Lyon"}"#);
-    other.id = "call_2".into();
-    let recheck = guard(&gateway, &other, GatewayMode::Repair).await;
+    let mut verdict = weather(&gateway, "call_1", r#"{"city":"Paris"}"#).await;
+    let recheck = weather(&gateway, "call_2", r#"{"city":"Lyon"}"#).await;
     assert!(recheck.is_allowed());
 
     verdict.adopt_recheck(recheck);
@@ -135,19 +112,9 @@ async fn a_recheck_of_another_call_refuses_instead_of_lending_its_arguments() {
 async fn a_refused_call_stays_refused_whatever_recheck_comes_after() {
     let tools = tools();
     let gateway = gateway_of(&tools);
-    let mut verdict = guard(
-        &gateway,
-        &call("get_weather", r#"{"city":"Paris"}"#),
-        GatewayMode::Repair,
-    )
-    .await;
+    let mut verdict = weather(&gateway, "call_1", r#"{"city":"Paris"}"#).await;
     verdict.refuse("stopped");
-    let recheck = guard(
-        &gateway,
-        &call("get_weather", r#"{"city":"Lyon"}"#),
-        GatewayMode::Repair,
-    )
-    .await;
+    let recheck = weather(&gateway, "call_1", r#"{"city":"Lyon"}"#).await;
 
     verdict.adopt_recheck(recheck);
 
