@@ -1,12 +1,12 @@
 //! The runtime kernel: turns a request into a recorded run.
 //!
 //! [`Kernel::request`] starts a run and returns a [`RunHandle`] (live events, cancel, final
-//! response). The native agent loop lives in [`agent_loop`]; every event goes through the
+//! response). The native agent loop lives in `agent_loop`; every event goes through the
 //! [`emitter`] pipeline (redact → durable append → subscribers → narration). The kernel knows
 //! the ports of `keel-types`, the workspace model and the tool gateway — nothing about HTTP,
 //! the CLI or a concrete store.
 
-pub mod agent_loop;
+mod agent_loop;
 mod direct;
 pub mod emitter;
 mod error;
