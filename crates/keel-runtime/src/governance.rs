@@ -2,9 +2,9 @@
 //! runtime and shared by every run. Which hooks run for an event — declared hooks by event and
 //! matcher in declaration order, hooks bound on a tool by name (`hooks.preCall` /
 //! `hooks.postCall`), then hooks written in Rust in registration order — is decided here, and
-//! so is a *hook round* ([`Governance::hook_round`]): the hooks of one event run one after the
+//! so is a *hook round* (`Governance::hook_round`): the hooks of one event run one after the
 //! other, each within its timeout, each failure settled by its `onError`, the answers
-//! combined. The round records nothing itself: a run records each [`HookCall`] in its log
+//! combined. The round records nothing itself: a run records each `HookCall` in its log
 //! (`agent_loop/govern.rs`), a task's create keeps them on the task (`direct.rs`), and a
 //! session's end traces them (`kernel.rs`).
 
