@@ -62,6 +62,8 @@ pub struct HookInput {
     /// The session, or the run's id when the run has no session (a task's id at create).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// The run's log as JSONL, when the store keeps one in a file (events, not Claude Code's
+    /// transcript entries; written a moment after each event is stored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_path: Option<String>,
     /// The workspace root.

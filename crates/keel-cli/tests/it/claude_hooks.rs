@@ -157,6 +157,11 @@ async fn claude_code_hook_scripts_deny_block_rewrite_add_context_and_summarise()
         assert_eq!(input["session_id"], run_id.as_str(), "{input}");
         assert_eq!(input["cwd"], ws.path_str(), "{input}");
         assert_eq!(input["permission_mode"], "default", "{input}");
+        let transcript = input["transcript_path"].as_str().unwrap();
+        assert!(
+            transcript.ends_with(&format!("{run_id}/events.jsonl")),
+            "{input}"
+        );
     }
     assert_eq!(seen[1]["tool_use_id"], "c1");
 

@@ -2,8 +2,8 @@
 //!
 //! A *hook round* runs the hooks of one event ([`Governance`](crate::Governance) decides which
 //! hooks, in what order, settles failures by the hook's `onError` and combines the answers);
-//! the run fills in its part of the input (`session_id`, `permission_mode`, `request_id`,
-//! `agent`) and records each call as `runtime.hook.completed` (with the tool call and the
+//! the run fills in its part of the input (`session_id`, `permission_mode`, `transcript_path`
+//! when the store keeps the run's log in a file, `request_id`, `agent`) and records each call as `runtime.hook.completed` (with the tool call and the
 //! hook's reason) or `runtime.hook.failed`.
 //! An *approval* is persisted before the run waits on it, so any process can decide it; a
 //! resumed run waits again on the approval its dead process asked for; nobody deciding within
@@ -66,6 +66,11 @@ impl AgentRun {
                 .as_str()
                 .to_owned(),
         );
+        input.transcript_path = self
+            .services
+            .store
+            .log_path(&self.record.request_id)
+            .map(|path| path.to_string_lossy().into_owned());
         input.request_id = Some(request_id.clone());
         input.agent = Some(self.record.agent.clone());
         let env = BTreeMap::from([("KEEL_REQUEST_ID".to_owned(), request_id)]);
