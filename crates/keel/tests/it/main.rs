@@ -17,5 +17,6 @@ mod replay;
 mod resume;
 mod sdk;
 mod sessions;
+mod stop_hooks;
 mod task_guard;
 mod tidy;
