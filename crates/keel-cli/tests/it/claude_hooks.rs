@@ -254,3 +254,49 @@ async fn a_hook_asks_in_chat_and_session_end_runs_when_chat_exits_and_when_delet
     assert_eq!(deleted.code, Some(0), "{}", deleted.stderr);
     assert_eq!(ws.read("ended.log"), "ops prompt_input_exit\nops deleted\n");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn task_create_on_the_command_line_answers_the_hooks_decision() {
+    let mock = MockLlm::start().await;
+    let ws = workspace(&mock.base_url());
+    let keel = keel_in(&ws);
+
+    let denied = keel.run([
+        "tasks",
+        "create",
+        "deploy",
+        "--args",
+        r#"{"service":"prod"}"#,
+    ]);
+    assert_eq!(denied.code, Some(1));
+    assert!(
+        denied
+            .stderr
+            .contains("is denied: prod deploys need a change ticket"),
+        "{}",
+        denied.stderr
+    );
+    let task: Value = serde_json::from_str(&denied.stdout).unwrap();
+    assert_eq!(task["decision"], "deny");
+    assert_eq!(task["hooks"][0]["hook"], "pre");
+
+    let asks = keel.run([
+        "tasks",
+        "create",
+        "deploy",
+        "--args",
+        r#"{"service":"web"}"#,
+        "--double-check-on-run",
+    ]);
+    assert_eq!(asks.code, Some(1));
+    assert!(
+        asks.stderr
+            .contains("needs a human's approval when it runs: web deploys need a human"),
+        "{}",
+        asks.stderr
+    );
+    let task: Value = serde_json::from_str(&asks.stdout).unwrap();
+    assert_eq!(task["decision"], "needs_approval");
+    assert_eq!(task["doubleCheckOnRun"], true);
+    assert!(mock.requests().is_empty(), "no model is involved");
+}
