@@ -1,7 +1,8 @@
 //! `keel chat`: an interactive session in the terminal. Each input is one run in the
 //! session, its answer streamed as it comes. A line ending in `\` continues on the next line;
 //! `"""` on a line of its own starts and ends a block. Ctrl-C cancels the turn in progress,
-//! not the session; Ctrl-D or `/exit` leaves.
+//! not the session; Ctrl-D or `/exit` leaves, and the session's `SessionEnd` hooks run
+//! (reason `prompt_input_exit`).
 
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
@@ -79,6 +80,8 @@ pub async fn chat(args: ChatArgs) -> Result<(), CliError> {
             .and_then(|response| follow::finish(&response));
         last_turn = turn.map_err(|error| CliError::Silent(error.report()));
     }
+    // Leaving the chat closes the session: its `SessionEnd` hooks run.
+    runtime.end_session(&session, "prompt_input_exit").await;
     last_turn
 }
 

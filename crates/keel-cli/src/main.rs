@@ -193,7 +193,12 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         }
         Command::Artifacts { ws, command } => artifacts::artifacts(&ws.workspace, command).await,
         Command::Sessions { ws, command } => {
-            sessions::sessions(&workspace::open_store(&ws.workspace)?, command).await
+            sessions::sessions(
+                &ws.workspace,
+                &workspace::open_store(&ws.workspace)?,
+                command,
+            )
+            .await
         }
         Command::Policy {
             command:

@@ -1,8 +1,10 @@
-//! `keel sessions list|show|delete`.
+//! `keel sessions list|show|delete`. Deleting a session runs its `SessionEnd` hooks first.
+
+use std::path::Path;
 
 use clap::Subcommand;
 use keel::types::Role;
-use keel::{RunStore, SessionId};
+use keel::{RunStore, Runtime, SessionId};
 
 use crate::error::CliError;
 use crate::out;
@@ -22,11 +24,27 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Delete a session and its transcript (its runs stay).
+    /// Delete a session and its transcript (its runs stay); its `SessionEnd` hooks run first.
     Delete { id: String },
 }
 
-pub async fn sessions(store: &dyn RunStore, command: SessionsCommand) -> Result<(), CliError> {
+/// Runs the `SessionEnd` hooks of a session being deleted (reason `deleted`). A workspace
+/// whose configuration does not load cannot run hooks: the session is deleted all the same,
+/// with a warning.
+async fn end_session(root: &Path, id: &SessionId) {
+    match Runtime::builder().workspace(root).build() {
+        Ok(runtime) => runtime.end_session(id, "deleted").await,
+        Err(error) => out::status(&format!(
+            "» the SessionEnd hooks did not run: the workspace does not load ({error})"
+        )),
+    }
+}
+
+pub async fn sessions(
+    root: &Path,
+    store: &dyn RunStore,
+    command: SessionsCommand,
+) -> Result<(), CliError> {
     match command {
         SessionsCommand::List { limit, json } => {
             let sessions = store.list_sessions(Some(limit)).await?;
@@ -84,6 +102,9 @@ pub async fn sessions(store: &dyn RunStore, command: SessionsCommand) -> Result<
         }
         SessionsCommand::Delete { id } => {
             let id = SessionId::from(id);
+            if store.get_session(&id).await?.is_some() {
+                end_session(root, &id).await;
+            }
             match store.delete_session(&id).await? {
                 true => {
                     out::line(&format!("deleted session {id}"));

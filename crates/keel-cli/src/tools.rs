@@ -45,13 +45,17 @@ pub enum ToolsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum TasksCommand {
-    /// Stage a call: check it and print the task with the gateway's decision.
+    /// Stage a call: check it (gateway, policy, `PreToolUse` hooks) and print the task with
+    /// the decision; exits 1 unless it is `allow`.
     Create {
         tool: String,
         #[arg(long, default_value = "{}")]
         args: String,
         #[arg(long)]
         agent: Option<String>,
+        /// Run the `PreToolUse` hooks again when the task runs.
+        #[arg(long)]
+        double_check_on_run: bool,
     },
     /// Print a task.
     Get { id: String },
@@ -169,15 +173,37 @@ fn print_task(task: &keel::TaskRecord) -> Result<(), CliError> {
 
 async fn task_command(runtime: &Runtime, command: TasksCommand) -> Result<(), CliError> {
     match command {
-        TasksCommand::Create { tool, args, agent } => {
+        TasksCommand::Create {
+            tool,
+            args,
+            agent,
+            double_check_on_run,
+        } => {
             let task = runtime
-                .create_task(agent.as_deref(), &tool, &args)
+                .create_task_with(keel::TaskRequest {
+                    agent,
+                    tool,
+                    arguments: args,
+                    double_check_on_run,
+                })
                 .await
                 .map_err(CliError::usage)?;
             print_task(&task)?;
+            let because = task
+                .reason
+                .as_deref()
+                .map(|reason| format!(": {reason}"))
+                .unwrap_or_default();
             match task.decision {
                 TaskDecision::Allow => Ok(()),
-                _ => Err(CliError::failed(format!("task {} is denied", task.task_id))),
+                TaskDecision::NeedsApproval => Err(CliError::failed(format!(
+                    "task {} needs a human's approval when it runs{because}",
+                    task.task_id
+                ))),
+                TaskDecision::Deny => Err(CliError::failed(format!(
+                    "task {} is denied{because}",
+                    task.task_id
+                ))),
             }
         }
         TasksCommand::Get { id } => match runtime.get_task(&id).await.map_err(CliError::failed)? {

@@ -1,48 +1,70 @@
 //! Tool calls made directly by clients — operators, CI, external AIs — without a model
 //! (`docs/tool-gateway.md#tasks-and-direct-calls`). A *task* stages a call: `create` runs the
-//! gateway's checks (inventory, validation with repair, semantic checks) and records the
-//! decision; `update` patches the arguments and checks again; `run` executes it as a run of
-//! its own whose log holds the `runtime.tool.direct.*` events; `delete` forgets it.
-//! `direct_run` is create + run in one.
+//! whole guard — the gateway's checks (inventory, validation with repair, semantic checks),
+//! policy and the `PreToolUse` hooks — and records the decision (`allow | deny |
+//! needs_approval`) with its reasons and each hook's answer; `update` patches the arguments and
+//! checks again; `run` executes it as a run of its own whose log holds the
+//! `runtime.tool.direct.*` events, re-checking policy but running the `PreToolUse` hooks again
+//! only when the task says `doubleCheckOnRun` (their answers at create stand otherwise);
+//! `delete` forgets it. `direct_run` is create + run in one: its hooks run once, in the run.
 
+use std::collections::BTreeMap;
+
+use keel_tools::gateway::Guarded;
+use keel_tools::hooks::{HookInput, PermissionDecision};
 use keel_types::{
-    RequestId, RunRecord, TaskDecision, TaskRecord, TaskStatus, ToolCall, ToolContext,
+    HookEvent, Issue, PolicyDecision, RequestId, RunRecord, TaskDecision, TaskHook, TaskRecord,
+    TaskStatus, ToolCall, ToolContext,
 };
 use serde_json::Value;
+
+use crate::governance::{HookCall, HookResult, HookRound};
 
 use crate::RuntimeError;
 use crate::agent_loop::{DirectCall, Launch, Start};
 use crate::handle::RunHandle;
 use crate::kernel::Kernel;
 
+/// A call to stage as a task.
+#[derive(Debug, Clone, Default)]
+pub struct TaskRequest {
+    /// The agent whose inventory and settings apply (default: the workspace's default agent).
+    pub agent: Option<String>,
+    pub tool: String,
+    /// The arguments, as JSON text.
+    pub arguments: String,
+    /// Run the `PreToolUse` hooks again when the task runs (also when the Tool document says
+    /// `doubleCheckOnRun: true`).
+    pub double_check_on_run: bool,
+}
+
 impl Kernel {
-    /// Stages a call of `tool` with `arguments` (JSON text) for `agent` (default: the
-    /// workspace's default agent): checks it and records the task with the decision.
-    pub async fn create_task(
-        &self,
-        agent: Option<&str>,
-        tool: &str,
-        arguments: &str,
-    ) -> Result<TaskRecord, RuntimeError> {
-        let agent = self.agent_name(agent)?;
+    /// Stages a call: checks it (gateway, policy, `PreToolUse` hooks) and records the task with
+    /// the decision.
+    pub async fn create_task(&self, request: TaskRequest) -> Result<TaskRecord, RuntimeError> {
+        let agent = self.agent_name(request.agent.as_deref())?;
         let task_id = keel_types::new_id("task");
         let now = keel_types::now_rfc3339();
         let mut task = TaskRecord {
             task_id,
             agent,
-            requested_tool: tool.to_owned(),
-            tool: tool.to_owned(),
+            requested_tool: request.tool.clone(),
+            tool: request.tool,
             arguments: Value::Null,
             decision: TaskDecision::Deny,
             issues: Vec::new(),
             repairs: Vec::new(),
+            reason: None,
+            hooks: Vec::new(),
+            hook_decision: None,
+            double_check_on_run: request.double_check_on_run,
             status: TaskStatus::Created,
             request_id: None,
             output: None,
             created_at: now.clone(),
             updated_at: now,
         };
-        self.check_task(&mut task, arguments).await?;
+        self.check_task(&mut task, &request.arguments).await?;
         self.store().put_task(&task).await?;
         Ok(task)
     }
@@ -99,7 +121,7 @@ impl Kernel {
         task.updated_at = keel_types::now_rfc3339();
         self.store().put_task(&task).await?;
         let call = ToolCall {
-            id: format!("call_{}", task.task_id),
+            id: task_call_id(&task.task_id),
             name: task.tool.clone(),
             arguments: task.arguments.to_string(),
         };
@@ -146,8 +168,79 @@ impl Kernel {
         }))
     }
 
-    /// Runs the gateway's checks on a task's call and records the outcome on it.
+    /// The whole guard on a task's call — gateway, policy, `PreToolUse` hooks — with the
+    /// outcome recorded on it.
     async fn check_task(&self, task: &mut TaskRecord, arguments: &str) -> Result<(), RuntimeError> {
+        task.reason = None;
+        task.hooks.clear();
+        task.hook_decision = None;
+        let verdict = self.guard_task(task, arguments).await?;
+        self.adopt_verdict(task, &verdict, arguments);
+        if task.decision == TaskDecision::Deny {
+            return Ok(());
+        }
+        self.decide_policy(task);
+        if task.decision == TaskDecision::Deny {
+            return Ok(());
+        }
+        let round = self.task_hooks(task).await;
+        let hooks = round.combined;
+        let refused = round
+            .fail
+            .or(round.denied)
+            .or(hooks.stop)
+            .or(hooks.block)
+            .or_else(|| match hooks.decision {
+                Some(PermissionDecision::Deny) => Some(
+                    hooks
+                        .decision_reason
+                        .clone()
+                        .unwrap_or_else(|| "denied by a hook".to_owned()),
+                ),
+                _ => None,
+            });
+        if let Some(reason) = refused {
+            task.decision = TaskDecision::Deny;
+            task.reason = Some(reason);
+            return Ok(());
+        }
+        task.hook_decision = hooks.decision;
+        match hooks.decision {
+            Some(PermissionDecision::Ask) => {
+                task.decision = TaskDecision::NeedsApproval;
+                task.reason = hooks.decision_reason.or(task.reason.take());
+            }
+            // A hook's allow settles a policy `ask`, as in a run.
+            Some(PermissionDecision::Allow) => {
+                task.decision = TaskDecision::Allow;
+                task.reason = None;
+            }
+            _ => {}
+        }
+        // A rewrite passes the gateway again.
+        if let Some(updated) = hooks.updated_input {
+            let mut rewritten = task.arguments.clone();
+            if let Value::Object(map) = &mut rewritten {
+                map.extend(updated);
+            }
+            let decided = task.decision;
+            task.tool = task.requested_tool.clone();
+            let rewritten = rewritten.to_string();
+            let verdict = self.guard_task(task, &rewritten).await?;
+            self.adopt_verdict(task, &verdict, &rewritten);
+            if task.decision == TaskDecision::Allow {
+                task.decision = decided;
+            }
+        }
+        Ok(())
+    }
+
+    /// The gateway's verdict on a task's call.
+    async fn guard_task(
+        &self,
+        task: &TaskRecord,
+        arguments: &str,
+    ) -> Result<Guarded, RuntimeError> {
         let spec = self.agent(&task.agent)?;
         let ctx = ToolContext {
             workspace_root: self.workspace().root.clone(),
@@ -167,10 +260,15 @@ impl Kernel {
         let workspace = self.workspace().clone();
         let agent = task.agent.clone();
         let mode_of = move |tool: &str| workspace.gateway_mode(&agent, tool);
-        let verdict = self
+        Ok(self
             .gateway()
             .guard(&ctx, &spec.tools, &call, &mode_of)
-            .await;
+            .await)
+    }
+
+    /// Records the gateway's verdict on the task: its decision, tool, arguments, issues and
+    /// repairs, and whether the tool asks for its hooks at run.
+    fn adopt_verdict(&self, task: &mut TaskRecord, verdict: &Guarded, arguments: &str) {
         task.decision = match verdict.is_allowed() {
             true => TaskDecision::Allow,
             false => TaskDecision::Deny,
@@ -181,36 +279,79 @@ impl Kernel {
         });
         task.issues = verdict.issues().to_vec();
         task.repairs = verdict.repairs().to_vec();
-        // Policy is part of the decision (hooks and the human run when the task runs).
-        if task.decision == TaskDecision::Allow {
-            let policy = self.governance().policy().decide(
-                &keel_tools::policy::PolicyQuery {
-                    agent: &task.agent,
-                    tool: &task.tool,
-                    args: &task.arguments,
-                    read_only: self.gateway().is_read_only(&task.tool),
-                    mode: None,
-                },
-                &[],
-            );
-            match policy.decision {
-                keel_types::PolicyDecision::Allow => {}
-                keel_types::PolicyDecision::Ask => task.decision = TaskDecision::NeedsApproval,
-                keel_types::PolicyDecision::Deny => {
-                    task.decision = TaskDecision::Deny;
-                    task.issues.push(keel_types::Issue {
-                        path: String::new(),
-                        expected: "a call the workspace's policies allow".into(),
-                        found: policy.source.clone(),
-                        message: policy
-                            .reason
-                            .clone()
-                            .unwrap_or_else(|| format!("denied by {}", policy.source)),
-                    });
-                }
+        if self
+            .workspace()
+            .tools
+            .get(&task.tool)
+            .is_some_and(|tool| tool.double_check_on_run)
+        {
+            task.double_check_on_run = true;
+        }
+    }
+
+    /// Policy's decision on a task's call the gateway allowed.
+    fn decide_policy(&self, task: &mut TaskRecord) {
+        let policy = self.governance().policy().decide(
+            &keel_tools::policy::PolicyQuery {
+                agent: &task.agent,
+                tool: &task.tool,
+                args: &task.arguments,
+                read_only: self.gateway().is_read_only(&task.tool),
+                mode: None,
+            },
+            &[],
+        );
+        let reason = policy
+            .reason
+            .clone()
+            .unwrap_or_else(|| format!("{} by {}", policy.decision.as_str(), policy.source));
+        match policy.decision {
+            PolicyDecision::Allow => {}
+            PolicyDecision::Ask => {
+                task.decision = TaskDecision::NeedsApproval;
+                task.reason = Some(reason);
+            }
+            PolicyDecision::Deny => {
+                task.decision = TaskDecision::Deny;
+                task.issues.push(Issue {
+                    path: String::new(),
+                    expected: "a call the workspace's policies allow".into(),
+                    found: policy.source.clone(),
+                    message: reason.clone(),
+                });
+                task.reason = Some(reason);
             }
         }
-        Ok(())
+    }
+
+    /// The `PreToolUse` hooks on a task's call, each one's answer kept on the task.
+    async fn task_hooks(&self, task: &mut TaskRecord) -> HookRound {
+        let mut input = HookInput::new(HookEvent::PreToolUse, &self.workspace().root);
+        input.session_id = Some(task.task_id.clone());
+        input.permission_mode = Some(
+            self.governance()
+                .policy()
+                .mode(&task.agent, None)
+                .as_str()
+                .to_owned(),
+        );
+        input.tool_name = Some(task.tool.clone());
+        input.tool_input = Some(task.arguments.clone());
+        input.tool_use_id = Some(task_call_id(&task.task_id));
+        input.agent = Some(task.agent.clone());
+        let env = BTreeMap::from([("KEEL_TASK_ID".to_owned(), task.task_id.clone())]);
+        let (round, calls) = self
+            .governance()
+            .hook_round(
+                HookEvent::PreToolUse,
+                Some(&task.tool),
+                &input,
+                &self.workspace().root,
+                &env,
+            )
+            .await;
+        task.hooks = calls.into_iter().map(task_hook).collect();
+        round
     }
 
     async fn existing_task(&self, id: &str) -> Result<TaskRecord, RuntimeError> {
@@ -218,6 +359,29 @@ impl Kernel {
             .get_task(id)
             .await?
             .ok_or_else(|| RuntimeError::NotFound(format!("no task `{id}`")))
+    }
+}
+
+/// The id of a task's call: what its hooks see as `tool_use_id` at create and at run.
+fn task_call_id(task_id: &str) -> String {
+    format!("call_{task_id}")
+}
+
+/// One hook's answer at a task's create, as kept on the task.
+fn task_hook(call: HookCall) -> TaskHook {
+    match call.result {
+        HookResult::Answered(outcome) => TaskHook {
+            hook: call.hook,
+            outcome: HookResult::describe(&outcome),
+            reason: HookResult::reason(&outcome),
+            error: None,
+        },
+        HookResult::Failed { error, on_error } => TaskHook {
+            hook: call.hook,
+            outcome: "failed".to_owned(),
+            reason: None,
+            error: Some(format!("{error} (onError: {on_error})")),
+        },
     }
 }
 

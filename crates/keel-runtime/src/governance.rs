@@ -1,16 +1,134 @@
 //! The compiled governance of a workspace: its policy engine and its hooks, built once per
 //! runtime and shared by every run. Which hooks run for an event — declared hooks by event and
 //! matcher in declaration order, hooks bound on a tool by name (`hooks.preCall` /
-//! `hooks.postCall`), then hooks written in Rust — is decided here; running them, recording
-//! them and acting on their answers is a step of the run (`agent_loop/govern.rs`).
+//! `hooks.postCall`), then hooks written in Rust in registration order — is decided here, and
+//! so is a *hook round* (`Governance::hook_round`): the hooks of one event run one after the
+//! other, each within its timeout, each failure settled by its `onError`, the answers
+//! combined. The round records nothing itself: a run records each `HookCall` in its log
+//! (`agent_loop/govern.rs`), a task's create keeps them on the task (`direct.rs`), and a
+//! session's end traces them (`kernel.rs`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
-use keel_tools::hooks::{CompiledHook, InProcessHook};
+use keel_tools::hooks::{
+    self, Combined, CompiledHook, HookError, HookInput, HookOutcome, InProcessHook, Settled,
+};
 use keel_tools::policy::PolicyEngine;
-use keel_types::HookEvent;
+use keel_types::{HookEvent, PolicyDecision};
 use keel_workspace::{HookOnError, Workspace};
+
+/// The combined answer of an event's hooks.
+pub(crate) struct HookRound {
+    pub combined: Combined,
+    /// A hook failed with `onError: deny`.
+    pub denied: Option<String>,
+    /// A hook failed with `onError: fail-run`.
+    pub fail: Option<String>,
+}
+
+impl HookRound {
+    /// Why the round ends the run or blocks what it was asked about, if it does: a failure
+    /// with `onError: fail-run`, a stop, or a block.
+    pub fn stops(self) -> Option<String> {
+        self.fail.or(self.combined.stop).or(self.combined.block)
+    }
+}
+
+/// One hook's call in a round, for the record.
+pub(crate) struct HookCall {
+    pub hook: String,
+    pub duration_ms: u64,
+    pub result: HookResult,
+}
+
+/// What one hook's call came to.
+pub(crate) enum HookResult {
+    /// The hook answered.
+    Answered(HookOutcome),
+    /// The hook failed; `on_error` (as written in YAML) applied.
+    Failed {
+        error: HookError,
+        on_error: &'static str,
+    },
+}
+
+impl HookResult {
+    /// A short description of a hook's answer for the record (`deny`, `ask`, `allow`,
+    /// `block: …`, `stop: …`, `input rewritten`, `context added`, `no opinion`).
+    pub fn describe(outcome: &HookOutcome) -> String {
+        let mut parts = Vec::new();
+        if let Some(decision) = &outcome.decision {
+            parts.push(decision.as_str().to_owned());
+        }
+        if let Some(reason) = &outcome.block {
+            parts.push(format!("block: {reason}"));
+        }
+        if let Some(reason) = &outcome.stop {
+            parts.push(format!("stop: {reason}"));
+        }
+        if outcome.updated_input.is_some() {
+            parts.push("input rewritten".into());
+        }
+        if outcome.additional_context.is_some() {
+            parts.push("context added".into());
+        }
+        match parts.is_empty() {
+            true => "no opinion".into(),
+            false => parts.join(", "),
+        }
+    }
+
+    /// The reason a hook gave for what it decided: the `permissionDecisionReason` of a deny
+    /// or an ask, else a block's reason, else a stop's.
+    pub fn reason(outcome: &HookOutcome) -> Option<String> {
+        let decided = matches!(
+            outcome.decision,
+            Some(PolicyDecision::Deny | PolicyDecision::Ask)
+        );
+        decided
+            .then(|| outcome.decision_reason.clone())
+            .flatten()
+            .or_else(|| outcome.block.clone().filter(|r| !r.is_empty()))
+            .or_else(|| outcome.stop.clone().filter(|r| !r.is_empty()))
+    }
+}
+
+/// A hook that runs for an event: declared in the workspace or given to the SDK.
+enum Runnable<'a> {
+    Declared(&'a CompiledHook, HookOnError),
+    InProcess(&'a dyn InProcessHook),
+}
+
+impl Runnable<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Self::Declared(hook, _) => hook.name(),
+            Self::InProcess(hook) => hook.name(),
+        }
+    }
+
+    fn on_error(&self) -> HookOnError {
+        match self {
+            Self::Declared(_, on_error) => *on_error,
+            Self::InProcess(hook) => hook.on_error(),
+        }
+    }
+
+    async fn run(
+        &self,
+        input: &HookInput,
+        root: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> Result<HookOutcome, HookError> {
+        match self {
+            Self::Declared(hook, _) => hook.run(input, root, env).await,
+            Self::InProcess(hook) => hooks::call_in_process(*hook, input).await,
+        }
+    }
+}
 
 /// Policies and hooks of a workspace, compiled once per runtime.
 pub struct Governance {
@@ -23,7 +141,8 @@ pub struct Governance {
     pre_call: HashMap<String, Vec<String>>,
     /// The names of the hooks bound on each tool to run after it.
     post_call: HashMap<String, Vec<String>>,
-    /// Hooks written in Rust and given to the SDK; they run after the declared ones.
+    /// Hooks written in Rust and given to the SDK; they run after the declared ones, in
+    /// registration order.
     in_process: Vec<Arc<dyn InProcessHook>>,
 }
 
@@ -44,7 +163,8 @@ impl Governance {
     }
 
     /// Compiles the workspace's policies and hooks, plus hooks written in Rust (they run
-    /// after the declared hooks of the same event; a failing one is recorded as a warning).
+    /// after the declared hooks of the same event, in the order given, each within its
+    /// timeout and with its `onError`).
     pub fn new(workspace: &Workspace, in_process: Vec<Arc<dyn InProcessHook>>) -> Self {
         let bound: HashSet<&String> = workspace
             .tools
@@ -120,7 +240,7 @@ impl Governance {
 
     /// The declared hooks that run for `event` (on `tool`), in order: those that apply by
     /// event and matcher, in declaration order, then those bound on the tool.
-    pub(crate) fn declared(
+    fn declared(
         &self,
         event: HookEvent,
         tool: Option<&str>,
@@ -135,14 +255,70 @@ impl Governance {
             )
     }
 
-    /// The hooks written in Rust that run for `event` (on `tool`), after the declared ones.
-    pub(crate) fn in_process(
+    /// Every hook that runs for `event` (on `tool`), in order: the declared ones, then those
+    /// written in Rust in registration order.
+    fn runnable(&self, event: HookEvent, tool: Option<&str>) -> Vec<Runnable<'_>> {
+        self.declared(event, tool)
+            .map(|(hook, on_error)| Runnable::Declared(hook, *on_error))
+            .chain(
+                self.in_process
+                    .iter()
+                    .filter(move |hook| hook.event() == event && hook.matches(tool))
+                    .map(|hook| Runnable::InProcess(hook.as_ref())),
+            )
+            .collect()
+    }
+
+    /// Runs the hooks of `event` (on `tool`) with `input`, one after the other in order, and
+    /// combines their answers as `event` may act on them. A command runs in `root` with `env`
+    /// added. Returns the round and each hook's call, for the caller to record.
+    pub(crate) async fn hook_round(
         &self,
         event: HookEvent,
         tool: Option<&str>,
-    ) -> impl Iterator<Item = &Arc<dyn InProcessHook>> {
-        self.in_process
-            .iter()
-            .filter(move |hook| hook.event() == event && hook.matches(tool))
+        input: &HookInput,
+        root: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> (HookRound, Vec<HookCall>) {
+        let mut round = HookRound {
+            combined: hooks::combine(Vec::new()),
+            denied: None,
+            fail: None,
+        };
+        let mut calls = Vec::new();
+        let mut outcomes = Vec::new();
+        for hook in self.runnable(event, tool) {
+            let started = Instant::now();
+            let result = hook.run(input, root, env).await;
+            let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let failed = |error: HookError, on_error| HookResult::Failed { error, on_error };
+            let result = match hooks::settle(result, hook.on_error()) {
+                Settled::Outcome(outcome) => {
+                    outcomes.push(outcome.clone());
+                    HookResult::Answered(outcome)
+                }
+                Settled::Skip(error) => failed(error, "skip"),
+                Settled::Warn(error) => failed(error, "warn"),
+                Settled::Deny(error) => {
+                    round
+                        .denied
+                        .get_or_insert(format!("hook {} failed: {error}", hook.name()));
+                    failed(error, "deny")
+                }
+                Settled::FailRun(error) => {
+                    round
+                        .fail
+                        .get_or_insert(format!("hook {} failed: {error}", hook.name()));
+                    failed(error, "fail-run")
+                }
+            };
+            calls.push(HookCall {
+                hook: hook.name().to_owned(),
+                duration_ms,
+                result,
+            });
+        }
+        round.combined = hooks::combine(outcomes).for_event(event);
+        (round, calls)
     }
 }

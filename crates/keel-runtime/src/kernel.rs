@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use keel_tools::gateway::Gateway;
+use keel_tools::hooks::HookInput;
 use keel_types::{
-    ArtifactStore, Event, EventId, EventObserver, EventPayload, Message, ModelProvider,
+    ArtifactStore, Event, EventId, EventObserver, EventPayload, HookEvent, Message, ModelProvider,
     PermissionMode, RequestId, RunFilter, RunLinks, RunRecord, RunStatus, RunStore, SessionId,
 };
 use keel_workspace::{AgentSpec, Workspace};
@@ -18,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::RuntimeError;
 use crate::agent_loop::{self, AgentRun, Launch, Services, Start};
 use crate::emitter::{Emitter, Pipeline};
-use crate::governance::Governance;
+use crate::governance::{Governance, HookResult};
 use crate::handle::RunHandle;
 use crate::history::{trim_history, validate_history};
 use crate::narrator::Narrator;
@@ -540,6 +541,50 @@ impl Kernel {
         ShutdownReport {
             finished,
             interrupted,
+        }
+    }
+
+    /// Runs the `SessionEnd` hooks of a session that is closed (`keel chat` exits) or deleted,
+    /// with `reason` in their input (`prompt_input_exit`, `deleted`, `other`). They are
+    /// non-blocking and no run's log holds them: each call is traced, and a failure is only
+    /// logged, whatever its `onError`.
+    pub async fn end_session(&self, session: &SessionId, reason: &str) {
+        let governance = &self.inner.services.governance;
+        if !governance.wants(HookEvent::SessionEnd, None) {
+            return;
+        }
+        let workspace = &self.inner.services.workspace;
+        let agent = match self.inner.services.store.get_session(session).await {
+            Ok(Some(record)) => Some(record.agent),
+            _ => workspace.default_agent().map(str::to_owned),
+        };
+        let mut input = HookInput::new(HookEvent::SessionEnd, &workspace.root);
+        input.session_id = Some(session.to_string());
+        input.permission_mode = agent
+            .as_deref()
+            .map(|agent| governance.policy().mode(agent, None).as_str().to_owned());
+        input.reason = Some(reason.to_owned());
+        input.agent = agent;
+        let (_, calls) = governance
+            .hook_round(
+                HookEvent::SessionEnd,
+                None,
+                &input,
+                &workspace.root,
+                &Default::default(),
+            )
+            .await;
+        for call in calls {
+            match call.result {
+                HookResult::Answered(outcome) => tracing::info!(
+                    %session, hook = %call.hook, outcome = %HookResult::describe(&outcome),
+                    duration_ms = call.duration_ms, "SessionEnd hook answered."
+                ),
+                HookResult::Failed { error, on_error } => tracing::warn!(
+                    %session, hook = %call.hook, %error, on_error,
+                    duration_ms = call.duration_ms, "SessionEnd hook failed."
+                ),
+            }
         }
     }
 

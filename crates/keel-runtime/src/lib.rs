@@ -20,6 +20,7 @@ pub mod redact;
 pub mod replay;
 pub mod retry;
 
+pub use direct::TaskRequest;
 pub use error::RuntimeError;
 pub use governance::Governance;
 pub use handle::{RunHandle, RunResponse};

@@ -6,7 +6,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use keel::TaskRecord;
+use keel::{TaskRecord, TaskRequest};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -32,13 +32,17 @@ fn arguments_text(arguments: &Value) -> String {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct NewTask {
     tool: String,
     #[serde(default = "empty_object")]
     arguments: Value,
     #[serde(default)]
     agent: Option<String>,
+    /// Run the `PreToolUse` hooks again when the task runs (their answers at create stand
+    /// otherwise).
+    #[serde(default)]
+    double_check_on_run: bool,
 }
 
 fn empty_object() -> Value {
@@ -59,8 +63,9 @@ pub(crate) async fn list_tasks(
     Ok(Json(json!({ "data": tasks })))
 }
 
-/// `POST /api/tasks` (`{tool, arguments, agent?}`) → 201 and the TaskRecord with the
-/// gateway's decision (a call that fails validation is recorded as blocked, with issues).
+/// `POST /api/tasks` (`{tool, arguments, agent?, doubleCheckOnRun?}`) → 201 and the
+/// TaskRecord with the whole guard's decision — gateway, policy and `PreToolUse` hooks:
+/// `allow | deny | needs_approval`, with `issues`, `reason` and each hook's answer in `hooks`.
 pub(crate) async fn create_task(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
@@ -68,11 +73,12 @@ pub(crate) async fn create_task(
     let task: NewTask = parse_body(body, false)?;
     let record = state
         .runtime
-        .create_task(
-            task.agent.as_deref(),
-            &task.tool,
-            &arguments_text(&task.arguments),
-        )
+        .create_task_with(TaskRequest {
+            agent: task.agent,
+            arguments: arguments_text(&task.arguments),
+            tool: task.tool,
+            double_check_on_run: task.double_check_on_run,
+        })
         .await
         .map_err(runtime_error)?;
     Ok((StatusCode::CREATED, Json(record)).into_response())

@@ -3,10 +3,12 @@
 //! existing hook scripts work unchanged.
 //!
 //! Start at [`CompiledHook`] (a hook ready to run: matcher compiled, HTTP client built) or
-//! [`run_hook`] (the same, once). A `command` handler runs on the process machinery the
-//! command tools use ([`crate::process`]): its own process group (killed on timeout and
-//! cancellation), a cleaned environment plus `KEEL_HOOK_EVENT`, `KEEL_HOOK_NAME` and
-//! `CLAUDE_PROJECT_DIR`, the input as JSON on stdin and bounded capture of its output. Exit 0
+//! [`run_hook`] (the same, once). The input names events as Claude Code does where it has them
+//! ([`HookEvent::hook_input_name`]: `UserPromptSubmit`, `Stop`, …). A `command` handler runs
+//! on the process machinery the command tools use ([`crate::process`]): its own process group
+//! (killed on timeout and cancellation), a cleaned environment plus `KEEL_HOOK_EVENT` (Keel's
+//! name of the event), `KEEL_HOOK_NAME` and `CLAUDE_PROJECT_DIR`, the input as JSON on stdin
+//! and bounded capture of its output. Exit 0
 //! answers through stdout ([`outcome::parse_output`]), exit 2 blocks with stderr as the
 //! reason, any other exit is a [`HookError`]. An `http` handler (`http_handler.rs`) gets the
 //! input POSTed as JSON and answers through a 2xx body; without the crate's `http` feature its
@@ -14,7 +16,8 @@
 //!
 //! A failed hook is settled by its `onError` ([`settle`]); the outcomes of one event's hooks
 //! are folded by [`combine`], and non-blocking events drop what is AI-facing
-//! ([`Combined::for_event`]). SDK users hook in with [`InProcessHook`].
+//! ([`Combined::for_event`]). SDK users hook in with [`InProcessHook`], which has a timeout
+//! ([`call_in_process`]) and an `onError` like a declared hook.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,14 +55,23 @@ pub const BLOCK_EXIT_CODE: i32 = 2;
 /// Fields that do not apply to the event are `None` and left out of the JSON.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HookInput {
-    /// The event, by its Keel name (`PreToolUse`, `PromptSubmit`, …).
+    /// The event, by Claude Code's name where it has the event (`UserPromptSubmit`, `Stop`,
+    /// `PreToolUse`, `PostToolUse`, `SessionEnd`) and by Keel's otherwise (`RunStart`,
+    /// `RunEnd`); see [`HookEvent::hook_input_name`].
     pub hook_event_name: String,
+    /// The session, or the run's id when the run has no session (a task's id at create).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// The run's log as JSONL, when the store keeps one in a file (events, not Claude Code's
+    /// transcript entries; written a moment after each event is stored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_path: Option<String>,
     /// The workspace root.
     pub cwd: PathBuf,
+    /// The permission mode calls are decided under (`default`, `acceptEdits`, `dontAsk`,
+    /// `plan`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,9 +80,16 @@ pub struct HookInput {
     pub tool_use_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_response: Option<Value>,
-    /// The user's prompt (`PromptSubmit`).
+    /// The user's prompt (`UserPromptSubmit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// Whether a `Stop` hook already continued this turn (`Stop`; always `false`: Keel's
+    /// `Stop` hooks cannot continue a turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_hook_active: Option<bool>,
+    /// Why the session ended (`SessionEnd`: `prompt_input_exit`, `deleted`, `other`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Keel's run id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
@@ -80,11 +99,13 @@ pub struct HookInput {
 }
 
 impl HookInput {
-    /// An input for `event` in `cwd`, every optional field empty.
+    /// An input for `event` in `cwd`, every optional field empty (`stop_hook_active` is
+    /// `false` for `Stop`).
     pub fn new(event: HookEvent, cwd: impl Into<PathBuf>) -> Self {
         Self {
-            hook_event_name: event.as_str().to_owned(),
+            hook_event_name: event.hook_input_name().to_owned(),
             cwd: cwd.into(),
+            stop_hook_active: (event == HookEvent::SessionStop).then_some(false),
             ..Self::default()
         }
     }
@@ -310,7 +331,10 @@ impl CompiledHook {
         let stdin = serde_json::to_vec(input)
             .map_err(|e| HookError::Invalid(format!("cannot encode the hook input: {e}")))?;
         let keel_vars = [
-            ("KEEL_HOOK_EVENT".to_owned(), input.hook_event_name.clone()),
+            (
+                "KEEL_HOOK_EVENT".to_owned(),
+                self.spec.event.as_str().to_owned(),
+            ),
             ("KEEL_HOOK_NAME".to_owned(), self.name.clone()),
             (
                 "CLAUDE_PROJECT_DIR".to_owned(),
@@ -386,7 +410,10 @@ pub async fn run_hook(
     hook.run(input, cwd, env).await
 }
 
-/// A hook written in Rust and registered through the SDK; it answers like a declared hook.
+/// A hook written in Rust and registered through the SDK; it answers like a declared hook and
+/// obeys the same rules: it runs in its place in the declared order (after the workspace's
+/// hooks of its event, in registration order), within its [`timeout`](Self::timeout), and a
+/// failure (an error or the timeout) is settled by its [`on_error`](Self::on_error).
 #[async_trait]
 pub trait InProcessHook: Send + Sync {
     /// The hook's name, for events and logs.
@@ -400,8 +427,31 @@ pub trait InProcessHook: Send + Sync {
         true
     }
 
+    /// How long the hook may take ([`DEFAULT_TIMEOUT`] by default, as a declared hook).
+    fn timeout(&self) -> Duration {
+        DEFAULT_TIMEOUT
+    }
+
+    /// What a failure does (`warn` by default, as a declared hook).
+    fn on_error(&self) -> HookOnError {
+        HookOnError::Warn
+    }
+
     /// Answers `input`.
     async fn call(&self, input: &HookInput) -> Result<HookOutcome, HookError>;
+}
+
+/// Calls an in-process hook within its timeout; running past it is a [`HookError::Timeout`]
+/// (the call's future is dropped).
+pub async fn call_in_process(
+    hook: &dyn InProcessHook,
+    input: &HookInput,
+) -> Result<HookOutcome, HookError> {
+    let timeout = hook.timeout();
+    match tokio::time::timeout(timeout, hook.call(input)).await {
+        Ok(result) => result,
+        Err(_) => Err(HookError::Timeout(timeout)),
+    }
 }
 
 #[cfg(test)]
@@ -443,6 +493,11 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&input).unwrap(),
             serde_json::json!({ "hook_event_name": "PreToolUse", "cwd": "/ws" })
+        );
+        let stop = HookInput::new(HookEvent::SessionStop, "/ws");
+        assert_eq!(
+            serde_json::to_value(&stop).unwrap(),
+            serde_json::json!({ "hook_event_name": "Stop", "cwd": "/ws", "stop_hook_active": false })
         );
     }
 }

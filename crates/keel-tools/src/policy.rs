@@ -100,6 +100,19 @@ impl PolicyEngine {
         }
     }
 
+    /// The permission mode calls of `agent` are decided under: the run's `mode` when it sets
+    /// one, else the strictest `mode` of the policies that apply to the agent.
+    pub fn mode(&self, agent: &str, mode: Option<PermissionMode>) -> PermissionMode {
+        mode.unwrap_or_else(|| {
+            let applying: Vec<&(String, PolicySpec)> = self
+                .policies
+                .iter()
+                .filter(|(_, spec)| applies_to(spec, agent))
+                .collect();
+            strictest_mode(&applying)
+        })
+    }
+
     /// Decides on one call. `narrowing` layers (a subagent's or a session's policies) can
     /// only make the verdict stricter.
     pub fn decide(&self, query: &PolicyQuery<'_>, narrowing: &[&PolicySpec]) -> PolicyVerdict {
@@ -122,13 +135,7 @@ impl PolicyEngine {
         }
         let mut verdict = strictest(candidates).unwrap_or_else(|| default_verdict(query));
 
-        let mode = query.mode.unwrap_or_else(|| {
-            applying
-                .iter()
-                .filter_map(|(_, spec)| spec.mode)
-                .max_by_key(|mode| mode_strictness(*mode))
-                .unwrap_or_default()
-        });
+        let mode = query.mode.unwrap_or_else(|| strictest_mode(&applying));
         verdict = apply_mode(verdict, mode, query, true);
 
         for (i, layer) in narrowing.iter().enumerate() {
@@ -249,6 +256,14 @@ fn apply_mode(
 }
 
 /// plan > dontAsk > default > acceptEdits.
+fn strictest_mode(applying: &[&(String, PolicySpec)]) -> PermissionMode {
+    applying
+        .iter()
+        .filter_map(|(_, spec)| spec.mode)
+        .max_by_key(|mode| mode_strictness(*mode))
+        .unwrap_or_default()
+}
+
 fn mode_strictness(mode: PermissionMode) -> u8 {
     match mode {
         PermissionMode::AcceptEdits => 0,

@@ -279,8 +279,14 @@ pub enum EventPayload {
     HookCompleted {
         hook: String,
         event: String,
-        /// What it said, e.g. `deny: reason`, `allow`, `context added`, `no opinion`.
+        /// The tool call it was asked about (tool events).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// What it said, e.g. `deny`, `ask`, `block`, `allow`, `context added`, `no opinion`.
         outcome: String,
+        /// The reason it gave for a deny, an ask, a block or a stop.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
         duration_ms: u64,
     },
     /// A hook failed (error exit, timeout, bad output) and its `onError` applied.

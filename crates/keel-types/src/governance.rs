@@ -53,6 +53,21 @@ wire_names! {
         SessionStop = "SessionStop" | "Stop",
         RunStart = "RunStart",
         RunEnd = "RunEnd",
+        SessionEnd = "SessionEnd",
+    }
+}
+
+impl HookEvent {
+    /// The event's name in a hook's input (`hook_event_name`): Claude Code's name where Claude
+    /// Code has the event (`UserPromptSubmit`, `Stop`, `PreToolUse`, `PostToolUse`,
+    /// `SessionEnd`), so hook scripts written for it work unchanged; Keel's own name otherwise
+    /// (`RunStart`, `RunEnd`).
+    pub fn hook_input_name(self) -> &'static str {
+        match self {
+            Self::PromptSubmit => "UserPromptSubmit",
+            Self::SessionStop => "Stop",
+            other => other.as_str(),
+        }
     }
 }
 
@@ -100,5 +115,22 @@ mod tests {
             assert_eq!(read, event);
             assert_ne!(event.as_str(), alias, "written by its Keel name");
         }
+    }
+
+    #[test]
+    fn hook_inputs_name_events_as_claude_code_does() {
+        let names: Vec<&str> = HookEvent::ALL.iter().map(|e| e.hook_input_name()).collect();
+        assert_eq!(
+            names,
+            [
+                "UserPromptSubmit",
+                "PreToolUse",
+                "PostToolUse",
+                "Stop",
+                "RunStart",
+                "RunEnd",
+                "SessionEnd"
+            ]
+        );
     }
 }

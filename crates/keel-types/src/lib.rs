@@ -38,7 +38,7 @@ pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,
     SessionRecord,
 };
-pub use task::{TaskDecision, TaskRecord, TaskStatus, ToolStats};
+pub use task::{TaskDecision, TaskHook, TaskRecord, TaskStatus, ToolStats};
 pub use wire_name::UnknownName;
 
 const TIMESTAMP: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(

@@ -300,6 +300,11 @@ pub trait EventObserver: Send + Sync {
 pub trait RunStore: Send + Sync {
     /// Records a new run.
     async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+    /// The file holding a run's log as JSONL, when the store keeps one (hooks get it as
+    /// `transcript_path`); none by default.
+    fn log_path(&self, _id: &RequestId) -> Option<PathBuf> {
+        None
+    }
     /// Appends events of one run.
     async fn append(&self, events: &[Event]) -> Result<(), StoreError>;
     /// Replaces the run record (status, output, usage…).

@@ -1,6 +1,6 @@
 //! Tasks: staged tool calls for operators, CI and external AIs
 //! (`docs/tool-gateway.md#tasks-and-direct-calls`). A task is created (the call passes the
-//! gateway's checks and gets a decision), may be inspected and updated (re-checked), is run (as a
+//! gateway's checks, policy and `PreToolUse` hooks and gets a decision), may be inspected and updated (re-checked), is run (as a
 //! run of its own, with `runtime.tool.direct.*` events) and deleted.
 
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,20 @@ pub struct TaskRecord {
     pub issues: Vec<Issue>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repairs: Vec<Repair>,
+    /// Why the decision is `deny` or `needs_approval` when policy or a hook said so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What each `PreToolUse` hook answered when the task was created (or updated).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<TaskHook>,
+    /// The permission decision the hooks gave together at create (deny > ask > allow); it
+    /// stands at `run` unless the hooks run again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_decision: Option<crate::PolicyDecision>,
+    /// Whether `run` runs the `PreToolUse` hooks again (the request or the tool asked for
+    /// it); otherwise their answers at create stand.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub double_check_on_run: bool,
     pub status: TaskStatus,
     /// The run that executed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -59,6 +73,21 @@ pub struct TaskRecord {
     pub output: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// What one `PreToolUse` hook answered about a task's call at create.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskHook {
+    pub hook: String,
+    /// What it said (as in `runtime.hook.completed`), or `failed` with `error` set.
+    pub outcome: String,
+    /// The reason it gave for a deny, an ask or a block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Why it failed, and its `onError` applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Usage telemetry of one tool, from the recorded events.

@@ -431,6 +431,10 @@ pub struct ToolSpecDoc {
     /// Hooks bound to this tool: names of `Hook` documents run before and after each call.
     #[serde(default)]
     pub hooks: ToolHooks,
+    /// A task of this tool runs its `PreToolUse` hooks again when it runs, not only when it
+    /// is created.
+    #[serde(default)]
+    pub double_check_on_run: bool,
 }
 
 /// Hooks bound on a tool.

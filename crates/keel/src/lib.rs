@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use keel_runtime::{
-    Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError, ShutdownReport,
+    Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError, ShutdownReport, TaskRequest,
 };
 pub use keel_tools::hooks::{self, HookInput, HookOutcome, InProcessHook};
 pub use keel_tools::policy;
@@ -128,7 +128,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Adds a hook written in Rust; it runs after the workspace's hooks of its event.
+    /// Adds a hook written in Rust. It obeys the hook rules as a declared hook does: it runs
+    /// after the workspace's hooks of its event, in the order hooks are added here, within its
+    /// [`InProcessHook::timeout`], and a failure is settled by its [`InProcessHook::on_error`].
     pub fn hook(mut self, hook: Arc<dyn InProcessHook>) -> Self {
         self.hooks.push(hook);
         self
@@ -379,9 +381,20 @@ impl Runtime {
         Ok(self.kernel.store().session_messages(id).await?)
     }
 
-    /// Deletes a session and its transcript; its runs stay. Returns whether it existed.
+    /// Deletes a session and its transcript; its runs stay. Returns whether it existed. The
+    /// `SessionEnd` hooks of an existing session run first (reason `deleted`).
     pub async fn delete_session(&self, id: &SessionId) -> Result<bool, Error> {
+        if self.kernel.store().get_session(id).await?.is_some() {
+            self.kernel.end_session(id, "deleted").await;
+        }
         Ok(self.kernel.store().delete_session(id).await?)
+    }
+
+    /// Ends a session without deleting it: runs its `SessionEnd` hooks with `reason` in their
+    /// input (`keel chat` says `prompt_input_exit` when it exits). Hook failures are logged,
+    /// never returned.
+    pub async fn end_session(&self, id: &SessionId, reason: &str) {
+        self.kernel.end_session(id, reason).await;
     }
 
     /// The tools an agent (default: the workspace's default agent) may call, as the model
@@ -417,14 +430,27 @@ impl Runtime {
         Ok(self.kernel.direct_run(agent, tool, arguments).await?)
     }
 
-    /// Stages a tool call: checks it and records the task with the gateway's decision.
+    /// Stages a tool call: checks it (gateway, policy, `PreToolUse` hooks) and records the
+    /// task with the decision and its reasons.
     pub async fn create_task(
         &self,
         agent: Option<&str>,
         tool: &str,
         arguments: &str,
     ) -> Result<TaskRecord, Error> {
-        Ok(self.kernel.create_task(agent, tool, arguments).await?)
+        self.create_task_with(TaskRequest {
+            agent: agent.map(str::to_owned),
+            tool: tool.to_owned(),
+            arguments: arguments.to_owned(),
+            double_check_on_run: false,
+        })
+        .await
+    }
+
+    /// Stages a tool call as [`Self::create_task`] does, with every option of the request
+    /// (`double_check_on_run`).
+    pub async fn create_task_with(&self, request: TaskRequest) -> Result<TaskRecord, Error> {
+        Ok(self.kernel.create_task(request).await?)
     }
 
     /// One task.

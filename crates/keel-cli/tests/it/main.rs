@@ -4,6 +4,7 @@
 
 mod approvals;
 mod cancel;
+mod claude_hooks;
 mod common;
 mod crash;
 mod governance;

@@ -1,8 +1,10 @@
 //! The governance steps of a run: hook rounds and human approvals.
 //!
-//! A *hook round* runs the hooks of one event (see [`Governance`](crate::Governance) for which
-//! hooks and in what order), records each as `runtime.hook.completed` or
-//! `runtime.hook.failed`, settles failures by the hook's `onError`, and combines the answers.
+//! A *hook round* runs the hooks of one event ([`Governance`](crate::Governance) decides which
+//! hooks, in what order, settles failures by the hook's `onError` and combines the answers);
+//! the run fills in its part of the input (`session_id`, `permission_mode`, `transcript_path`
+//! when the store keeps the run's log in a file, `request_id`, `agent`) and records each call as `runtime.hook.completed` (with the tool call and the
+//! hook's reason) or `runtime.hook.failed`.
 //! An *approval* is persisted before the run waits on it, so any process can decide it; a
 //! resumed run waits again on the approval its dead process asked for; nobody deciding within
 //! `limits.approvalTimeout` denies the call.
@@ -11,35 +13,19 @@
 //! hooks are in `mod.rs`.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use keel_tools::hooks::{self, Combined, HookInput, HookOutcome, Settled};
+use keel_tools::hooks::{self, HookInput};
 use keel_types::{
     ApprovalRecord, ApprovalScope, ApprovalStatus, EventPayload, HookEvent, RunStatus, StoreError,
 };
 use serde_json::Value;
 
-use super::{AgentRun, millis};
+use super::AgentRun;
+use crate::governance::{HookCall, HookResult, HookRound};
 
 /// How often the store is asked for an approval's decision.
 const APPROVAL_POLL: Duration = Duration::from_millis(200);
-
-/// The combined answer of an event's hooks.
-pub(super) struct HookRound {
-    pub combined: Combined,
-    /// A hook failed with `onError: deny`.
-    pub denied: Option<String>,
-    /// A hook failed with `onError: fail-run`.
-    pub fail: Option<String>,
-}
-
-impl HookRound {
-    /// Why the round ends the run or blocks what it was asked about, if it does: a failure
-    /// with `onError: fail-run`, a stop, or a block.
-    pub fn stops(self) -> Option<String> {
-        self.fail.or(self.combined.stop).or(self.combined.block)
-    }
-}
 
 /// What a human decided about a call.
 pub(super) struct Decision {
@@ -48,8 +34,9 @@ pub(super) struct Decision {
 }
 
 impl AgentRun {
-    /// Runs the hooks of `event` (for `tool`, if a tool event) in order, records each, and
-    /// combines their answers. Builds nothing when no hook runs.
+    /// Runs the hooks of `event` (for `tool`, if a tool event) in order, records each as
+    /// `runtime.hook.completed` or `runtime.hook.failed`, and combines their answers. Builds
+    /// nothing when no hook runs.
     pub(super) async fn run_hooks(
         &self,
         event: HookEvent,
@@ -57,104 +44,73 @@ impl AgentRun {
         input: impl FnOnce() -> HookInput,
     ) -> Result<HookRound, StoreError> {
         let governance = &self.services.governance;
-        let mut round = HookRound {
-            combined: hooks::combine(Vec::new()),
-            denied: None,
-            fail: None,
-        };
         if !governance.wants(event, tool) {
-            return Ok(round);
+            return Ok(HookRound {
+                combined: hooks::combine(Vec::new()),
+                denied: None,
+                fail: None,
+            });
         }
         let mut input = input();
-        input.session_id = self.record.session_id.as_ref().map(|s| s.to_string());
-        input.request_id = Some(self.record.request_id.to_string());
+        let request_id = self.record.request_id.to_string();
+        input.session_id = Some(
+            self.record
+                .session_id
+                .as_ref()
+                .map_or_else(|| request_id.clone(), |s| s.to_string()),
+        );
+        input.permission_mode = Some(
+            governance
+                .policy()
+                .mode(&self.record.agent, self.mode)
+                .as_str()
+                .to_owned(),
+        );
+        input.transcript_path = self
+            .services
+            .store
+            .log_path(&self.record.request_id)
+            .map(|path| path.to_string_lossy().into_owned());
+        input.request_id = Some(request_id.clone());
         input.agent = Some(self.record.agent.clone());
-        let env = BTreeMap::from([(
-            "KEEL_REQUEST_ID".to_owned(),
-            self.record.request_id.to_string(),
-        )]);
+        let env = BTreeMap::from([("KEEL_REQUEST_ID".to_owned(), request_id)]);
         let root = &self.services.workspace.root;
-        let mut outcomes = Vec::new();
-        for (hook, on_error) in governance.declared(event, tool) {
-            let started = Instant::now();
-            let result = hook.run(&input, root, &env).await;
-            let duration_ms = millis(started.elapsed());
-            let (error, settled_as) = match hooks::settle(result, *on_error) {
-                Settled::Outcome(outcome) => {
-                    self.hook_completed(hook.name(), event, &outcome, duration_ms)?;
-                    outcomes.push(outcome);
-                    continue;
-                }
-                Settled::Skip(error) => (error, "skip"),
-                Settled::Warn(error) => (error, "warn"),
-                Settled::Deny(error) => {
-                    round
-                        .denied
-                        .get_or_insert(format!("hook {} failed: {error}", hook.name()));
-                    (error, "deny")
-                }
-                Settled::FailRun(error) => {
-                    round
-                        .fail
-                        .get_or_insert(format!("hook {} failed: {error}", hook.name()));
-                    (error, "fail-run")
-                }
-            };
-            self.hook_failed(
-                hook.name(),
-                event,
-                error.to_string(),
-                settled_as,
-                duration_ms,
-            )?;
+        let (round, calls) = governance.hook_round(event, tool, &input, root, &env).await;
+        for call in calls {
+            self.record_hook(event, input.tool_use_id.as_deref(), call)?;
         }
-        for hook in governance.in_process(event, tool) {
-            let started = Instant::now();
-            let result = hook.call(&input).await;
-            let duration_ms = millis(started.elapsed());
-            match result {
-                Ok(outcome) => {
-                    self.hook_completed(hook.name(), event, &outcome, duration_ms)?;
-                    outcomes.push(outcome);
-                }
-                Err(error) => {
-                    self.hook_failed(hook.name(), event, error.to_string(), "warn", duration_ms)?;
-                }
-            }
-        }
-        round.combined = hooks::combine(outcomes).for_event(event);
         Ok(round)
     }
 
-    fn hook_completed(
+    /// Records one hook's call of a round.
+    fn record_hook(
         &self,
-        hook: &str,
         event: HookEvent,
-        outcome: &HookOutcome,
-        duration_ms: u64,
+        call_id: Option<&str>,
+        call: HookCall,
     ) -> Result<u64, StoreError> {
-        self.emitter.emit(EventPayload::HookCompleted {
-            hook: hook.to_owned(),
-            event: event.as_str().to_owned(),
-            outcome: describe(outcome),
+        let HookCall {
+            hook,
             duration_ms,
-        })
-    }
-
-    fn hook_failed(
-        &self,
-        hook: &str,
-        event: HookEvent,
-        error: String,
-        on_error: &str,
-        duration_ms: u64,
-    ) -> Result<u64, StoreError> {
-        self.emitter.emit(EventPayload::HookFailed {
-            hook: hook.to_owned(),
-            event: event.as_str().to_owned(),
-            error,
-            on_error: on_error.to_owned(),
-            duration_ms,
+            result,
+        } = call;
+        let event = event.as_str().to_owned();
+        self.emitter.emit(match result {
+            HookResult::Answered(outcome) => EventPayload::HookCompleted {
+                hook,
+                event,
+                call_id: call_id.map(str::to_owned),
+                outcome: HookResult::describe(&outcome),
+                reason: HookResult::reason(&outcome),
+                duration_ms,
+            },
+            HookResult::Failed { error, on_error } => EventPayload::HookFailed {
+                hook,
+                event,
+                error: error.to_string(),
+                on_error: on_error.to_owned(),
+                duration_ms,
+            },
         })
     }
 
@@ -299,29 +255,5 @@ impl AgentRun {
         self.record.status = status;
         self.record.event_count = self.emitter.count();
         self.services.store.update_run(&self.record).await
-    }
-}
-
-/// A short description of a hook's answer for the event log.
-fn describe(outcome: &HookOutcome) -> String {
-    let mut parts = Vec::new();
-    if let Some(decision) = &outcome.decision {
-        parts.push(decision.as_str().to_owned());
-    }
-    if let Some(reason) = &outcome.block {
-        parts.push(format!("block: {reason}"));
-    }
-    if let Some(reason) = &outcome.stop {
-        parts.push(format!("stop: {reason}"));
-    }
-    if outcome.updated_input.is_some() {
-        parts.push("input rewritten".into());
-    }
-    if outcome.additional_context.is_some() {
-        parts.push("context added".into());
-    }
-    match parts.is_empty() {
-        true => "no opinion".into(),
-        false => parts.join(", "),
     }
 }

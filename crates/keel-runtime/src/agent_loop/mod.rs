@@ -398,8 +398,9 @@ impl AgentRun {
             .await
     }
 
-    /// `RunEnd` hooks, and `SessionStop` hooks after a completed turn.
-    async fn end_hooks(&self, completed: bool) {
+    /// `RunEnd` hooks, then `SessionStop` (Claude Code's `Stop`) hooks: after every turn
+    /// that ended — completed, failed or cancelled.
+    async fn end_hooks(&self) {
         let root = &self.services.workspace.root;
         let ended = self
             .run_hooks(HookEvent::RunEnd, None, || {
@@ -410,9 +411,6 @@ impl AgentRun {
             .await;
         if let Err(store_error) = ended {
             tracing::warn!(%store_error, "Could not record RunEnd hooks.");
-        }
-        if !completed {
-            return;
         }
         let stopped = self
             .run_hooks(HookEvent::SessionStop, None, || {
@@ -495,7 +493,7 @@ impl AgentRun {
         // Non-blocking hooks at the end: recorded, their answers ignored. An interrupted run
         // has not ended: its hooks run when it does, after a resume.
         if status != RunStatus::Interrupted {
-            self.end_hooks(status == RunStatus::Completed).await;
+            self.end_hooks().await;
         }
         if let Err(store_error) = self.emitter.emit_durable(payload).await {
             tracing::error!(request_id = %self.record.request_id, %store_error, "Could not record the end of a run.");

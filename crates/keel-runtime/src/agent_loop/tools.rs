@@ -5,7 +5,8 @@
 //! 2. **govern** — for each accepted call in call order: policy (allow | ask | deny),
 //!    `PreToolUse` hooks (allow, deny, ask, stop, or rewrite — a rewrite is guarded again),
 //!    then a human when policy or a hook asked ([`AgentRun::govern`]); a refused call stays in
-//!    the answer as a blocked verdict whose result is the refusal;
+//!    the answer as a blocked verdict whose result is the refusal. A task's run re-checks
+//!    policy but takes its hooks' answer at create, unless it says `doubleCheckOnRun`;
 //! 3. **execute** — the allowed calls run concurrently (bounded) with a write-ahead start
 //!    event, large outputs become artifacts, results are recorded in call order
 //!    ([`AgentRun::execute`]);
@@ -133,66 +134,23 @@ impl AgentRun {
             ask = Some((policy.source, policy.reason));
         }
 
-        // `PreToolUse` hooks.
-        let round = self
-            .run_hooks(HookEvent::PreToolUse, Some(&tool), || {
-                let mut input =
-                    HookInput::new(HookEvent::PreToolUse, &self.services.workspace.root);
-                input.tool_name = Some(tool.clone());
-                input.tool_input = Some(arguments.clone());
-                input.tool_use_id = Some(call_id.clone());
-                input
-            })
-            .await?;
-        if let Some(reason) = round.fail {
-            self.stop_run(verdict, reason);
-            return Ok(());
-        }
-        if let Some(reason) = round.denied {
-            verdict.refuse(refusal("denied because a hook failed", Some(&reason)));
-            return Ok(());
-        }
-        let hooks = round.combined;
-        if let Some(reason) = hooks.stop {
-            self.stop_run(verdict, reason);
-            return Ok(());
-        }
-        if let Some(reason) = hooks.block {
-            verdict.refuse(refusal("blocked by a hook", Some(&reason)));
-            return Ok(());
-        }
-        match hooks.decision {
-            Some(PermissionDecision::Deny) => {
-                verdict.refuse(refusal(
-                    "denied by a hook",
-                    hooks.decision_reason.as_deref(),
-                ));
-                return Ok(());
+        // `PreToolUse` hooks — for a task, only when it asks for them again at run; its
+        // hooks' decision at create stands otherwise.
+        if let Some(task) = self.direct.as_ref().and_then(|d| d.task.as_ref())
+            && !task.double_check_on_run
+        {
+            match task.hook_decision {
+                Some(PermissionDecision::Ask) => {
+                    ask = Some(("hook".to_owned(), task.reason.clone()));
+                }
+                Some(PermissionDecision::Allow) => ask = None,
+                _ => {}
             }
-            Some(PermissionDecision::Ask) => {
-                ask = Some(("hook".to_owned(), hooks.decision_reason.clone()));
-            }
-            // A hook's allow settles a policy `ask`, as in Claude Code.
-            Some(PermissionDecision::Allow) => ask = None,
-            None => {}
-        }
-
-        // A rewrite passes the gateway again.
-        if let Some(updated) = hooks.updated_input {
-            let mut rewritten = arguments;
-            if let Value::Object(map) = &mut rewritten {
-                map.extend(updated);
-            }
-            let call = ToolCall {
-                id: call_id.clone(),
-                name: tool.clone(),
-                arguments: rewritten.to_string(),
-            };
-            let recheck = self.guard_call(&call).await?;
-            verdict.adopt_recheck(recheck);
-            if !verdict.is_allowed() {
-                return Ok(());
-            }
+        } else if !self
+            .pre_tool_hooks(verdict, &tool, &arguments, &mut ask)
+            .await?
+        {
+            return Ok(());
         }
 
         // A human.
@@ -209,6 +167,80 @@ impl AgentRun {
             }
         }
         Ok(())
+    }
+
+    /// The `PreToolUse` hooks of step 2: whether the call goes on (to a human when `ask` is
+    /// set). A deny, a block, a stop or a failure refuses the call; an ask sets `ask`, an allow
+    /// clears it; a rewrite is guarded again.
+    async fn pre_tool_hooks(
+        &mut self,
+        verdict: &mut Guarded,
+        tool: &str,
+        arguments: &Value,
+        ask: &mut Option<(String, Option<String>)>,
+    ) -> Result<bool, StoreError> {
+        let call_id = verdict.call_id().to_owned();
+        let round = self
+            .run_hooks(HookEvent::PreToolUse, Some(tool), || {
+                let mut input =
+                    HookInput::new(HookEvent::PreToolUse, &self.services.workspace.root);
+                input.tool_name = Some(tool.to_owned());
+                input.tool_input = Some(arguments.clone());
+                input.tool_use_id = Some(call_id.clone());
+                input
+            })
+            .await?;
+        if let Some(reason) = round.fail {
+            self.stop_run(verdict, reason);
+            return Ok(false);
+        }
+        if let Some(reason) = round.denied {
+            verdict.refuse(refusal("denied because a hook failed", Some(&reason)));
+            return Ok(false);
+        }
+        let hooks = round.combined;
+        if let Some(reason) = hooks.stop {
+            self.stop_run(verdict, reason);
+            return Ok(false);
+        }
+        if let Some(reason) = hooks.block {
+            verdict.refuse(refusal("blocked by a hook", Some(&reason)));
+            return Ok(false);
+        }
+        match hooks.decision {
+            Some(PermissionDecision::Deny) => {
+                verdict.refuse(refusal(
+                    "denied by a hook",
+                    hooks.decision_reason.as_deref(),
+                ));
+                return Ok(false);
+            }
+            Some(PermissionDecision::Ask) => {
+                *ask = Some(("hook".to_owned(), hooks.decision_reason.clone()));
+            }
+            // A hook's allow settles a policy `ask`, as in Claude Code.
+            Some(PermissionDecision::Allow) => *ask = None,
+            None => {}
+        }
+
+        // A rewrite passes the gateway again.
+        if let Some(updated) = hooks.updated_input {
+            let mut rewritten = arguments.clone();
+            if let Value::Object(map) = &mut rewritten {
+                map.extend(updated);
+            }
+            let call = ToolCall {
+                id: call_id,
+                name: tool.to_owned(),
+                arguments: rewritten.to_string(),
+            };
+            let recheck = self.guard_call(&call).await?;
+            verdict.adopt_recheck(recheck);
+            if !verdict.is_allowed() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Refuses the call because a hook stopped the run, which ends after this round.
@@ -390,6 +422,15 @@ impl AgentRun {
             output: output.clone(),
             duration_ms: millis(started.elapsed()),
         })?;
+        // A hook that stopped the run (or failed with `onError: fail-run`) ends it as in a
+        // model's run.
+        if let Some(reason) = self.stop.take() {
+            return Ok(End::failed(
+                ErrorCode::HookStopped,
+                reason,
+                FinishReason::Stopped,
+            ));
+        }
         Ok(match (ok, guard_blocked) {
             (true, _) => End::Answer {
                 output,

@@ -312,6 +312,7 @@ async fn failed_run_is_502_with_the_run_error() {
 
 mod api;
 mod auth;
+mod hooked;
 mod malformed;
 mod routes;
 mod socket;

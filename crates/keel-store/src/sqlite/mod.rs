@@ -246,6 +246,10 @@ impl Readers {
 
 #[async_trait]
 impl RunStore for SqliteStore {
+    fn log_path(&self, id: &RequestId) -> Option<PathBuf> {
+        Some(self.events_path(id))
+    }
+
     async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         let columns = RunColumns::from_record(run)?;
         let owner = self.inner.owner.clone();

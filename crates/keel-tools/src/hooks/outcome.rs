@@ -217,11 +217,15 @@ pub fn combine(outcomes: impl IntoIterator<Item = HookOutcome>) -> Combined {
 }
 
 /// Whether hooks of `event` may change the current turn (`PromptSubmit`, `PreToolUse`,
-/// `RunStart`). `PostToolUse`, `SessionStop` and `RunEnd` are for logs, caches and metrics.
+/// `RunStart`). `PostToolUse`, `SessionStop`, `RunEnd` and `SessionEnd` are for logs, caches
+/// and metrics.
 pub fn is_blocking(event: HookEvent) -> bool {
     match event {
         HookEvent::PromptSubmit | HookEvent::PreToolUse | HookEvent::RunStart => true,
-        HookEvent::PostToolUse | HookEvent::SessionStop | HookEvent::RunEnd => false,
+        HookEvent::PostToolUse
+        | HookEvent::SessionStop
+        | HookEvent::RunEnd
+        | HookEvent::SessionEnd => false,
     }
 }
 

@@ -30,6 +30,7 @@ fn doc(command: &[&str], timeout: Option<Duration>, env: &[(&str, &str)]) -> Too
         idempotent: false,
         gateway: Default::default(),
         hooks: Default::default(),
+        double_check_on_run: false,
     }
 }
 

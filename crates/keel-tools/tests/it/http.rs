@@ -334,6 +334,7 @@ fn http_doc(method: HttpMethod, url: String, headers: &[(&str, &str)]) -> ToolSp
         idempotent: false,
         gateway: Default::default(),
         hooks: Default::default(),
+        double_check_on_run: false,
     }
 }
 
