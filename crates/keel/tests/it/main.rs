@@ -11,6 +11,7 @@ mod gateway;
 mod lifecycle;
 mod loop_budgets;
 mod openai_runs;
+mod redaction;
 mod reference_run;
 mod replay;
 mod resume;
