@@ -258,6 +258,7 @@ impl<'a> Checker<'a> {
     }
 
     fn hook(&mut self) {
+        self.hook_on_error();
         let Some((matcher, node)) = self.string("matcher") else {
             return;
         };
@@ -291,6 +292,35 @@ impl<'a> Checker<'a> {
                 ),
             );
         }
+    }
+
+    /// `onError: deny` denies the tool call a `PreToolUse` hook guards; on any other event
+    /// there is no call to deny, and it would act like `warn`.
+    fn hook_on_error(&mut self) {
+        let Some((on_error, node)) = self.string("onError") else {
+            return;
+        };
+        let event = self
+            .string("event")
+            .and_then(|(event, _)| Some((event, canonical_event(event)?)));
+        let Some((written, event)) = event else {
+            return;
+        };
+        if on_error != "deny" || event == "PreToolUse" {
+            return;
+        }
+        let hook = self.doc.name.clone();
+        let loc = node.loc.clone();
+        self.push(
+            &loc,
+            format!(
+                "`onError: deny` of hook `{hook}` has no effect: its event `{written}` guards no tool call"
+            ),
+            Some(
+                "only `PreToolUse` hooks can deny a call; use `fail-run`, `warn` or `skip`"
+                    .into(),
+            ),
+        );
     }
 
     /// The argument schema must be a valid JSON Schema describing an object.

@@ -178,3 +178,36 @@ fn invalid_utf8_is_reported_at_the_line_and_column_of_the_first_bad_byte() {
         ]
     );
 }
+
+#[test]
+fn on_error_deny_is_only_for_hooks_that_guard_a_call() {
+    let ws = workspace();
+    ws.write("config/agent.yaml", MODEL_AND_AGENT);
+    ws.write(
+        "config/hooks.yaml",
+        "\
+apiVersion: keel/v1
+kind: Hook
+metadata: { name: audit }
+spec:
+  event: PostToolUse
+  handler: { kind: command, command: [./check.sh] }
+  onError: deny
+---
+apiVersion: keel/v1
+kind: Hook
+metadata: { name: guard }
+spec:
+  event: PreToolUse
+  handler: { kind: command, command: [./check.sh] }
+  onError: deny
+",
+    );
+    let diagnostics = ws.diagnostics(&env(&[]));
+    assert_eq!(
+        located(&diagnostics),
+        [
+            "config/hooks.yaml:7:12: `onError: deny` of hook `audit` has no effect: its event `PostToolUse` guards no tool call"
+        ]
+    );
+}
