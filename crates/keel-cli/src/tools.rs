@@ -28,7 +28,7 @@ pub enum ToolsCommand {
     /// Call a tool directly (checked by the gateway, recorded as a run).
     Call {
         name: String,
-        /// The arguments as JSON.
+        /// The arguments as JSON; `@FILE` reads them from a file, `-` from stdin.
         #[arg(long, default_value = "{}")]
         args: String,
         #[arg(long)]
@@ -49,6 +49,7 @@ pub enum TasksCommand {
     /// the decision; exits 1 unless it is `allow`.
     Create {
         tool: String,
+        /// The arguments as JSON; `@FILE` reads them from a file, `-` from stdin.
         #[arg(long, default_value = "{}")]
         args: String,
         #[arg(long)]
@@ -67,6 +68,7 @@ pub enum TasksCommand {
     /// Patch a task's arguments (JSON merge patch) and check it again.
     Update {
         id: String,
+        /// The patch as JSON; `@FILE` reads it from a file, `-` from stdin.
         #[arg(long)]
         args: String,
     },
@@ -90,6 +92,7 @@ pub async fn tools(root: &Path, command: ToolsCommand) -> Result<(), CliError> {
         ToolsCommand::Call {
             name, args, agent, ..
         } => {
+            let args = read_args(args)?;
             let handle = runtime
                 .call_tool(agent.as_deref(), &name, &args)
                 .await
@@ -166,6 +169,22 @@ pub async fn tasks(root: &Path, command: TasksCommand) -> Result<(), CliError> {
     }
 }
 
+/// The text of an `--args` option: the value itself, or what `@FILE` (relative to the current
+/// directory) or `-` (stdin) holds — for arguments too large for a command line.
+fn read_args(args: String) -> Result<String, CliError> {
+    if args == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| CliError::usage(format!("cannot read --args from stdin: {e}")))?;
+        return Ok(text);
+    }
+    match args.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| CliError::usage(format!("cannot read --args file `{path}`: {e}"))),
+        None => Ok(args),
+    }
+}
+
 fn print_task(task: &keel::TaskRecord) -> Result<(), CliError> {
     out::line(&serde_json::to_string_pretty(task)?);
     Ok(())
@@ -179,6 +198,7 @@ async fn task_command(runtime: &Runtime, command: TasksCommand) -> Result<(), Cl
             agent,
             double_check_on_run,
         } => {
+            let args = read_args(args)?;
             let task = runtime
                 .create_task_with(keel::TaskRequest {
                     agent,
@@ -221,6 +241,7 @@ async fn task_command(runtime: &Runtime, command: TasksCommand) -> Result<(), Cl
             Ok(())
         }
         TasksCommand::Update { id, args } => {
+            let args = read_args(args)?;
             let patch: serde_json::Value = serde_json::from_str(&args)
                 .map_err(|e| CliError::usage(format!("--args is not JSON: {e}")))?;
             let task = runtime

@@ -159,7 +159,8 @@ impl Kernel {
     ) -> Result<RunHandle, RuntimeError> {
         let spec = self.agent(agent)?;
         let provider = self.provider(agent, &spec)?;
-        let input = format!("{} {}", call.name, call.arguments);
+        // The run's input names the call; a file it writes is recorded by its digest.
+        let input = format!("{} {}", call.name, crate::redact::recorded_arguments(&call));
         let record = RunRecord::new(RequestId::generate(), None, agent, input);
         self.store().create_run(&record).await?;
         Ok(self.launch(Launch {

@@ -122,7 +122,7 @@ impl Kernel {
         let runtime = &workspace.runtime;
         let pipeline = Pipeline {
             store: store.clone(),
-            redactor: Arc::new(Redactor::from_env(&workspace.env)),
+            redactor: Arc::new(Redactor::for_workspace(&workspace)),
             narrator: Arc::new(Narrator::new(&runtime.progress.narration)),
             observers: observers.into(),
         };

@@ -1,10 +1,26 @@
-//! Redaction: secret values from the environment never reach the log or a subscriber. It runs
-//! first in the emission pipeline, on every string an event carries.
+//! Redaction (`docs/events.md#redaction`): what a run must not write into its log is taken out
+//! of every event first in the emission pipeline, before it is stored, so neither the log nor
+//! a subscriber ever holds it. In order:
+//!
+//! 1. File contents a tool call writes (`write_file`'s `content`, `edit_file`'s `new_string`)
+//!    become `{"size": <bytes>, "sha256": "<hex>"}` wherever the call's arguments appear: the
+//!    model's answer, the gateway's verdict, the tool's start, an approval, a direct call. The
+//!    tool itself receives the real arguments; only the record is digested.
+//! 2. Secret values from the environment (variables named like a secret) and every match of
+//!    the workspace's `redaction.patterns` become `[REDACTED]`, in every string the event
+//!    carries.
+//!
+//! A digested call cannot be made again from the log: a resumed run whose pending call wrote
+//! a file gets it blocked (the model is told, and may call again), and a replay reports it as
+//! diverging.
 
 use std::collections::BTreeMap;
 
-use keel_types::{AdapterEvent, EventPayload};
-use serde_json::Value;
+use keel_types::{AdapterEvent, EventPayload, Issue, Message, Repair, ToolCall};
+use keel_workspace::{BuiltinTool, Workspace};
+use regex::Regex;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 
 /// What replaces a secret.
 pub const REDACTED: &str = "[REDACTED]";
@@ -12,10 +28,17 @@ pub const REDACTED: &str = "[REDACTED]";
 /// Shortest value treated as a secret; shorter ones would redact ordinary words.
 const MIN_SECRET_LEN: usize = 8;
 
-/// Replaces known secret values in event payloads.
+/// The tools whose arguments carry file contents, and which top-level arguments those are.
+const FILE_CONTENT: &[(BuiltinTool, &str)] = &[
+    (BuiltinTool::WriteFile, "content"),
+    (BuiltinTool::EditFile, "new_string"),
+];
+
+/// Takes secrets and written file contents out of event payloads.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
     secrets: Vec<String>,
+    patterns: Vec<Regex>,
 }
 
 impl Redactor {
@@ -32,12 +55,37 @@ impl Redactor {
         // Longest first, so a secret containing another is replaced whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
-        Self { secrets }
+        Self {
+            secrets,
+            patterns: Vec::new(),
+        }
     }
 
-    /// Redacts every string of the payload in place.
+    /// The redactor of a workspace: its environment's secrets and its `redaction.patterns`.
+    pub fn for_workspace(workspace: &Workspace) -> Self {
+        let mut redactor = Self::from_env(&workspace.env);
+        for pattern in &workspace.runtime.redaction.patterns {
+            // Loading compiled every pattern already; a failure here cannot happen.
+            match Regex::new(pattern) {
+                Ok(regex) => redactor.patterns.push(regex),
+                Err(error) => {
+                    tracing::error!(%pattern, %error, "Redaction pattern does not compile.");
+                }
+            }
+        }
+        redactor
+    }
+
+    /// Adds patterns whose matches are redacted.
+    pub fn with_patterns(mut self, patterns: impl IntoIterator<Item = Regex>) -> Self {
+        self.patterns.extend(patterns);
+        self
+    }
+
+    /// Digests written file contents and redacts every string of the payload, in place.
     pub fn redact(&self, payload: &mut EventPayload) {
-        if self.secrets.is_empty() {
+        digest_file_contents(payload);
+        if self.secrets.is_empty() && self.patterns.is_empty() {
             return;
         }
         let s = |text: &mut String| self.redact_str(text);
@@ -98,9 +146,13 @@ impl Redactor {
             | EventPayload::ModelStarted { .. }
             | EventPayload::RequestResumed { .. }
             | EventPayload::RequestForked { .. }
-            | EventPayload::ArtifactCreated { .. }
-            | EventPayload::ApprovalResolved { .. }
-            | EventPayload::PolicyDecided { .. } => {}
+            | EventPayload::ArtifactCreated { .. } => {}
+            EventPayload::ApprovalResolved { reason, .. }
+            | EventPayload::PolicyDecided { reason, .. } => {
+                if let Some(reason) = reason {
+                    s(reason);
+                }
+            }
             EventPayload::ApprovalRequested { approval } => {
                 self.redact_value(&mut approval.arguments)
             }
@@ -124,7 +176,160 @@ impl Redactor {
                 *text = text.replace(secret.as_str(), REDACTED);
             }
         }
+        for pattern in &self.patterns {
+            if pattern.is_match(text) {
+                *text = pattern.replace_all(text, REDACTED).into_owned();
+            }
+        }
     }
+}
+
+/// Replaces the file contents of every file-writing call the payload records by their digest.
+fn digest_file_contents(payload: &mut EventPayload) {
+    match payload {
+        EventPayload::RequestStarted { history, .. } => {
+            history.iter_mut().for_each(digest_message);
+        }
+        EventPayload::ModelCompleted { tool_calls, .. } => {
+            tool_calls.iter_mut().for_each(digest_call);
+        }
+        EventPayload::ToolGuard {
+            tool,
+            resolved_tool,
+            arguments,
+            issues,
+            repairs,
+            repaired_arguments,
+            ..
+        } => {
+            let Some(key) =
+                content_key(resolved_tool.as_deref().unwrap_or(tool)).or_else(|| content_key(tool))
+            else {
+                return;
+            };
+            digest_text(key, arguments);
+            if let Some(value) = repaired_arguments {
+                digest_arguments(key, value);
+            }
+            repairs.iter_mut().for_each(|r| digest_repair(key, r));
+            issues
+                .iter_mut()
+                // An unknown tool's issue quotes its name, not its arguments.
+                .filter(|i| i.found != *tool)
+                .for_each(|i| digest_issue(key, i));
+        }
+        EventPayload::Adapter {
+            event: AdapterEvent::ToolStart {
+                tool, arguments, ..
+            },
+        }
+        | EventPayload::DirectStarted {
+            tool, arguments, ..
+        } => {
+            if let Some(key) = content_key(tool) {
+                digest_arguments(key, arguments);
+            }
+        }
+        EventPayload::ApprovalRequested { approval } => {
+            if let Some(key) = content_key(&approval.tool) {
+                digest_arguments(key, &mut approval.arguments);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The argument holding the file contents `tool` writes, if it writes files.
+fn content_key(tool: &str) -> Option<&'static str> {
+    FILE_CONTENT
+        .iter()
+        .find(|(builtin, _)| builtin.name() == tool)
+        .map(|(_, key)| *key)
+}
+
+/// A call's arguments as a record may hold them: with written file contents digested.
+pub(crate) fn recorded_arguments(call: &ToolCall) -> String {
+    let mut call = call.clone();
+    digest_call(&mut call);
+    call.arguments
+}
+
+fn digest_message(message: &mut Message) {
+    message.tool_calls.iter_mut().for_each(digest_call);
+}
+
+fn digest_call(call: &mut ToolCall) {
+    if let Some(key) = content_key(&call.name) {
+        digest_text(key, &mut call.arguments);
+    }
+}
+
+/// Arguments as the model wrote them (JSON text). Text that is not a JSON object is digested
+/// whole: it may hold the contents anywhere.
+fn digest_text(key: &str, arguments: &mut String) {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(mut value @ Value::Object(_)) => {
+            if digest_arguments(key, &mut value) {
+                *arguments = value.to_string();
+            }
+        }
+        _ if arguments.is_empty() => {}
+        _ => *arguments = digest(arguments.as_bytes()).to_string(),
+    }
+}
+
+/// Replaces `key` of an argument object by its digest; says whether anything changed.
+fn digest_arguments(key: &str, arguments: &mut Value) -> bool {
+    let Some(value) = arguments.as_object_mut().and_then(|map| map.get_mut(key)) else {
+        return false;
+    };
+    digest_in_place(value)
+}
+
+/// A string becomes the digest of its bytes, any other value (but a digest) the digest of
+/// its JSON text.
+fn digest_in_place(value: &mut Value) -> bool {
+    let replacement = match &*value {
+        Value::String(text) => digest(text.as_bytes()),
+        other if is_digest(other) => return false,
+        other => digest(other.to_string().as_bytes()),
+    };
+    *value = replacement;
+    true
+}
+
+/// A repair at the contents (or at the whole arguments) carries them in `from` and `to`.
+fn digest_repair(key: &str, repair: &mut Repair) {
+    if concerns(key, &repair.path) {
+        digest_in_place(&mut repair.from);
+        digest_in_place(&mut repair.to);
+    }
+}
+
+/// An issue at the contents (or at the whole arguments) may quote them in `found`.
+fn digest_issue(key: &str, issue: &mut Issue) {
+    if concerns(key, &issue.path) && !issue.found.is_empty() {
+        issue.found = digest(issue.found.as_bytes()).to_string();
+    }
+}
+
+/// Whether a JSON pointer into the arguments is the whole object or inside `key`.
+fn concerns(key: &str, pointer: &str) -> bool {
+    let first = pointer.trim_start_matches('/').split('/').next();
+    pointer.is_empty() || first == Some(key)
+}
+
+fn is_digest(value: &Value) -> bool {
+    value.as_object().is_some_and(|map: &Map<String, Value>| {
+        map.len() == 2 && map.contains_key("size") && map.contains_key("sha256")
+    })
+}
+
+/// `{"size": <bytes>, "sha256": "<hex>"}` of some contents.
+pub fn digest(bytes: &[u8]) -> Value {
+    let hash = Sha256::digest(bytes);
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    json!({ "size": bytes.len(), "sha256": hex })
 }
 
 #[cfg(test)]
@@ -152,5 +357,68 @@ mod tests {
                 mode: None,
             }
         );
+    }
+
+    #[test]
+    fn pattern_matches_are_replaced() {
+        let pattern = Regex::new("tok_[a-z0-9]{6,}").unwrap();
+        let redactor = Redactor::default().with_patterns([pattern]);
+        let mut payload = EventPayload::RequestCompleted {
+            output: "use tok_abc123def or tok_zzzzzz9, not tok_ab".into(),
+            finish_reason: keel_types::FinishReason::Completed,
+            usage: keel_types::Usage::default(),
+            steps: 1,
+            duration_ms: 1,
+        };
+        redactor.redact(&mut payload);
+        let EventPayload::RequestCompleted { output, .. } = payload else {
+            unreachable!()
+        };
+        assert_eq!(output, "use [REDACTED] or [REDACTED], not tok_ab");
+    }
+
+    #[test]
+    fn written_contents_become_size_and_sha256_in_the_model_answer() {
+        let call = |name: &str, arguments: &str| ToolCall {
+            id: "c".into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        };
+        let mut payload = EventPayload::ModelCompleted {
+            step: 1,
+            stop_reason: keel_types::ModelStopReason::ToolCalls,
+            usage: keel_types::Usage::default(),
+            latency_ms: 1,
+            content: String::new(),
+            tool_calls: vec![
+                call("write_file", r#"{"path":"a.txt","content":"abc"}"#),
+                call(
+                    "edit_file",
+                    r#"{"path":"a.txt","old_string":"a","new_string":"b"}"#,
+                ),
+                call("write_file", r#"{"path":"a.txt","content":"unclosed"#),
+                call("read_file", r#"{"path":"a.txt"}"#),
+            ],
+        };
+        Redactor::default().redact(&mut payload);
+        let EventPayload::ModelCompleted { tool_calls, .. } = payload else {
+            unreachable!()
+        };
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        let args: Vec<Value> = tool_calls
+            .iter()
+            .map(|c| serde_json::from_str(&c.arguments).unwrap())
+            .collect();
+        assert_eq!(
+            args[0],
+            json!({"path": "a.txt", "content": {"size": 3, "sha256": abc}})
+        );
+        assert_eq!(args[1]["old_string"], "a");
+        assert_eq!(args[1]["new_string"]["size"], 1);
+        assert_eq!(
+            args[2]["size"], 35,
+            "unparsable arguments are digested whole"
+        );
+        assert_eq!(tool_calls[3].arguments, r#"{"path":"a.txt"}"#);
     }
 }

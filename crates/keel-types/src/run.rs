@@ -41,6 +41,8 @@ wire_names! {
         MaxSteps = "max_steps",
         /// The wall-clock budget (`runTimeout`) ran out.
         Timeout = "timeout",
+        /// The token budget (`maxTokens`) was used up before a final answer.
+        TokenBudget = "token_budget",
         /// Someone cancelled the request.
         Cancelled = "cancelled",
         /// The model could not be used (after retries, or a fatal error).
@@ -70,6 +72,8 @@ pub enum ErrorCode {
     ModelUnavailable,
     MaxSteps,
     Timeout,
+    /// The run used up its token budget (`maxTokens`).
+    TokenBudget,
     Cancelled,
     ContractFailed,
     InvalidInput,

@@ -2,7 +2,9 @@
 //! model and tools, the runtime's default agent, an agent's required tools, a tool's bound
 //! hooks and their events, a policy's agents), provider settings that depend on each other,
 //! tool names that shadow built-ins, tool argument schemas that must themselves be valid JSON
-//! Schemas, and hook matchers that must be valid regexes on tool events.
+//! Schemas, hook matchers and redaction patterns that must be valid regexes, and fields that
+//! would be parsed without effect (a store other than the default, settings of another
+//! provider): nothing a user writes is silently ignored.
 //!
 //! They read the merged YAML trees, not the typed specs, so that a document with a schema
 //! error still has its references checked: every problem is reported in one pass. Values of
@@ -16,7 +18,7 @@ use crate::documents::{Document, Documents, Kind};
 use crate::suggest::{closest, list};
 use crate::validate::{Reporter, segments};
 use crate::yaml::{Loc, Node, NodeValue, Seg};
-use crate::{BUILTIN_TOOLS, Diagnostic};
+use crate::{BUILTIN_TOOLS, DEFAULT_STORE_URL, Diagnostic};
 
 /// Runs every check on every document that has a spec.
 /// `provided` names tools the embedding program supplies in code (the SDK's injected tools).
@@ -62,6 +64,8 @@ impl<'a> Checker<'a> {
     }
 
     fn runtime(&mut self) {
+        self.store_url();
+        self.redaction_patterns();
         let repair_model = self
             .spec
             .get("gateway")
@@ -92,10 +96,47 @@ impl<'a> Checker<'a> {
         );
     }
 
+    /// Only the default SQLite store exists: any other `store.url` would be ignored.
+    fn store_url(&mut self) {
+        let url = self.spec.get("store").and_then(|s| s.get("url"));
+        let Some((url, node)) = url.and_then(|n| Some((n.as_str()?, n))) else {
+            return;
+        };
+        if url == DEFAULT_STORE_URL {
+            return;
+        }
+        let loc = node.loc.clone();
+        self.push(
+            &loc,
+            format!(
+                "`store.url` `{url}` is not supported yet: runs are stored in `{DEFAULT_STORE_URL}`"
+            ),
+            Some("remove `store.url`; other store backends do not exist yet".into()),
+        );
+    }
+
+    /// Each `redaction.patterns` item must be a valid regex.
+    fn redaction_patterns(&mut self) {
+        let patterns = strings(self.spec.get("redaction").and_then(|r| r.get("patterns")));
+        for (index, (pattern, node)) in patterns.into_iter().enumerate() {
+            if let Err(e) = regex::Regex::new(pattern) {
+                self.push(
+                    &node.loc,
+                    format!(
+                        "`redaction.patterns[{index}]` is not a valid regex: {}",
+                        regex_reason(e)
+                    ),
+                    Some("write a regex over secret values, e.g. `sk-[A-Za-z0-9]{20,}`".into()),
+                );
+            }
+        }
+    }
+
     fn model(&mut self) {
         let Some((provider, node)) = self.string("provider") else {
             return;
         };
+        self.foreign_model_fields(provider);
         let has = |key: &str| self.spec.get(key).is_some_and(|n| !n.is_null());
         let name = &self.doc.name;
         let problem = match provider {
@@ -116,6 +157,29 @@ impl<'a> Checker<'a> {
         if let Some((message, hint)) = problem {
             let loc = node.loc.clone();
             self.push(&loc, message, Some(hint.into()));
+        }
+    }
+
+    /// Fields that only another provider reads would be ignored: each is an error.
+    fn foreign_model_fields(&mut self, provider: &str) {
+        let (fields, owner): (&[&str], &str) = match provider {
+            "scripted" => (&["baseUrl", "apiKeyEnv", "timeout", "params"], "openai"),
+            "openai" => (&["script"], "scripted"),
+            _ => return,
+        };
+        let name = self.doc.name.clone();
+        let spec: &'a Node = self.spec;
+        for field in fields {
+            let Some(entry) = spec.entry(field).filter(|e| !e.value.is_null()) else {
+                continue;
+            };
+            self.push(
+                &entry.key_loc,
+                format!("`{field}` has no effect on {provider} model `{name}`"),
+                Some(format!(
+                    "remove it; `{field}` applies to `{owner}` models only"
+                )),
+            );
         }
     }
 
@@ -194,6 +258,7 @@ impl<'a> Checker<'a> {
     }
 
     fn hook(&mut self) {
+        self.hook_on_error();
         let Some((matcher, node)) = self.string("matcher") else {
             return;
         };
@@ -217,17 +282,7 @@ impl<'a> Checker<'a> {
             return;
         }
         if let Err(e) = regex::Regex::new(matcher) {
-            let reason = match e {
-                regex::Error::Syntax(text) => text
-                    .lines()
-                    .rev()
-                    .find(|l| l.starts_with("error:"))
-                    .map_or_else(
-                        || text.clone(),
-                        |l| l.trim_start_matches("error:").trim().to_owned(),
-                    ),
-                other => other.to_string(),
-            };
+            let reason = regex_reason(e);
             self.push(
                 &node.loc,
                 format!("`matcher` of hook `{hook}` is not a valid regex: {reason}"),
@@ -237,6 +292,35 @@ impl<'a> Checker<'a> {
                 ),
             );
         }
+    }
+
+    /// `onError: deny` denies the tool call a `PreToolUse` hook guards; on any other event
+    /// there is no call to deny, and it would act like `warn`.
+    fn hook_on_error(&mut self) {
+        let Some((on_error, node)) = self.string("onError") else {
+            return;
+        };
+        let event = self
+            .string("event")
+            .and_then(|(event, _)| Some((event, canonical_event(event)?)));
+        let Some((written, event)) = event else {
+            return;
+        };
+        if on_error != "deny" || event == "PreToolUse" {
+            return;
+        }
+        let hook = self.doc.name.clone();
+        let loc = node.loc.clone();
+        self.push(
+            &loc,
+            format!(
+                "`onError: deny` of hook `{hook}` has no effect: its event `{written}` guards no tool call"
+            ),
+            Some(
+                "only `PreToolUse` hooks can deny a call; use `fail-run`, `warn` or `skip`"
+                    .into(),
+            ),
+        );
     }
 
     /// The argument schema must be a valid JSON Schema describing an object.
@@ -342,6 +426,49 @@ impl<'a> Checker<'a> {
             );
         }
     }
+}
+
+/// Why a regex does not compile, in one line (the crate's own message draws a caret diagram).
+fn regex_reason(error: regex::Error) -> String {
+    match error {
+        regex::Error::Syntax(text) => text
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("error:"))
+            .map_or_else(
+                || text.clone(),
+                |l| l.trim_start_matches("error:").trim().to_owned(),
+            ),
+        other => other.to_string(),
+    }
+}
+
+/// A workspace must define an agent: without one nothing can run. `docs` is every document
+/// read; the error points at the first of them (or at `config/` when there is none).
+pub(crate) fn check_runnable(
+    docs: &Documents,
+    config: &std::path::Path,
+    out: &mut Vec<Diagnostic>,
+) {
+    if docs.names(Kind::Agent).next().is_some() {
+        return;
+    }
+    let message = "the workspace defines no agent, so nothing can run".to_owned();
+    let hint = Some(
+        "add a `kind: Agent` document naming a model and its tools (`keel init` writes one)"
+            .to_owned(),
+    );
+    let diagnostic = match docs.list.first() {
+        Some(doc) => doc.loc.error(message, hint),
+        None => Diagnostic {
+            file: config.to_path_buf(),
+            line: 1,
+            column: 1,
+            message,
+            hint,
+        },
+    };
+    out.push(diagnostic);
 }
 
 /// Hook events that concern one tool call (a `matcher` selects the tools).

@@ -26,11 +26,11 @@ use serde_json::Value;
 
 pub use spec::{
     AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, BuiltinToolSettings, CliEvents, CliSpec,
-    ContractSpec, Duration, GatewayMode, GatewayOverride, GatewaySpec, HookEvent, HookHandler,
-    HookOnError, HookSpec, HttpFetchSettings, HttpMethod, Limits, ModelParamsSpec, ModelSpec,
-    NarrationSpec, NarrationStyle, PermissionMode, PolicyDecision, PolicyRule, PolicySpec,
-    ProgressSpec, ProviderKind, RetryPolicy, RetrySpec, RuntimeSpec, ServerSpec, ShellSettings,
-    StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
+    ContractSpec, DEFAULT_STORE_URL, Duration, GatewayMode, GatewayOverride, GatewaySpec,
+    HookEvent, HookHandler, HookOnError, HookSpec, HttpFetchSettings, HttpMethod, Limits,
+    ModelParamsSpec, ModelSpec, NarrationSpec, NarrationStyle, PermissionMode, PolicyDecision,
+    PolicyRule, PolicySpec, ProgressSpec, ProviderKind, RedactionSpec, RetryPolicy, RetrySpec,
+    RuntimeSpec, ServerSpec, ShellSettings, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
 };
 
 /// A built-in tool: one an agent may list without declaring it. This enum is the one list of
@@ -143,10 +143,15 @@ pub struct LoadOptions {
     /// Tools the embedding program implements in code: agents may list them without a
     /// `Tool` document.
     pub provided_tools: BTreeSet<String>,
+    /// Whether a workspace without an `Agent` document is an error (nothing could run). On in
+    /// [`LoadOptions::from_process_env`], what the command line uses; off by default, so a
+    /// program or a test may load a partial workspace.
+    pub require_agent: bool,
 }
 
 impl LoadOptions {
-    /// Options from the process: its environment, and overlays from `KEEL_CONFIG_PATHS`.
+    /// Options from the process: its environment, and overlays from `KEEL_CONFIG_PATHS`; an
+    /// agent is required.
     pub fn from_process_env() -> Self {
         let env: BTreeMap<String, String> = std::env::vars().collect();
         let overlays = env
@@ -163,6 +168,7 @@ impl LoadOptions {
             overlays,
             env,
             provided_tools: BTreeSet::new(),
+            require_agent: true,
         }
     }
 }

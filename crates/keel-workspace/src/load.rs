@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::checks::check_all;
+use crate::checks::{check_all, check_runnable};
 use crate::documents::{Document, Documents, Kind, read_envelope};
 use crate::env::load_env;
 use crate::explain::explain_document;
@@ -25,7 +25,7 @@ use crate::{
 /// A document's spec after validation and deserialization.
 #[derive(Debug, Clone)]
 pub(crate) enum Typed {
-    Runtime(RuntimeSpec),
+    Runtime(Box<RuntimeSpec>),
     Model(ModelSpec),
     Tool(ToolSpecDoc),
     Agent(AgentSpec),
@@ -40,6 +40,7 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
     let env = load_env(&root, &options.env, &mut diagnostics);
 
     let mut docs = Documents::default();
+    let before_files = diagnostics.len();
     for file in yaml_files(&root.join("config"), Path::new("config"), &mut diagnostics) {
         let source = Source {
             file: display_path(&root, &file, &file),
@@ -60,6 +61,9 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
             }
         }
     }
+    // A file that could not be read or parsed may hold the agent: only a workspace read whole
+    // is known to have none.
+    let read_whole = diagnostics.len() == before_files;
 
     let mut interpolation = Vec::new();
     for doc in &mut docs.list {
@@ -79,6 +83,9 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
         .map(|doc| compile(doc, &mut checked))
         .collect();
     check_all(&docs, &options.provided_tools, &mut checked);
+    if options.require_agent && read_whole {
+        check_runnable(&docs, Path::new("config"), &mut checked);
+    }
     diagnostics.extend(
         checked
             .into_iter()
@@ -201,10 +208,17 @@ fn overlay_files(
 /// Reads, parses and identifies the documents of one file.
 fn read_file(path: &Path, source: Source, diagnostics: &mut Vec<Diagnostic>) -> Vec<Document> {
     let source = Arc::new(source);
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
         Err(e) => {
             diagnostics.push(Loc::start_of(&source).error(format!("cannot read file: {e}"), None));
+            return Vec::new();
+        }
+    };
+    let text = match decode_utf8(bytes, &source) {
+        Ok(text) => text,
+        Err(diagnostic) => {
+            diagnostics.push(diagnostic);
             return Vec::new();
         }
     };
@@ -215,6 +229,31 @@ fn read_file(path: &Path, source: Source, diagnostics: &mut Vec<Diagnostic>) -> 
         .into_iter()
         .filter_map(|root| read_envelope(root, diagnostics))
         .collect()
+}
+
+/// The file's text, or a diagnostic at the first byte that is not UTF-8: its line, and its
+/// column counted in characters like every other column.
+fn decode_utf8(bytes: Vec<u8>, source: &Arc<Source>) -> Result<String, Diagnostic> {
+    let error = match String::from_utf8(bytes) {
+        Ok(text) => return Ok(text),
+        Err(error) => error,
+    };
+    let at = error.utf8_error().valid_up_to();
+    let bytes = error.as_bytes();
+    let valid = String::from_utf8_lossy(&bytes[..at]);
+    let line_start = valid.rfind('\n').map_or(0, |i| i + 1);
+    let loc = Loc {
+        source: Arc::clone(source),
+        line: valid.matches('\n').count() + 1,
+        column: valid[line_start..].chars().count() + 1,
+    };
+    Err(loc.error(
+        format!(
+            "invalid UTF-8: byte 0x{:02x} at byte offset {at} does not start a valid character",
+            bytes[at]
+        ),
+        Some("save the file as UTF-8".into()),
+    ))
 }
 
 /// Validates and deserializes one document's spec.
@@ -228,7 +267,7 @@ fn compile(doc: &Document, diagnostics: &mut Vec<Diagnostic>) -> Option<Typed> {
     };
     let json = validate_spec(doc, spec, diagnostics)?;
     match doc.kind {
-        Kind::Runtime => deserialize(doc, json, diagnostics).map(Typed::Runtime),
+        Kind::Runtime => deserialize(doc, json, diagnostics).map(|s| Typed::Runtime(Box::new(s))),
         Kind::Model => deserialize(doc, json, diagnostics).map(Typed::Model),
         Kind::Tool => deserialize(doc, json, diagnostics).map(Typed::Tool),
         Kind::Agent => deserialize(doc, json, diagnostics).map(Typed::Agent),
@@ -286,7 +325,7 @@ fn build(
         }
         let name = doc.name.clone();
         match typed {
-            Typed::Runtime(spec) => runtime = Some(spec),
+            Typed::Runtime(spec) => runtime = Some(*spec),
             Typed::Model(spec) => drop(models.insert(name, spec)),
             Typed::Tool(spec) => drop(tools.insert(name, spec)),
             Typed::Agent(spec) => drop(agents.insert(name, spec)),

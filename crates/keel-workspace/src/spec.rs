@@ -81,6 +81,17 @@ pub struct RuntimeSpec {
     pub gateway: GatewaySpec,
     /// Settings of the built-in tools.
     pub tools: BuiltinToolSettings,
+    /// What is kept out of the run log besides secrets from the environment.
+    pub redaction: RedactionSpec,
+}
+
+/// Redaction settings (`docs/workspace.md#runtime`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RedactionSpec {
+    /// Regexes whose matches are replaced by `[REDACTED]` in every event before it is stored,
+    /// e.g. `sk-[A-Za-z0-9]{20,}`.
+    pub patterns: Vec<String>,
 }
 
 /// The gateway's handling of invalid tool calls.
@@ -169,10 +180,13 @@ pub struct StoreSpec {
     pub retention: Duration,
 }
 
+/// The one `store.url` Keel supports until another backend exists.
+pub const DEFAULT_STORE_URL: &str = "sqlite://.keel/keel.db";
+
 impl Default for StoreSpec {
     fn default() -> Self {
         Self {
-            url: "sqlite://.keel/keel.db".into(),
+            url: DEFAULT_STORE_URL.into(),
             retention: Duration::from_secs(30 * 24 * 3600),
         }
     }
@@ -236,7 +250,8 @@ pub enum ApiKeyRole {
     Operator,
 }
 
-/// Budgets and bounds. Agents may lower `maxSteps` and `runTimeout` for themselves.
+/// Budgets and bounds. Agents may set `maxSteps`, `maxTokens` and `runTimeout` for
+/// themselves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Limits {
@@ -245,6 +260,10 @@ pub struct Limits {
     /// Model rounds per run.
     #[schemars(range(min = 1))]
     pub max_steps: u32,
+    /// Tokens (prompt and completion, as the provider reports them) a run may use; none: no
+    /// budget.
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<u64>,
     pub run_timeout: Duration,
     #[schemars(range(min = 1))]
     pub max_tool_output_bytes: u64,
@@ -263,6 +282,7 @@ impl Default for Limits {
         Self {
             max_concurrent_runs: 64,
             max_steps: 32,
+            max_tokens: None,
             run_timeout: Duration::from_secs(600),
             max_tool_output_bytes: 65536,
             max_parallel_tools: 8,
@@ -601,6 +621,8 @@ pub struct AgentSpec {
 pub struct AgentLimits {
     #[schemars(range(min = 1))]
     pub max_steps: Option<u32>,
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<u64>,
     pub run_timeout: Option<Duration>,
 }
 

@@ -162,3 +162,56 @@ fn a_large_output_is_stored_and_shown_as_an_artifact() {
         Some(1)
     );
 }
+
+/// Arguments larger than a command line may hold (Linux caps one argument at 128 KiB) come
+/// from a file or from stdin.
+#[test]
+fn large_arguments_come_from_a_file_or_stdin() {
+    let ws = WorkspaceBuilder::new()
+        .openai_model_at("mock", "http://127.0.0.1:1/v1")
+        .agent("writer", "model: mock\ntools: [write_file]\n")
+        .policy("edits", "rules: [{ tool: write_file, decision: allow }]")
+        .build();
+    let keel = keel_in(&ws);
+    let body = format!("{}END", "0123456789abcdef".repeat(300 * 1024 / 16));
+    assert!(body.len() > 256 * 1024);
+    ws.write(
+        "big.json",
+        json!({ "path": "from-file.txt", "content": body }).to_string(),
+    );
+
+    let from_file = keel.run(["tools", "call", "write_file", "--args", "@big.json"]);
+    assert_eq!(from_file.code, Some(0), "{}", from_file.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("from-file.txt")).unwrap(),
+        body
+    );
+
+    let stdin = json!({ "path": "from-stdin.txt", "content": body }).to_string();
+    let from_stdin = keel.run_with_stdin(
+        ["tools", "call", "write_file", "--args", "-"],
+        stdin.as_bytes(),
+    );
+    assert_eq!(from_stdin.code, Some(0), "{}", from_stdin.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("from-stdin.txt")).unwrap(),
+        body
+    );
+    // The log holds the written file's size and digest, not the file.
+    let events = serde_json::to_string(&keel.newest_run_events()).unwrap();
+    assert!(!events.contains("0123456789abcdef"));
+    assert!(
+        events.contains(&format!("\"size\":{}", body.len())),
+        "{events}"
+    );
+
+    let missing = keel.run(["tools", "call", "write_file", "--args", "@nowhere.json"]);
+    assert_eq!(missing.code, Some(2));
+    assert!(
+        missing
+            .stderr
+            .contains("cannot read --args file `nowhere.json`"),
+        "{}",
+        missing.stderr
+    );
+}

@@ -67,3 +67,39 @@ fn explain_prints_values_with_origins_and_hides_secrets() {
         "{text}"
     );
 }
+
+#[test]
+fn validate_refuses_a_workspace_with_nothing_to_run_and_locates_bad_bytes() {
+    let ws = TempWorkspace::new();
+    let keel = keel_in(&ws);
+    ws.write(
+        "config/models.yaml",
+        "apiVersion: keel/v1\nkind: Model\nmetadata: { name: m }\nspec: { provider: scripted, script: s.yaml }\n",
+    );
+
+    let no_agent = keel.run(["validate"]);
+
+    assert_eq!(no_agent.code, Some(2));
+    assert!(
+        no_agent.stderr.contains(
+            "config/models.yaml:1:1: error: the workspace defines no agent, so nothing can run"
+        ),
+        "{}",
+        no_agent.stderr
+    );
+
+    ws.write(
+        "config/agents.yaml",
+        b"apiVersion: keel/v1\nkind: Agent\n# caf\xe9\n",
+    );
+    let bad_bytes = keel.run(["validate"]);
+
+    assert_eq!(bad_bytes.code, Some(2));
+    assert!(
+        bad_bytes
+            .stderr
+            .contains("config/agents.yaml:3:6: error: invalid UTF-8: byte 0xe9"),
+        "{}",
+        bad_bytes.stderr
+    );
+}

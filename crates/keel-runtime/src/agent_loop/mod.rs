@@ -255,6 +255,27 @@ impl AgentRun {
             .unwrap_or(self.services.workspace.runtime.limits.max_steps)
     }
 
+    /// The end of a run whose usage has passed its token budget (`limits.maxTokens`, the
+    /// agent's own first), if it has.
+    fn token_budget_spent(&self) -> Option<End> {
+        let budget =
+            self.agent
+                .limits
+                .max_tokens
+                .or(self.services.workspace.runtime.limits.max_tokens)?;
+        let used = self
+            .usage
+            .total_tokens
+            .max(self.usage.prompt_tokens + self.usage.completion_tokens);
+        (used > budget).then(|| {
+            End::failed(
+                ErrorCode::TokenBudget,
+                format!("the agent used {used} tokens, over its budget of {budget}"),
+                FinishReason::TokenBudget,
+            )
+        })
+    }
+
     fn run_timeout(&self) -> Duration {
         let configured = self
             .agent
@@ -287,6 +308,9 @@ impl AgentRun {
         }
         let max_steps = self.max_steps();
         loop {
+            if let Some(end) = self.token_budget_spent() {
+                return end;
+            }
             if self.steps >= max_steps {
                 return End::failed(
                     ErrorCode::MaxSteps,
@@ -302,6 +326,10 @@ impl AgentRun {
             };
             if answer.calls.is_empty() {
                 return self.final_answer(answer).await;
+            }
+            // Calls the run could no longer follow up on are not made.
+            if let Some(end) = self.token_budget_spent() {
+                return end;
             }
             self.messages
                 .push(Message::assistant(answer.text, answer.calls.clone()));

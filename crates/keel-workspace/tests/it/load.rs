@@ -241,7 +241,7 @@ spec:
   progress:
     narration:
       enabled: ${NARRATE:-true}
-  store: { url: \"${STORE:-42}\" }
+  server: { listen: \"${LISTEN:-42}\" }
 ",
     );
     let loaded = ws.load_ok(&env(&[("RUNS", "5"), ("NARRATE", "false")]));
@@ -249,7 +249,7 @@ spec:
     assert_eq!(loaded.runtime.limits.max_concurrent_runs, 5);
     assert!(!loaded.runtime.progress.narration.enabled);
     assert_eq!(
-        loaded.runtime.store.url, "42",
+        loaded.runtime.server.listen, "42",
         "quoted scalars stay strings"
     );
 }

@@ -6,6 +6,7 @@
 mod env;
 mod errors;
 mod explain;
+mod fidelity;
 mod governance;
 mod load;
 mod overlays;

@@ -208,3 +208,61 @@ async fn a_large_tool_output_becomes_an_artifact_with_a_preview() {
     assert!(seen.starts_with("1\n2\n3\n"));
     assert!(seen.contains(&artifact.uri));
 }
+
+#[tokio::test]
+async fn a_spent_token_budget_ends_the_run_before_its_next_tool_calls() {
+    let mock = MockLlm::start().await;
+    // Each answer reports 10 prompt tokens and 1 completion token.
+    mock.respond_with(|_| {
+        MockResponse::tool_calls([MockToolCall::new("c", "list_dir", [r#"{"path":"."}"#])])
+    });
+    let ws = common::workspace(
+        &mock.base_url(),
+        &["list_dir"],
+        "  limits: { maxTokens: 25 }\n",
+    );
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    let (response, _) = common::run(&runtime, "Loop forever").await;
+
+    assert_eq!(response.status, RunStatus::Failed);
+    assert_eq!(response.finish_reason, FinishReason::TokenBudget);
+    let error = response.error.as_ref().unwrap();
+    assert_eq!(error.code, ErrorCode::TokenBudget);
+    assert_eq!(
+        error.message,
+        "the agent used 33 tokens, over its budget of 25"
+    );
+    assert_eq!((response.steps, response.usage.total_tokens), (3, 33));
+    assert_eq!(mock.request_count(), 3);
+    let events = common::stored(&runtime, &response).await;
+    let results = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.payload,
+                keel::types::EventPayload::Adapter {
+                    event: keel::types::AdapterEvent::ToolResult { .. }
+                }
+            )
+        })
+        .count();
+    assert_eq!(results, 2, "the third answer's call is not made");
+    assert_well_formed(&events);
+}
+
+#[tokio::test]
+async fn a_final_answer_that_passes_the_runtime_token_budget_is_kept() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["Done."]));
+    let ws = common::agent_and_model(&mock.base_url(), &[], "")
+        .runtime("{ defaultAgent: assistant, limits: { maxTokens: 5 } }")
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    let (response, _) = common::run(&runtime, "Hi").await;
+
+    assert_eq!(response.status, RunStatus::Completed);
+    assert_eq!(response.output.as_deref(), Some("Done."));
+    assert_eq!(response.usage.total_tokens, 11);
+}

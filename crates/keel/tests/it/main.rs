@@ -12,6 +12,7 @@ mod in_process_hooks;
 mod lifecycle;
 mod loop_budgets;
 mod openai_runs;
+mod redaction;
 mod reference_run;
 mod replay;
 mod resume;

@@ -275,3 +275,77 @@ async fn a_cut_off_model_round_is_asked_again() {
         "the cut-off round 1 is asked again"
     );
 }
+
+#[tokio::test]
+async fn a_pending_file_write_whose_contents_the_log_digested_is_blocked_on_resume() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["I will write it again later."]));
+    let ws = common::builder(&mock.base_url(), &["write_file"], "").build();
+    let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .store(store.clone())
+        .build()
+        .unwrap();
+
+    // The log keeps a written file's size and sha256, never its contents (docs/events.md).
+    let id = RequestId::generate();
+    let mut record = RunRecord::new(id.clone(), None, "assistant", "Write out.txt");
+    store.create_run(&record).await.unwrap();
+    let write = call(
+        "call_write",
+        "write_file",
+        r#"{"path":"out.txt","content":{"size":5,"sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}}"#,
+    );
+    let log = vec![
+        event(
+            &id,
+            1,
+            EventPayload::RequestStarted {
+                input: "Write out.txt".into(),
+                history: vec![],
+                mode: None,
+            },
+        ),
+        event(
+            &id,
+            2,
+            EventPayload::ModelCompleted {
+                step: 1,
+                stop_reason: ModelStopReason::ToolCalls,
+                usage: Usage::default(),
+                latency_ms: 3,
+                content: String::new(),
+                tool_calls: vec![write],
+            },
+        ),
+    ];
+    store.append(&log).await.unwrap();
+    record.status = RunStatus::Interrupted;
+    store.update_run(&record).await.unwrap();
+
+    let mut handle = runtime.resume(&id).await.unwrap();
+    while handle.next_event().await.is_some() {}
+    let response = handle.wait().await.unwrap();
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    assert!(!ws.join("out.txt").exists(), "a digest is never written");
+    let sent = mock.requests()[0].messages().to_vec();
+    let result = sent
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_write")
+        .unwrap();
+    assert!(
+        result["content"].as_str().unwrap().contains("/content"),
+        "the model is told which argument to send again: {result}"
+    );
+    let events = common::stored(&runtime, &response).await;
+    assert_well_formed(&events);
+    assert!(events.iter().any(|e| matches!(
+        &e.payload,
+        EventPayload::ToolGuard {
+            decision: GuardDecision::Blocked,
+            ..
+        }
+    )));
+}
