@@ -21,7 +21,7 @@ use keel_tools::hooks::HookInput;
 use keel_types::{
     ArtifactStore, ErrorCode, ErrorInfo, EventPayload, FinishReason, HookEvent, Message,
     ModelError, ModelProvider, ModelStopReason, PermissionMode, RequestId, RunRecord, RunStatus,
-    RunStore, StoreError, TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
+    RunStore, SeenFiles, StoreError, TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use tokio_util::sync::CancellationToken;
@@ -197,6 +197,9 @@ impl AgentRun {
             agent: record.agent.clone(),
             max_output_bytes: usize::try_from(workspace.runtime.limits.max_tool_output_bytes)
                 .unwrap_or(usize::MAX),
+            // A model must read a file before it edits it; an operator's direct call need not
+            // (docs/tool-gateway.md#read-before-edit).
+            seen_files: direct.is_none().then(SeenFiles::default),
         };
         let stream = workspace
             .models

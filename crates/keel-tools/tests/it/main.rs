@@ -41,6 +41,7 @@ pub fn ctx_with_cap(root: &Path, max_output_bytes: usize) -> ToolContext {
         session_id: None,
         agent: "tester".to_owned(),
         max_output_bytes,
+        seen_files: None,
     }
 }
 
