@@ -13,7 +13,7 @@
 //!
 //! Read before edit: `write_file` and `edit_file` refuse to change an existing file the run
 //! has not seen — read with `read_file`, or written or created by the run itself — so a model
-//! never overwrites what it has not read ([`ensure_seen`]). The record is the context's
+//! never overwrites what it has not read (`ensure_seen`). The record is the context's
 //! [`keel_types::SeenFiles`], keyed by canonical path; a context without one (an operator's
 //! direct call) skips the check, and so does `tools.writeFile.requireRead: false` (or
 //! `editFile`).

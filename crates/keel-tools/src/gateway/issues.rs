@@ -22,7 +22,7 @@ pub const MAX_QUOTED_CHARS: usize = 256;
 /// How many leading characters of a longer text are quoted.
 const QUOTED_PREFIX_CHARS: usize = 64;
 
-/// `text` as is when it is at most [`MAX_QUOTED_CHARS`] characters, otherwise its first 64
+/// `text` as is when it is at most 256 characters, otherwise its first 64
 /// characters, its size and its SHA-256: `"abc…" (262144 bytes, sha256 0f3a…)`.
 pub fn quote(text: &str) -> Cow<'_, str> {
     if text.len() <= MAX_QUOTED_CHARS || text.chars().count() <= MAX_QUOTED_CHARS {

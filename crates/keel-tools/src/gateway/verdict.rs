@@ -9,7 +9,7 @@ use crate::repair;
 /// The gateway's verdict on one call.
 ///
 /// The fields are private so that the invariant "a tool only ever sees arguments that passed
-/// its schema" holds by construction: only [`Gateway::guard`] makes a verdict, and the two
+/// its schema" holds by construction: only [`Gateway::guard`](super::Gateway::guard) makes a verdict, and the two
 /// transitions open to a caller can only take a call *away* from running ([`Guarded::refuse`])
 /// or hand it arguments the gateway itself re-checked ([`Guarded::adopt_recheck`]).
 #[derive(Debug, Clone, PartialEq)]
