@@ -132,7 +132,8 @@ fn ensure_seen(
         return Ok(());
     }
     Err(ToolError::Failed(format!(
-        "`{shown}` already exists and this run has not read it; read it with read_file first          (so nothing you have not seen is overwritten), then change it"
+        "`{shown}` already exists and this run has not read it; read it with read_file first \
+         (so nothing you have not seen is overwritten), then change it"
     )))
 }
 

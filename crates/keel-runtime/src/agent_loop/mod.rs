@@ -228,6 +228,7 @@ impl AgentRun {
         };
         run.assemble_prompt(history);
         if let Some(rebuilt) = rebuilt {
+            run.remember_seen(&rebuilt.seen_paths);
             run.messages.extend(rebuilt.messages);
             run.steps = rebuilt.steps;
             run.usage = rebuilt.usage;
@@ -235,6 +236,21 @@ impl AgentRun {
             run.pending = rebuilt.pending;
         }
         run
+    }
+
+    /// Marks the files a resumed run had read or written before as seen (read before edit).
+    fn remember_seen(&self, paths: &[String]) {
+        let Some(seen) = &self.tool_ctx.seen_files else {
+            return;
+        };
+        let root = &self.tool_ctx.workspace_root;
+        for path in paths {
+            if let Ok(real) =
+                keel_tools::paths::resolve(root, path, keel_tools::paths::Access::Read)
+            {
+                seen.insert(&real);
+            }
+        }
     }
 
     /// Prompt assembly in the documented order: system instructions → (policy text, skill
