@@ -252,6 +252,8 @@ impl Kernel {
                 self.workspace().runtime.limits.max_tool_output_bytes,
             )
             .unwrap_or(usize::MAX),
+            // An operator's call: no read-before-edit check.
+            seen_files: None,
         };
         let call = ToolCall {
             id: task.task_id.clone(),

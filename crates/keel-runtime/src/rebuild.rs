@@ -5,12 +5,18 @@
 //! (`runtime.model.completed`), each tool result (`agent.tool.result`) or blocked call
 //! (`runtime.tool.guard`). A model round with no `completed` event was cut off and is simply
 //! asked again. Tool calls of the last answer with no recorded result are returned as
-//! pending, with whether they had started.
+//! pending, with whether they had started. The paths the run's file tools read or wrote
+//! successfully are collected too, so a resumed run may change the files it had seen (read
+//! before edit).
 
 use std::collections::{HashMap, HashSet};
 
 use keel_tools::gateway::blocked_message;
 use keel_types::{AdapterEvent, Event, EventPayload, GuardDecision, Message, ToolCall, Usage};
+use serde_json::Value;
+
+/// The tools whose successful calls count as having seen the file at their `path`.
+const FILE_TOOLS: [&str; 3] = ["read_file", "write_file", "edit_file"];
 
 /// The state of a run as its log describes it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -28,6 +34,9 @@ pub struct Rebuilt {
     pub usage: Usage,
     /// Tools that completed successfully at least once.
     pub succeeded: HashSet<String>,
+    /// The `path` arguments, as they ran, of successful `read_file`, `write_file` and
+    /// `edit_file` calls: the files the run has seen.
+    pub seen_paths: Vec<String>,
     /// Calls of the last answer without a recorded result, in call order.
     pub pending: Vec<PendingCall>,
     /// A model round had started and has no answer: it will be asked again.
@@ -76,6 +85,7 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
     let mut answers: Vec<Message> = Vec::new();
     let mut results: HashMap<String, String> = HashMap::new();
     let mut started: HashSet<String> = HashSet::new();
+    let mut file_paths: HashMap<String, String> = HashMap::new();
     let mut round_open = false;
     for event in events {
         state.last_seq = event.seq;
@@ -106,9 +116,19 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
                 results.insert(call_id.clone(), blocked_message(tool, issues));
             }
             EventPayload::Adapter {
-                event: AdapterEvent::ToolStart { call_id, .. },
+                event:
+                    AdapterEvent::ToolStart {
+                        call_id,
+                        tool,
+                        arguments,
+                    },
             } => {
                 started.insert(call_id.clone());
+                if let Some(path) = arguments.get("path").and_then(Value::as_str)
+                    && FILE_TOOLS.contains(&tool.as_str())
+                {
+                    file_paths.insert(call_id.clone(), path.to_owned());
+                }
             }
             EventPayload::Adapter {
                 event:
@@ -122,6 +142,7 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
             } => {
                 if *ok {
                     state.succeeded.insert(tool.clone());
+                    state.seen_paths.extend(file_paths.remove(call_id));
                 }
                 results.insert(call_id.clone(), output.clone());
             }
@@ -235,6 +256,43 @@ mod tests {
                 duration_ms: 1,
             },
         }
+    }
+
+    fn file_call(id: &str, tool: &str, path: &str) -> EventPayload {
+        EventPayload::Adapter {
+            event: AdapterEvent::ToolStart {
+                call_id: id.into(),
+                tool: tool.into(),
+                arguments: json!({ "path": path }),
+            },
+        }
+    }
+
+    #[test]
+    fn files_the_run_read_or_wrote_successfully_are_remembered() {
+        let log = events(vec![
+            opening("edit"),
+            started(1),
+            completed(
+                1,
+                vec![
+                    call("c1", "read_file"),
+                    call("c2", "read_file"),
+                    call("c3", "grep"),
+                    call("c4", "write_file"),
+                ],
+            ),
+            file_call("c1", "read_file", "a.txt"),
+            tool_result("c1", true),
+            file_call("c2", "read_file", "missing.txt"),
+            tool_result("c2", false),
+            file_call("c3", "grep", "b.txt"),
+            tool_result("c3", true),
+            file_call("c4", "write_file", "new.txt"),
+            tool_result("c4", true),
+        ]);
+        let state = rebuild(&log).unwrap();
+        assert_eq!(state.seen_paths, vec!["a.txt", "new.txt"]);
     }
 
     #[test]

@@ -90,6 +90,7 @@ fn main() {
         session_id: None,
         agent: "bench".into(),
         max_output_bytes: 64 * 1024,
+        seen_files: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()

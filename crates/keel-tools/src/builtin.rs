@@ -8,8 +8,15 @@
 //! writes, inside `.keel/`) can be touched; each also declares the same containment in
 //! [`Tool::check`], so the gateway blocks an escaping path before the tool runs. Walks and
 //! reads run on the blocking pool and stop early when the call future is dropped. Shared
-//! pieces — argument access, bounded output, binary detection, path checks — live here; each
-//! tool has its own submodule.
+//! pieces — argument access, bounded output, binary detection, path checks, the run's record
+//! of the files it has seen — live here; each tool has its own submodule.
+//!
+//! Read before edit: `write_file` and `edit_file` refuse to change an existing file the run
+//! has not seen — read with `read_file`, or written or created by the run itself — so a model
+//! never overwrites what it has not read (`ensure_seen`). The record is the context's
+//! [`keel_types::SeenFiles`], keyed by canonical path; a context without one (an operator's
+//! direct call) skips the check, and so does `tools.writeFile.requireRead: false` (or
+//! `editFile`).
 
 mod edit_file;
 mod glob;
@@ -21,6 +28,7 @@ mod read_file;
 mod shell;
 mod write_file;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -63,8 +71,12 @@ fn build(tool: BuiltinTool, settings: &BuiltinToolSettings) -> Arc<dyn Tool> {
         BuiltinTool::ReadFile => Arc::new(ReadFile::new()),
         BuiltinTool::ListDir => Arc::new(ListDir::new()),
         BuiltinTool::Grep => Arc::new(Grep::new()),
-        BuiltinTool::WriteFile => Arc::new(WriteFile::new()),
-        BuiltinTool::EditFile => Arc::new(EditFile::new()),
+        BuiltinTool::WriteFile => {
+            Arc::new(WriteFile::new().with_read_check(settings.write_file.require_read))
+        }
+        BuiltinTool::EditFile => {
+            Arc::new(EditFile::new().with_read_check(settings.edit_file.require_read))
+        }
         BuiltinTool::Glob => Arc::new(Glob::new()),
         BuiltinTool::Shell => Arc::new(Shell::new(&settings.shell)),
         #[cfg(feature = "http")]
@@ -95,6 +107,34 @@ fn path_issues(
     paths::issue(&ctx.workspace_root, &format!("/{key}"), requested, mode)
         .into_iter()
         .collect()
+}
+
+/// Records that the run has seen the file at `path` (canonical): it read, wrote or created it.
+fn mark_seen(ctx: &ToolContext, path: &Path) {
+    if let Some(seen) = &ctx.seen_files {
+        seen.insert(path);
+    }
+}
+
+/// Refuses to change the existing file at `path` (canonical; shown to the model as `shown`)
+/// unless the run has seen it. A missing file, a context without a `SeenFiles` record or
+/// `required: false` passes.
+fn ensure_seen(
+    ctx: &ToolContext,
+    required: bool,
+    path: &Path,
+    shown: &str,
+) -> Result<(), ToolError> {
+    let Some(seen) = ctx.seen_files.as_ref().filter(|_| required) else {
+        return Ok(());
+    };
+    if !path.is_file() || seen.contains(path) {
+        return Ok(());
+    }
+    Err(ToolError::Failed(format!(
+        "`{shown}` already exists and this run has not read it; read it with read_file first \
+         (so nothing you have not seen is overwritten), then change it"
+    )))
 }
 
 /// An issue about the string argument `key`, for [`Tool::check`].

@@ -11,7 +11,13 @@
 //!    remain and a repair model is configured, one model repair; the result is re-validated
 //!    with the compiled schema and what is still wrong blocks the call. `validate` mode blocks
 //!    without repairing; `off` skips the schema;
-//! 3. the tool's semantic `check` (paths inside the workspace, …).
+//!    An integer beyond 64 bits blocks the call in every mode (it would be rounded);
+//! 3. in `repair` mode, the tool's semantic repairs ([`Tool::repair`]), recorded like the
+//!    others and validated against the schema again;
+//! 4. the tool's semantic `check` (paths inside the workspace, …).
+//!
+//! A blocked call's issues and repairs are bounded: a value over 256 characters is quoted
+//! by prefix, size and SHA-256 ([`quote`]).
 //!
 //! Only an allowed call can be passed to [`Gateway::execute`], so a tool implementation never
 //! sees arguments that fail its schema (outside `off` mode). Between the two, the runtime
@@ -22,7 +28,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jsonschema::error::{TypeKind, ValidationErrorKind};
 use keel_types::{
     GuardDecision, Issue, ModelProvider, Repair, RepairKind, Tool, ToolCall, ToolContext,
     ToolError, ToolOutput, ToolSpec,
@@ -33,12 +38,13 @@ use tracing::{debug, warn};
 
 use crate::repair;
 
+mod issues;
 mod verdict;
 
+pub use issues::quote;
 pub use verdict::{Guarded, blocked_message};
 
-/// Longest rendering of a found value inside an issue.
-const MAX_FOUND_CHARS: usize = 120;
+use issues::{bounded_issue, bounded_repair, issue_from, oversized_issue};
 
 /// How long the repair model may take before the call is blocked instead.
 const DEFAULT_REPAIR_TIMEOUT: Duration = Duration::from_secs(30);
@@ -88,6 +94,8 @@ struct Verdict<'a> {
 }
 
 impl Verdict<'_> {
+    /// Blocks the call. What it records is bounded ([`quote`]): a huge bad value costs the
+    /// model and the guard event a few hundred bytes.
     fn blocked(self, issues: Vec<Issue>) -> Guarded {
         debug!(call_id = %self.call.id, tool = %self.tool, issues = issues.len(), "Tool call blocked.");
         Guarded::new(
@@ -95,8 +103,8 @@ impl Verdict<'_> {
             self.tool,
             GuardDecision::Blocked,
             None,
-            issues,
-            self.repairs,
+            issues.into_iter().map(bounded_issue).collect(),
+            self.repairs.into_iter().map(bounded_repair).collect(),
         )
     }
 
@@ -222,7 +230,7 @@ impl Gateway {
             .await
         {
             Ok(value) => value,
-            Err(issue) => return verdict.blocked(vec![issue]),
+            Err(issues) => return verdict.blocked(issues),
         };
         let arguments = match mode {
             GatewayMode::Off => arguments,
@@ -237,6 +245,15 @@ impl Gateway {
                     Err(issues) => return verdict.blocked(issues),
                 }
             }
+        };
+        let arguments = match mode {
+            GatewayMode::Repair => {
+                match Self::tool_repaired(ctx, registered, arguments, &mut verdict.repairs) {
+                    Ok(arguments) => arguments,
+                    Err(issues) => return verdict.blocked(issues),
+                }
+            }
+            _ => arguments,
         };
         let issues = registered.tool.check(ctx, &arguments);
         if !issues.is_empty() {
@@ -282,11 +299,11 @@ impl Gateway {
         raw: &str,
         mode: GatewayMode,
         repairs: &mut Vec<Repair>,
-    ) -> Result<Value, Issue> {
+    ) -> Result<Value, Vec<Issue>> {
         let issue = match parse_arguments(raw) {
-            Ok(value) => return Ok(value),
+            Ok(value) => return lossless(raw, value),
             Err(issue) if mode == GatewayMode::Repair => issue,
-            Err(issue) => return Err(issue),
+            Err(issue) => return Err(vec![issue]),
         };
         let raw = Value::String(raw.to_owned());
         let issues = std::slice::from_ref(&issue);
@@ -295,7 +312,27 @@ impl Gateway {
                 repairs.push(model_repair(raw, &fixed));
                 Ok(fixed)
             }
-            None => Err(issue),
+            None => Err(vec![issue]),
+        }
+    }
+
+    /// The tool's own semantic repairs ([`Tool::repair`]), recorded with the others; the
+    /// result must still pass the schema.
+    fn tool_repaired(
+        ctx: &ToolContext,
+        registered: &Registered,
+        mut arguments: Value,
+        repairs: &mut Vec<Repair>,
+    ) -> Result<Value, Vec<Issue>> {
+        let made = registered.tool.repair(ctx, &mut arguments);
+        if made.is_empty() {
+            return Ok(arguments);
+        }
+        debug!(repairs = made.len(), "Tool check repaired the arguments.");
+        repairs.extend(made);
+        match registered.validator.is_valid(&arguments) {
+            true => Ok(arguments),
+            false => Err(issues_of(registered, &arguments)),
         }
     }
 
@@ -406,6 +443,16 @@ fn issues_of(registered: &Registered, arguments: &Value) -> Vec<Issue> {
         .collect()
 }
 
+/// `value` parsed from `raw`, unless `raw` holds an integer beyond 64 bits that parsing
+/// rounded: then one issue per such integer.
+fn lossless(raw: &str, value: Value) -> Result<Value, Vec<Issue>> {
+    let oversized = repair::numbers::oversized_integers(raw, &value);
+    match oversized.is_empty() {
+        true => Ok(value),
+        false => Err(oversized.iter().map(oversized_issue).collect()),
+    }
+}
+
 /// Parses the raw argument text a model sent. Empty text means no arguments.
 fn parse_arguments(raw: &str) -> Result<Value, Issue> {
     if raw.trim().is_empty() {
@@ -414,80 +461,9 @@ fn parse_arguments(raw: &str) -> Result<Value, Issue> {
     serde_json::from_str::<Value>(raw).map_err(|e| Issue {
         path: String::new(),
         expected: "arguments as a JSON object".into(),
-        found: truncate(raw),
+        found: quote(raw).into_owned(),
         message: format!("the arguments are not valid JSON: {e}"),
     })
-}
-
-fn issue_from(error: &jsonschema::ValidationError<'_>) -> Issue {
-    let found = error.instance();
-    let expected = match error.kind() {
-        ValidationErrorKind::Type { kind } => match kind {
-            TypeKind::Single(t) => t.to_string(),
-            TypeKind::Multiple(set) => set
-                .iter()
-                .map(|t| t.to_string())
-                .collect::<Vec<_>>()
-                .join(" or "),
-        },
-        ValidationErrorKind::Required { property } => {
-            format!("required property {property}")
-        }
-        ValidationErrorKind::AdditionalProperties { unexpected } => {
-            format!("no properties besides the declared ones (unexpected: {unexpected:?})")
-        }
-        ValidationErrorKind::Enum { options } => format!("one of {options}"),
-        ValidationErrorKind::Constant { expected_value } => format!("exactly {expected_value}"),
-        ValidationErrorKind::Minimum { limit } => format!("a number >= {limit}"),
-        ValidationErrorKind::Maximum { limit } => format!("a number <= {limit}"),
-        ValidationErrorKind::ExclusiveMinimum { limit } => format!("a number > {limit}"),
-        ValidationErrorKind::ExclusiveMaximum { limit } => format!("a number < {limit}"),
-        ValidationErrorKind::MinLength { limit } => format!("at least {limit} characters"),
-        ValidationErrorKind::MaxLength { limit } => format!("at most {limit} characters"),
-        ValidationErrorKind::MinItems { limit } => format!("at least {limit} items"),
-        ValidationErrorKind::MaxItems { limit } => format!("at most {limit} items"),
-        ValidationErrorKind::Pattern { pattern } => format!("a string matching /{pattern}/"),
-        ValidationErrorKind::Format { format } => format!("a string in `{format}` format"),
-        other => format!("a value satisfying `{}`", other.keyword()),
-    };
-    let found = match error.kind() {
-        ValidationErrorKind::Required { .. } => "nothing".into(),
-        ValidationErrorKind::Type { .. } => {
-            format!("{} {}", json_type(found), truncate_value(found))
-        }
-        _ => truncate_value(found),
-    };
-    Issue {
-        path: error.instance_path().as_str().to_owned(),
-        expected,
-        found,
-        message: error.to_string(),
-    }
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-fn truncate_value(value: &Value) -> String {
-    truncate(&value.to_string())
-}
-
-fn truncate(text: &str) -> String {
-    if text.chars().count() <= MAX_FOUND_CHARS {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(MAX_FOUND_CHARS).collect();
-    out.push('…');
-    out
 }
 
 #[cfg(test)]
@@ -551,6 +527,7 @@ mod tests {
             session_id: None,
             agent: "a".into(),
             max_output_bytes: 1024,
+            seen_files: None,
         }
     }
 
@@ -694,6 +671,7 @@ mod tests {
             session_id: None,
             agent: "a".into(),
             max_output_bytes: 1024,
+            seen_files: None,
         };
         let err = gw.execute(&ctx, &g).await.unwrap_err();
         assert!(matches!(err, ToolError::InvalidArguments(_)));

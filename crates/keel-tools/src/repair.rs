@@ -7,9 +7,11 @@
 //!   then a unique close match) — never onto a tool outside it;
 //! - [`schema`] walks the arguments alongside the tool's JSON Schema and fixes values that
 //!   violate their declared type or enum (coercions, enum case, a lone value for an array,
-//!   JSON text for an object), drops undeclared properties and fills required ones that
-//!   declare a default;
-//! - [`model`] builds the request for an optional repair model and reads its answer.
+//!   JSON text for an object), drops undeclared properties and optional ones sent as a
+//!   `null` their schema does not allow, and fills required ones that declare a default;
+//! - [`model`] builds the request for an optional repair model and reads its answer;
+//! - [`numbers`] finds integers beyond 64 bits in JSON text, which no repair decodes (they
+//!   would be rounded) and the gateway blocks.
 //!
 //! Nothing here decides whether a call runs: the gateway re-validates the repaired arguments
 //! with the tool's compiled schema and blocks what is still wrong. [`note`] renders the
@@ -20,6 +22,7 @@ use serde_json::Value;
 
 pub mod model;
 pub mod name;
+pub mod numbers;
 pub mod schema;
 
 pub use name::repair_tool_name;
@@ -45,7 +48,9 @@ fn describe(repair: &Repair) -> String {
         RepairKind::ToolName => {
             format!("tool name {} → {}", short(&repair.from), short(&repair.to))
         }
-        RepairKind::DropUnknown => format!("{place} {} → removed ({kind})", short(&repair.from)),
+        RepairKind::DropUnknown | RepairKind::DropNull => {
+            format!("{place} {} → removed ({kind})", short(&repair.from))
+        }
         RepairKind::FillDefault => format!("{place} missing → {} ({kind})", short(&repair.to)),
         RepairKind::DecodeJsonString => format!("{place} decoded from a JSON string ({kind})"),
         RepairKind::RepairModel => format!("{place} → {} ({kind})", short(&repair.to)),
@@ -53,7 +58,8 @@ fn describe(repair: &Repair) -> String {
         | RepairKind::CoerceBoolean
         | RepairKind::CoerceString
         | RepairKind::EnumCase
-        | RepairKind::WrapArray => format!(
+        | RepairKind::WrapArray
+        | RepairKind::ToolCheck => format!(
             "{place} {} → {} ({kind})",
             short(&repair.from),
             short(&repair.to)

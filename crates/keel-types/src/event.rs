@@ -92,6 +92,9 @@ wire_names! {
         WrapArray = "wrap_array",
         /// A property the schema forbids was removed.
         DropUnknown = "drop_unknown",
+        /// An optional property sent as `null` that its schema does not allow was removed
+        /// (OpenAI strict mode sends every optional property, `null` when unset).
+        DropNull = "drop_null",
         /// A missing required property got its schema's default.
         FillDefault = "fill_default",
         /// JSON text became the object or array it holds.
@@ -100,6 +103,8 @@ wire_names! {
         ToolName = "tool_name",
         /// The repair model rewrote the arguments.
         RepairModel = "repair_model",
+        /// The tool's own semantic check rewrote a value (`Tool::repair`).
+        ToolCheck = "tool_check",
     }
 }
 

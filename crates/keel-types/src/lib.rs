@@ -31,8 +31,8 @@ pub use message::{
 };
 pub use ports::{
     ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, BoxStream, EventObserver, ModelError,
-    ModelProvider, ModelStream, RunFilter, RunStore, StoreError, Tool, ToolContext, ToolError,
-    ToolOutput, artifact_id,
+    ModelProvider, ModelStream, RunFilter, RunStore, SeenFiles, StoreError, Tool, ToolContext,
+    ToolError, ToolOutput, artifact_id,
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,

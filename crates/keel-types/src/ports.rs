@@ -2,8 +2,10 @@
 //! the runtime only knows these traits. Cancellation is by dropping: a dropped model stream
 //! closes its connection and a dropped tool future kills its processes.
 
-use std::path::PathBuf;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -125,6 +127,34 @@ pub struct ToolContext {
     pub agent: String,
     /// Output above this size is truncated (or stored as an artifact, later).
     pub max_output_bytes: usize,
+    /// The files this run has seen (read, written or created), for the read-before-edit
+    /// check of `write_file` and `edit_file`; `None` when nobody tracks them (a call an
+    /// operator makes directly), which skips the check.
+    pub seen_files: Option<SeenFiles>,
+}
+
+/// The set of files a run has seen, keyed by canonical path; clones share one set.
+#[derive(Debug, Clone, Default)]
+pub struct SeenFiles(Arc<Mutex<HashSet<PathBuf>>>);
+
+impl SeenFiles {
+    /// Records that the run has seen `path` (canonical).
+    pub fn insert(&self, path: &Path) {
+        let mut set = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        set.insert(path.to_path_buf());
+    }
+
+    /// Whether the run has seen `path` (canonical).
+    pub fn contains(&self, path: &Path) -> bool {
+        let set = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        set.contains(path)
+    }
 }
 
 /// The result of a successful tool call, as the model will read it.
@@ -190,6 +220,14 @@ pub trait Tool: Send + Sync {
     /// URL allow-lists…), with the request's context. Issues block the call like schema
     /// issues do. The default accepts everything.
     fn check(&self, _ctx: &ToolContext, _args: &Value) -> Vec<crate::Issue> {
+        Vec::new()
+    }
+
+    /// Semantic repairs, run before [`Tool::check`] in the gateway's `repair` mode: the tool
+    /// may rewrite a value it understands better than the schema does, and returns what it
+    /// changed (kind `tool_check`). The gateway records the repairs like its own and
+    /// validates the result against the schema again. The default changes nothing.
+    fn repair(&self, _ctx: &ToolContext, _args: &mut Value) -> Vec<crate::Repair> {
         Vec::new()
     }
 

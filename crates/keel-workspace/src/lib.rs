@@ -26,11 +26,11 @@ use serde_json::Value;
 
 pub use spec::{
     AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, BuiltinToolSettings, CliEvents, CliSpec,
-    ContractSpec, DEFAULT_STORE_URL, Duration, GatewayMode, GatewayOverride, GatewaySpec,
-    HookEvent, HookHandler, HookOnError, HookSpec, HttpFetchSettings, HttpMethod, Limits,
-    ModelParamsSpec, ModelSpec, NarrationSpec, NarrationStyle, PermissionMode, PolicyDecision,
-    PolicyRule, PolicySpec, ProgressSpec, ProviderKind, RedactionSpec, RetryPolicy, RetrySpec,
-    RuntimeSpec, ServerSpec, ShellSettings, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
+    ContractSpec, DEFAULT_STORE_URL, Duration, FileChangeSettings, GatewayMode, GatewayOverride,
+    GatewaySpec, HookEvent, HookHandler, HookOnError, HookSpec, HttpFetchSettings, HttpMethod,
+    Limits, ModelParamsSpec, ModelSpec, NarrationSpec, NarrationStyle, PermissionMode,
+    PolicyDecision, PolicyRule, PolicySpec, ProgressSpec, ProviderKind, RedactionSpec, RetryPolicy,
+    RetrySpec, RuntimeSpec, ServerSpec, ShellSettings, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
 };
 
 /// A built-in tool: one an agent may list without declaring it. This enum is the one list of

@@ -129,6 +129,22 @@ pub struct GatewayOverride {
 pub struct BuiltinToolSettings {
     pub shell: ShellSettings,
     pub http_fetch: HttpFetchSettings,
+    pub write_file: FileChangeSettings,
+    pub edit_file: FileChangeSettings,
+}
+
+/// The `write_file` and `edit_file` tools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct FileChangeSettings {
+    /// Refuse to change an existing file the run has not read (or written) first.
+    pub require_read: bool,
+}
+
+impl Default for FileChangeSettings {
+    fn default() -> Self {
+        Self { require_read: true }
+    }
 }
 
 /// The `shell` tool.

@@ -21,7 +21,7 @@ use keel_tools::hooks::HookInput;
 use keel_types::{
     ArtifactStore, ErrorCode, ErrorInfo, EventPayload, FinishReason, HookEvent, Message,
     ModelError, ModelProvider, ModelStopReason, PermissionMode, RequestId, RunRecord, RunStatus,
-    RunStore, StoreError, TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
+    RunStore, SeenFiles, StoreError, TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use tokio_util::sync::CancellationToken;
@@ -197,6 +197,9 @@ impl AgentRun {
             agent: record.agent.clone(),
             max_output_bytes: usize::try_from(workspace.runtime.limits.max_tool_output_bytes)
                 .unwrap_or(usize::MAX),
+            // A model must read a file before it edits it; an operator's direct call need not
+            // (docs/tool-gateway.md#read-before-edit).
+            seen_files: direct.is_none().then(SeenFiles::default),
         };
         let stream = workspace
             .models
@@ -225,6 +228,7 @@ impl AgentRun {
         };
         run.assemble_prompt(history);
         if let Some(rebuilt) = rebuilt {
+            run.remember_seen(&rebuilt.seen_paths);
             run.messages.extend(rebuilt.messages);
             run.steps = rebuilt.steps;
             run.usage = rebuilt.usage;
@@ -232,6 +236,21 @@ impl AgentRun {
             run.pending = rebuilt.pending;
         }
         run
+    }
+
+    /// Marks the files a resumed run had read or written before as seen (read before edit).
+    fn remember_seen(&self, paths: &[String]) {
+        let Some(seen) = &self.tool_ctx.seen_files else {
+            return;
+        };
+        let root = &self.tool_ctx.workspace_root;
+        for path in paths {
+            if let Ok(real) =
+                keel_tools::paths::resolve(root, path, keel_tools::paths::Access::Read)
+            {
+                seen.insert(&real);
+            }
+        }
     }
 
     /// Prompt assembly in the documented order: system instructions → (policy text, skill

@@ -84,7 +84,11 @@ impl AgentRun {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             decision: verdict.decision(),
-            arguments: call.arguments.clone(),
+            // A blocked call's text is quoted within bounds (prefix, size, SHA-256).
+            arguments: match verdict.is_allowed() {
+                true => call.arguments.clone(),
+                false => keel_tools::gateway::quote(&call.arguments).into_owned(),
+            },
             issues: verdict.issues().to_vec(),
             repairs: verdict.repairs().to_vec(),
             resolved_tool: (verdict.tool() != call.name).then(|| verdict.tool().to_owned()),

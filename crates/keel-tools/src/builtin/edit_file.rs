@@ -4,7 +4,8 @@
 //! the call fails with an error that says what to do — the text was not found, or it appears
 //! several times and needs more context. The new content is written like `write_file` writes
 //! (temporary file, flush, rename), so the file is never half-edited. Paths outside the
-//! workspace and inside `.keel/` are refused.
+//! workspace and inside `.keel/` are refused, and so is a file the run has not read (read
+//! before edit, see [`super`]).
 
 use std::path::Path;
 
@@ -14,8 +15,8 @@ use serde_json::{Value, json};
 
 use super::write_file::write_atomically;
 use super::{
-    MAX_WRITE_BYTES, arg_issue, io_error, looks_binary, opt_bool, path_issues, req_str,
-    run_blocking, size_issue,
+    MAX_WRITE_BYTES, arg_issue, ensure_seen, io_error, looks_binary, mark_seen, opt_bool,
+    path_issues, req_str, run_blocking, size_issue,
 };
 use crate::paths::{self, Access};
 
@@ -23,6 +24,8 @@ use crate::paths::{self, Access};
 #[derive(Debug)]
 pub struct EditFile {
     spec: ToolSpec,
+    /// Refuse to edit a file the run has not seen.
+    read_check: bool,
 }
 
 impl EditFile {
@@ -65,7 +68,14 @@ impl EditFile {
                     "additionalProperties": false
                 }),
             },
+            read_check: true,
         }
+    }
+
+    /// Whether the file must have been read by the run before it is edited (default yes).
+    pub fn with_read_check(mut self, required: bool) -> Self {
+        self.read_check = required;
+        self
     }
 }
 
@@ -120,10 +130,12 @@ impl Tool for EditFile {
         let root = paths::canonical_root(&ctx.workspace_root)?;
         let path = paths::resolve(&root, &requested, Access::Write)?;
         let shown = paths::display(&root, &path);
+        ensure_seen(ctx, self.read_check, &path, &shown)?;
         let replaced = {
-            let shown = shown.clone();
+            let (path, shown) = (path.clone(), shown.clone());
             run_blocking(move |_| edit.apply(&path, &shown)).await?
         };
+        mark_seen(ctx, &path);
         Ok(ToolOutput::text(format!(
             "replaced {replaced} occurrence{} in {shown}",
             if replaced == 1 { "" } else { "s" }

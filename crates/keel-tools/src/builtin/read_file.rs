@@ -2,7 +2,8 @@
 //!
 //! The file is streamed line by line, so a window near the start of a huge file is cheap and
 //! no line is held in memory beyond the cap. Binary files (a NUL byte, or bytes that are not
-//! UTF-8) are refused with a clear error rather than shown as noise.
+//! UTF-8) are refused with a clear error rather than shown as noise. A file read (even a
+//! window of it) counts as seen by the run, so `write_file` and `edit_file` may change it.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
@@ -13,7 +14,8 @@ use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use serde_json::{Value, json};
 
 use super::{
-    content_budget, io_error, looks_binary, opt_count, path_issues, req_str, run_blocking,
+    content_budget, io_error, looks_binary, mark_seen, opt_count, path_issues, req_str,
+    run_blocking,
 };
 use crate::paths::{self, Access};
 
@@ -92,7 +94,9 @@ impl Tool for ReadFile {
             limit,
             budget: content_budget(ctx.max_output_bytes),
         };
-        let text = run_blocking(move |_| read_window(&path, &requested, window)).await?;
+        let read = path.clone();
+        let text = run_blocking(move |_| read_window(&read, &requested, window)).await?;
+        mark_seen(ctx, &path);
         Ok(ToolOutput::text(text))
     }
 }

@@ -3,7 +3,8 @@
 //! The content goes to a temporary file in the target's directory, is flushed to disk, then
 //! renamed over the target, so readers see either the old file or the new one, never half of
 //! it. A replaced file keeps its permissions. Paths outside the workspace and inside `.keel/`
-//! are refused by [`crate::paths`].
+//! are refused by [`crate::paths`]. An existing file the run has not seen is refused (read
+//! before edit, see [`super`]); a file the run writes counts as seen from then on.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -15,13 +16,18 @@ use async_trait::async_trait;
 use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use serde_json::{Value, json};
 
-use super::{MAX_WRITE_BYTES, io_error, opt_bool, path_issues, req_str, run_blocking, size_issue};
+use super::{
+    MAX_WRITE_BYTES, ensure_seen, io_error, mark_seen, opt_bool, path_issues, req_str,
+    run_blocking, size_issue,
+};
 use crate::paths::{self, Access};
 
 /// Writes a file inside the workspace.
 #[derive(Debug)]
 pub struct WriteFile {
     spec: ToolSpec,
+    /// Refuse to replace an existing file the run has not seen.
+    read_check: bool,
 }
 
 impl WriteFile {
@@ -32,7 +38,8 @@ impl WriteFile {
                 name: "write_file".to_owned(),
                 description: "Create or replace a text file in the workspace with the given \
                     content (the whole file). Missing parent directories are created unless \
-                    `createDirs` is false. Files under `.keel/` cannot be written."
+                    `createDirs` is false. An existing file must be read first. Files under \
+                    `.keel/` cannot be written."
                     .to_owned(),
                 parameters: json!({
                     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -57,7 +64,15 @@ impl WriteFile {
                     "additionalProperties": false
                 }),
             },
+            read_check: true,
         }
+    }
+
+    /// Whether an existing file must have been read by the run before it is replaced
+    /// (default yes).
+    pub fn with_read_check(mut self, required: bool) -> Self {
+        self.read_check = required;
+        self
     }
 }
 
@@ -92,9 +107,14 @@ impl Tool for WriteFile {
         let root = paths::canonical_root(&ctx.workspace_root)?;
         let path = paths::resolve(&root, &requested, Access::Write)?;
         let shown = paths::display(&root, &path);
+        ensure_seen(ctx, self.read_check, &path, &shown)?;
         let bytes = content.len();
-        run_blocking(move |_| write_atomically(&path, &requested, content.as_bytes(), create_dirs))
-            .await?;
+        let target = path.clone();
+        run_blocking(move |_| {
+            write_atomically(&target, &requested, content.as_bytes(), create_dirs)
+        })
+        .await?;
+        mark_seen(ctx, &path);
         Ok(ToolOutput::text(format!("wrote {bytes} bytes to {shown}")))
     }
 }

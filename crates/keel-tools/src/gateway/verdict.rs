@@ -3,6 +3,7 @@
 use keel_types::{GuardDecision, Issue, Repair, ToolCall};
 use serde_json::{Value, json};
 
+use super::issues::quote;
 use crate::repair;
 
 /// The gateway's verdict on one call.
@@ -157,7 +158,7 @@ impl Guarded {
 pub fn blocked_message(tool: &str, issues: &[Issue]) -> String {
     json!({
         "error": "tool call blocked: the arguments do not match the tool's schema",
-        "tool": tool,
+        "tool": quote(tool),
         "issues": issues,
         "hint": "fix the arguments listed in `issues` and call the tool again",
     })

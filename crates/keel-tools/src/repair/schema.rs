@@ -5,7 +5,8 @@
 //! `enum`, `default`, local `$ref`s such as `#/$defs/x`, and `anyOf`/`oneOf` whose branches
 //! all declare a `type`). The rule that keeps repairs honest: **a repair only touches a value
 //! that violates its schema** — a value of the wrong type, a string not in its enum, a
-//! property the schema forbids, a required property that is missing but declares a default.
+//! property the schema forbids, an optional property sent as a `null` it does not allow, a
+//! required property that is missing but declares a default.
 //! Valid parts are never rewritten, and nothing is invented: a missing required property
 //! without a default stays missing (and the call is blocked).
 //!
@@ -18,6 +19,7 @@
 //! | `wrap_array` | an array expected, a lone non-null value found |
 //! | `enum_case` | a string not in the enum that matches exactly one option ignoring case and surrounding space |
 //! | `drop_unknown` | a property undeclared under `additionalProperties: false` |
+//! | `drop_null` | an optional property sent as `null` whose schema does not allow `null` |
 //! | `fill_default` | a required property missing whose schema declares a `default` |
 //!
 //! The gateway re-validates the result with the compiled schema; anything still wrong blocks
@@ -26,6 +28,8 @@
 
 use keel_types::{Repair, RepairKind};
 use serde_json::{Map, Number, Value};
+
+use super::numbers::oversized_integers;
 
 /// Deepest schema/argument nesting the walker follows (bounds recursive `$ref`s).
 const MAX_DEPTH: usize = 48;
@@ -38,7 +42,8 @@ pub fn decode_arguments(arguments: &Value) -> Option<(Value, Repair)> {
         return None;
     };
     let decoded = serde_json::from_str::<Value>(text.trim()).ok()?;
-    decoded.is_object().then(|| {
+    let lossless = oversized_integers(text, &decoded).is_empty();
+    (decoded.is_object() && lossless).then(|| {
         let repair = Repair {
             path: String::new(),
             kind: RepairKind::DecodeJsonString,
@@ -283,6 +288,7 @@ impl<'s> Walker<'s> {
     ) {
         let properties = schema.get("properties").and_then(Value::as_object);
         if let Some(properties) = properties {
+            self.drop_nulls(schema, properties, map);
             for (key, sub) in properties {
                 if let Some(value) = map.get_mut(key) {
                     let len = self.enter(key);
@@ -316,6 +322,61 @@ impl<'s> Walker<'s> {
             }
         }
         self.fill_defaults(schema, properties, map);
+    }
+
+    /// Removes optional properties sent as `null` whose schema does not allow `null` (OpenAI
+    /// strict mode sends every optional property, `null` when the model leaves it unset).
+    fn drop_nulls(
+        &mut self,
+        schema: &Map<String, Value>,
+        properties: &'s Map<String, Value>,
+        map: &mut Map<String, Value>,
+    ) {
+        let required = |key: &str| {
+            schema
+                .get("required")
+                .and_then(Value::as_array)
+                .is_some_and(|r| r.iter().any(|n| n.as_str() == Some(key)))
+        };
+        let dropped: Vec<&String> = properties
+            .iter()
+            .filter(|(key, sub)| {
+                map.get(key.as_str()).is_some_and(Value::is_null)
+                    && !required(key)
+                    && self.rejects_null(sub)
+            })
+            .map(|(key, _)| key)
+            .collect();
+        for key in dropped {
+            if let Some(removed) = map.remove(key) {
+                let len = self.enter(key);
+                self.record(RepairKind::DropNull, removed, Value::Null);
+                self.path.truncate(len);
+            }
+        }
+    }
+
+    /// Whether `schema` certainly rejects `null`: its `type` (or every typed `anyOf`/`oneOf`
+    /// branch) leaves `null` out, or its `enum` does. An unconstrained schema accepts it.
+    fn rejects_null(&self, schema: &'s Value) -> bool {
+        let Some(schema) = self.resolve(schema) else {
+            return false;
+        };
+        let enum_rejects = matches!(
+            schema.get("enum"),
+            Some(Value::Array(options)) if !options.contains(&Value::Null)
+        );
+        enum_rejects
+            || match Self::branches(schema) {
+                Branches::None => Types::declared(schema).is_some_and(|t| !t.has(Types::NULL)),
+                Branches::Typed(branches) => branches.iter().all(|branch| {
+                    self.resolve(branch)
+                        .filter(|b| matches!(Self::branches(b), Branches::None))
+                        .and_then(Types::declared)
+                        .is_some_and(|t| !t.has(Types::NULL))
+                }),
+                Branches::Opaque => false,
+            }
     }
 
     /// Fills required properties that are missing but whose schema declares a default.
@@ -436,7 +497,9 @@ fn coerced(types: Types, value: &Value) -> Option<(RepairKind, Value)> {
 
 fn coerced_string(types: Types, text: &str) -> Option<(RepairKind, Value)> {
     if types.has(Types::OBJECT | Types::ARRAY) && (text.starts_with('{') || text.starts_with('[')) {
-        let decoded = serde_json::from_str::<Value>(text).ok();
+        let decoded = serde_json::from_str::<Value>(text)
+            .ok()
+            .filter(|v| oversized_integers(text, v).is_empty());
         match decoded {
             Some(v @ Value::Object(_)) if types.has(Types::OBJECT) => {
                 return Some((RepairKind::DecodeJsonString, v));
@@ -449,6 +512,8 @@ fn coerced_string(types: Types, text: &str) -> Option<(RepairKind, Value)> {
     }
     if types.has(Types::INTEGER | Types::NUMBER)
         && let Ok(n) = serde_json::from_str::<Number>(text)
+        // An integer beyond 64 bits would only survive as a rounded float: leave it as text.
+        && !(n.is_f64() && is_integer_literal(text))
     {
         if types.has(Types::INTEGER)
             && let Some(int) = as_integer(&n)
@@ -472,216 +537,21 @@ fn coerced_string(types: Types, text: &str) -> Option<(RepairKind, Value)> {
     None
 }
 
+/// Whether `text` is a JSON number without fraction or exponent (`-12`, not `1.0` or `1e3`).
+fn is_integer_literal(text: &str) -> bool {
+    !text.contains(['.', 'e', 'E'])
+}
+
 /// `n` as an integer JSON number, if it is integral and fits.
 fn as_integer(n: &Number) -> Option<Value> {
     if n.is_i64() || n.is_u64() {
         return Some(Value::Number(n.clone()));
     }
     let f = n.as_f64()?;
-    // 2^63: beyond it an f64 no longer converts to i64 exactly.
-    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    // 2^53: beyond it the float text (`"9007199254740993.0"`) may already have been rounded.
+    const LIMIT: f64 = 9_007_199_254_740_992.0;
     (f.is_finite() && f.fract() == 0.0 && f.abs() < LIMIT).then(|| Value::from(f as i64))
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn repaired(schema: Value, mut args: Value) -> (Value, Vec<(String, String)>) {
-        let repairs = repair_arguments(&schema, &mut args);
-        let kinds = repairs
-            .into_iter()
-            .map(|r| (r.path, r.kind.as_str().to_owned()))
-            .collect();
-        (args, kinds)
-    }
-
-    fn kinds(list: &[(&str, &str)]) -> Vec<(String, String)> {
-        list.iter()
-            .map(|(p, k)| ((*p).to_owned(), (*k).to_owned()))
-            .collect()
-    }
-
-    #[test]
-    fn numeric_strings_become_numbers_only_when_they_fit_the_type() {
-        let schema = json!({ "type": "object", "properties": {
-            "n": { "type": "integer" }, "x": { "type": "number" }, "m": { "type": "integer" }
-        }});
-        let (args, done) = repaired(schema, json!({ "n": "3", "x": " 2.5 ", "m": "2.5" }));
-        assert_eq!(args, json!({ "n": 3, "x": 2.5, "m": "2.5" }));
-        assert_eq!(
-            done,
-            kinds(&[("/n", "coerce_number"), ("/x", "coerce_number")])
-        );
-    }
-
-    #[test]
-    fn integral_float_text_becomes_an_integer() {
-        let schema = json!({ "type": "object", "properties": { "n": { "type": "integer" } } });
-        let (args, _) = repaired(schema, json!({ "n": "4.0" }));
-        assert_eq!(args, json!({ "n": 4 }));
-    }
-
-    #[test]
-    fn non_numbers_are_left_alone() {
-        let schema = json!({ "type": "object", "properties": { "n": { "type": "number" } } });
-        for text in ["NaN", "inf", "", "0x10", "+3", "3 apples"] {
-            let (args, done) = repaired(schema.clone(), json!({ "n": text }));
-            assert_eq!(args, json!({ "n": text }));
-            assert!(done.is_empty(), "{text}");
-        }
-    }
-
-    #[test]
-    fn booleans_and_strings_convert_both_ways() {
-        let schema = json!({ "type": "object", "properties": {
-            "a": { "type": "boolean" }, "b": { "type": "boolean" }, "c": { "type": "string" },
-            "d": { "type": "string" }, "e": { "type": "boolean" }
-        }});
-        let (args, _) = repaired(
-            schema,
-            json!({ "a": "YES", "b": "0", "c": true, "d": 7, "e": "maybe" }),
-        );
-        assert_eq!(
-            args,
-            json!({ "a": true, "b": false, "c": "true", "d": "7", "e": "maybe" })
-        );
-    }
-
-    #[test]
-    fn valid_values_are_never_touched() {
-        let schema = json!({ "type": "object", "properties": {
-            "s": { "type": "string" }, "u": { "type": ["string", "integer"] }
-        }});
-        let (args, done) = repaired(schema, json!({ "s": "3", "u": 3, "other": "x" }));
-        assert_eq!(args, json!({ "s": "3", "u": 3, "other": "x" }));
-        assert!(done.is_empty());
-    }
-
-    #[test]
-    fn enum_matches_ignore_case_and_space_but_not_ambiguity() {
-        let schema = json!({ "type": "object", "properties": {
-            "u": { "enum": ["celsius", "fahrenheit"] },
-            "v": { "enum": ["A", "a"] },
-            "w": { "enum": ["A", "a"] }
-        }});
-        let (args, _) = repaired(schema, json!({ "u": " Celsius ", "v": "A ", "w": "á" }));
-        assert_eq!(args, json!({ "u": "celsius", "v": "A", "w": "á" }));
-    }
-
-    #[test]
-    fn lone_values_are_wrapped_and_their_items_repaired() {
-        let schema = json!({ "type": "object", "properties": {
-            "ids": { "type": "array", "items": { "type": "integer" } },
-            "tags": { "type": "array", "items": { "type": "string" } },
-            "none": { "type": "array" }
-        }});
-        let (args, done) = repaired(
-            schema,
-            json!({ "ids": "7", "tags": "[\"a\",\"b\"]", "none": null }),
-        );
-        assert_eq!(
-            args,
-            json!({ "ids": [7], "tags": ["a", "b"], "none": null })
-        );
-        assert_eq!(
-            done,
-            kinds(&[
-                ("/ids", "wrap_array"),
-                ("/ids/0", "coerce_number"),
-                ("/tags", "decode_json_string")
-            ])
-        );
-    }
-
-    #[test]
-    fn lone_values_the_items_cannot_take_are_not_wrapped() {
-        let schema = json!({ "type": "object", "properties": {
-            "tags": { "type": "array", "items": { "type": "string" } },
-            "people": { "type": "array", "items": { "$ref": "#/$defs/p" } }
-        }, "$defs": { "p": { "type": "object" } } });
-        let (args, done) = repaired(
-            schema,
-            json!({ "tags": { "a": 1 }, "people": { "n": "x" } }),
-        );
-        assert_eq!(
-            args,
-            json!({ "tags": { "a": 1 }, "people": [{ "n": "x" }] })
-        );
-        assert_eq!(done, kinds(&[("/people", "wrap_array")]));
-    }
-
-    #[test]
-    fn unknown_properties_are_dropped_only_when_forbidden() {
-        let closed =
-            json!({ "type": "object", "properties": { "a": {} }, "additionalProperties": false });
-        let open = json!({ "type": "object", "properties": { "a": {} } });
-        let (args, done) = repaired(closed, json!({ "a": 1, "b/c": 2 }));
-        assert_eq!(args, json!({ "a": 1 }));
-        assert_eq!(done, kinds(&[("/b~1c", "drop_unknown")]));
-        let (args, _) = repaired(open, json!({ "a": 1, "b": 2 }));
-        assert_eq!(args, json!({ "a": 1, "b": 2 }));
-    }
-
-    #[test]
-    fn only_required_properties_with_defaults_are_filled() {
-        let schema = json!({ "type": "object",
-            "properties": {
-                "unit": { "enum": ["c", "f"], "default": "c" },
-                "lang": { "type": "string", "default": "en" },
-                "city": { "type": "string" }
-            },
-            "required": ["unit", "city"] });
-        let (args, done) = repaired(schema, json!({}));
-        assert_eq!(args, json!({ "unit": "c" }));
-        assert_eq!(done, kinds(&[("/unit", "fill_default")]));
-    }
-
-    #[test]
-    fn refs_into_defs_are_followed() {
-        let schema = json!({
-            "type": "object",
-            "properties": { "where": { "$ref": "#/$defs/place" } },
-            "$defs": { "place": { "type": "object", "properties": {
-                "lat": { "type": "number" }, "next": { "$ref": "#/$defs/place" }
-            }, "additionalProperties": false } }
-        });
-        let (args, _) = repaired(
-            schema,
-            json!({ "where": { "lat": "1.5", "x": 1, "next": { "lat": "2" } } }),
-        );
-        assert_eq!(
-            args,
-            json!({ "where": { "lat": 1.5, "next": { "lat": 2 } } })
-        );
-    }
-
-    #[test]
-    fn simple_any_of_acts_as_a_type_union() {
-        let schema = json!({ "type": "object", "properties": {
-            "n": { "anyOf": [{ "type": "integer" }, { "type": "null" }] },
-            "o": { "anyOf": [{ "type": "object", "properties": { "k": { "type": "integer" } } }, { "type": "null" }] }
-        }});
-        let (args, _) = repaired(schema, json!({ "n": "5", "o": { "k": "6" } }));
-        assert_eq!(args, json!({ "n": 5, "o": { "k": 6 } }));
-    }
-
-    #[test]
-    fn root_string_holding_an_object_is_decoded() {
-        let (value, repair) = decode_arguments(&json!("{\"a\": 1}")).unwrap();
-        assert_eq!(value, json!({ "a": 1 }));
-        assert_eq!(repair.kind, RepairKind::DecodeJsonString);
-        assert!(decode_arguments(&json!("[1]")).is_none());
-        assert!(decode_arguments(&json!({ "a": 1 })).is_none());
-    }
-
-    #[test]
-    fn self_referencing_schemas_terminate() {
-        let schema = json!({ "$ref": "#" });
-        let (args, done) = repaired(schema, json!({ "a": 1 }));
-        assert_eq!(args, json!({ "a": 1 }));
-        assert!(done.is_empty());
-    }
-}
+mod tests;

@@ -1,9 +1,11 @@
 //! The gateway's guard → repair → block pipeline against fake tools and a fake repair model.
 //!
-//! `corpus` is the snapshot of what the gateway does with 80 malformed (and a few valid) calls,
+//! `corpus` is the snapshot of what the gateway does with 100 malformed (and a few valid) calls,
+//! `bounds` that a blocked call's message and record stay small,
 //! `props` the property that a tool only ever runs with schema-valid arguments,
 //! `repair_model` the optional model repair. The fakes below record what each tool received.
 
+mod bounds;
 mod corpus;
 mod props;
 mod repair_model;
@@ -19,8 +21,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use keel_tools::gateway::{Gateway, Guarded};
 use keel_types::{
-    Issue, ModelError, ModelEvent, ModelProvider, ModelRequest, ModelStopReason, ModelStream, Tool,
-    ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec,
+    Issue, ModelError, ModelEvent, ModelProvider, ModelRequest, ModelStopReason, ModelStream,
+    Repair, RepairKind, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use keel_workspace::GatewayMode;
 use serde_json::{Value, json};
@@ -57,6 +59,24 @@ impl Recorder {
 impl Tool for Recorder {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    /// A tool's own repair: a path tool drops a leading `./` (a model habit), recorded.
+    fn repair(&self, _ctx: &ToolContext, args: &mut Value) -> Vec<Repair> {
+        let Some(slot) = args.get_mut("path").filter(|_| self.contains_paths) else {
+            return Vec::new();
+        };
+        let Some(short) = slot.as_str().and_then(|p| p.strip_prefix("./")) else {
+            return Vec::new();
+        };
+        let to = Value::String(short.to_owned());
+        let from = std::mem::replace(slot, to.clone());
+        vec![Repair {
+            path: "/path".into(),
+            kind: RepairKind::ToolCheck,
+            from,
+            to,
+        }]
     }
 
     fn check(&self, _ctx: &ToolContext, args: &Value) -> Vec<Issue> {

@@ -4,8 +4,9 @@
 //! workspace (or write Keel's state), `containment` that `check` blocks the same escapes
 //! before a call, `edit_and_glob` the editing and finding tools, `command` the process-backed
 //! tools, `shell` the built-in shell, `http` `http_fetch` and declared http tools, and `gateway`
-//! the guard → repair → block pipeline (corpus snapshot, property test, repair model), and
-//! `hooks` the hook runner against real scripts and a loopback server.
+//! the guard → repair → block pipeline (corpus snapshot, property test, repair model),
+//! `read_before_edit` that a run changes only files it has seen, and `hooks` the hook runner
+//! against real scripts and a loopback server.
 // Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
 #![cfg(test)]
 
@@ -18,6 +19,7 @@ mod gateway;
 mod hooks;
 mod http;
 mod policy;
+mod read_before_edit;
 mod shell;
 
 use std::path::{Path, PathBuf};
@@ -41,6 +43,7 @@ pub fn ctx_with_cap(root: &Path, max_output_bytes: usize) -> ToolContext {
         session_id: None,
         agent: "tester".to_owned(),
         max_output_bytes,
+        seen_files: None,
     }
 }
 

@@ -180,3 +180,92 @@ async fn repairable_calls_are_repaired_and_the_model_is_told() {
         .to_owned();
     assert!(seen.contains("the gateway repaired this call"), "{seen}");
 }
+
+#[tokio::test]
+async fn a_huge_bad_argument_stays_small_in_the_tool_message_and_the_guard_event() {
+    let mock = MockLlm::start().await;
+    let huge = "k".repeat(256 * 1024);
+    let raw = json!({ "city": "Paris", "unit": huge }).to_string();
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_1",
+        "get_weather",
+        [raw.as_str()],
+    )]));
+    mock.push(MockResponse::text(["Sorry."]));
+    let ws = common::workspace(&mock.base_url(), &["get_weather"], "");
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .tool(Arc::new(RecordingTool::weather()))
+        .build()
+        .unwrap();
+
+    let (response, _) = common::run(&runtime, "Weather?").await;
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    let feedback = mock.requests()[1]
+        .last_content_of("tool")
+        .unwrap()
+        .to_owned();
+    assert!(feedback.len() < 4 * 1024, "{} bytes", feedback.len());
+    assert!(feedback.contains("bytes, sha256 "), "{feedback}");
+    let events = common::stored(&runtime, &response).await;
+    let guard = events
+        .iter()
+        .find(|e| matches!(e.payload, EventPayload::ToolGuard { .. }))
+        .unwrap();
+    let stored = serde_json::to_string(guard).unwrap();
+    assert!(stored.len() < 8 * 1024, "{} bytes", stored.len());
+    assert!(stored.contains(&format!("({} bytes, sha256 ", raw.len())));
+}
+
+#[tokio::test]
+async fn a_run_must_read_a_file_before_it_overwrites_it() {
+    let mock = MockLlm::start().await;
+    let overwrite = r##"{"path": "README.md", "content": "# Replaced\n"}"##;
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_blind",
+        "write_file",
+        [overwrite],
+    )]));
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_read",
+        "read_file",
+        [r#"{"path": "README.md"}"#],
+    )]));
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_write",
+        "write_file",
+        [overwrite],
+    )]));
+    mock.push(MockResponse::text(["Done."]));
+    let ws = common::workspace(&mock.base_url(), &["read_file", "write_file"], "");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+
+    let mut handle = runtime
+        .request(keel::RequestOptions {
+            input: "Replace the README".into(),
+            mode: Some(keel::types::PermissionMode::AcceptEdits),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    while handle.next_event().await.is_some() {}
+    let response = handle.wait().await.unwrap();
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    let refusal = mock.requests()[1]
+        .last_content_of("tool")
+        .unwrap()
+        .to_owned();
+    assert!(
+        refusal.contains("`README.md` already exists and this run has not read it"),
+        "{refusal}"
+    );
+    let written = mock.requests()[3]
+        .last_content_of("tool")
+        .unwrap()
+        .to_owned();
+    assert!(written.starts_with("wrote "), "{written}");
+    let on_disk = std::fs::read_to_string(ws.join("README.md")).unwrap();
+    assert_eq!(on_disk, "# Replaced\n");
+}

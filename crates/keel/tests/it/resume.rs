@@ -349,3 +349,83 @@ async fn a_pending_file_write_whose_contents_the_log_digested_is_blocked_on_resu
         }
     )));
 }
+
+#[tokio::test]
+async fn a_resumed_run_may_change_a_file_it_read_before_the_interruption() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::tool_calls([
+        keel_test_support::MockToolCall::new(
+            "call_write",
+            "write_file",
+            [r##"{"path": "README.md", "content": "# Rewritten\n"}"##],
+        ),
+    ]));
+    mock.push(MockResponse::text(["Rewritten."]));
+    let ws = common::workspace(&mock.base_url(), &["read_file", "write_file"], "");
+    let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .store(store.clone())
+        .build()
+        .unwrap();
+
+    // The log of a run that read README.md, then died before its next model round.
+    let id = RequestId::generate();
+    let mut record = RunRecord::new(id.clone(), None, "assistant", "Rewrite the README");
+    store.create_run(&record).await.unwrap();
+    let read = call("call_read", "read_file", r#"{"path":"./README.md"}"#);
+    let log = vec![
+        event(
+            &id,
+            1,
+            EventPayload::RequestStarted {
+                input: "Rewrite the README".into(),
+                history: vec![],
+                mode: Some(keel::types::PermissionMode::AcceptEdits),
+            },
+        ),
+        event(
+            &id,
+            2,
+            EventPayload::ModelCompleted {
+                step: 1,
+                stop_reason: ModelStopReason::ToolCalls,
+                usage: Usage::default(),
+                latency_ms: 1,
+                content: String::new(),
+                tool_calls: vec![read.clone()],
+            },
+        ),
+        guard(&id, 3, &read),
+        start(&id, 4, &read),
+        event(
+            &id,
+            5,
+            EventPayload::Adapter {
+                event: AdapterEvent::ToolResult {
+                    call_id: read.id.clone(),
+                    tool: read.name.clone(),
+                    ok: true,
+                    output: "# Test workspace\nHello from the README.\n".into(),
+                    duration_ms: 1,
+                },
+            },
+        ),
+    ];
+    store.append(&log).await.unwrap();
+    record.status = RunStatus::Interrupted;
+    store.update_run(&record).await.unwrap();
+
+    let mut handle = runtime.resume(&id).await.unwrap();
+    while handle.next_event().await.is_some() {}
+    let response = handle.wait().await.unwrap();
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    let result = mock.requests()[1]
+        .last_content_of("tool")
+        .unwrap()
+        .to_owned();
+    assert!(result.starts_with("wrote "), "{result}");
+    let on_disk = std::fs::read_to_string(ws.join("README.md")).unwrap();
+    assert_eq!(on_disk, "# Rewritten\n");
+}

@@ -56,6 +56,20 @@ const CASES: &[Case] = &[
     ("missing_city_not_invented", "get_weather", r#"{"days":3}"#, Repair, B),
     ("empty_arguments", "get_weather", "", Repair, B),
     ("mixed_fixable_and_not", "get_weather", r#"{"city":42,"unit":"kelvin","extra":true}"#, Repair, B),
+    // ── nulls for optional properties, as OpenAI strict mode sends them ────────────────────
+    ("strict_mode_optional_nulls", "get_weather", r#"{"city":"Paris","days":null,"unit":null,"include_hourly":null}"#, Repair, R),
+    ("strict_mode_nulls_validate_mode", "get_weather", r#"{"city":"Paris","days":null}"#, Validate, B),
+    ("strict_mode_nested_nulls", "search_docs", r#"{"query":"q","limit":2,"tags":null,"sort":null,"filters":{"lang":null,"min_score":0.5}}"#, Repair, R),
+    ("ref_optional_null", "create_event", r#"{"title":"T","when":{"start":"09:00","duration_minutes":null}}"#, Repair, R),
+    // ── integers beyond 64 bits: blocked, never rounded ────────────────────────────────────
+    ("days_beyond_u64", "get_weather", r#"{"city":"Paris","days":18446744073709551617}"#, Repair, B),
+    ("priority_below_i64", "create_event", r#"{"title":"T","when":{"start":"09:00"},"priority":-9223372036854775809}"#, Repair, B),
+    ("beyond_64_bits_off_mode", "get_weather", r#"{"city":"Paris","days":99999999999999999999}"#, Off, B),
+    ("u64_max_is_exact", "set_flag", r#"{"name":"x","weight":18446744073709551615}"#, Repair, A),
+    ("large_float_is_a_float", "set_flag", r#"{"name":"x","weight":1.8446744073709552e19}"#, Repair, A),
+    ("numeric_string_beyond_64_bits_not_coerced", "get_weather", r#"{"city":"Paris","days":"18446744073709551617"}"#, Repair, B),
+    // ── every missing required property is named ───────────────────────────────────────────
+    ("title_and_when_missing", "create_event", r#"{"priority":1}"#, Repair, B),
     // ── arguments sent as JSON text ────────────────────────────────────────────────────────
     ("arguments_json_string", "get_weather", r#""{\"city\":\"Paris\"}""#, Repair, R),
     ("arguments_json_string_then_coerced", "get_weather", r#""{\"city\":\"Paris\",\"days\":\"2\"}""#, Repair, R),
@@ -114,7 +128,7 @@ const CASES: &[Case] = &[
     ("priority_null", "create_event", r#"{"title":"T","when":{"start":"09:00"},"priority":null}"#, Repair, A),
     ("when_missing", "create_event", r#"{"title":"T"}"#, Repair, B),
     ("duration_string_zero", "create_event", r#"{"title":"T","when":{"start":"09:00","duration_minutes":"0"}}"#, Repair, B),
-    // ── read_notes: the semantic check blocks path escapes, repaired or not ────────────────
+    // ── read_notes: the semantic check repairs `./` and blocks path escapes ────────────────
     ("path_inside", "read_notes", r#"{"path":"notes/today.md"}"#, Repair, A),
     ("path_dotdot", "read_notes", r#"{"path":"../secrets.txt"}"#, Repair, B),
     ("path_absolute", "read_notes", r#"{"path":"/etc/passwd"}"#, Repair, B),
@@ -124,6 +138,9 @@ const CASES: &[Case] = &[
     ("path_escape_off_mode", "read_notes", r#"{"path":"../x"}"#, Off, B),
     ("path_escape_validate_mode", "read_notes", r#"{"path":"../x"}"#, Validate, B),
     ("path_number_coerced_inside", "read_notes", r#"{"path":2024,"max_lines":"5"}"#, Repair, R),
+    ("path_tool_repair", "read_notes", r#"{"path":"./notes/today.md"}"#, Repair, R),
+    ("path_tool_repair_then_blocked", "read_notes", r#"{"path":"./../x"}"#, Repair, B),
+    ("path_tool_repair_validate_mode", "read_notes", r#"{"path":"./notes/today.md"}"#, Validate, A),
     // ── set_flag: numbers and booleans ─────────────────────────────────────────────────────
     ("weight_exponent_string", "set_flag", r#"{"name":"x","weight":"1e3"}"#, Repair, R),
     ("enabled_no", "set_flag", r#"{"name":"x","enabled":"no"}"#, Repair, R),
