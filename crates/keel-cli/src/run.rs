@@ -72,15 +72,5 @@ pub async fn start_run(runtime: &Runtime, options: RequestOptions) -> Result<Run
 
 /// Validates a session id given on the command line.
 pub fn parse_session(text: &str) -> Result<SessionId, CliError> {
-    let valid = !text.is_empty()
-        && text.len() <= 128
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    match valid {
-        true => Ok(SessionId::from(text)),
-        false => Err(CliError::usage(format!(
-            "invalid session id `{text}`: use 1-128 letters, digits, `-`, `_` or `.`"
-        ))),
-    }
+    SessionId::parse(text).map_err(CliError::usage)
 }

@@ -1,15 +1,57 @@
-//! Parsing what clients send: JSON bodies, query strings and enum values, each failing with
-//! a 400 that names what is wrong.
+//! Parsing what clients send: JSON bodies, query strings, enum values and session ids, each
+//! failing with a 400 that names what is wrong.
 
 use std::str::FromStr;
 
+use axum::body::HttpBody;
+use axum::extract::Request;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
 use bytes::Bytes;
+use keel::SessionId;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::ApiError;
+
+/// The middleware of every route: a request that carries a body must say it is JSON
+/// (`Content-Type: application/json`, with or without parameters such as `charset`, or a
+/// `+json` type such as `application/merge-patch+json`); anything else is a 415. A request
+/// without a body needs no type.
+pub(crate) async fn require_json(request: Request, next: Next) -> Result<Response, ApiError> {
+    let body = request.body();
+    let has_body = !body.is_end_stream() && body.size_hint().exact() != Some(0);
+    if has_body && !is_json(request.headers()) {
+        let found = request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        return Err(ApiError::UnsupportedMediaType(found));
+    }
+    Ok(next.run(request).await)
+}
+
+/// Whether the request's `Content-Type` is JSON.
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match essence.split_once('/') {
+        Some(("application", subtype)) => subtype == "json" || subtype.ends_with("+json"),
+        _ => false,
+    }
+}
 
 /// Parses a JSON body; an empty body parses as `{}` when `empty_ok`.
 pub(crate) fn parse_body<T: DeserializeOwned>(
@@ -99,6 +141,12 @@ fn percent_decode(text: &str) -> Result<String, ApiError> {
         }
     }
     String::from_utf8(out).map_err(|_| bad())
+}
+
+/// Checks a session id from the client against the one rule (1–128 characters of
+/// `[A-Za-z0-9._-]`); `param` names where it came from (header, path, query or body field).
+pub(crate) fn session_id(text: &str, param: &'static str) -> Result<SessionId, ApiError> {
+    SessionId::parse(text).map_err(|error| ApiError::InvalidSessionId { param, error })
 }
 
 /// A store or runtime failure, without internals beyond the error's own message.

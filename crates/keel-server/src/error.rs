@@ -13,6 +13,30 @@ pub enum ApiError {
         message: String,
         param: Option<&'static str>,
     },
+    /// A field has the wrong JSON type; `param` names it (`temperature`, `messages[0].role`).
+    InvalidType {
+        param: String,
+        /// What it must be, e.g. `a number`.
+        expected: &'static str,
+        /// What it was, e.g. `a string`.
+        got: &'static str,
+    },
+    /// A field Keel knows but does not support (a sampling parameter the agent's own model
+    /// settings decide); `reason` says why.
+    UnsupportedParameter { param: String, reason: String },
+    /// A supported field with a value Keel does not support (e.g. `n` other than 1).
+    UnsupportedValue { param: String, message: String },
+    /// A field the API does not have.
+    UnknownParameter(String),
+    /// A required field (named) is missing.
+    MissingParameter(String),
+    /// A session id (header, path, query or body; `param` says which) breaks the rule.
+    InvalidSessionId {
+        param: &'static str,
+        error: keel::types::InvalidSessionId,
+    },
+    /// A request with a body whose `Content-Type` is not JSON (the type sent, if any).
+    UnsupportedMediaType(Option<String>),
     /// The body is larger than the server's limit (`server.maxBodyBytes`).
     PayloadTooLarge,
     /// The `model` names no agent of the workspace.
@@ -47,20 +71,55 @@ pub enum ApiError {
 
 impl ApiError {
     /// The HTTP status, the OpenAI error `type`, the `param` and the `code`.
-    fn parts(
-        &self,
-    ) -> (
-        StatusCode,
-        &'static str,
-        Option<&'static str>,
-        Option<&'static str>,
-    ) {
+    fn parts(&self) -> (StatusCode, &'static str, Option<&str>, Option<&'static str>) {
         match self {
             Self::BadRequest { param, .. } => (
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
                 *param,
                 None,
+            ),
+            Self::InvalidType { param, .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some(param),
+                Some("invalid_type"),
+            ),
+            Self::UnsupportedParameter { param, .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some(param),
+                Some("unsupported_parameter"),
+            ),
+            Self::UnsupportedValue { param, .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some(param),
+                Some("unsupported_value"),
+            ),
+            Self::UnknownParameter(param) => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some(param),
+                Some("unknown_parameter"),
+            ),
+            Self::MissingParameter(param) => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some(param),
+                Some("missing_required_parameter"),
+            ),
+            Self::InvalidSessionId { param, .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some(param),
+                Some("invalid_session_id"),
+            ),
+            Self::UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request_error",
+                None,
+                Some("unsupported_media_type"),
             ),
             Self::PayloadTooLarge => (
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -154,6 +213,26 @@ impl ApiError {
     fn message(&self) -> String {
         match self {
             Self::BadRequest { message, .. } => message.clone(),
+            Self::InvalidType {
+                param,
+                expected,
+                got,
+            } => format!("invalid type for `{param}`: expected {expected}, but got {got}"),
+            Self::UnsupportedParameter { param, reason } => {
+                format!("unsupported parameter: `{param}` {reason}")
+            }
+            Self::UnsupportedValue { message, .. } => message.clone(),
+            Self::UnknownParameter(param) => {
+                format!("unrecognized request argument supplied: `{param}`")
+            }
+            Self::MissingParameter(param) => format!("missing required parameter: `{param}`"),
+            Self::InvalidSessionId { error, .. } => error.to_string(),
+            Self::UnsupportedMediaType(Some(found)) => format!(
+                "the request body must be JSON (Content-Type: application/json), not `{found}`"
+            ),
+            Self::UnsupportedMediaType(None) => {
+                "the request body must be JSON: send Content-Type: application/json".into()
+            }
             Self::PayloadTooLarge => {
                 "the request body is larger than this server accepts (server.maxBodyBytes)".into()
             }

@@ -31,6 +31,7 @@ mod approvals;
 mod auth;
 mod body;
 mod error;
+mod health;
 mod inventory;
 mod live;
 mod metrics;
@@ -74,10 +75,13 @@ pub fn router_with(runtime: keel::Runtime, telemetry: Telemetry) -> Router {
         usize::try_from(runtime.workspace().runtime.server.max_body_bytes).unwrap_or(usize::MAX);
     let mut by_path: BTreeMap<&'static str, MethodRouter<AppState>> = BTreeMap::new();
     for route in openapi::routes() {
-        let handler = (route.handler)().route_layer(axum::middleware::from_fn_with_state(
-            (keys.clone(), route.access),
-            auth::require_key,
-        ));
+        // Layers run outermost last-added: auth first, then the body's media type.
+        let handler = (route.handler)()
+            .route_layer(axum::middleware::from_fn(body::require_json))
+            .route_layer(axum::middleware::from_fn_with_state(
+                (keys.clone(), route.access),
+                auth::require_key,
+            ));
         let merged = match by_path.remove(route.path) {
             Some(existing) => existing.merge(handler),
             None => handler,
@@ -93,10 +97,6 @@ pub fn router_with(runtime: keel::Runtime, telemetry: Telemetry) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(AppState::new(runtime, telemetry))
-}
-
-pub(crate) async fn health() -> axum::Json<serde_json::Value> {
-    axum::Json(serde_json::json!({ "status": "ok" }))
 }
 
 /// `GET /v1/capabilities`: what this server offers.

@@ -76,9 +76,9 @@ pub(crate) fn routes() -> Vec<Route> {
             Method::GET,
             "/api/health",
             Public,
-            "Liveness",
-            "`{status: \"ok\"}`",
-            || routing::get(crate::health),
+            "Health: the store (usable, schema version, writable), the workspace (loaded at, document counts), each model's provider",
+            "`{status: ok|degraded, store, workspace, models}`; 503 with `status: unavailable` when the store is not usable",
+            || routing::get(crate::health::health),
         ),
         route(
             Method::GET,

@@ -15,14 +15,14 @@ use bytes::Bytes;
 use keel::workspace::spec::{Duration as SpecDuration, PermissionMode};
 use keel::{
     Event, RequestId, RequestOptions, RunCursor, RunFilter, RunHandle, RunRecord, RunResponse,
-    RunStatus, Runtime, SessionId,
+    RunStatus, Runtime,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::ApiError;
-use crate::body::{internal, parse_body, parse_opt_enum, parse_query};
+use crate::body::{internal, parse_body, parse_opt_enum, parse_query, session_id};
 use crate::error::runtime_error;
 use crate::state::{AppState, Principal, Ticket};
 
@@ -115,10 +115,15 @@ pub(crate) async fn create_request(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let request: CreateRequest = parse_body(body, false)?;
+    let session_id = request
+        .session_id
+        .as_deref()
+        .map(|id| session_id(id, "sessionId"))
+        .transpose()?;
     let options = RequestOptions {
         input: request.input,
         agent: request.agent,
-        session_id: request.session_id.map(SessionId::from),
+        session_id,
         mode: request.mode,
         timeout: request.timeout.map(|t| t.0),
         ..Default::default()
@@ -187,7 +192,11 @@ pub(crate) async fn list_requests(
     let filter = RunFilter {
         status: parse_opt_enum::<RunStatus>(query.status.as_deref(), "status")?,
         agent: query.agent,
-        session: query.session.map(SessionId::from),
+        session: query
+            .session
+            .as_deref()
+            .map(|id| session_id(id, "session"))
+            .transpose()?,
         since: query.since,
         owner: principal.is_client().then(|| principal.owner()).flatten(),
         before,

@@ -2,12 +2,11 @@
 
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
-use keel::SessionId;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::ApiError;
-use crate::body::{internal, parse_query};
+use crate::body::{internal, parse_query, session_id};
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
@@ -35,7 +34,7 @@ pub(crate) async fn get_session(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = SessionId::from(id);
+    let id = session_id(&id, "id")?;
     let session = state
         .runtime
         .get_session(&id)
@@ -55,7 +54,7 @@ pub(crate) async fn delete_session(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = SessionId::from(id);
+    let id = session_id(&id, "id")?;
     if state.runtime.delete_session(&id).await.map_err(internal)? {
         Ok(Json(json!({ "deleted": true })))
     } else {

@@ -72,3 +72,91 @@ id_type!(
     EventId,
     "evt"
 );
+
+/// The longest session id accepted, in characters.
+pub const SESSION_ID_MAX_LEN: usize = 128;
+
+/// A session id that breaks the rule every surface (CLI, HTTP header, path, query and body)
+/// checks: 1–128 characters, each an ASCII letter, digit, `.`, `_` or `-`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidSessionId {
+    /// The id is empty.
+    #[error("invalid session id: it is empty; use 1-128 letters, digits, `.`, `_` or `-`")]
+    Empty,
+    /// The id is longer than [`SESSION_ID_MAX_LEN`] characters.
+    #[error(
+        "invalid session id: it has {len} characters, more than 128; use 1-128 letters, digits, `.`, `_` or `-`"
+    )]
+    TooLong {
+        /// Its length in characters.
+        len: usize,
+    },
+    /// The id holds a character outside `[A-Za-z0-9._-]`.
+    #[error(
+        "invalid session id `{id}`: {found:?} is not allowed; use 1-128 letters, digits, `.`, `_` or `-`"
+    )]
+    BadCharacter {
+        /// The id as given (at most 128 characters), control characters escaped for display.
+        id: String,
+        /// The first character that is not allowed.
+        found: char,
+    },
+}
+
+impl SessionId {
+    /// Checks `text` against the session id rule (1–128 characters of `[A-Za-z0-9._-]`) and
+    /// wraps it. Every surface that takes a session id from outside calls this.
+    pub fn parse(text: &str) -> Result<Self, InvalidSessionId> {
+        let len = text.chars().count();
+        if len == 0 {
+            return Err(InvalidSessionId::Empty);
+        }
+        if len > SESSION_ID_MAX_LEN {
+            return Err(InvalidSessionId::TooLong { len });
+        }
+        match text
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            Some(found) => Err(InvalidSessionId::BadCharacter {
+                id: text.escape_debug().to_string(),
+                found,
+            }),
+            None => Ok(Self(text.to_owned())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{InvalidSessionId, SessionId};
+
+    #[test]
+    fn session_ids_follow_one_rule() {
+        for good in ["a", "chat-1", "user_42.thread", &"x".repeat(128)] {
+            assert_eq!(SessionId::parse(good).map(|id| id.0), Ok(good.to_owned()));
+        }
+        assert_eq!(SessionId::parse(""), Err(InvalidSessionId::Empty));
+        assert_eq!(
+            SessionId::parse(&"x".repeat(60_000)),
+            Err(InvalidSessionId::TooLong { len: 60_000 })
+        );
+        assert!(matches!(
+            SessionId::parse("../x"),
+            Err(InvalidSessionId::BadCharacter { found: '/', .. })
+        ));
+        assert!(matches!(
+            SessionId::parse("a\0b"),
+            Err(InvalidSessionId::BadCharacter { found: '\0', .. })
+        ));
+        assert!(matches!(
+            SessionId::parse("a b"),
+            Err(InvalidSessionId::BadCharacter { found: ' ', .. })
+        ));
+        let message = SessionId::parse("a\0b").unwrap_err().to_string();
+        assert_eq!(
+            message,
+            "invalid session id `a\\0b`: '\\0' is not allowed; use 1-128 letters, digits, `.`, `_` or `-`"
+        );
+    }
+}

@@ -24,15 +24,15 @@ pub use approval::{ApprovalRecord, ApprovalScope, ApprovalStatus};
 pub use error::error_chain;
 pub use event::{AdapterEvent, Event, EventPayload, GuardDecision, Issue, Repair, RepairKind};
 pub use governance::{HookEvent, PermissionMode, PolicyDecision};
-pub use ids::{EventId, RequestId, SessionId, new_id};
+pub use ids::{EventId, InvalidSessionId, RequestId, SessionId, new_id};
 pub use message::{
     Message, ModelEvent, ModelParams, ModelRequest, ModelStopReason, Role, ToolCall, ToolSpec,
     Usage,
 };
 pub use ports::{
     ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, BoxStream, EventObserver, ModelError,
-    ModelProvider, ModelStream, RunFilter, RunStore, SeenFiles, StoreError, Tool, ToolContext,
-    ToolError, ToolOutput, artifact_id,
+    ModelProvider, ModelStream, RunFilter, RunStore, SeenFiles, StoreError, StoreHealth, Tool,
+    ToolContext, ToolError, ToolOutput, artifact_id,
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,

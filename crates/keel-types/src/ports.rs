@@ -308,6 +308,18 @@ pub enum StoreError {
     },
 }
 
+/// What a store reports when asked whether it is usable ([`RunStore::health`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreHealth {
+    /// The kind of store, e.g. `sqlite`.
+    pub kind: String,
+    /// The schema version of the stored data, if the store has one.
+    pub schema_version: Option<u32>,
+    /// `true` when a write just succeeded; `None` when the store did not try one.
+    pub writable: Option<bool>,
+}
+
 /// Which runs to list.
 #[derive(Debug, Clone, Default)]
 pub struct RunFilter {
@@ -420,4 +432,16 @@ pub trait RunStore: Send + Sync {
         request_id: &RequestId,
         messages: &[Message],
     ) -> Result<(), StoreError>;
+
+    /// Whether the store is usable now, cheaply: an `Err` says why it is not. Stores should
+    /// try a read and a write that changes nothing; this default only reads (the run counts)
+    /// and reports neither a schema version nor writability.
+    async fn health(&self) -> Result<StoreHealth, StoreError> {
+        self.run_counts().await?;
+        Ok(StoreHealth {
+            kind: "custom".into(),
+            schema_version: None,
+            writable: None,
+        })
+    }
 }

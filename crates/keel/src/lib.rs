@@ -25,7 +25,7 @@
 //! tools, `http` hook handlers); without it those tools and hooks fail every call saying why
 //! (a hook's failure is settled by its `onError`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -37,9 +37,9 @@ pub use keel_tools::policy;
 pub use keel_types::{
     self as types, ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, ArtifactStore,
     Event, EventObserver, EventPayload, Message, ModelProvider, RequestId, RunCursor, RunFilter,
-    RunRecord, RunStatus, RunStore, SessionId, SessionMessage, SessionRecord, TaskDecision,
-    TaskRecord, TaskStatus, Tool, ToolCall, ToolContext, ToolError, ToolOutput, ToolSpec,
-    ToolStats,
+    RunRecord, RunStatus, RunStore, SessionId, SessionMessage, SessionRecord, StoreHealth,
+    TaskDecision, TaskRecord, TaskStatus, Tool, ToolCall, ToolContext, ToolError, ToolOutput,
+    ToolSpec, ToolStats,
 };
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
@@ -171,6 +171,7 @@ impl RuntimeBuilder {
             }
         };
         let workspace = Arc::new(workspace);
+        let loaded_at: Arc<str> = keel_types::now_rfc3339().into();
 
         let mut models: HashMap<String, Result<Arc<dyn ModelProvider>, String>> = HashMap::new();
         for name in workspace.models.keys() {
@@ -183,6 +184,11 @@ impl RuntimeBuilder {
         for (name, provider) in self.models {
             models.entry(name).or_insert(Ok(provider));
         }
+
+        let unavailable_models: BTreeMap<String, String> = models
+            .iter()
+            .filter_map(|(name, provider)| Some((name.clone(), provider.as_ref().err()?.clone())))
+            .collect();
 
         let mut gateway = Gateway::new(assemble_tools(&workspace, self.tools))?;
         if let Some(name) = &workspace.runtime.gateway.repair_model {
@@ -218,7 +224,11 @@ impl RuntimeBuilder {
             hooks: self.hooks,
             observers: self.observers,
         });
-        Ok(Runtime { kernel })
+        Ok(Runtime {
+            kernel,
+            loaded_at,
+            unavailable_models: Arc::new(unavailable_models),
+        })
     }
 }
 
@@ -269,6 +279,10 @@ fn assemble_tools(workspace: &Workspace, injected: Vec<Arc<dyn Tool>>) -> Vec<Ar
 #[derive(Clone)]
 pub struct Runtime {
     kernel: Kernel,
+    /// When the runtime loaded (or was given) its workspace, RFC 3339.
+    loaded_at: Arc<str>,
+    /// Models whose provider could not be built, with why.
+    unavailable_models: Arc<BTreeMap<String, String>>,
 }
 
 impl Runtime {
@@ -280,6 +294,23 @@ impl Runtime {
     /// The compiled workspace.
     pub fn workspace(&self) -> &Arc<Workspace> {
         self.kernel.workspace()
+    }
+
+    /// When this runtime loaded its workspace (or was given a loaded one), RFC 3339.
+    pub fn loaded_at(&self) -> &str {
+        &self.loaded_at
+    }
+
+    /// The workspace's models whose provider could not be built (e.g. an unset API key
+    /// variable), with why; requests to their agents fail. Names no secret values.
+    pub fn unavailable_models(&self) -> &BTreeMap<String, String> {
+        &self.unavailable_models
+    }
+
+    /// Whether the run store is usable now (see [`RunStore::health`]): its schema version
+    /// and whether a write succeeds; an error says why it is not usable.
+    pub async fn store_health(&self) -> Result<StoreHealth, Error> {
+        Ok(self.kernel.store().health().await?)
     }
 
     /// Starts a request; the returned handle streams its events and yields its response.

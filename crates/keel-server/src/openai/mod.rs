@@ -2,10 +2,12 @@
 //! `POST /v1/chat/completions` (stream and non-stream; `model` is the agent id, the last user
 //! message is the request's input).
 //!
-//! This file holds the handlers and the Keel headers; `wire.rs` the request and answer
+//! This file holds the handlers and the Keel headers; `fields.rs` checks a request as a
+//! whole (every field's type, and what Keel does with it); `wire.rs` the request and answer
 //! shapes, `messages.rs` the mapping of chat messages to the run's input and history, and
 //! `stream.rs` the streamed answer.
 
+mod fields;
 mod messages;
 mod stream;
 mod wire;
@@ -51,7 +53,7 @@ pub const PROGRESS_HEADER: &str = "x-keel-progress";
 struct KeelOptions {
     /// `X-Keel-Session: ID` — the turn belongs to this session: its stored transcript is the
     /// history and only the last (user) message of `messages` is read.
-    session: Option<String>,
+    session: Option<SessionId>,
     /// `X-Keel-Progress: true` — the stream also carries Keel progress events.
     progress: bool,
 }
@@ -71,7 +73,9 @@ impl KeelOptions {
                 })
                 .transpose()
         };
-        let session = text(SESSION_HEADER)?.filter(|s| !s.is_empty());
+        let session = text(SESSION_HEADER)?
+            .map(|id| crate::body::session_id(&id, "X-Keel-Session"))
+            .transpose()?;
         let progress = match text(PROGRESS_HEADER)?.as_deref() {
             None | Some("false" | "0") => false,
             Some("true" | "1") => true,
@@ -95,7 +99,13 @@ pub(crate) async fn chat_completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let request: ChatRequest = crate::body::parse_body(body, false)?;
+    let mut request: Value = crate::body::parse_body(body, false)?;
+    fields::check(&mut request)?;
+    let request: ChatRequest =
+        serde_json::from_value(request).map_err(|e| ApiError::BadRequest {
+            message: format!("invalid request body: {e}"),
+            param: None,
+        })?;
     if !state
         .runtime
         .workspace()
@@ -110,7 +120,7 @@ pub(crate) async fn chat_completions(
         input,
         history,
         agent: Some(request.model.clone()),
-        session_id: keel.session.map(SessionId::from),
+        session_id: keel.session,
         ..Default::default()
     };
     let (handle, ticket) = start_run(&state, &principal, options).await?;

@@ -13,8 +13,10 @@ use serde_json::{Value, json};
 
 use crate::ApiError;
 
-/// The accepted part of a Chat Completions request; other fields (`tools`, `tool_choice`,
-/// sampling parameters…) are ignored: the agent's own settings and workspace inventory apply.
+/// A Chat Completions request. Every field of the OpenAI API is checked (type, and whether
+/// Keel honours it); these are the ones honoured. Sampling parameters (`temperature`,
+/// `max_tokens`, …) are refused with a 400 (the agent's Model document decides), `n` must be
+/// 1, and `tools`, `tool_choice`, `user` and `metadata` are accepted without effect.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub(crate) struct ChatRequest {
     pub(super) model: String,

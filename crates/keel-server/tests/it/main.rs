@@ -93,21 +93,6 @@ fn assert_error(body: &[u8], kind: &str) -> Value {
 }
 
 #[tokio::test]
-async fn health_answers_ok() {
-    let ws = workspace();
-    let (status, _, body) = send(
-        app(&ws),
-        Request::get("/api/health").body(Body::empty()).unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(
-        serde_json::from_slice::<Value>(&body).unwrap(),
-        json!({"status":"ok"})
-    );
-}
-
-#[tokio::test]
 async fn models_lists_agents() {
     let ws = workspace();
     let (status, _, body) = send(
@@ -130,8 +115,7 @@ async fn non_stream_completion_has_content_and_usage() {
         "messages": [
             {"role": "system", "content": "ignored"},
             {"role": "user", "content": [{"type": "text", "text": "Hi"}]}
-        ],
-        "temperature": 0.2
+        ]
     });
     let (status, content_type, body) = send(app(&ws), post_json(&request)).await;
     let value: Value = serde_json::from_slice(&body).unwrap();
@@ -312,8 +296,11 @@ async fn failed_run_is_502_with_the_run_error() {
 
 mod api;
 mod auth;
+mod fields;
+mod health;
 mod hooked;
 mod malformed;
 mod routes;
+mod session_ids;
 mod socket;
 mod wire;

@@ -32,6 +32,27 @@ async fn the_error_table() {
             message: "messages: expected an array".into(),
             param: Some("messages"),
         },
+        ApiError::InvalidType {
+            param: "temperature".into(),
+            expected: "a number",
+            got: "a string",
+        },
+        ApiError::UnsupportedParameter {
+            param: "top_p".into(),
+            reason: "is not supported: the agent's Model document decides sampling".into(),
+        },
+        ApiError::UnsupportedValue {
+            param: "n".into(),
+            message: "`n` must be 1, not 2: Keel answers one choice per request".into(),
+        },
+        ApiError::UnknownParameter("temprature".into()),
+        ApiError::MissingParameter("messages[0].role".into()),
+        ApiError::InvalidSessionId {
+            param: "X-Keel-Session",
+            error: keel::SessionId::parse("../x").unwrap_err(),
+        },
+        ApiError::UnsupportedMediaType(Some("text/plain".into())),
+        ApiError::UnsupportedMediaType(None),
         ApiError::PayloadTooLarge,
         ApiError::ModelNotFound("nobody".into()),
         ApiError::NotFound,

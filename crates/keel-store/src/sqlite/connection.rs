@@ -162,6 +162,60 @@ fn tune(conn: &Connection, db: &Path, cached_statements: usize) -> Result<(), St
     Ok(())
 }
 
+/// The database's schema version; one newer than this build knows is
+/// [`StoreError::Version`].
+pub(crate) fn schema_version(conn: &Connection, db: &Path) -> Result<u32, StoreError> {
+    let version = user_version(conn).map_err(|e| sql_error(db, &e))?;
+    check_version(db, version)?;
+    Ok(version)
+}
+
+/// The identity of an open database file (device and inode), to notice that the file at the
+/// store's path was deleted or replaced while the store kept writing to the old one — which
+/// would lose everything written since at the next start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    /// The identity of the file at `path` (`None` where the platform has no inodes).
+    pub(crate) fn of(path: &Path) -> Option<Self> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            fs::metadata(path).ok().map(|meta| Self {
+                dev: meta.dev(),
+                ino: meta.ino(),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            None
+        }
+    }
+
+    /// Fails when the file at `path` is gone or is not the one `opened`.
+    pub(crate) fn check(opened: Option<Self>, path: &Path) -> Result<(), StoreError> {
+        let Some(opened) = opened else {
+            return Ok(());
+        };
+        let gone = |what: &str| StoreError::Io {
+            path: path.display().to_string(),
+            message: format!(
+                "the database file was {what} after the store opened it; keel writes to the old file, so restart it"
+            ),
+        };
+        match Self::of(path) {
+            None => Err(gone("deleted or moved")),
+            Some(now) if now != opened => Err(gone("replaced")),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
 fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.query_row("PRAGMA user_version", [], |row| row.get(0))
 }

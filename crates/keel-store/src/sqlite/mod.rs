@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use keel_types::{
     Event, Message, RequestId, RunFilter, RunRecord, RunStore, SessionId, SessionMessage,
-    SessionRecord, StoreError,
+    SessionRecord, StoreError, StoreHealth,
 };
 use rusqlite::Connection;
 
@@ -68,6 +68,8 @@ pub struct SqliteStore {
 
 struct Inner {
     db: PathBuf,
+    /// The identity of the database file opened, to notice it deleted or replaced.
+    file: Option<connection::FileId>,
     mirror_root: PathBuf,
     owner: Owner,
     writer: Writer,
@@ -118,6 +120,7 @@ impl SqliteStore {
         )?;
         Ok(Self {
             inner: Arc::new(Inner {
+                file: connection::FileId::of(db_path),
                 db: db_path.to_path_buf(),
                 mirror_root: mirror_root.to_path_buf(),
                 owner: Owner::current(),
@@ -498,6 +501,24 @@ impl RunStore for SqliteStore {
 
     async fn tool_stats(&self) -> Result<Vec<keel_types::ToolStats>, StoreError> {
         self.read(tasks::tool_stats).await
+    }
+
+    /// Checks that the database file at its path is still the one opened (not deleted or
+    /// replaced), that a read connection answers, and that the writer commits a write that
+    /// changes nothing (the schema version written back, under the write lock).
+    async fn health(&self) -> Result<StoreHealth, StoreError> {
+        connection::FileId::check(self.inner.file, &self.inner.db)?;
+        self.read(connection::schema_version).await?;
+        let schema_version = self
+            .inner
+            .writer
+            .job(writes::probe_write, |_, _| {})
+            .await?;
+        Ok(StoreHealth {
+            kind: "sqlite".into(),
+            schema_version: Some(schema_version),
+            writable: Some(true),
+        })
     }
 
     async fn append_session_messages(

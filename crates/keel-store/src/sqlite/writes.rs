@@ -230,3 +230,12 @@ pub(super) fn remove_mirror_dir(dir: Option<&Path>) {
         }
     }
 }
+
+/// The health probe's write: reads the schema version under the write lock and writes it back
+/// unchanged, so the batch's commit really writes (and syncs) a page. Returns the version.
+pub(crate) fn probe_write(conn: &Connection, db: &Path) -> Result<u32, StoreError> {
+    let version = super::connection::schema_version(conn, db)?;
+    conn.pragma_update(None, "user_version", version)
+        .map_err(|e| sql_error(db, &e))?;
+    Ok(version)
+}

@@ -4,6 +4,7 @@
 
 mod concurrency;
 mod corrupt;
+mod health;
 mod multiprocess;
 mod pagination;
 mod recovery;

@@ -1,0 +1,96 @@
+//! `GET /api/health`: a health check that checks. It asks the store whether it is usable (a
+//! read, and a write that changes nothing), and reports the workspace and each model's
+//! provider as configured:
+//!
+//! ```json
+//! {"status": "ok",
+//!  "store": {"status": "ok", "kind": "sqlite", "schemaVersion": 4, "writable": true},
+//!  "workspace": {"loadedAt": "…", "documents": {"agents": 1, "models": 1, "tools": 0, "policies": 0, "hooks": 0}},
+//!  "models": [{"name": "m", "provider": "openai", "status": "ready"}]}
+//! ```
+//!
+//! `status` is `ok`, `degraded` (200: a model's provider is not configured, so its agents'
+//! requests fail) or `unavailable` (503: the store is not usable). The route needs no key, so
+//! the body carries no internals: a store failure is named by its kind, its detail goes to the
+//! log; a model's reason names no secret value.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use keel::types::StoreError;
+use serde_json::{Value, json};
+
+use crate::state::AppState;
+
+/// `GET /api/health`: 200 when the store is usable, 503 when it is not.
+pub(crate) async fn health(State(state): State<AppState>) -> Response {
+    let runtime = &state.runtime;
+    let workspace = runtime.workspace();
+    let store = match runtime.store_health().await {
+        Ok(health) => {
+            let mut store = serde_json::to_value(&health).unwrap_or_else(|_| json!({}));
+            store["status"] = json!("ok");
+            store
+        }
+        Err(error) => {
+            tracing::error!(%error, "Health check: the store is not usable.");
+            json!({ "status": "unavailable", "error": store_problem(&error) })
+        }
+    };
+    let models: Vec<Value> = workspace
+        .models
+        .iter()
+        .map(|(name, spec)| {
+            let provider = serde_json::to_value(spec.provider).unwrap_or(Value::Null);
+            match runtime.unavailable_models().get(name) {
+                Some(why) => json!({
+                    "name": name, "provider": provider, "status": "unconfigured", "error": why,
+                }),
+                None => json!({ "name": name, "provider": provider, "status": "ready" }),
+            }
+        })
+        .collect();
+    let store_ok = store["status"] == "ok";
+    let status = match (store_ok, runtime.unavailable_models().is_empty()) {
+        (false, _) => "unavailable",
+        (true, false) => "degraded",
+        (true, true) => "ok",
+    };
+    let body = json!({
+        "status": status,
+        "store": store,
+        "workspace": {
+            "loadedAt": runtime.loaded_at(),
+            "documents": {
+                "agents": workspace.agents.len(),
+                "models": workspace.models.len(),
+                "tools": workspace.tools.len(),
+                "policies": workspace.policies.len(),
+                "hooks": workspace.hooks.len(),
+            },
+        },
+        "models": models,
+    });
+    let code = if store_ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Json(body)).into_response()
+}
+
+/// What is wrong with the store, without paths or other internals.
+fn store_problem(error: &keel::Error) -> &'static str {
+    let keel::Error::Store(error) = error else {
+        return "the store failed its check; see the server log";
+    };
+    match error {
+        StoreError::Io { .. } => "the store cannot be read or written; see the server log",
+        StoreError::Corrupt { .. } => "the store's data is corrupt; see the server log",
+        StoreError::Version { .. } => "the store was written by a newer keel",
+        StoreError::NotFound(_) | StoreError::Invalid(_) => {
+            "the store failed its check; see the server log"
+        }
+    }
+}

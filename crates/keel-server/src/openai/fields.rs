@@ -1,0 +1,412 @@
+//! The whole Chat Completions request checked the way the OpenAI API checks it, before the
+//! facade reads it: [`FIELDS`] lists every top-level field the API has, with its JSON type and
+//! what Keel does with it — honoured, accepted without effect (and why), accepted with one
+//! value only, or refused (and why). Nothing a client sends is silently dropped: a field of
+//! the wrong type is a 400 `invalid_type` naming it, a field Keel cannot honour a 400
+//! `unsupported_parameter`, an unsupported value a 400 `unsupported_value`, a field the API
+//! does not have a 400 `unknown_parameter`. `null` means absent, as in the OpenAI API.
+//!
+//! Messages are checked the same way (`messages[2].content[0].text`); what their roles and
+//! contents mean is `messages.rs`'s business.
+
+use serde_json::{Map, Value};
+
+use crate::ApiError;
+
+/// A JSON type a field may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    String,
+    Number,
+    Integer,
+    Bool,
+    Array,
+    Object,
+}
+
+impl Kind {
+    fn admits(self, value: &Value) -> bool {
+        match self {
+            Self::String => value.is_string(),
+            Self::Number => value.is_number(),
+            Self::Integer => value.is_i64() || value.is_u64(),
+            Self::Bool => value.is_boolean(),
+            Self::Array => value.is_array(),
+            Self::Object => value.is_object(),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::String => "a string",
+            Self::Number => "a number",
+            Self::Integer => "an integer",
+            Self::Bool => "a boolean",
+            Self::Array => "an array",
+            Self::Object => "an object",
+        }
+    }
+}
+
+/// What Keel does with a field a client sends.
+#[derive(Debug, Clone, Copy)]
+enum Treatment {
+    /// Read and honoured.
+    Honoured,
+    /// Accepted and without effect, for the reason given.
+    NoEffect(&'static str),
+    /// Accepted with this one value (JSON text); any other is `unsupported_value`.
+    OnlyValue(&'static str, &'static str),
+    /// Refused when sent: Keel cannot honour it, for the reason given.
+    Refused(&'static str),
+}
+
+/// One top-level field of a Chat Completions request.
+struct Field {
+    name: &'static str,
+    kinds: &'static [Kind],
+    treatment: Treatment,
+}
+
+const MODEL_SETTINGS: &str = "is not supported: the agent's Model document decides sampling (temperature, maxTokens); \
+     send the request without it";
+const NOT_OFFERED: &str = "is not supported by Keel's facade";
+const WORKSPACE_TOOLS: &str = "the agent's tools come from the workspace inventory";
+const RECORDED: &str = "metadata: Keel records every run anyway";
+
+/// Every field of the OpenAI Chat Completions request, in the API reference's order.
+const FIELDS: &[Field] = &[
+    field("model", &[Kind::String], Treatment::Honoured),
+    field("messages", &[Kind::Array], Treatment::Honoured),
+    field("stream", &[Kind::Bool], Treatment::Honoured),
+    field("stream_options", &[Kind::Object], Treatment::Honoured),
+    field(
+        "n",
+        &[Kind::Integer],
+        Treatment::OnlyValue("1", "Keel answers one choice per request"),
+    ),
+    field(
+        "temperature",
+        &[Kind::Number],
+        Treatment::Refused(MODEL_SETTINGS),
+    ),
+    field("top_p", &[Kind::Number], Treatment::Refused(MODEL_SETTINGS)),
+    field(
+        "max_tokens",
+        &[Kind::Integer],
+        Treatment::Refused(MODEL_SETTINGS),
+    ),
+    field(
+        "max_completion_tokens",
+        &[Kind::Integer],
+        Treatment::Refused(MODEL_SETTINGS),
+    ),
+    field(
+        "stop",
+        &[Kind::String, Kind::Array],
+        Treatment::Refused(MODEL_SETTINGS),
+    ),
+    field("seed", &[Kind::Integer], Treatment::Refused(MODEL_SETTINGS)),
+    field(
+        "presence_penalty",
+        &[Kind::Number],
+        Treatment::Refused(MODEL_SETTINGS),
+    ),
+    field(
+        "frequency_penalty",
+        &[Kind::Number],
+        Treatment::Refused(MODEL_SETTINGS),
+    ),
+    field(
+        "logit_bias",
+        &[Kind::Object],
+        Treatment::Refused(MODEL_SETTINGS),
+    ),
+    field(
+        "reasoning_effort",
+        &[Kind::String],
+        Treatment::Refused(MODEL_SETTINGS),
+    ),
+    field(
+        "verbosity",
+        &[Kind::String],
+        Treatment::Refused(MODEL_SETTINGS),
+    ),
+    field(
+        "logprobs",
+        &[Kind::Bool],
+        Treatment::OnlyValue("false", "Keel does not return log probabilities"),
+    ),
+    field(
+        "top_logprobs",
+        &[Kind::Integer],
+        Treatment::Refused(NOT_OFFERED),
+    ),
+    field(
+        "response_format",
+        &[Kind::Object],
+        Treatment::Refused(NOT_OFFERED),
+    ),
+    field(
+        "modalities",
+        &[Kind::Array],
+        Treatment::Refused(NOT_OFFERED),
+    ),
+    field("audio", &[Kind::Object], Treatment::Refused(NOT_OFFERED)),
+    field(
+        "prediction",
+        &[Kind::Object],
+        Treatment::Refused(NOT_OFFERED),
+    ),
+    field(
+        "web_search_options",
+        &[Kind::Object],
+        Treatment::Refused(NOT_OFFERED),
+    ),
+    field(
+        "service_tier",
+        &[Kind::String],
+        Treatment::Refused(NOT_OFFERED),
+    ),
+    field(
+        "tools",
+        &[Kind::Array],
+        Treatment::NoEffect(WORKSPACE_TOOLS),
+    ),
+    field(
+        "tool_choice",
+        &[Kind::String, Kind::Object],
+        Treatment::NoEffect(WORKSPACE_TOOLS),
+    ),
+    field(
+        "parallel_tool_calls",
+        &[Kind::Bool],
+        Treatment::NoEffect(WORKSPACE_TOOLS),
+    ),
+    field(
+        "functions",
+        &[Kind::Array],
+        Treatment::NoEffect(WORKSPACE_TOOLS),
+    ),
+    field(
+        "function_call",
+        &[Kind::String, Kind::Object],
+        Treatment::NoEffect(WORKSPACE_TOOLS),
+    ),
+    field("user", &[Kind::String], Treatment::NoEffect(RECORDED)),
+    field(
+        "safety_identifier",
+        &[Kind::String],
+        Treatment::NoEffect(RECORDED),
+    ),
+    field(
+        "prompt_cache_key",
+        &[Kind::String],
+        Treatment::NoEffect(RECORDED),
+    ),
+    field("metadata", &[Kind::Object], Treatment::NoEffect(RECORDED)),
+    field("store", &[Kind::Bool], Treatment::NoEffect(RECORDED)),
+];
+
+const fn field(name: &'static str, kinds: &'static [Kind], treatment: Treatment) -> Field {
+    Field {
+        name,
+        kinds,
+        treatment,
+    }
+}
+
+/// Checks a Chat Completions body as a whole and drops its `null` fields (absent, as in the
+/// OpenAI API), so the typed parse that follows sees only what was sent.
+pub(super) fn check(body: &mut Value) -> Result<(), ApiError> {
+    let got = kind_of(body);
+    let Some(fields) = body.as_object_mut() else {
+        return Err(ApiError::BadRequest {
+            message: format!("the request body must be a JSON object, not {got}"),
+            param: None,
+        });
+    };
+    fields.retain(|_, value| !value.is_null());
+    for (name, value) in fields.iter() {
+        let Some(field) = FIELDS.iter().find(|f| f.name == name) else {
+            return Err(ApiError::UnknownParameter(name.clone()));
+        };
+        expect(name, value, field.kinds)?;
+        match field.treatment {
+            Treatment::Honoured => {}
+            Treatment::NoEffect(reason) => {
+                tracing::debug!(field = %name, reason, "Chat request field accepted without effect.");
+            }
+            Treatment::OnlyValue(only, why) => {
+                if serde_json::from_str::<Value>(only).ok().as_ref() != Some(value) {
+                    return Err(ApiError::UnsupportedValue {
+                        param: name.clone(),
+                        message: format!("`{name}` must be {only}, not {value}: {why}"),
+                    });
+                }
+            }
+            Treatment::Refused(reason) => {
+                return Err(ApiError::UnsupportedParameter {
+                    param: name.clone(),
+                    reason: reason.to_owned(),
+                });
+            }
+        }
+    }
+    for required in ["model", "messages"] {
+        if !fields.contains_key(required) {
+            return Err(ApiError::MissingParameter(required.to_owned()));
+        }
+    }
+    if let Some(options) = fields.get_mut("stream_options") {
+        let options = object(options, "stream_options")?;
+        options.retain(|_, value| !value.is_null());
+        if let Some(value) = options.get("include_usage") {
+            expect("stream_options.include_usage", value, &[Kind::Bool])?;
+        }
+    }
+    if let Some(Value::Array(messages)) = fields.get_mut("messages") {
+        for (index, message) in messages.iter_mut().enumerate() {
+            check_message(message, index)?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks the types of one message's fields (`role` is required).
+fn check_message(message: &mut Value, index: usize) -> Result<(), ApiError> {
+    let at = format!("messages[{index}]");
+    let fields = object(message, &at)?;
+    fields.retain(|_, value| !value.is_null());
+    let typed: [(&str, &[Kind]); 4] = [
+        ("role", &[Kind::String]),
+        ("content", &[Kind::String, Kind::Array]),
+        ("name", &[Kind::String]),
+        ("tool_call_id", &[Kind::String]),
+    ];
+    for (name, kinds) in typed {
+        if let Some(value) = fields.get(name) {
+            expect(&format!("{at}.{name}"), value, kinds)?;
+        }
+    }
+    if !fields.contains_key("role") {
+        return Err(ApiError::MissingParameter(format!("{at}.role")));
+    }
+    if let Some(Value::Array(parts)) = fields.get_mut("content") {
+        for (i, part) in parts.iter_mut().enumerate() {
+            let at = format!("{at}.content[{i}]");
+            let part = object(part, &at)?;
+            part.retain(|_, value| !value.is_null());
+            match part.get("type") {
+                Some(kind) => expect(&format!("{at}.type"), kind, &[Kind::String])?,
+                None => return Err(ApiError::MissingParameter(format!("{at}.type"))),
+            }
+            if let Some(text) = part.get("text") {
+                expect(&format!("{at}.text"), text, &[Kind::String])?;
+            }
+        }
+    }
+    if let Some(calls) = fields.get_mut("tool_calls") {
+        let Value::Array(calls) = calls else {
+            return Err(invalid_type(
+                &format!("{at}.tool_calls"),
+                &[Kind::Array],
+                calls,
+            ));
+        };
+        for (i, call) in calls.iter_mut().enumerate() {
+            check_tool_call(call, &format!("{at}.tool_calls[{i}]"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks one tool call of an assistant message: `id`, `function.name` and
+/// `function.arguments` are strings.
+fn check_tool_call(call: &mut Value, at: &str) -> Result<(), ApiError> {
+    let call = object(call, at)?;
+    call.retain(|_, value| !value.is_null());
+    for name in ["id", "type"] {
+        if let Some(value) = call.get(name) {
+            expect(&format!("{at}.{name}"), value, &[Kind::String])?;
+        }
+    }
+    let Some(function) = call.get_mut("function") else {
+        return Err(ApiError::MissingParameter(format!("{at}.function")));
+    };
+    let function = object(function, &format!("{at}.function"))?;
+    for name in ["name", "arguments"] {
+        if let Some(value) = function.get(name) {
+            expect(&format!("{at}.function.{name}"), value, &[Kind::String])?;
+        }
+    }
+    Ok(())
+}
+
+/// `value` as an object, or `invalid_type` naming `at`.
+fn object<'a>(value: &'a mut Value, at: &str) -> Result<&'a mut Map<String, Value>, ApiError> {
+    let got = kind_of(value);
+    value.as_object_mut().ok_or_else(|| ApiError::InvalidType {
+        param: at.to_owned(),
+        expected: Kind::Object.name(),
+        got,
+    })
+}
+
+fn expect(param: &str, value: &Value, kinds: &[Kind]) -> Result<(), ApiError> {
+    if kinds.iter().any(|kind| kind.admits(value)) {
+        Ok(())
+    } else {
+        Err(invalid_type(param, kinds, value))
+    }
+}
+
+fn invalid_type(param: &str, kinds: &[Kind], value: &Value) -> ApiError {
+    ApiError::InvalidType {
+        param: param.to_owned(),
+        expected: match kinds {
+            [Kind::String, Kind::Array] => "a string or an array",
+            [Kind::String, Kind::Object] => "a string or an object",
+            [kind, ..] => kind.name(),
+            [] => "nothing",
+        },
+        got: kind_of(value),
+    }
+}
+
+/// The JSON type of `value`, as the messages name it.
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a decimal",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FIELDS, Treatment};
+
+    /// The README's table of facade fields lists every field with what Keel does with it.
+    #[test]
+    fn the_readme_documents_every_field() {
+        let readme = include_str!("../../README.md");
+        for field in FIELDS {
+            let row = readme
+                .lines()
+                .find(|line| line.starts_with(&format!("| `{}` |", field.name)))
+                .unwrap_or_else(|| panic!("README: no row for `{}`", field.name));
+            let word = match field.treatment {
+                Treatment::Honoured => "honoured",
+                Treatment::NoEffect(_) => "no effect",
+                Treatment::OnlyValue(..) => "only",
+                Treatment::Refused(_) => "refused",
+            };
+            assert!(row.contains(word), "README row for `{}`: {row}", field.name);
+        }
+    }
+}
