@@ -25,7 +25,7 @@ use crate::{
 /// A document's spec after validation and deserialization.
 #[derive(Debug, Clone)]
 pub(crate) enum Typed {
-    Runtime(RuntimeSpec),
+    Runtime(Box<RuntimeSpec>),
     Model(ModelSpec),
     Tool(ToolSpecDoc),
     Agent(AgentSpec),
@@ -228,7 +228,9 @@ fn compile(doc: &Document, diagnostics: &mut Vec<Diagnostic>) -> Option<Typed> {
     };
     let json = validate_spec(doc, spec, diagnostics)?;
     match doc.kind {
-        Kind::Runtime => deserialize(doc, json, diagnostics).map(Typed::Runtime),
+        Kind::Runtime => {
+            deserialize(doc, json, diagnostics).map(|spec| Typed::Runtime(Box::new(spec)))
+        }
         Kind::Model => deserialize(doc, json, diagnostics).map(Typed::Model),
         Kind::Tool => deserialize(doc, json, diagnostics).map(Typed::Tool),
         Kind::Agent => deserialize(doc, json, diagnostics).map(Typed::Agent),
@@ -286,7 +288,7 @@ fn build(
         }
         let name = doc.name.clone();
         match typed {
-            Typed::Runtime(spec) => runtime = Some(spec),
+            Typed::Runtime(spec) => runtime = Some(*spec),
             Typed::Model(spec) => drop(models.insert(name, spec)),
             Typed::Tool(spec) => drop(tools.insert(name, spec)),
             Typed::Agent(spec) => drop(agents.insert(name, spec)),

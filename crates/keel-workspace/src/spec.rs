@@ -194,6 +194,18 @@ pub struct ServerSpec {
     pub max_body_bytes: u64,
     /// On shutdown, how long runs in flight may take to finish before they are interrupted.
     pub shutdown_grace: Duration,
+    /// How long a connection may take to send a request's headers, counted from when it
+    /// opened or its previous answer went out (so also how long a kept-alive connection may
+    /// sit idle); then it is closed.
+    pub header_read_timeout: Duration,
+    /// How long a request's body may take to arrive once its headers have; then it fails.
+    pub body_read_timeout: Duration,
+    /// Open connections the server holds at once; more are closed as they arrive.
+    #[schemars(range(min = 1))]
+    pub max_connections: u32,
+    /// Open connections one client address may hold at once; more are closed as they arrive.
+    #[schemars(range(min = 1))]
+    pub max_connections_per_client: u32,
 }
 
 impl Default for ServerSpec {
@@ -205,6 +217,10 @@ impl Default for ServerSpec {
             request_timeout: Duration::from_secs(600),
             max_body_bytes: 1024 * 1024,
             shutdown_grace: Duration::from_secs(30),
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            max_connections_per_client: 64,
         }
     }
 }

@@ -314,5 +314,6 @@ mod api;
 mod auth;
 mod malformed;
 mod routes;
+mod slow_clients;
 mod socket;
 mod wire;
