@@ -76,10 +76,15 @@ pub fn router_with(runtime: keel::Runtime, telemetry: Telemetry) -> Router {
     let body_time = server.body_read_timeout.0;
     let mut by_path: BTreeMap<&'static str, MethodRouter<AppState>> = BTreeMap::new();
     for route in openapi::routes() {
-        let handler = (route.handler)().route_layer(axum::middleware::from_fn_with_state(
-            (keys.clone(), route.access),
-            auth::require_key,
-        ));
+        let handler = (route.handler)()
+            .route_layer(axum::middleware::from_fn_with_state(
+                route.query,
+                openapi::check_query,
+            ))
+            .route_layer(axum::middleware::from_fn_with_state(
+                (keys.clone(), route.access),
+                auth::require_key,
+            ));
         let merged = match by_path.remove(route.path) {
             Some(existing) => existing.merge(handler),
             None => handler,
@@ -98,7 +103,7 @@ pub fn router_with(runtime: keel::Runtime, telemetry: Telemetry) -> Router {
             body_time,
             conn::limit_body_time,
         ))
-        .with_state(AppState::new(runtime, telemetry))
+        .with_state(AppState::new(runtime, telemetry, !keys.is_empty()))
 }
 
 pub(crate) async fn health() -> axum::Json<serde_json::Value> {

@@ -51,6 +51,10 @@ impl<'de> Deserialize<'de> for Duration {
     }
 }
 
+/// What a [`Duration`] looks like: whole numbers (of at most 10 digits, so no sum overflows),
+/// each with one of humantime's unit names.
+const DURATION_PATTERN: &str = "^ *[0-9]{1,10} *(?:nanos|nsec|ns|usec|us|µs|millis|msec|ms|seconds|second|secs|sec|s|minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d|weeks|week|wks|wk|w|months|month|M|years|year|yrs|yr|y)(?: *[0-9]{1,10} *(?:nanos|nsec|ns|usec|us|µs|millis|msec|ms|seconds|second|secs|sec|s|minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d|weeks|week|wks|wk|w|months|month|M|years|year|yrs|yr|y))* *$";
+
 impl JsonSchema for Duration {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Duration".into()
@@ -59,7 +63,7 @@ impl JsonSchema for Duration {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "pattern": "^\\s*[0-9]+\\s*[a-zA-Zµ]+(\\s*[0-9]+\\s*[a-zA-Zµ]+)*\\s*$",
+            "pattern": DURATION_PATTERN,
             "description": "a duration such as 500ms, 10s, 10m or 1h 30m"
         })
     }
