@@ -103,7 +103,11 @@ pub fn router_with(runtime: keel::Runtime, telemetry: Telemetry) -> Router {
             body_time,
             conn::limit_body_time,
         ))
-        .with_state(AppState::new(runtime, telemetry, !keys.is_empty()))
+        .with_state(AppState::new(
+            runtime,
+            telemetry,
+            openapi::openapi(!keys.is_empty()),
+        ))
 }
 
 pub(crate) async fn health() -> axum::Json<serde_json::Value> {

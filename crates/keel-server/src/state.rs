@@ -23,8 +23,8 @@ pub(crate) struct AppState {
 }
 
 impl AppState {
-    /// `secured`: API keys are configured (the document then declares security).
-    pub(crate) fn new(runtime: Runtime, telemetry: Telemetry, secured: bool) -> Self {
+    /// `openapi`: the document `GET /api/openapi.json` answers.
+    pub(crate) fn new(runtime: Runtime, telemetry: Telemetry, openapi: serde_json::Value) -> Self {
         let workspace = runtime.workspace();
         let capacity = workspace.runtime.limits.max_concurrent_runs as usize
             + workspace.runtime.server.max_queued_requests as usize;
@@ -34,7 +34,7 @@ impl AppState {
             admission: Arc::new(Admission::new(capacity)),
             telemetry,
             request_timeout,
-            openapi: Arc::new(crate::openapi::openapi(secured)),
+            openapi: Arc::new(openapi),
         }
     }
 }
