@@ -666,3 +666,41 @@ fn merge_patch(_: &mut SchemaGenerator) -> schemars::Schema {
         "description": "a JSON merge patch of the task's arguments"
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_the_server_issues_passes_the_check_and_others_do_not() {
+        let cursor = keel::RunCursor {
+            started_at: "2026-01-02T03:04:05.678Z".into(),
+            request_id: keel::RequestId::from("run_0123".to_owned()),
+        }
+        .encode();
+        assert!(CURSOR.accepts(&cursor), "{cursor}");
+        for bad in [
+            "", "0a", "410a", "0a41", "41", "410a41zz", "c3a90a41", "417f0a41",
+        ] {
+            assert!(!CURSOR.accepts(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn integers_are_plain_digits_within_the_declared_range() {
+        let limit = page(1000);
+        assert!(limit.accepts("1") && limit.accepts("1000"));
+        for bad in [
+            "",
+            "0",
+            "1001",
+            "+5",
+            "-1",
+            "1.0",
+            "abc",
+            "99999999999999999999",
+        ] {
+            assert!(!limit.accepts(bad), "{bad}");
+        }
+    }
+}
