@@ -44,7 +44,7 @@ impl Keys {
         Self { keys }
     }
 
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
 

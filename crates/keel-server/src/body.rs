@@ -53,7 +53,8 @@ fn is_json(headers: &HeaderMap) -> bool {
     }
 }
 
-/// Parses a JSON body; an empty body parses as `{}` when `empty_ok`.
+/// Parses a JSON body, which must be an object; an empty body parses as `{}` when
+/// `empty_ok`.
 pub(crate) fn parse_body<T: DeserializeOwned>(
     body: Result<Bytes, BytesRejection>,
     empty_ok: bool,
@@ -73,19 +74,28 @@ pub(crate) fn parse_body<T: DeserializeOwned>(
     } else {
         &body
     };
-    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest {
+    let invalid = |e: serde_json::Error| ApiError::BadRequest {
         message: format!("invalid request body: {e}"),
         param: None,
-    })
+    };
+    // Every body is a JSON object; serde alone would also read a struct from an array.
+    let value: Value = serde_json::from_slice(body).map_err(invalid)?;
+    if !value.is_object() {
+        return Err(ApiError::BadRequest {
+            message: "invalid request body: expected a JSON object".into(),
+            param: None,
+        });
+    }
+    serde_json::from_value(value).map_err(invalid)
 }
 
 /// Parses a query string (`a=1&b=x`) into `T`: every value is a string, except that values
-/// made only of digits also parse as numbers (for `limit`, `after`).
+/// made only of digits also parse as numbers (for `limit`, `after`); empty values count as
+/// absent. (The route table's [`crate::openapi::check_query`] has already checked each
+/// declared parameter's value.)
 pub(crate) fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, ApiError> {
     let mut map = serde_json::Map::new();
-    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let (key, value) = (percent_decode(key)?, percent_decode(value)?);
+    for (key, value) in query_pairs(query)? {
         if value.is_empty() {
             continue;
         }
@@ -99,6 +109,19 @@ pub(crate) fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T,
         message: format!("invalid query: {e}"),
         param: None,
     })
+}
+
+/// The decoded `key=value` pairs of a query string, in order.
+pub(crate) fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, ApiError> {
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            Ok((percent_decode(key)?, percent_decode(value)?))
+        })
+        .collect()
 }
 
 fn is_numeric_param(key: &str) -> bool {

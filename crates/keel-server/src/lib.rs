@@ -30,6 +30,7 @@
 mod approvals;
 mod auth;
 mod body;
+mod conn;
 mod error;
 mod health;
 mod inventory;
@@ -71,13 +72,19 @@ pub fn router(runtime: keel::Runtime) -> Router {
 pub fn router_with(runtime: keel::Runtime, telemetry: Telemetry) -> Router {
     telemetry.describe(runtime.workspace());
     let keys = Arc::new(auth::Keys::from_runtime(&runtime));
-    let body_limit =
-        usize::try_from(runtime.workspace().runtime.server.max_body_bytes).unwrap_or(usize::MAX);
+    let server = &runtime.workspace().runtime.server;
+    let body_limit = usize::try_from(server.max_body_bytes).unwrap_or(usize::MAX);
+    let body_time = server.body_read_timeout.0;
     let mut by_path: BTreeMap<&'static str, MethodRouter<AppState>> = BTreeMap::new();
     for route in openapi::routes() {
-        // Layers run outermost last-added: auth first, then the body's media type.
+        // Layers run outermost last-added: auth first, then the query's parameters, then the
+        // body's media type.
         let handler = (route.handler)()
             .route_layer(axum::middleware::from_fn(body::require_json))
+            .route_layer(axum::middleware::from_fn_with_state(
+                route.query,
+                openapi::check_query,
+            ))
             .route_layer(axum::middleware::from_fn_with_state(
                 (keys.clone(), route.access),
                 auth::require_key,
@@ -96,7 +103,15 @@ pub fn router_with(runtime: keel::Runtime, telemetry: Telemetry) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
-        .with_state(AppState::new(runtime, telemetry))
+        .layer(axum::middleware::from_fn_with_state(
+            body_time,
+            conn::limit_body_time,
+        ))
+        .with_state(AppState::new(
+            runtime,
+            telemetry,
+            openapi::openapi(!keys.is_empty()),
+        ))
 }
 
 /// `GET /v1/capabilities`: what this server offers.
@@ -140,6 +155,9 @@ pub struct ShutdownSummary {
 /// no new connections or runs are accepted, runs in flight get `server.shutdownGrace` to
 /// finish, and the rest are stopped and recorded `interrupted` (resumable with
 /// `keel runs resume`). Connections still open a few seconds after that are dropped.
+///
+/// Slow and idle clients are held to `server.headerReadTimeout`, `server.bodyReadTimeout`,
+/// `server.maxConnections` and `server.maxConnectionsPerClient` (see the crate's README).
 pub async fn serve(
     runtime: keel::Runtime,
     telemetry: Telemetry,
@@ -148,19 +166,19 @@ pub async fn serve(
 ) -> std::io::Result<ShutdownSummary> {
     let grace = runtime.workspace().runtime.server.shutdown_grace.0;
     let stop = CancellationToken::new();
-    let server = axum::serve(listener, router_with(runtime.clone(), telemetry))
-        .with_graceful_shutdown(stop.clone().cancelled_owned())
-        .into_future();
+    let limits = conn::ConnLimits::from_spec(&runtime.workspace().runtime.server);
+    let app = router_with(runtime.clone(), telemetry);
+    let server = conn::accept_loop(listener, app, limits, stop.clone());
     let mut server = std::pin::pin!(server);
     tokio::select! {
-        result = &mut server => return result.map(|()| ShutdownSummary { finished: 0, interrupted: 0 }),
+        () = &mut server => return Ok(ShutdownSummary { finished: 0, interrupted: 0 }),
         () = shutdown => {}
     }
     stop.cancel();
     let report = runtime.shutdown(grace).await;
     // Runs have ended, so their streams end; give connections a moment to drain.
     match tokio::time::timeout(Duration::from_secs(5), &mut server).await {
-        Ok(result) => result?,
+        Ok(()) => {}
         Err(_) => tracing::warn!("connections still open after shutdown; closing them"),
     }
     Ok(ShutdownSummary {

@@ -31,27 +31,218 @@ pub(crate) struct Route {
     pub path: &'static str,
     pub summary: &'static str,
     pub access: Access,
-    /// Query parameters: name and meaning.
-    pub query: &'static [(&'static str, &'static str)],
+    /// Query parameters: checked by [`check_query`] before the handler runs, and described
+    /// by the document, from this one list.
+    pub query: &'static [Param],
+    /// What the path's `{id}`/`{name}` accepts.
+    pub path_param: Accepts,
     /// The JSON Schema of the body, if the route takes one.
     pub body: Option<fn(&mut SchemaGenerator) -> schemars::Schema>,
+    /// Whether the body may be left out (it then reads as `{}`).
+    pub body_optional: bool,
     /// What a success answers.
     pub answers: &'static str,
     pub handler: fn() -> MethodRouter<AppState>,
+}
+
+/// A query parameter.
+pub(crate) struct Param {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub accepts: Accepts,
+}
+
+/// What a parameter's value may be. An empty value (`?agent=`) of a [`Accepts::Text`]
+/// parameter counts as absent; every other kind rejects it.
+#[derive(Clone, Copy)]
+pub(crate) enum Accepts {
+    /// Any text.
+    Text,
+    /// A decimal integer in `min..=max`.
+    Integer { min: u64, max: u64 },
+    /// One of these names.
+    OneOf(&'static [&'static str]),
+    /// `true` or `false`.
+    Boolean,
+    /// A session id (`SessionId::parse`); a bad one is a 400 `invalid_session_id`.
+    SessionId,
+    /// Text matching `pattern` (the document's), as `check` (the server's) decides.
+    Format {
+        pattern: &'static str,
+        check: fn(&str) -> bool,
+    },
+}
+
+impl Accepts {
+    /// Whether the server takes `value`.
+    fn accepts(self, value: &str) -> bool {
+        match self {
+            Self::Text => true,
+            Self::Integer { min, max } => {
+                value.bytes().all(|b| b.is_ascii_digit())
+                    && value.parse::<u64>().is_ok_and(|n| (min..=max).contains(&n))
+            }
+            Self::OneOf(names) => names.contains(&value),
+            Self::Boolean => matches!(value, "true" | "false"),
+            Self::SessionId => keel::SessionId::parse(value).is_ok(),
+            Self::Format { check, .. } => check(value),
+        }
+    }
+
+    /// The JSON Schema of a value.
+    fn schema(self) -> Value {
+        match self {
+            Self::Text => json!({ "type": "string" }),
+            Self::Integer { min, max } => {
+                json!({ "type": "integer", "minimum": min, "maximum": max })
+            }
+            Self::OneOf(names) => json!({ "type": "string", "enum": names }),
+            Self::Boolean => json!({ "type": "boolean" }),
+            Self::SessionId => {
+                json!({ "type": "string", "pattern": keel::types::ids::SESSION_ID_PATTERN })
+            }
+            Self::Format { pattern, .. } => json!({ "type": "string", "pattern": pattern }),
+        }
+    }
+
+    /// What a valid value looks like, for the 400's message.
+    fn expected(self) -> String {
+        match self {
+            Self::Text => "text".into(),
+            Self::Integer { min, max } => format!("an integer between {min} and {max}"),
+            Self::OneOf(names) => format!("one of {}", names.join(", ")),
+            Self::Boolean => "true or false".into(),
+            Self::SessionId => "a session id".into(),
+            Self::Format { pattern, .. } => format!("text matching {pattern}"),
+        }
+    }
+}
+
+const fn param(name: &'static str, accepts: Accepts, description: &'static str) -> Param {
+    Param {
+        name,
+        description,
+        accepts,
+    }
+}
+
+/// The route layer that answers 400 when a declared query parameter has a value its
+/// [`Accepts`] refuses (undeclared parameters are ignored).
+pub(crate) async fn check_query(
+    axum::extract::State(params): axum::extract::State<&'static [Param]>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let pairs = match crate::body::query_pairs(request.uri().query()) {
+        Ok(pairs) => pairs,
+        Err(error) => return error.into_response(),
+    };
+    for (key, value) in &pairs {
+        let Some(param) = params.iter().find(|p| p.name == key) else {
+            continue;
+        };
+        let absent = value.is_empty() && matches!(param.accepts, Accepts::Text);
+        if let (Accepts::SessionId, Err(error)) =
+            (param.accepts, crate::body::session_id(value, param.name))
+        {
+            return error.into_response();
+        }
+        if !absent && !param.accepts.accepts(value) {
+            return crate::ApiError::BadRequest {
+                message: format!(
+                    "invalid `{}`: `{value}` (expected {})",
+                    param.name,
+                    param.accepts.expected()
+                ),
+                param: Some(param.name),
+            }
+            .into_response();
+        }
+    }
+    next.run(request).await
 }
 
 fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> schemars::Schema {
     generator.subschema_for::<T>()
 }
 
-const RUN_FILTERS: &[(&str, &str)] = &[
-    ("status", "only runs with this status"),
-    ("agent", "only runs of this agent"),
-    ("session", "only runs of this session"),
-    ("since", "only runs started at or after this RFC 3339 time"),
-    ("limit", "page size (1–1000, default 50)"),
-    ("cursor", "the `nextCursor` of the previous page"),
+/// A page size of `1..=max`.
+const fn page(max: u64) -> Accepts {
+    Accepts::Integer { min: 1, max }
+}
+
+/// A run-list cursor: printable ASCII, a newline, printable ASCII, as lowercase or uppercase
+/// hex — what `nextCursor` holds.
+const CURSOR: Accepts = Accepts::Format {
+    pattern: "^(?:[2-6][0-9a-fA-F]|7[0-9a-eA-E])+0[aA](?:[2-6][0-9a-fA-F]|7[0-9a-eA-E])+$",
+    check: is_cursor,
+};
+
+fn is_cursor(value: &str) -> bool {
+    let printable = |pair: &[u8]| match pair {
+        [high, low] => {
+            let low_ok = low.is_ascii_hexdigit();
+            match high {
+                b'2'..=b'6' => low_ok,
+                b'7' => low_ok && !matches!(low, b'f' | b'F'),
+                _ => false,
+            }
+        }
+        _ => false,
+    };
+    let bytes = value.as_bytes();
+    if !bytes.len().is_multiple_of(2) {
+        return false;
+    }
+    let pairs: Vec<&[u8]> = bytes.chunks(2).collect();
+    let newlines: Vec<usize> = pairs
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| matches!(p, [b'0', b'a' | b'A']))
+        .map(|(i, _)| i)
+        .collect();
+    match newlines.as_slice() {
+        [at] => {
+            *at > 0
+                && *at + 1 < pairs.len()
+                && pairs
+                    .iter()
+                    .enumerate()
+                    .all(|(i, p)| i == *at || printable(p))
+        }
+        _ => false,
+    }
+}
+
+/// An artifact id, bare or as its whole `keel://artifacts/<id>` URI.
+const ARTIFACT_ID: Accepts = Accepts::Format {
+    pattern: "^(keel://artifacts/)?[A-Za-z0-9_-]+$",
+    check: |id| keel::types::artifact_id(id).is_some(),
+};
+
+/// A session id: the one rule of `SessionId::parse`.
+const SESSION_ID: Accepts = Accepts::SessionId;
+
+const RUN_FILTERS: &[Param] = &[
+    param(
+        "status",
+        Accepts::OneOf(keel::RunStatus::NAMES),
+        "only runs with this status",
+    ),
+    param("agent", Accepts::Text, "only runs of this agent"),
+    param("session", SESSION_ID, "only runs of this session"),
+    param(
+        "since",
+        Accepts::Text,
+        "only runs started at or after this RFC 3339 time",
+    ),
+    param("limit", page(1000), "page size (default 50)"),
+    param("cursor", CURSOR, "the `nextCursor` of the previous page"),
 ];
+
+/// The largest `seq` the store keeps (a SQLite integer).
+const MAX_SEQ: u64 = i64::MAX as u64;
 
 /// Every route of the service.
 pub(crate) fn routes() -> Vec<Route> {
@@ -66,8 +257,10 @@ pub(crate) fn routes() -> Vec<Route> {
         path,
         summary,
         access,
-        query: &[],
+        query: const { &[] },
+        path_param: Accepts::Text,
         body: None,
+        body_optional: false,
         answers,
         handler,
     };
@@ -113,7 +306,7 @@ pub(crate) fn routes() -> Vec<Route> {
             || routing::get(crate::capabilities),
         ),
         Route {
-            body: Some(schema::<openai::ChatRequest>),
+            body: Some(openai::fields::request_schema),
             ..route(
                 Method::POST,
                 "/v1/chat/completions",
@@ -154,10 +347,19 @@ pub(crate) fn routes() -> Vec<Route> {
             || routing::get(requests::get_request),
         ),
         Route {
-            query: &[
-                ("after", "only events with a greater seq"),
-                ("limit", "JSON page size (1–10000, default 1000)"),
-            ],
+            query: const {
+                &[
+                    param(
+                        "after",
+                        Accepts::Integer {
+                            min: 0,
+                            max: MAX_SEQ,
+                        },
+                        "only events with a greater seq",
+                    ),
+                    param("limit", page(10_000), "JSON page size (default 1000)"),
+                ]
+            },
             ..route(
                 Method::GET,
                 "/api/requests/{id}/events",
@@ -177,6 +379,7 @@ pub(crate) fn routes() -> Vec<Route> {
         ),
         Route {
             body: Some(schema::<requests::RetryBody>),
+            body_optional: true,
             ..route(
                 Method::POST,
                 "/api/requests/{id}/retry",
@@ -187,7 +390,7 @@ pub(crate) fn routes() -> Vec<Route> {
             )
         },
         Route {
-            query: &[("limit", "how many")],
+            query: const { &[param("limit", page(1000), "how many (default: all)")] },
             ..route(
                 Method::GET,
                 "/api/sessions",
@@ -197,24 +400,36 @@ pub(crate) fn routes() -> Vec<Route> {
                 || routing::get(sessions::list_sessions),
             )
         },
-        route(
-            Method::GET,
-            "/api/sessions/{id}",
-            Operator,
-            "A session and its transcript",
-            "`{session, messages}`",
-            || routing::get(sessions::get_session),
-        ),
-        route(
-            Method::DELETE,
-            "/api/sessions/{id}",
-            Operator,
-            "Delete a session (its runs stay)",
-            "`{deleted: true}`",
-            || routing::delete(sessions::delete_session),
-        ),
         Route {
-            query: &[("status", "pending, approved, denied or expired")],
+            path_param: SESSION_ID,
+            ..route(
+                Method::GET,
+                "/api/sessions/{id}",
+                Operator,
+                "A session and its transcript",
+                "`{session, messages}`",
+                || routing::get(sessions::get_session),
+            )
+        },
+        Route {
+            path_param: SESSION_ID,
+            ..route(
+                Method::DELETE,
+                "/api/sessions/{id}",
+                Operator,
+                "Delete a session (its runs stay)",
+                "`{deleted: true}`",
+                || routing::delete(sessions::delete_session),
+            )
+        },
+        Route {
+            query: const {
+                &[param(
+                    "status",
+                    Accepts::OneOf(keel::types::ApprovalStatus::NAMES),
+                    "only approvals with this status",
+                )]
+            },
             ..route(
                 Method::GET,
                 "/api/approvals",
@@ -226,6 +441,7 @@ pub(crate) fn routes() -> Vec<Route> {
         },
         Route {
             body: Some(schema::<approvals::Decision>),
+            body_optional: true,
             ..route(
                 Method::POST,
                 "/api/approvals/{id}/approve",
@@ -237,6 +453,7 @@ pub(crate) fn routes() -> Vec<Route> {
         },
         Route {
             body: Some(schema::<approvals::Decision>),
+            body_optional: true,
             ..route(
                 Method::POST,
                 "/api/approvals/{id}/deny",
@@ -247,7 +464,7 @@ pub(crate) fn routes() -> Vec<Route> {
             )
         },
         Route {
-            query: &[("limit", "how many")],
+            query: const { &[param("limit", page(1000), "how many (default: all)")] },
             ..route(
                 Method::GET,
                 "/api/tasks",
@@ -276,14 +493,17 @@ pub(crate) fn routes() -> Vec<Route> {
             "the TaskRecord",
             || routing::get(tasks::get_task),
         ),
-        route(
-            Method::PATCH,
-            "/api/tasks/{id}",
-            Operator,
-            "Patch a task's arguments (JSON merge patch) and check it again",
-            "the TaskRecord",
-            || routing::patch(tasks::update_task),
-        ),
+        Route {
+            body: Some(merge_patch),
+            ..route(
+                Method::PATCH,
+                "/api/tasks/{id}",
+                Operator,
+                "Patch a task's arguments (JSON merge patch) and check it again",
+                "the TaskRecord",
+                || routing::patch(tasks::update_task),
+            )
+        },
         route(
             Method::DELETE,
             "/api/tasks/{id}",
@@ -294,6 +514,7 @@ pub(crate) fn routes() -> Vec<Route> {
         ),
         Route {
             body: Some(schema::<tasks::RunBody>),
+            body_optional: true,
             ..route(
                 Method::POST,
                 "/api/tasks/{id}/run",
@@ -304,7 +525,13 @@ pub(crate) fn routes() -> Vec<Route> {
             )
         },
         Route {
-            query: &[("agent", "whose inventory (default: the default agent)")],
+            query: const {
+                &[param(
+                    "agent",
+                    Accepts::Text,
+                    "whose inventory (default: the default agent)",
+                )]
+            },
             ..route(
                 Method::GET,
                 "/api/tools",
@@ -334,7 +561,14 @@ pub(crate) fn routes() -> Vec<Route> {
             )
         },
         Route {
-            query: &[("meta", "`true`: the ArtifactRecord instead of the content")],
+            query: const {
+                &[param(
+                    "meta",
+                    Accepts::Boolean,
+                    "`true`: the ArtifactRecord instead of the content",
+                )]
+            },
+            path_param: ARTIFACT_ID,
             ..route(
                 Method::GET,
                 "/api/artifacts/{id}",
@@ -355,8 +589,9 @@ pub(crate) fn routes() -> Vec<Route> {
     ]
 }
 
-/// The OpenAPI 3.1 document of [`routes`].
-pub(crate) fn openapi() -> Value {
+/// The OpenAPI 3.1 document of [`routes`]; `secured` (API keys are configured) adds the
+/// security schemes and each operation's requirement, which the server then enforces.
+pub(crate) fn openapi(secured: bool) -> Value {
     let mut generator = schemars::generate::SchemaSettings::draft2020_12()
         .with(|s| s.definitions_path = "/components/schemas".into())
         .into_generator();
@@ -367,11 +602,11 @@ pub(crate) fn openapi() -> Value {
             .split('/')
             .filter_map(|part| part.strip_prefix('{')?.strip_suffix('}'))
             .map(|name| {
-                json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } })
+                json!({ "name": name, "in": "path", "required": true, "schema": route.path_param.schema() })
             })
             .collect();
-        parameters.extend(route.query.iter().map(|(name, description)| {
-            json!({ "name": name, "in": "query", "required": false, "description": description, "schema": { "type": "string" } })
+        parameters.extend(route.query.iter().map(|param| {
+            json!({ "name": param.name, "in": "query", "required": false, "description": param.description, "schema": param.accepts.schema() })
         }));
         let mut operation = json!({
             "summary": route.summary,
@@ -386,15 +621,17 @@ pub(crate) fn openapi() -> Value {
         });
         if let Some(body) = route.body {
             operation["requestBody"] = json!({
-                "required": true,
+                "required": !route.body_optional,
                 "content": { "application/json": { "schema": body(&mut generator) } }
             });
         }
-        operation["security"] = match route.access {
-            Access::Public => json!([]),
-            Access::Client => json!([{ "client": [] }, { "operator": [] }]),
-            Access::Operator => json!([{ "operator": [] }]),
-        };
+        if secured {
+            operation["security"] = match route.access {
+                Access::Public => json!([]),
+                Access::Client => json!([{ "client": [] }, { "operator": [] }]),
+                Access::Operator => json!([{ "operator": [] }]),
+            };
+        }
         paths
             .entry(route.path.to_owned())
             .or_default()
@@ -418,6 +655,13 @@ pub(crate) fn openapi() -> Value {
             } }
         }),
     );
+    let mut components = json!({ "schemas": schemas });
+    if secured {
+        components["securitySchemes"] = json!({
+            "client": { "type": "http", "scheme": "bearer", "description": "an API key with role `client`" },
+            "operator": { "type": "http", "scheme": "bearer", "description": "an API key with role `operator`" }
+        });
+    }
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -426,18 +670,58 @@ pub(crate) fn openapi() -> Value {
             "description": "Keel's HTTP service: the OpenAI-compatible facade under /v1 and the runtime and operator API under /api. Errors answer `{error: {message, type, param, code}}`."
         },
         "paths": paths,
-        "components": {
-            "schemas": schemas,
-            "securitySchemes": {
-                "client": { "type": "http", "scheme": "bearer", "description": "an API key with role `client`" },
-                "operator": { "type": "http", "scheme": "bearer", "description": "an API key with role `operator`" }
-            }
-        }
+        "components": components,
     })
 }
 
-/// `GET /api/openapi.json`. The document depends on the code only, so it is built once.
-async fn document() -> Json<Value> {
-    static DOCUMENT: std::sync::LazyLock<Value> = std::sync::LazyLock::new(openapi);
-    Json(DOCUMENT.clone())
+/// `GET /api/openapi.json`: the document built when the router was (it depends on the code
+/// and on whether keys are configured).
+async fn document(axum::extract::State(state): axum::extract::State<AppState>) -> Json<Value> {
+    Json(Value::clone(&state.openapi))
+}
+
+/// A JSON merge patch (RFC 7396) of a task's arguments.
+fn merge_patch(_: &mut SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "a JSON merge patch of the task's arguments"
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_the_server_issues_passes_the_check_and_others_do_not() {
+        let cursor = keel::RunCursor {
+            started_at: "2026-01-02T03:04:05.678Z".into(),
+            request_id: keel::RequestId::from("run_0123".to_owned()),
+        }
+        .encode();
+        assert!(CURSOR.accepts(&cursor), "{cursor}");
+        for bad in [
+            "", "0a", "410a", "0a41", "41", "410a41zz", "c3a90a41", "417f0a41",
+        ] {
+            assert!(!CURSOR.accepts(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn integers_are_plain_digits_within_the_declared_range() {
+        let limit = page(1000);
+        assert!(limit.accepts("1") && limit.accepts("1000"));
+        for bad in [
+            "",
+            "0",
+            "1001",
+            "+5",
+            "-1",
+            "1.0",
+            "abc",
+            "99999999999999999999",
+        ] {
+            assert!(!limit.accepts(bad), "{bad}");
+        }
+    }
 }

@@ -94,7 +94,9 @@ pub(crate) struct CreateRequest {
     input: String,
     #[serde(default)]
     agent: Option<String>,
+    /// A session to make the run a turn of: 1–128 letters, digits, `.`, `_` or `-`.
     #[serde(default)]
+    #[schemars(regex(pattern = keel::types::ids::SESSION_ID_PATTERN))]
     session_id: Option<String>,
     /// Answer when the run has ended (200 and the `RunResponse`) instead of at once (202).
     #[serde(default)]

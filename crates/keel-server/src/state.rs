@@ -18,10 +18,13 @@ pub(crate) struct AppState {
     pub telemetry: Telemetry,
     /// The longest a run started over HTTP may take.
     pub request_timeout: Duration,
+    /// The OpenAPI document, built once for this server's configuration.
+    pub openapi: Arc<serde_json::Value>,
 }
 
 impl AppState {
-    pub(crate) fn new(runtime: Runtime, telemetry: Telemetry) -> Self {
+    /// `openapi`: the document `GET /api/openapi.json` answers.
+    pub(crate) fn new(runtime: Runtime, telemetry: Telemetry, openapi: serde_json::Value) -> Self {
         let workspace = runtime.workspace();
         let capacity = workspace.runtime.limits.max_concurrent_runs as usize
             + workspace.runtime.server.max_queued_requests as usize;
@@ -31,6 +34,7 @@ impl AppState {
             admission: Arc::new(Admission::new(capacity)),
             telemetry,
             request_timeout,
+            openapi: Arc::new(openapi),
         }
     }
 }

@@ -76,6 +76,9 @@ id_type!(
 /// The longest session id accepted, in characters.
 pub const SESSION_ID_MAX_LEN: usize = 128;
 
+/// The rule of [`SessionId::parse`] as a regular expression (for schemas and documents).
+pub const SESSION_ID_PATTERN: &str = "^[A-Za-z0-9._-]{1,128}$";
+
 /// A session id that breaks the rule every surface (CLI, HTTP header, path, query and body)
 /// checks: 1–128 characters, each an ASCII letter, digit, `.`, `_` or `-`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -51,6 +51,10 @@ impl<'de> Deserialize<'de> for Duration {
     }
 }
 
+/// What a [`Duration`] looks like: whole numbers (of at most 10 digits, so no sum overflows),
+/// each with one of humantime's unit names.
+const DURATION_PATTERN: &str = "^ *[0-9]{1,10} *(?:nanos|nsec|ns|usec|us|µs|millis|msec|ms|seconds|second|secs|sec|s|minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d|weeks|week|wks|wk|w|months|month|M|years|year|yrs|yr|y)(?: *[0-9]{1,10} *(?:nanos|nsec|ns|usec|us|µs|millis|msec|ms|seconds|second|secs|sec|s|minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d|weeks|week|wks|wk|w|months|month|M|years|year|yrs|yr|y))* *$";
+
 impl JsonSchema for Duration {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Duration".into()
@@ -59,7 +63,7 @@ impl JsonSchema for Duration {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "pattern": "^\\s*[0-9]+\\s*[a-zA-Zµ]+(\\s*[0-9]+\\s*[a-zA-Zµ]+)*\\s*$",
+            "pattern": DURATION_PATTERN,
             "description": "a duration such as 500ms, 10s, 10m or 1h 30m"
         })
     }
@@ -224,6 +228,18 @@ pub struct ServerSpec {
     pub max_body_bytes: u64,
     /// On shutdown, how long runs in flight may take to finish before they are interrupted.
     pub shutdown_grace: Duration,
+    /// How long a connection may take to send a request's headers, counted from when it
+    /// opened or its previous answer went out (so also how long a kept-alive connection may
+    /// sit idle); then it is closed.
+    pub header_read_timeout: Duration,
+    /// How long a request's body may take to arrive once its headers have; then it fails.
+    pub body_read_timeout: Duration,
+    /// Open connections the server holds at once; more are closed as they arrive.
+    #[schemars(range(min = 1))]
+    pub max_connections: u32,
+    /// Open connections one client address may hold at once; more are closed as they arrive.
+    #[schemars(range(min = 1))]
+    pub max_connections_per_client: u32,
 }
 
 impl Default for ServerSpec {
@@ -235,6 +251,10 @@ impl Default for ServerSpec {
             request_timeout: Duration::from_secs(600),
             max_body_bytes: 1024 * 1024,
             shutdown_grace: Duration::from_secs(30),
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            max_connections_per_client: 64,
         }
     }
 }

@@ -9,6 +9,7 @@ mod common;
 mod crash;
 mod governance;
 mod openai_clients;
+mod openapi_tester;
 mod policy;
 mod quickstart;
 mod sessions;

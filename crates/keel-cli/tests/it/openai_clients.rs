@@ -16,13 +16,13 @@ use keel_test_support::{
 use crate::common::keel_in;
 
 /// `target/test-clients` of this workspace.
-fn clients_dir() -> PathBuf {
+pub(crate) fn clients_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-clients");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
-fn must(status: std::io::Result<std::process::ExitStatus>, what: &str) {
+pub(crate) fn must(status: std::io::Result<std::process::ExitStatus>, what: &str) {
     let status = status.unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(status.success(), "{what} failed: {status}");
 }

@@ -9,8 +9,10 @@
 //! Messages are checked the same way (`messages[2].content[0].text`); what their roles and
 //! contents mean is `messages.rs`'s business.
 
-use serde_json::{Map, Value};
+use schemars::SchemaGenerator;
+use serde_json::{Map, Value, json};
 
+use super::wire::{ChatMessage, StreamOptions};
 use crate::ApiError;
 
 /// A JSON type a field may have.
@@ -33,6 +35,18 @@ impl Kind {
             Self::Bool => value.is_boolean(),
             Self::Array => value.is_array(),
             Self::Object => value.is_object(),
+        }
+    }
+
+    /// The JSON Schema type name.
+    fn schema_type(self) -> &'static str {
+        match self {
+            Self::String => "string",
+            Self::Number => "number",
+            Self::Integer => "integer",
+            Self::Bool => "boolean",
+            Self::Array => "array",
+            Self::Object => "object",
         }
     }
 
@@ -216,6 +230,53 @@ const fn field(name: &'static str, kinds: &'static [Kind], treatment: Treatment)
     }
 }
 
+/// The fields a request must have.
+const REQUIRED: [&str; 2] = ["model", "messages"];
+
+/// The JSON Schema of a Chat Completions request as [`check`] accepts it, built from
+/// [`FIELDS`] so the OpenAPI document and the server cannot disagree: every field Keel takes,
+/// with its JSON types (or its one value) and `null` as absent; refused fields are left out,
+/// and so is anything else (`additionalProperties: false`). `messages` and `stream_options`
+/// keep their detailed schemas.
+pub(crate) fn request_schema(generator: &mut SchemaGenerator) -> schemars::Schema {
+    let mut properties = Map::new();
+    for field in FIELDS {
+        let schema = match (field.name, field.treatment) {
+            (_, Treatment::Refused(_)) => continue,
+            ("messages", _) => {
+                let mut messages = generator.subschema_for::<Vec<ChatMessage>>().to_value();
+                if let Value::Object(map) = &mut messages {
+                    map.insert("minItems".into(), json!(1));
+                }
+                messages
+            }
+            ("stream_options", _) => json!({
+                "anyOf": [generator.subschema_for::<StreamOptions>().to_value(), {"type": "null"}]
+            }),
+            (_, Treatment::OnlyValue(only, _)) => {
+                json!({ "enum": [serde_json::from_str::<Value>(only).unwrap_or(Value::Null), null] })
+            }
+            _ => {
+                let mut types: Vec<&str> = field.kinds.iter().map(|k| k.schema_type()).collect();
+                // `null` is absent, which a required field may not be.
+                if !REQUIRED.contains(&field.name) {
+                    types.push("null");
+                }
+                json!({ "type": types })
+            }
+        };
+        properties.insert(field.name.to_owned(), schema);
+    }
+    let schema = json!({
+        "type": "object",
+        "description": "A Chat Completions request. Fields Keel cannot honour (sampling parameters) are refused with a 400 and so are not listed; `n` must be 1.",
+        "required": REQUIRED,
+        "properties": properties,
+        "additionalProperties": false,
+    });
+    schemars::Schema::try_from(schema).unwrap_or_default()
+}
+
 /// Checks a Chat Completions body as a whole and drops its `null` fields (absent, as in the
 /// OpenAI API), so the typed parse that follows sees only what was sent.
 pub(super) fn check(body: &mut Value) -> Result<(), ApiError> {
@@ -253,7 +314,7 @@ pub(super) fn check(body: &mut Value) -> Result<(), ApiError> {
             }
         }
     }
-    for required in ["model", "messages"] {
+    for required in REQUIRED {
         if !fields.contains_key(required) {
             return Err(ApiError::MissingParameter(required.to_owned()));
         }

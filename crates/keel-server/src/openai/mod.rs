@@ -7,7 +7,7 @@
 //! shapes, `messages.rs` the mapping of chat messages to the run's input and history, and
 //! `stream.rs` the streamed answer.
 
-mod fields;
+pub(crate) mod fields;
 mod messages;
 mod stream;
 mod wire;

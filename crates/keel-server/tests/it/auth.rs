@@ -245,3 +245,43 @@ async fn client_keys_see_only_their_own_requests() {
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn the_openapi_document_declares_security_only_when_keys_are_configured() {
+    let document = |app: Router, key: Option<&'static str>| async move {
+        let (status, _, body) = send(app, get_with("/api/openapi.json", key)).await;
+        assert_eq!(status, StatusCode::OK);
+        serde_json::from_slice::<Value>(&body).unwrap()
+    };
+    let ws = keyed_workspace();
+    let keyed = document(keel_server::router(runtime(&ws)), Some(OPERATOR)).await;
+    assert_eq!(
+        keyed["components"]["securitySchemes"]["operator"]["scheme"],
+        "bearer"
+    );
+    let paths = &keyed["paths"];
+    assert_eq!(paths["/api/health"]["get"]["security"], json!([]));
+    assert_eq!(
+        paths["/api/requests"]["get"]["security"],
+        json!([{ "client": [] }, { "operator": [] }])
+    );
+    assert_eq!(
+        paths["/api/tasks"]["get"]["security"],
+        json!([{ "operator": [] }])
+    );
+
+    let open_ws = workspace();
+    let open = document(app(&open_ws), None).await;
+    assert!(
+        open["components"].get("securitySchemes").is_none(),
+        "{open}"
+    );
+    let declared = open["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|ops| ops.as_object().unwrap().values())
+        .filter(|op| op.get("security").is_some())
+        .count();
+    assert_eq!(declared, 0, "no operation declares security without keys");
+}

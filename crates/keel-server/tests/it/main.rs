@@ -302,5 +302,6 @@ mod hooked;
 mod malformed;
 mod routes;
 mod session_ids;
+mod slow_clients;
 mod socket;
 mod wire;

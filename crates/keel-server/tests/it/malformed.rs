@@ -174,6 +174,21 @@ fn corpus() -> Vec<Case> {
         case("GET", "/api/sessions?limit=-1", ""),
         case("GET", "/api/artifacts/..%2F..%2Fetc", ""),
         case("GET", "/api/artifacts/abc?meta=perhaps", ""),
+        // Typed query values, as the OpenAPI document declares them: an empty value of a
+        // typed parameter is no value, a number out of the declared range is refused.
+        case("GET", "/api/requests?status=", ""),
+        case("GET", "/api/requests?cursor=0a41", ""),
+        case("GET", "/api/requests/x/events?after=abc", ""),
+        case(
+            "GET",
+            "/api/requests/x/events?after=9223372036854775808",
+            "",
+        ),
+        case("GET", "/api/sessions?limit=", ""),
+        case("GET", "/api/tasks?limit=5000", ""),
+        case("GET", "/api/artifacts/abc?meta=", ""),
+        // A body is a JSON object, never an array read into the same fields.
+        case("POST", "/api/tools/read_file/call", "[null, null]"),
         // Unknown routes and methods.
         case("GET", "/v1/nope", ""),
         case("DELETE", "/v1/chat/completions", ""),

@@ -20,14 +20,15 @@ fn slow_workspace() -> TempWorkspace {
         .build()
 }
 
-struct Server {
-    base: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+pub(super) struct Server {
+    pub(super) base: String,
+    pub(super) stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<keel_server::ShutdownSummary>>,
     runtime: keel::Runtime,
 }
 
-async fn start(ws: &TempWorkspace) -> Server {
+/// `keel_server::serve` over `ws` on a free loopback port.
+pub(super) async fn start(ws: &TempWorkspace) -> Server {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let telemetry = keel_server::Telemetry::new();
     let runtime = keel::Runtime::builder()
