@@ -33,7 +33,7 @@ pub async fn chat(args: ChatArgs) -> Result<(), CliError> {
     let session = match args
         .session
         .as_deref()
-        .map(run::parse_session)
+        .map(keel::SessionId::parse)
         .transpose()?
     {
         Some(session) => session,

@@ -83,6 +83,13 @@ impl From<keel::types::UnknownName> for CliError {
     }
 }
 
+/// A session id outside the one rule is the user's mistake.
+impl From<keel::types::InvalidSessionId> for CliError {
+    fn from(error: keel::types::InvalidSessionId) -> Self {
+        Self::usage(error)
+    }
+}
+
 impl From<StoreError> for CliError {
     fn from(error: StoreError) -> Self {
         Self::failed(error)

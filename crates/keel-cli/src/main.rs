@@ -211,6 +211,7 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
                 },
         } => {
             // The one command whose success has more than one exit code.
+            let args = tools::read_args(args)?;
             let verdict = policy::check(
                 &ws.workspace,
                 &tool,

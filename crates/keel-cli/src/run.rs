@@ -41,7 +41,7 @@ pub struct RunArgs {
 }
 
 pub async fn run(args: RunArgs) -> Result<(), CliError> {
-    let session = args.session.as_deref().map(parse_session).transpose()?;
+    let session = args.session.as_deref().map(SessionId::parse).transpose()?;
     let mode = args
         .mode
         .as_deref()
@@ -68,9 +68,4 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
 /// Starts a run of an agent; what the runtime refuses (an unknown agent, …) is a usage error.
 pub async fn start_run(runtime: &Runtime, options: RequestOptions) -> Result<RunHandle, CliError> {
     runtime.request(options).await.map_err(CliError::usage)
-}
-
-/// Validates a session id given on the command line.
-pub fn parse_session(text: &str) -> Result<SessionId, CliError> {
-    SessionId::parse(text).map_err(CliError::usage)
 }

@@ -117,7 +117,7 @@ async fn inspect(store: &SqliteStore, command: RunsCommand) -> Result<(), CliErr
             let filter = RunFilter {
                 status: status.as_deref().map(str::parse::<RunStatus>).transpose()?,
                 agent,
-                session: session.map(SessionId::from),
+                session: session.as_deref().map(SessionId::parse).transpose()?,
                 since: since.as_deref().map(parse_since).transpose()?,
                 limit: Some(limit),
                 ..Default::default()

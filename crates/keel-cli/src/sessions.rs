@@ -67,7 +67,7 @@ pub async fn sessions(
             Ok(())
         }
         SessionsCommand::Show { id, json } => {
-            let id = SessionId::from(id);
+            let id = SessionId::parse(&id)?;
             let session = store
                 .get_session(&id)
                 .await?
@@ -101,7 +101,7 @@ pub async fn sessions(
             Ok(())
         }
         SessionsCommand::Delete { id } => {
-            let id = SessionId::from(id);
+            let id = SessionId::parse(&id)?;
             if store.get_session(&id).await?.is_some() {
                 end_session(root, &id).await;
             }

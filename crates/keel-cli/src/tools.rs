@@ -171,7 +171,7 @@ pub async fn tasks(root: &Path, command: TasksCommand) -> Result<(), CliError> {
 
 /// The text of an `--args` option: the value itself, or what `@FILE` (relative to the current
 /// directory) or `-` (stdin) holds — for arguments too large for a command line.
-fn read_args(args: String) -> Result<String, CliError> {
+pub(crate) fn read_args(args: String) -> Result<String, CliError> {
     if args == "-" {
         let mut text = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)

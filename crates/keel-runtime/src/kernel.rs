@@ -231,6 +231,11 @@ impl Kernel {
         skip_turn_of: Option<&RequestId>,
     ) -> Result<RunHandle, RuntimeError> {
         validate_history(&options.history).map_err(RuntimeError::InvalidInput)?;
+        // The one rule for session ids holds for embedders too, not only the CLI and HTTP.
+        if let Some(session) = &options.session_id {
+            SessionId::parse(&session.to_string())
+                .map_err(|error| RuntimeError::InvalidInput(error.to_string()))?;
+        }
         let workspace = &self.inner.services.workspace;
         let agent_name = match options.agent.as_deref().or(workspace.default_agent()) {
             Some(name) => name.to_owned(),

@@ -56,4 +56,21 @@ fn policy_check_names_the_deciding_rule() {
     );
 
     assert_eq!(check("shell", "not json", &[]).code, Some(2));
+
+    // Arguments from a file, like `tools call`.
+    std::fs::write(ws.join("args.json"), r#"{"command":"rm -rf /"}"#).unwrap();
+    let from_file = check("shell", "@args.json", &[]);
+    assert_eq!(from_file.code, Some(1), "{}", from_file.stderr);
+    assert!(
+        from_file.stdout.contains("never delete"),
+        "{}",
+        from_file.stdout
+    );
+    let missing = check("shell", "@nowhere.json", &[]);
+    assert_eq!(missing.code, Some(2));
+    assert!(
+        missing.stderr.contains("nowhere.json"),
+        "{}",
+        missing.stderr
+    );
 }

@@ -54,11 +54,24 @@ fn chat_keeps_one_session_across_turns_and_sessions_can_be_listed_shown_and_dele
 }
 
 #[test]
-fn run_with_session_validates_the_id() {
+fn every_command_taking_a_session_validates_the_id() {
     let ws = quickstart();
-    let bad = keel_in(&ws).run(["run", "--session", "../x", "hi"]);
-    assert_eq!(bad.code, Some(2));
-    assert!(bad.stderr.contains("invalid session id"));
+    let keel = keel_in(&ws);
+    for argv in [
+        vec!["run", "--session", "../x", "hi"],
+        vec!["chat", "--session", "../x"],
+        vec!["sessions", "show", "../x"],
+        vec!["sessions", "delete", "../x"],
+        vec!["runs", "list", "--session", "../x"],
+    ] {
+        let bad = keel.run(argv.clone());
+        assert_eq!(bad.code, Some(2), "{argv:?}: {}", bad.stderr);
+        assert!(
+            bad.stderr.contains("invalid session id"),
+            "{argv:?}: {}",
+            bad.stderr
+        );
+    }
 }
 
 #[test]

@@ -170,3 +170,32 @@ async fn history_is_trimmed_to_the_budget_keeping_calls_with_results() {
     );
     assert_eq!(sent.last().unwrap()["content"], "chat four");
 }
+
+#[tokio::test]
+async fn an_embedder_gets_the_same_session_id_rule_as_the_cli_and_http() {
+    let mock = MockLlm::start().await;
+    let ws = common::workspace(&mock.base_url(), &[], "");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    for bad in ["", "../x", "a\0b", &"s".repeat(129)] {
+        let refused = runtime
+            .request(RequestOptions {
+                input: "Hi".into(),
+                session_id: Some(SessionId::from(bad)),
+                ..Default::default()
+            })
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("`{bad}` was accepted"));
+        assert!(
+            refused.to_string().contains("session id"),
+            "{bad}: {refused}"
+        );
+    }
+    assert!(
+        runtime
+            .list_requests(&Default::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
