@@ -8,20 +8,38 @@ use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 
 use crate::common::{self, assert_well_formed, types};
 
-#[tokio::test]
-async fn max_steps_ends_a_run_that_never_answers() {
+/// A run whose model asks for `list_dir` forever, under the runtime `limits` given.
+struct Endless {
+    mock: MockLlm,
+    runtime: Runtime,
+    response: keel::RunResponse,
+    _ws: keel_test_support::TempWorkspace,
+}
+
+async fn run_forever(limits: &str) -> Endless {
     let mock = MockLlm::start().await;
     mock.respond_with(|_| {
         MockResponse::tool_calls([MockToolCall::new("c", "list_dir", [r#"{"path":"."}"#])])
     });
-    let ws = common::workspace(
-        &mock.base_url(),
-        &["list_dir"],
-        "  limits: { maxSteps: 3 }\n",
-    );
+    let ws = common::workspace(&mock.base_url(), &["list_dir"], limits);
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
-
     let (response, _) = common::run(&runtime, "Loop forever").await;
+    Endless {
+        mock,
+        runtime,
+        response,
+        _ws: ws,
+    }
+}
+
+#[tokio::test]
+async fn max_steps_ends_a_run_that_never_answers() {
+    let Endless {
+        mock,
+        runtime,
+        response,
+        _ws,
+    } = run_forever("  limits: { maxSteps: 3 }\n").await;
 
     assert_eq!(response.status, RunStatus::Failed);
     assert_eq!(response.finish_reason, FinishReason::MaxSteps);
@@ -211,19 +229,13 @@ async fn a_large_tool_output_becomes_an_artifact_with_a_preview() {
 
 #[tokio::test]
 async fn a_spent_token_budget_ends_the_run_before_its_next_tool_calls() {
-    let mock = MockLlm::start().await;
     // Each answer reports 10 prompt tokens and 1 completion token.
-    mock.respond_with(|_| {
-        MockResponse::tool_calls([MockToolCall::new("c", "list_dir", [r#"{"path":"."}"#])])
-    });
-    let ws = common::workspace(
-        &mock.base_url(),
-        &["list_dir"],
-        "  limits: { maxTokens: 25 }\n",
-    );
-    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
-
-    let (response, _) = common::run(&runtime, "Loop forever").await;
+    let Endless {
+        mock,
+        runtime,
+        response,
+        _ws,
+    } = run_forever("  limits: { maxTokens: 25 }\n").await;
 
     assert_eq!(response.status, RunStatus::Failed);
     assert_eq!(response.finish_reason, FinishReason::TokenBudget);
