@@ -16,26 +16,22 @@ use keel_test_support::{
 use crate::common::keel_in;
 
 /// `target/test-clients` of this workspace.
-pub(crate) fn clients_dir() -> PathBuf {
+fn clients_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-clients");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
-pub(crate) fn must(status: std::io::Result<std::process::ExitStatus>, what: &str) {
+fn must(status: std::io::Result<std::process::ExitStatus>, what: &str) {
     let status = status.unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(status.success(), "{what} failed: {status}");
 }
 
-/// A Python with the official `openai` package.
-fn python() -> PathBuf {
-    let venv = clients_dir().join("python");
-    let python = venv.join("bin/python");
-    let ready = Command::new(&python)
-        .args(["-c", "import openai"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ready {
+/// A venv under target/test-clients named `name`, with `requirement` pip-installed unless
+/// `ready` (given the venv) says it already is.
+pub(crate) fn venv_with(name: &str, requirement: &str, ready: impl Fn(&Path) -> bool) -> PathBuf {
+    let venv = clients_dir().join(name);
+    if !ready(&venv) {
         must(
             Command::new("python3")
                 .args(["-m", "venv"])
@@ -45,12 +41,23 @@ fn python() -> PathBuf {
         );
         must(
             Command::new(venv.join("bin/pip"))
-                .args(["install", "-q", "openai>=1,<4"])
+                .args(["install", "-q", requirement])
                 .status(),
-            "pip install openai",
+            &format!("pip install {requirement}"),
         );
     }
-    python
+    venv
+}
+
+/// A Python with the official `openai` package.
+fn python() -> PathBuf {
+    let venv = venv_with("python", "openai>=1,<4", |venv| {
+        Command::new(venv.join("bin/python"))
+            .args(["-c", "import openai"])
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    venv.join("bin/python")
 }
 
 /// A folder whose `node_modules` holds the official `openai` package.

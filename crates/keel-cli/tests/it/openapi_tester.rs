@@ -16,7 +16,7 @@ use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 use serde_json::json;
 
 use crate::common::keel_in;
-use crate::openai_clients::{clients_dir, must};
+use crate::openai_clients::venv_with;
 
 /// The schemathesis release the suite runs (its CLI changed between major versions).
 const SCHEMATHESIS: &str = "4.32.5";
@@ -27,28 +27,14 @@ const EXAMPLES: &str = "20";
 
 /// The `schemathesis` command of a venv holding [`SCHEMATHESIS`].
 fn schemathesis() -> PathBuf {
-    let venv = clients_dir().join("schemathesis");
-    let bin = venv.join("bin/schemathesis");
-    let installed = Command::new(&bin)
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains(SCHEMATHESIS));
-    if !installed {
-        must(
-            Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .status(),
-            "python3 -m venv",
-        );
-        must(
-            Command::new(venv.join("bin/pip"))
-                .args(["install", "-q", &format!("schemathesis=={SCHEMATHESIS}")])
-                .status(),
-            "pip install schemathesis",
-        );
-    }
-    bin
+    let requirement = format!("schemathesis=={SCHEMATHESIS}");
+    let venv = venv_with("schemathesis", &requirement, |venv| {
+        Command::new(venv.join("bin/schemathesis"))
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains(SCHEMATHESIS))
+    });
+    venv.join("bin/schemathesis")
 }
 
 /// A workspace on a scripted model whose runtime is `runtime`.
