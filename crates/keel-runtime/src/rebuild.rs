@@ -253,6 +253,7 @@ mod tests {
                 tool: "t".into(),
                 ok,
                 output: format!("out {id}"),
+                error: (!ok).then(|| format!("out {id}")),
                 duration_ms: 1,
             },
         }

@@ -236,6 +236,7 @@ async fn a_cut_off_model_round_is_asked_again() {
                 3,
                 EventPayload::Adapter {
                     event: AdapterEvent::OutputDelta {
+                        adapter: "openai".into(),
                         step: 1,
                         text: "Fir".into(),
                     },
@@ -407,6 +408,7 @@ async fn a_resumed_run_may_change_a_file_it_read_before_the_interruption() {
                     tool: read.name.clone(),
                     ok: true,
                     output: "# Test workspace\nHello from the README.\n".into(),
+                    error: None,
                     duration_ms: 1,
                 },
             },
