@@ -1,7 +1,8 @@
 //! The event contract pinned: one example of every `EventPayload` (an exhaustive match makes a
 //! new variant fail to compile until it has one), their JSON snapshotted, older field names
 //! still read, and `docs/events.md` checked against the same list — every type documented,
-//! nothing documented that does not exist, every payload field named in its row.
+//! nothing documented that does not exist, every payload field named in its row — and the
+//! README's example events written exactly as Keel writes them.
 
 // Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
 #![cfg(test)]
@@ -417,5 +418,22 @@ fn docs_events_md_documents_exactly_these_events_and_fields() {
                 payload.type_name()
             );
         }
+    }
+}
+
+#[test]
+fn the_readme_event_examples_are_events_as_keel_writes_them() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text
+        .split("```jsonl\n")
+        .skip(1)
+        .flat_map(|block| block.split("```").next().unwrap_or_default().lines())
+        .collect();
+    assert!(!lines.is_empty(), "the README shows events");
+    for line in lines {
+        let written: Value = serde_json::from_str(line).unwrap();
+        let event: Event = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&event).unwrap(), written, "{line}");
     }
 }
