@@ -201,8 +201,8 @@ pub struct Divergence {
 ///
 /// An original recorded before `runtime.prompt.assembled` existed (it has none) is compared
 /// the way it was written: the new run's `prompt.assembled` events are left out, and `seq`
-/// (shifted by them) and the fields older logs lack (`adapter` of a delta, `error` of a tool
-/// result) are not compared; the position in the log still is.
+/// (shifted by them) and the `error` of a tool result (older logs lack it) are not compared;
+/// the position in the log still is.
 pub fn diverge(original: &[Event], new: &[Event]) -> Option<Divergence> {
     let legacy = !original.iter().any(is_prompt);
     let new: Vec<&Event> = new.iter().filter(|e| !(legacy && is_prompt(e))).collect();
@@ -212,7 +212,6 @@ pub fn diverge(original: &[Event], new: &[Event]) -> Option<Divergence> {
             // The new run's `seq`s are shifted by the left-out events; the position compares.
             map.remove("seq");
             if let Some(Value::Object(inner)) = map.get_mut("event") {
-                inner.remove("adapter");
                 inner.remove("error");
             }
         }
@@ -289,6 +288,7 @@ mod tests {
     fn result(error: Option<&str>) -> EventPayload {
         EventPayload::Adapter {
             event: AdapterEvent::ToolResult {
+                adapter: "native".into(),
                 call_id: "c".into(),
                 tool: "t".into(),
                 ok: false,

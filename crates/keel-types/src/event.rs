@@ -124,18 +124,25 @@ pub struct PromptSection {
     pub sha256: String,
 }
 
+/// The `adapter` of the agent signals Keel's own agent loop emits.
+pub const NATIVE_ADAPTER: &str = "native";
+
+fn native_adapter() -> String {
+    NATIVE_ADAPTER.to_owned()
+}
+
 /// Agent signals, wrapped in `runtime.adapter.event` and told apart by `phase`.
 ///
-/// Field names follow the seed contract (`toolId`, `args`, `error`, `adapter`); logs written
-/// before that (`tool`, `arguments`) still load.
+/// Field names follow the seed contract (`adapter`, `toolId`, `args`, `error`); logs written
+/// before that (`tool`, `arguments`, no `adapter`) still load, as the native loop's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "phase", rename_all = "camelCase")]
 pub enum AdapterEvent {
     /// More answer text from the model.
     #[serde(rename = "agent.output.delta")]
     OutputDelta {
-        /// The model adapter that streamed it (the provider's name, e.g. `openai`).
-        #[serde(default)]
+        /// The agent runtime that produced it: [`NATIVE_ADAPTER`] for Keel's own loop.
+        #[serde(default = "native_adapter")]
         adapter: String,
         step: u32,
         text: String,
@@ -143,6 +150,8 @@ pub enum AdapterEvent {
     /// A tool call passed the gateway and starts executing.
     #[serde(rename = "agent.tool.start", rename_all = "camelCase")]
     ToolStart {
+        #[serde(default = "native_adapter")]
+        adapter: String,
         /// Pairs the start with its result.
         call_id: String,
         /// The tool's id (its name).
@@ -154,6 +163,8 @@ pub enum AdapterEvent {
     /// A tool call finished (successfully or not).
     #[serde(rename = "agent.tool.result", rename_all = "camelCase")]
     ToolResult {
+        #[serde(default = "native_adapter")]
+        adapter: String,
         call_id: String,
         #[serde(rename = "toolId", alias = "tool")]
         tool: String,

@@ -23,7 +23,8 @@ mod wire_name;
 pub use approval::{ApprovalRecord, ApprovalScope, ApprovalStatus};
 pub use error::error_chain;
 pub use event::{
-    AdapterEvent, Event, EventPayload, GuardDecision, Issue, PromptSection, Repair, RepairKind,
+    AdapterEvent, Event, EventPayload, GuardDecision, Issue, NATIVE_ADAPTER, PromptSection, Repair,
+    RepairKind,
 };
 pub use governance::{HookEvent, PermissionMode, PolicyDecision};
 pub use ids::{EventId, InvalidSessionId, RequestId, SessionId, new_id};

@@ -170,13 +170,14 @@ fn examples() -> Vec<EventPayload> {
         },
         EventPayload::Adapter {
             event: AdapterEvent::OutputDelta {
-                adapter: "openai".into(),
+                adapter: "native".into(),
                 step: 2,
                 text: "The notes".into(),
             },
         },
         EventPayload::Adapter {
             event: AdapterEvent::ToolStart {
+                adapter: "native".into(),
                 call_id: call(),
                 tool: tool(),
                 arguments: json!({"path": "notes.txt"}),
@@ -184,6 +185,7 @@ fn examples() -> Vec<EventPayload> {
         },
         EventPayload::Adapter {
             event: AdapterEvent::ToolResult {
+                adapter: "native".into(),
                 call_id: call(),
                 tool: tool(),
                 ok: false,
@@ -336,6 +338,7 @@ fn events_recorded_with_the_older_field_names_still_load() {
         event.payload,
         EventPayload::Adapter {
             event: AdapterEvent::ToolResult {
+                adapter: "native".into(),
                 call_id: "call_1".into(),
                 tool: "read_file".into(),
                 ok: true,

@@ -8,7 +8,7 @@ use std::time::Instant;
 use futures_util::StreamExt;
 use keel_types::{
     AdapterEvent, ErrorInfo, EventPayload, Message, ModelError, ModelEvent, ModelParams,
-    ModelRequest, ModelStopReason, PromptSection, StoreError, ToolCall, Usage,
+    ModelRequest, ModelStopReason, NATIVE_ADAPTER, PromptSection, StoreError, ToolCall, Usage,
 };
 use sha2::{Digest, Sha256};
 
@@ -131,7 +131,7 @@ impl AgentRun {
                     text.push_str(&delta);
                     self.emitter.emit(EventPayload::Adapter {
                         event: AdapterEvent::OutputDelta {
-                            adapter: self.provider.provider_name().to_owned(),
+                            adapter: NATIVE_ADAPTER.to_owned(),
                             step,
                             text: delta,
                         },

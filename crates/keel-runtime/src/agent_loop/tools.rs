@@ -23,8 +23,8 @@ use keel_tools::gateway::Guarded;
 use keel_tools::hooks::{HookInput, PermissionDecision};
 use keel_tools::policy::PolicyQuery;
 use keel_types::{
-    AdapterEvent, ErrorCode, EventPayload, FinishReason, HookEvent, Message, PolicyDecision,
-    StoreError, ToolCall,
+    AdapterEvent, ErrorCode, EventPayload, FinishReason, HookEvent, Message, NATIVE_ADAPTER,
+    PolicyDecision, StoreError, ToolCall,
 };
 use serde_json::Value;
 
@@ -294,6 +294,7 @@ impl AgentRun {
         // not wait for the store.
         let start = EventPayload::Adapter {
             event: AdapterEvent::ToolStart {
+                adapter: NATIVE_ADAPTER.to_owned(),
                 call_id: verdict.call_id().to_owned(),
                 tool: verdict.tool().to_owned(),
                 arguments,
@@ -324,6 +325,7 @@ impl AgentRun {
         }
         self.emitter.emit(EventPayload::Adapter {
             event: AdapterEvent::ToolResult {
+                adapter: NATIVE_ADAPTER.to_owned(),
                 call_id: verdict.call_id().to_owned(),
                 tool: verdict.tool().to_owned(),
                 ok,
@@ -467,6 +469,7 @@ impl AgentRun {
             let output = serde_json::json!({ "error": error }).to_string();
             self.emitter.emit(EventPayload::Adapter {
                 event: AdapterEvent::ToolResult {
+                    adapter: NATIVE_ADAPTER.to_owned(),
                     call_id: item.call.id.clone(),
                     tool: item.call.name.clone(),
                     ok: false,

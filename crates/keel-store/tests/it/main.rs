@@ -59,7 +59,7 @@ pub fn delta(id: &str, seq: u64) -> Event {
         seq,
         EventPayload::Adapter {
             event: AdapterEvent::OutputDelta {
-                adapter: "openai".into(),
+                adapter: "native".into(),
                 step: 1,
                 text: format!("delta {seq} of {id}: some streamed answer text"),
             },
