@@ -373,8 +373,15 @@ fn summary(event: &Event) -> String {
             from_request_id,
             at_seq,
         } => format!("from={from_request_id} at={at_seq}"),
-        EventPayload::ContractFailed { missing_tools } => {
+        EventPayload::ContractFailed { missing_tools, .. } => {
             format!("missing={}", missing_tools.join(","))
+        }
+        EventPayload::PromptAssembled { step, sections } => {
+            let sections: Vec<String> = sections
+                .iter()
+                .map(|s| format!("{}={}B", s.name, s.bytes))
+                .collect();
+            format!("step={step} {}", sections.join(" "))
         }
         EventPayload::ModelStarted {
             step,

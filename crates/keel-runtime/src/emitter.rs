@@ -171,7 +171,10 @@ impl Forwarder {
         let narration = self.narrator.narrate(&event).map(|text| {
             let mut payload = EventPayload::Narration {
                 text,
+                provider: crate::narrator::PROVIDER.to_owned(),
+                source_event_types: vec![event.type_name().to_owned()],
                 source_event_ids: vec![event.id.clone()],
+                style: self.narrator.style().to_owned(),
             };
             self.redactor.redact(&mut payload);
             Event {

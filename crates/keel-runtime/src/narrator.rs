@@ -5,6 +5,9 @@
 use keel_types::{AdapterEvent, Event, EventPayload, GuardDecision};
 use keel_workspace::{NarrationSpec, NarrationStyle};
 
+/// The `provider` of every narration line: Keel's built-in template narrator.
+pub const PROVIDER: &str = "template";
+
 /// Produces narration for events.
 #[derive(Debug, Clone)]
 pub struct Narrator {
@@ -19,6 +22,11 @@ impl Narrator {
             enabled: spec.enabled,
             verbose: spec.style == NarrationStyle::Verbose,
         }
+    }
+
+    /// The `style` its lines carry: `concise` or `verbose`, as configured.
+    pub fn style(&self) -> &'static str {
+        if self.verbose { "verbose" } else { "concise" }
     }
 
     /// The narration line for an event, if it deserves one.
@@ -101,7 +109,7 @@ impl Narrator {
                     short(output, 120)
                 ),
             },
-            EventPayload::ContractFailed { missing_tools } => format!(
+            EventPayload::ContractFailed { missing_tools, .. } => format!(
                 "The answer breaks the execution contract: required tool(s) not called successfully: {}.",
                 missing_tools.join(", ")
             ),

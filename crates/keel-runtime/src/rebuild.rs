@@ -121,6 +121,7 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
                         call_id,
                         tool,
                         arguments,
+                        ..
                     },
             } => {
                 started.insert(call_id.clone());
@@ -239,6 +240,7 @@ mod tests {
     fn tool_start(id: &str) -> EventPayload {
         EventPayload::Adapter {
             event: AdapterEvent::ToolStart {
+                adapter: "native".into(),
                 call_id: id.into(),
                 tool: "t".into(),
                 arguments: json!({}),
@@ -249,10 +251,12 @@ mod tests {
     fn tool_result(id: &str, ok: bool) -> EventPayload {
         EventPayload::Adapter {
             event: AdapterEvent::ToolResult {
+                adapter: "native".into(),
                 call_id: id.into(),
                 tool: "t".into(),
                 ok,
                 output: format!("out {id}"),
+                error: (!ok).then(|| format!("out {id}")),
                 duration_ms: 1,
             },
         }
@@ -261,6 +265,7 @@ mod tests {
     fn file_call(id: &str, tool: &str, path: &str) -> EventPayload {
         EventPayload::Adapter {
             event: AdapterEvent::ToolStart {
+                adapter: "native".into(),
                 call_id: id.into(),
                 tool: tool.into(),
                 arguments: json!({ "path": path }),

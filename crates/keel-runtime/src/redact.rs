@@ -137,12 +137,18 @@ impl Redactor {
             EventPayload::Adapter { event } => match event {
                 AdapterEvent::OutputDelta { text, .. } => s(text),
                 AdapterEvent::ToolStart { arguments, .. } => self.redact_value(arguments),
-                AdapterEvent::ToolResult { output, .. } => s(output),
+                AdapterEvent::ToolResult { output, error, .. } => {
+                    s(output);
+                    if let Some(error) = error {
+                        s(error);
+                    }
+                }
             },
             EventPayload::Narration { text, .. } => s(text),
             EventPayload::DirectStarted { arguments, .. } => self.redact_value(arguments),
             EventPayload::DirectCompleted { output, .. } => s(output),
             EventPayload::ContractFailed { .. }
+            | EventPayload::PromptAssembled { .. }
             | EventPayload::ModelStarted { .. }
             | EventPayload::RequestResumed { .. }
             | EventPayload::RequestForked { .. }

@@ -198,17 +198,39 @@ pub struct Divergence {
 
 /// The first point where `new` differs from `original`, ignoring ids, times, durations and
 /// the request id; `None` when the two sequences are the same.
+///
+/// An original recorded before `runtime.prompt.assembled` existed (it has none) is compared
+/// the way it was written: the new run's `prompt.assembled` events are left out, and `seq`
+/// (shifted by them) and the `error` of a tool result (older logs lack it) are not compared;
+/// the position in the log still is.
 pub fn diverge(original: &[Event], new: &[Event]) -> Option<Divergence> {
+    let legacy = !original.iter().any(is_prompt);
+    let new: Vec<&Event> = new.iter().filter(|e| !(legacy && is_prompt(e))).collect();
+    let view = |event: &Event| {
+        let mut value = comparable(event);
+        if legacy && let Value::Object(map) = &mut value {
+            // The new run's `seq`s are shifted by the left-out events; the position compares.
+            map.remove("seq");
+            if let Some(Value::Object(inner)) = map.get_mut("event") {
+                inner.remove("error");
+            }
+        }
+        value
+    };
     let len = original.len().max(new.len());
     (0..len).find_map(|i| {
-        let expected = original.get(i).map(comparable);
-        let found = new.get(i).map(comparable);
+        let expected = original.get(i).map(view);
+        let found = new.get(i).map(|e| view(e));
         (expected != found).then(|| Divergence {
             seq: i as u64 + 1,
             expected,
             found,
         })
     })
+}
+
+fn is_prompt(event: &Event) -> bool {
+    matches!(event.payload, EventPayload::PromptAssembled { .. })
 }
 
 /// An event as JSON without the fields that differ between equivalent runs.
@@ -230,4 +252,75 @@ pub fn comparable(event: &Event) -> Value {
         }
     }
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_types::{EventId, PromptSection, RequestId};
+    use serde_json::json;
+
+    use super::*;
+
+    fn event(seq: u64, payload: EventPayload) -> Event {
+        Event {
+            id: EventId::generate(),
+            seq,
+            ts: String::new(),
+            request_id: RequestId::from("run_1"),
+            session_id: None,
+            agent_id: "a".into(),
+            payload,
+        }
+    }
+
+    fn prompt() -> EventPayload {
+        EventPayload::PromptAssembled {
+            step: 1,
+            sections: vec![PromptSection {
+                name: "input".into(),
+                messages: 1,
+                bytes: 10,
+                sha256: "ab".into(),
+            }],
+        }
+    }
+
+    fn result(error: Option<&str>) -> EventPayload {
+        EventPayload::Adapter {
+            event: AdapterEvent::ToolResult {
+                adapter: "native".into(),
+                call_id: "c".into(),
+                tool: "t".into(),
+                ok: false,
+                output: "{}".into(),
+                error: error.map(str::to_owned),
+                duration_ms: 1,
+            },
+        }
+    }
+
+    #[test]
+    fn an_older_log_is_compared_without_what_it_could_not_record() {
+        // Written before `runtime.prompt.assembled` and `error` existed.
+        let old: Event = serde_json::from_value(json!({
+            "id": "evt_1", "seq": 1, "ts": "", "requestId": "run_1", "agentId": "a",
+            "type": "runtime.adapter.event",
+            "event": {"phase": "agent.tool.result", "callId": "c", "tool": "t", "ok": false,
+                      "output": "{}", "durationMs": 1}
+        }))
+        .unwrap();
+        let new = [event(1, prompt()), event(2, result(Some("boom")))];
+        assert_eq!(diverge(&[old], &new), None);
+    }
+
+    #[test]
+    fn a_current_log_compares_every_event_and_field() {
+        let original = [event(1, prompt()), event(2, result(Some("boom")))];
+        let new = [event(1, prompt()), event(2, result(Some("other")))];
+        let divergence = diverge(&original, &new).unwrap();
+        assert_eq!(divergence.seq, 2);
+        assert_eq!(diverge(&original, &original), None);
+        let missing_prompt = diverge(&original, &new[1..]).unwrap();
+        assert_eq!(missing_prompt.seq, 1);
+    }
 }

@@ -80,6 +80,7 @@ fn delta(id: &RequestId, seq: u64) -> Event {
         agent_id: "assistant".into(),
         payload: EventPayload::Adapter {
             event: AdapterEvent::OutputDelta {
+                adapter: "native".into(),
                 step: 3,
                 text: "The quick brown fox jumps over the lazy dog while the model keeps \
                        streaming its answer, token after token, chunk after chunk."

@@ -25,7 +25,8 @@ pub struct Event {
     pub seq: u64,
     pub ts: String,
     pub request_id: RequestId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The session the run belongs to; `null` on the wire when there is none.
+    #[serde(default)]
     pub session_id: Option<SessionId>,
     pub agent_id: String,
     #[serde(flatten)]
@@ -108,28 +109,71 @@ wire_names! {
     }
 }
 
+/// One section of a model round's prompt, described by size and hash, never by its text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptSection {
+    /// `instructions`, `history`, `hook_context`, `input` or `rounds` (earlier answers and
+    /// tool results of this run).
+    pub name: String,
+    /// How many messages it holds.
+    pub messages: u32,
+    /// Size of its messages as JSON, in bytes.
+    pub bytes: u64,
+    /// SHA-256 (hex) of its messages as JSON.
+    pub sha256: String,
+}
+
+/// The `adapter` of the agent signals Keel's own agent loop emits.
+pub const NATIVE_ADAPTER: &str = "native";
+
+fn native_adapter() -> String {
+    NATIVE_ADAPTER.to_owned()
+}
+
 /// Agent signals, wrapped in `runtime.adapter.event` and told apart by `phase`.
+///
+/// Field names follow the seed contract (`adapter`, `toolId`, `args`, `error`); logs written
+/// before that (`tool`, `arguments`, no `adapter`) still load, as the native loop's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "phase", rename_all = "camelCase")]
 pub enum AdapterEvent {
     /// More answer text from the model.
     #[serde(rename = "agent.output.delta")]
-    OutputDelta { step: u32, text: String },
+    OutputDelta {
+        /// The agent runtime that produced it: [`NATIVE_ADAPTER`] for Keel's own loop.
+        #[serde(default = "native_adapter")]
+        adapter: String,
+        step: u32,
+        text: String,
+    },
     /// A tool call passed the gateway and starts executing.
     #[serde(rename = "agent.tool.start", rename_all = "camelCase")]
     ToolStart {
+        #[serde(default = "native_adapter")]
+        adapter: String,
+        /// Pairs the start with its result.
         call_id: String,
+        /// The tool's id (its name).
+        #[serde(rename = "toolId", alias = "tool")]
         tool: String,
+        #[serde(rename = "args", alias = "arguments")]
         arguments: Value,
     },
     /// A tool call finished (successfully or not).
     #[serde(rename = "agent.tool.result", rename_all = "camelCase")]
     ToolResult {
+        #[serde(default = "native_adapter")]
+        adapter: String,
         call_id: String,
+        #[serde(rename = "toolId", alias = "tool")]
         tool: String,
         ok: bool,
         /// What the model receives as the result.
         output: String,
+        /// `null` on success; on failure the error text (the same as `output`).
+        #[serde(default)]
+        error: Option<String>,
         duration_ms: u64,
     },
 }
@@ -206,8 +250,19 @@ pub enum EventPayload {
     },
     #[serde(rename = "runtime.execution.contract.failed", rename_all = "camelCase")]
     ContractFailed {
+        /// Why the contract failed, in words.
+        #[serde(default)]
+        reason: String,
         /// Required tools that were never called successfully.
+        #[serde(rename = "missingEvidenceTools", alias = "missingTools")]
         missing_tools: Vec<String>,
+    },
+    /// What a model round sends, section by section in prompt order (sizes and hashes only),
+    /// so what reached the model can be explained. Once per round, before its first attempt.
+    #[serde(rename = "runtime.prompt.assembled", rename_all = "camelCase")]
+    PromptAssembled {
+        step: u32,
+        sections: Vec<PromptSection>,
     },
     #[serde(rename = "runtime.model.started", rename_all = "camelCase")]
     ModelStarted {
@@ -308,6 +363,7 @@ pub enum EventPayload {
     DirectStarted {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         task_id: Option<String>,
+        #[serde(rename = "toolId", alias = "tool")]
         tool: String,
         arguments: Value,
     },
@@ -316,6 +372,7 @@ pub enum EventPayload {
     DirectCompleted {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         task_id: Option<String>,
+        #[serde(rename = "toolId", alias = "tool")]
         tool: String,
         ok: bool,
         output: String,
@@ -331,8 +388,19 @@ pub enum EventPayload {
     /// A derived, human-readable view of progress; never stored.
     #[serde(rename = "runtime.progress.narration", rename_all = "camelCase")]
     Narration {
+        /// The sentence shown to people.
+        #[serde(rename = "message", alias = "text")]
         text: String,
+        /// Who wrote it: `rules` for Keel's deterministic narrator.
+        #[serde(default)]
+        provider: String,
+        /// The `type` of each event it describes, in order.
+        #[serde(default)]
+        source_event_types: Vec<String>,
         source_event_ids: Vec<EventId>,
+        /// How it is phrased: `brief` for one short sentence per fact.
+        #[serde(default)]
+        style: String,
     },
 }
 
@@ -356,6 +424,7 @@ impl EventPayload {
             Self::RequestResumed { .. } => "runtime.request.resumed",
             Self::RequestForked { .. } => "runtime.request.forked",
             Self::ContractFailed { .. } => "runtime.execution.contract.failed",
+            Self::PromptAssembled { .. } => "runtime.prompt.assembled",
             Self::ModelStarted { .. } => "runtime.model.started",
             Self::ModelCompleted { .. } => "runtime.model.completed",
             Self::ModelRetry { .. } => "runtime.model.retry",

@@ -22,7 +22,10 @@ mod wire_name;
 
 pub use approval::{ApprovalRecord, ApprovalScope, ApprovalStatus};
 pub use error::error_chain;
-pub use event::{AdapterEvent, Event, EventPayload, GuardDecision, Issue, Repair, RepairKind};
+pub use event::{
+    AdapterEvent, Event, EventPayload, GuardDecision, Issue, NATIVE_ADAPTER, PromptSection, Repair,
+    RepairKind,
+};
 pub use governance::{HookEvent, PermissionMode, PolicyDecision};
 pub use ids::{EventId, InvalidSessionId, RequestId, SessionId, new_id};
 pub use message::{

@@ -1,7 +1,8 @@
 //! Governance end to end, with real hook scripts, a mock model on loopback and the real
 //! `keel` binary — the acceptance scenarios of the governance plan: a pre-call hook that
 //! denies and one that asks (decided from a second process); a post-call hook that appends an
-//! audit line while usage is recorded; a PromptSubmit hook whose context the model sees and a
+//! audit line while usage is recorded; a PromptSubmit hook whose context the model sees (and
+//! `runtime.prompt.assembled` records as `hook_context`) and a
 //! SessionStop hook that runs a summary script; plus policy rules and hook failures.
 
 use std::process::Stdio;
@@ -258,6 +259,23 @@ async fn post_call_audit_prompt_context_and_session_summary() {
             .any(|m| m["role"] == "system" && m["content"] == "The release train leaves at 5pm."),
         "{first:?}"
     );
+    // The record of the first round's prompt names the hook's context, right before the input.
+    let id = keel.newest_run_id();
+    let events = keel.json_lines(["runs", "events", &id, "--json"]);
+    let prompt = events
+        .iter()
+        .find(|e| e["type"] == "runtime.prompt.assembled")
+        .unwrap();
+    assert_eq!(prompt["sessionId"], "s1");
+    let sections: Vec<&str> = prompt["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    let context = sections.iter().position(|s| *s == "hook_context").unwrap();
+    assert_eq!(sections[context + 1], "input", "{sections:?}");
+    assert_eq!(prompt["sections"][context]["messages"], 1);
     assert_eq!(ws.read("summary.txt"), "session ended\n");
 }
 

@@ -41,7 +41,7 @@ fn quickstart_runs_offline_and_its_events_can_be_listed() {
     let tools: Vec<&str> = events
         .iter()
         .filter(|e| e["event"]["phase"] == "agent.tool.result")
-        .map(|e| e["event"]["tool"].as_str().unwrap())
+        .map(|e| e["event"]["toolId"].as_str().unwrap())
         .collect();
     assert_eq!(tools, vec!["list_dir", "read_file"]);
 

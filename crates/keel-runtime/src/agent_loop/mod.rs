@@ -128,6 +128,9 @@ pub(crate) struct AgentRun {
     messages: Vec<Message>,
     /// Index of this request's input in `messages`: what follows is new in this run.
     input_at: usize,
+    /// Where the history (the session's, then the request's) starts and ends in `messages`;
+    /// hook context sits between its end and the input (`runtime.prompt.assembled`).
+    history_span: (usize, usize),
     /// Calls of the last answer left without a result by an interrupted process.
     pending: Vec<PendingCall>,
     /// A tool call made directly (a task or `tools call`): the run is that call alone.
@@ -217,6 +220,7 @@ impl AgentRun {
             steps: 0,
             succeeded: HashSet::new(),
             messages: Vec::new(),
+            history_span: (0, 0),
             input_at: 0,
             pending: Vec::new(),
             direct,
@@ -261,9 +265,11 @@ impl AgentRun {
             self.messages
                 .push(Message::system(self.agent.instructions.clone()));
         }
+        let history_at = self.messages.len();
         self.messages.extend(session_history);
         self.messages.extend(self.request_history.iter().cloned());
         self.input_at = self.messages.len();
+        self.history_span = (history_at, self.input_at);
         self.messages.push(Message::user(self.record.input.clone()));
     }
 
@@ -408,6 +414,7 @@ impl AgentRun {
                 missing.join(", ")
             );
             if let Err(error) = self.emitter.emit(EventPayload::ContractFailed {
+                reason: message.clone(),
                 missing_tools: missing,
             }) {
                 return End::store(error);

@@ -1,14 +1,16 @@
 //! Model rounds: the request a round sends (the conversation so far, the agent's tools, the
 //! model's parameters), the streamed answer assembled from its deltas (text streamed out as
 //! `agent.output.delta`), and retries with backoff for errors the provider calls retryable.
+//! Each round first records what it sends, section by section (`runtime.prompt.assembled`).
 
 use std::time::Instant;
 
 use futures_util::StreamExt;
 use keel_types::{
-    AdapterEvent, ErrorInfo, EventPayload, ModelError, ModelEvent, ModelParams, ModelRequest,
-    ModelStopReason, StoreError, ToolCall, Usage,
+    AdapterEvent, ErrorInfo, EventPayload, Message, ModelError, ModelEvent, ModelParams,
+    ModelRequest, ModelStopReason, NATIVE_ADAPTER, PromptSection, StoreError, ToolCall, Usage,
 };
+use sha2::{Digest, Sha256};
 
 use super::{AgentRun, millis};
 use crate::retry;
@@ -37,6 +39,10 @@ impl AgentRun {
     pub(super) async fn model_round(&mut self, step: u32) -> Result<Answer, RoundError> {
         let policy = self.services.workspace.runtime.retry.model.clone();
         let mut attempt = 1;
+        self.emitter.emit(EventPayload::PromptAssembled {
+            step,
+            sections: self.prompt_sections(),
+        })?;
         loop {
             self.emitter.emit(EventPayload::ModelStarted {
                 step,
@@ -77,6 +83,26 @@ impl AgentRun {
         }
     }
 
+    /// The prompt's sections in order, each by size and hash; empty sections are left out.
+    fn prompt_sections(&self) -> Vec<PromptSection> {
+        let (history_at, history_end) = self.history_span;
+        let input_end = (self.input_at + 1).min(self.messages.len());
+        let spans = [
+            ("instructions", 0, history_at),
+            ("history", history_at, history_end),
+            ("hook_context", history_end, self.input_at),
+            ("input", self.input_at, input_end),
+            ("rounds", input_end, self.messages.len()),
+        ];
+        spans
+            .into_iter()
+            .filter_map(|(name, start, end)| {
+                let messages = self.messages.get(start..end).filter(|m| !m.is_empty())?;
+                Some(section(name, messages))
+            })
+            .collect()
+    }
+
     /// Streams one answer, emitting text deltas, and assembles it.
     async fn stream_answer(&self, step: u32) -> Result<(Answer, Usage), RoundError> {
         let request = ModelRequest {
@@ -104,7 +130,11 @@ impl AgentRun {
                 ModelEvent::TextDelta { text: delta } => {
                     text.push_str(&delta);
                     self.emitter.emit(EventPayload::Adapter {
-                        event: AdapterEvent::OutputDelta { step, text: delta },
+                        event: AdapterEvent::OutputDelta {
+                            adapter: NATIVE_ADAPTER.to_owned(),
+                            step,
+                            text: delta,
+                        },
                     })?;
                 }
                 ModelEvent::ToolCallStart { index, id, name } => {
@@ -150,5 +180,20 @@ impl AgentRun {
                 max_tokens: m.params.max_tokens,
             })
             .unwrap_or_default()
+    }
+}
+
+/// One prompt section: its messages counted, measured and hashed as JSON.
+fn section(name: &str, messages: &[Message]) -> PromptSection {
+    // Serializing plain messages cannot fail; an empty body would still be hashed honestly.
+    let json = serde_json::to_vec(messages).unwrap_or_default();
+    PromptSection {
+        name: name.to_owned(),
+        messages: u32::try_from(messages.len()).unwrap_or(u32::MAX),
+        bytes: json.len() as u64,
+        sha256: Sha256::digest(&json)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
     }
 }

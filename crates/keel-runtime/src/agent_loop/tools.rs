@@ -23,8 +23,8 @@ use keel_tools::gateway::Guarded;
 use keel_tools::hooks::{HookInput, PermissionDecision};
 use keel_tools::policy::PolicyQuery;
 use keel_types::{
-    AdapterEvent, ErrorCode, EventPayload, FinishReason, HookEvent, Message, PolicyDecision,
-    StoreError, ToolCall,
+    AdapterEvent, ErrorCode, EventPayload, FinishReason, HookEvent, Message, NATIVE_ADAPTER,
+    PolicyDecision, StoreError, ToolCall,
 };
 use serde_json::Value;
 
@@ -294,6 +294,7 @@ impl AgentRun {
         // not wait for the store.
         let start = EventPayload::Adapter {
             event: AdapterEvent::ToolStart {
+                adapter: NATIVE_ADAPTER.to_owned(),
                 call_id: verdict.call_id().to_owned(),
                 tool: verdict.tool().to_owned(),
                 arguments,
@@ -307,13 +308,15 @@ impl AgentRun {
         let started = Instant::now();
         let result = gateway.execute(&self.tool_ctx, verdict).await;
         let duration_ms = millis(started.elapsed());
-        let (ok, mut output) = match result {
-            Ok(output) => (true, self.settle_output(verdict, output.content).await?),
-            Err(error) => (
-                false,
-                serde_json::json!({ "error": error.to_string() }).to_string(),
-            ),
+        let (error, mut output) = match result {
+            Ok(output) => (None, self.settle_output(verdict, output.content).await?),
+            Err(error) => {
+                let error = error.to_string();
+                let output = serde_json::json!({ "error": error }).to_string();
+                (Some(error), output)
+            }
         };
+        let ok = error.is_none();
         // The model sees what the gateway changed, so it can send it right next time.
         if let Some(note) = verdict.repair_note() {
             output.push_str("\n[");
@@ -322,10 +325,12 @@ impl AgentRun {
         }
         self.emitter.emit(EventPayload::Adapter {
             event: AdapterEvent::ToolResult {
+                adapter: NATIVE_ADAPTER.to_owned(),
                 call_id: verdict.call_id().to_owned(),
                 tool: verdict.tool().to_owned(),
                 ok,
                 output: output.clone(),
+                error,
                 duration_ms,
             },
         })?;
@@ -460,16 +465,16 @@ impl AgentRun {
                 rerun.push(item.call.clone());
                 continue;
             }
-            let output = serde_json::json!({
-                "error": "this call was interrupted (the process running it stopped); its outcome is unknown and it was not run again because the tool is not marked idempotent"
-            })
-            .to_string();
+            let error = "this call was interrupted (the process running it stopped); its outcome is unknown and it was not run again because the tool is not marked idempotent";
+            let output = serde_json::json!({ "error": error }).to_string();
             self.emitter.emit(EventPayload::Adapter {
                 event: AdapterEvent::ToolResult {
+                    adapter: NATIVE_ADAPTER.to_owned(),
                     call_id: item.call.id.clone(),
                     tool: item.call.name.clone(),
                     ok: false,
                     output: output.clone(),
+                    error: Some(error.to_owned()),
                     duration_ms: 0,
                 },
             })?;

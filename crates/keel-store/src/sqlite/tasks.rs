@@ -118,7 +118,9 @@ pub(super) fn tool_stats(conn: &Connection, db: &Path) -> Result<Vec<ToolStats>,
     }
     let mut results = conn
         .prepare_cached(
-            "SELECT json_extract(body, '$.event.tool'), json_extract(body, '$.event.ok'), \
+            // `toolId` since the seed contract; `tool` in older logs.
+            "SELECT coalesce(json_extract(body, '$.event.toolId'), json_extract(body, '$.event.tool')), \
+             json_extract(body, '$.event.ok'), \
              json_extract(body, '$.event.durationMs') FROM events \
              WHERE type = 'runtime.adapter.event' \
              AND json_extract(body, '$.event.phase') = 'agent.tool.result'",

@@ -59,6 +59,7 @@ pub fn delta(id: &str, seq: u64) -> Event {
         seq,
         EventPayload::Adapter {
             event: AdapterEvent::OutputDelta {
+                adapter: "native".into(),
                 step: 1,
                 text: format!("delta {seq} of {id}: some streamed answer text"),
             },

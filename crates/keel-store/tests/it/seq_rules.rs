@@ -35,7 +35,10 @@ async fn gaps_duplicates_and_derived_events_are_refused_and_nothing_is_written()
         2,
         EventPayload::Narration {
             text: "thinking".into(),
+            provider: "template".into(),
+            source_event_types: vec![],
             source_event_ids: vec![],
+            style: "concise".into(),
         },
     );
     let derived = store.append(&[narration]).await.unwrap_err();

@@ -62,6 +62,7 @@ fn start(id: &RequestId, seq: u64, call: &ToolCall) -> Event {
         seq,
         EventPayload::Adapter {
             event: AdapterEvent::ToolStart {
+                adapter: "native".into(),
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 arguments: serde_json::from_str(&call.arguments).unwrap(),
@@ -236,6 +237,7 @@ async fn a_cut_off_model_round_is_asked_again() {
                 3,
                 EventPayload::Adapter {
                     event: AdapterEvent::OutputDelta {
+                        adapter: "native".into(),
                         step: 1,
                         text: "Fir".into(),
                     },
@@ -403,10 +405,12 @@ async fn a_resumed_run_may_change_a_file_it_read_before_the_interruption() {
             5,
             EventPayload::Adapter {
                 event: AdapterEvent::ToolResult {
+                    adapter: "native".into(),
                     call_id: read.id.clone(),
                     tool: read.name.clone(),
                     ok: true,
                     output: "# Test workspace\nHello from the README.\n".into(),
+                    error: None,
                     duration_ms: 1,
                 },
             },
