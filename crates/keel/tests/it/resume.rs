@@ -19,6 +19,38 @@ description: Appends a line to counter.txt (not idempotent).
 impl: { kind: command, command: ["sh", "-c", "echo x >> counter.txt; echo bumped"] }
 "#;
 
+/// A runtime on `ws` whose store the test can write to directly.
+fn runtime_with_store(ws: &keel_test_support::TempWorkspace) -> (Arc<SqliteStore>, Runtime) {
+    let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .store(store.clone())
+        .build()
+        .unwrap();
+    (store, runtime)
+}
+
+/// The opening event of run `id` for `input`.
+fn opened(id: &RequestId, input: &str, mode: Option<keel::types::PermissionMode>) -> Event {
+    event(
+        id,
+        1,
+        EventPayload::RequestStarted {
+            input: input.into(),
+            history: vec![],
+            mode,
+        },
+    )
+}
+
+/// Stores `log` as the events of `record` and marks it interrupted, as a process that died
+/// leaves a run.
+async fn leave_interrupted(store: &SqliteStore, record: &mut RunRecord, log: &[Event]) {
+    store.append(log).await.unwrap();
+    record.status = RunStatus::Interrupted;
+    store.update_run(record).await.unwrap();
+}
+
 fn event(id: &RequestId, seq: u64, payload: EventPayload) -> Event {
     Event {
         id: keel::types::EventId::generate(),
@@ -78,12 +110,7 @@ async fn an_interrupted_run_resumes_rerunning_only_idempotent_calls() {
     let ws = common::builder(&mock.base_url(), &["bump", "read_file", "list_dir"], "")
         .tool("bump", COUNTER_TOOL)
         .build();
-    let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
-    let runtime = Runtime::builder()
-        .workspace(ws.path())
-        .store(store.clone())
-        .build()
-        .unwrap();
+    let (store, runtime) = runtime_with_store(&ws);
 
     // The log of a process that died while running three tool calls: `bump` (not idempotent)
     // and `read_file` (idempotent) had started, `list_dir` had not.
@@ -94,15 +121,7 @@ async fn an_interrupted_run_resumes_rerunning_only_idempotent_calls() {
     let read = call("call_read", "read_file", r#"{"path":"README.md"}"#);
     let list = call("call_list", "list_dir", r#"{"path":"."}"#);
     let log = vec![
-        event(
-            &id,
-            1,
-            EventPayload::RequestStarted {
-                input: "Do three things".into(),
-                history: vec![],
-                mode: None,
-            },
-        ),
+        opened(&id, "Do three things", None),
         event(
             &id,
             2,
@@ -135,9 +154,7 @@ async fn an_interrupted_run_resumes_rerunning_only_idempotent_calls() {
         start(&id, 7, &bump),
         start(&id, 8, &read),
     ];
-    store.append(&log).await.unwrap();
-    record.status = RunStatus::Interrupted;
-    store.update_run(&record).await.unwrap();
+    leave_interrupted(&store, &mut record, &log).await;
 
     let mut handle = runtime.resume(&id).await.unwrap();
     while handle.next_event().await.is_some() {}
@@ -202,12 +219,7 @@ async fn a_cut_off_model_round_is_asked_again() {
     let mock = MockLlm::start().await;
     mock.push(MockResponse::text(["Second try."]));
     let ws = common::workspace(&mock.base_url(), &[], "");
-    let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
-    let runtime = Runtime::builder()
-        .workspace(ws.path())
-        .store(store.clone())
-        .build()
-        .unwrap();
+    let (store, runtime) = runtime_with_store(&ws);
     let id = RequestId::generate();
     let mut record = RunRecord::new(id.clone(), None, "assistant", "Hi");
     store.create_run(&record).await.unwrap();
@@ -283,12 +295,7 @@ async fn a_pending_file_write_whose_contents_the_log_digested_is_blocked_on_resu
     let mock = MockLlm::start().await;
     mock.push(MockResponse::text(["I will write it again later."]));
     let ws = common::builder(&mock.base_url(), &["write_file"], "").build();
-    let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
-    let runtime = Runtime::builder()
-        .workspace(ws.path())
-        .store(store.clone())
-        .build()
-        .unwrap();
+    let (store, runtime) = runtime_with_store(&ws);
 
     // The log keeps a written file's size and sha256, never its contents (docs/events.md).
     let id = RequestId::generate();
@@ -300,15 +307,7 @@ async fn a_pending_file_write_whose_contents_the_log_digested_is_blocked_on_resu
         r#"{"path":"out.txt","content":{"size":5,"sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}}"#,
     );
     let log = vec![
-        event(
-            &id,
-            1,
-            EventPayload::RequestStarted {
-                input: "Write out.txt".into(),
-                history: vec![],
-                mode: None,
-            },
-        ),
+        opened(&id, "Write out.txt", None),
         event(
             &id,
             2,
@@ -322,9 +321,7 @@ async fn a_pending_file_write_whose_contents_the_log_digested_is_blocked_on_resu
             },
         ),
     ];
-    store.append(&log).await.unwrap();
-    record.status = RunStatus::Interrupted;
-    store.update_run(&record).await.unwrap();
+    leave_interrupted(&store, &mut record, &log).await;
 
     let mut handle = runtime.resume(&id).await.unwrap();
     while handle.next_event().await.is_some() {}
@@ -364,12 +361,7 @@ async fn a_resumed_run_may_change_a_file_it_read_before_the_interruption() {
     ]));
     mock.push(MockResponse::text(["Rewritten."]));
     let ws = common::workspace(&mock.base_url(), &["read_file", "write_file"], "");
-    let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
-    let runtime = Runtime::builder()
-        .workspace(ws.path())
-        .store(store.clone())
-        .build()
-        .unwrap();
+    let (store, runtime) = runtime_with_store(&ws);
 
     // The log of a run that read README.md, then died before its next model round.
     let id = RequestId::generate();
@@ -377,14 +369,10 @@ async fn a_resumed_run_may_change_a_file_it_read_before_the_interruption() {
     store.create_run(&record).await.unwrap();
     let read = call("call_read", "read_file", r#"{"path":"./README.md"}"#);
     let log = vec![
-        event(
+        opened(
             &id,
-            1,
-            EventPayload::RequestStarted {
-                input: "Rewrite the README".into(),
-                history: vec![],
-                mode: Some(keel::types::PermissionMode::AcceptEdits),
-            },
+            "Rewrite the README",
+            Some(keel::types::PermissionMode::AcceptEdits),
         ),
         event(
             &id,
@@ -416,9 +404,7 @@ async fn a_resumed_run_may_change_a_file_it_read_before_the_interruption() {
             },
         ),
     ];
-    store.append(&log).await.unwrap();
-    record.status = RunStatus::Interrupted;
-    store.update_run(&record).await.unwrap();
+    leave_interrupted(&store, &mut record, &log).await;
 
     let mut handle = runtime.resume(&id).await.unwrap();
     while handle.next_event().await.is_some() {}
