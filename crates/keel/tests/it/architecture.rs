@@ -39,6 +39,23 @@ const EDGES: &[(&str, &[&str])] = &[
 
 type Edges = BTreeMap<String, BTreeSet<String>>;
 
+/// `cargo metadata` (offline, format 1) of the workspace with `extra` arguments.
+fn cargo_metadata(extra: &[&str]) -> Value {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(extra)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 fn table() -> Edges {
     EDGES
         .iter()
@@ -52,24 +69,7 @@ fn table() -> Edges {
 /// The workspace-internal normal dependencies each workspace crate declares, read from the
 /// manifests (`cargo metadata --no-deps`), whatever features are on.
 fn declared_edges() -> Edges {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let output = Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--offline",
-            "--no-deps",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let meta: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let meta = cargo_metadata(&["--no-deps"]);
     let packages = meta["packages"].as_array().unwrap();
     let members: BTreeSet<&str> = packages
         .iter()
@@ -167,27 +167,9 @@ fn the_architecture_map_draws_exactly_the_table() {
 /// Resolved normal (non-dev, non-build) dependency graph of the workspace: package name →
 /// names of the packages it depends on.
 fn graph() -> HashMap<String, Vec<String>> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     // Only this platform's packages: they are the ones the build downloaded, so this works
     // offline.
-    let output = Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--offline",
-            "--filter-platform",
-            &host_triple(),
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let meta: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let meta = cargo_metadata(&["--filter-platform", &host_triple()]);
     let names: HashMap<&str, &str> = meta["packages"]
         .as_array()
         .unwrap()
