@@ -82,9 +82,12 @@ impl AgentRun {
         let repaired = verdict.decision() == keel_types::GuardDecision::Repaired;
         self.emitter.emit(EventPayload::ToolGuard {
             call_id: call.id.clone(),
-            tool: call.name.clone(),
-            decision: verdict.decision(),
             // A blocked call's text is quoted within bounds (prefix, size, SHA-256).
+            tool: match verdict.is_allowed() {
+                true => call.name.clone(),
+                false => keel_tools::gateway::quote(&call.name).into_owned(),
+            },
+            decision: verdict.decision(),
             arguments: match verdict.is_allowed() {
                 true => call.arguments.clone(),
                 false => keel_tools::gateway::quote(&call.arguments).into_owned(),

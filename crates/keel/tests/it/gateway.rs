@@ -219,6 +219,36 @@ async fn a_huge_bad_argument_stays_small_in_the_tool_message_and_the_guard_event
 }
 
 #[tokio::test]
+async fn a_huge_unknown_tool_name_stays_small_in_the_guard_event() {
+    let mock = MockLlm::start().await;
+    let name = "n".repeat(64 * 1024);
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_1",
+        &name,
+        ["{}"],
+    )]));
+    mock.push(MockResponse::text(["Sorry."]));
+    let ws = common::workspace(&mock.base_url(), &["get_weather"], "");
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .tool(Arc::new(RecordingTool::weather()))
+        .build()
+        .unwrap();
+
+    let (response, _) = common::run(&runtime, "Weather?").await;
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    let events = common::stored(&runtime, &response).await;
+    let guard = events
+        .iter()
+        .find(|e| matches!(e.payload, EventPayload::ToolGuard { .. }))
+        .unwrap();
+    let stored = serde_json::to_string(guard).unwrap();
+    assert!(stored.len() < 8 * 1024, "{} bytes", stored.len());
+    assert!(stored.contains(&format!("({} bytes, sha256 ", name.len())));
+}
+
+#[tokio::test]
 async fn a_run_must_read_a_file_before_it_overwrites_it() {
     let mock = MockLlm::start().await;
     let overwrite = r##"{"path": "README.md", "content": "# Replaced\n"}"##;
