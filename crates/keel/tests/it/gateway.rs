@@ -181,15 +181,14 @@ async fn repairable_calls_are_repaired_and_the_model_is_told() {
     assert!(seen.contains("the gateway repaired this call"), "{seen}");
 }
 
-#[tokio::test]
-async fn a_huge_bad_argument_stays_small_in_the_tool_message_and_the_guard_event() {
+/// Runs one weather call the model sends as `tool` with `arguments` (the gateway blocks it);
+/// returns the tool message the model got back and the stored `runtime.tool.guard` as JSON.
+async fn blocked_call(tool: &str, arguments: &str) -> (String, String) {
     let mock = MockLlm::start().await;
-    let huge = "k".repeat(256 * 1024);
-    let raw = json!({ "city": "Paris", "unit": huge }).to_string();
     mock.push(MockResponse::tool_calls([MockToolCall::new(
         "call_1",
-        "get_weather",
-        [raw.as_str()],
+        tool,
+        [arguments],
     )]));
     mock.push(MockResponse::text(["Sorry."]));
     let ws = common::workspace(&mock.base_url(), &["get_weather"], "");
@@ -206,44 +205,33 @@ async fn a_huge_bad_argument_stays_small_in_the_tool_message_and_the_guard_event
         .last_content_of("tool")
         .unwrap()
         .to_owned();
-    assert!(feedback.len() < 4 * 1024, "{} bytes", feedback.len());
-    assert!(feedback.contains("bytes, sha256 "), "{feedback}");
     let events = common::stored(&runtime, &response).await;
     let guard = events
         .iter()
         .find(|e| matches!(e.payload, EventPayload::ToolGuard { .. }))
         .unwrap();
-    let stored = serde_json::to_string(guard).unwrap();
+    (feedback, serde_json::to_string(guard).unwrap())
+}
+
+#[tokio::test]
+async fn a_huge_bad_argument_stays_small_in_the_tool_message_and_the_guard_event() {
+    let huge = "k".repeat(256 * 1024);
+    let raw = json!({ "city": "Paris", "unit": huge }).to_string();
+
+    let (feedback, stored) = blocked_call("get_weather", &raw).await;
+
+    assert!(feedback.len() < 4 * 1024, "{} bytes", feedback.len());
+    assert!(feedback.contains("bytes, sha256 "), "{feedback}");
     assert!(stored.len() < 8 * 1024, "{} bytes", stored.len());
     assert!(stored.contains(&format!("({} bytes, sha256 ", raw.len())));
 }
 
 #[tokio::test]
 async fn a_huge_unknown_tool_name_stays_small_in_the_guard_event() {
-    let mock = MockLlm::start().await;
     let name = "n".repeat(64 * 1024);
-    mock.push(MockResponse::tool_calls([MockToolCall::new(
-        "call_1",
-        &name,
-        ["{}"],
-    )]));
-    mock.push(MockResponse::text(["Sorry."]));
-    let ws = common::workspace(&mock.base_url(), &["get_weather"], "");
-    let runtime = Runtime::builder()
-        .workspace(ws.path())
-        .tool(Arc::new(RecordingTool::weather()))
-        .build()
-        .unwrap();
 
-    let (response, _) = common::run(&runtime, "Weather?").await;
+    let (_, stored) = blocked_call(&name, "{}").await;
 
-    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
-    let events = common::stored(&runtime, &response).await;
-    let guard = events
-        .iter()
-        .find(|e| matches!(e.payload, EventPayload::ToolGuard { .. }))
-        .unwrap();
-    let stored = serde_json::to_string(guard).unwrap();
     assert!(stored.len() < 8 * 1024, "{} bytes", stored.len());
     assert!(stored.contains(&format!("({} bytes, sha256 ", name.len())));
 }
