@@ -39,6 +39,7 @@ pub(crate) fn check_all(docs: &Documents, provided: &BTreeSet<String>, out: &mut
             Kind::Agent => checker.agent(),
             Kind::Policy => checker.policy(),
             Kind::Hook => checker.hook(),
+            Kind::McpServer => {}
         }
     }
 }

@@ -15,7 +15,7 @@ pub(crate) const API_VERSION: &str = "keel/v1";
 
 const ENVELOPE_FIELDS: &[&str] = &["apiVersion", "kind", "metadata", "spec"];
 const METADATA_FIELDS: &[&str] = &["name"];
-const UNSUPPORTED_KINDS: &[&str] = &["Skill", "Memory", "McpServer", "Workflow"];
+const UNSUPPORTED_KINDS: &[&str] = &["Skill", "Memory", "Workflow"];
 
 /// The kinds of document Keel reads, in explain order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -26,16 +26,18 @@ pub(crate) enum Kind {
     Agent,
     Policy,
     Hook,
+    McpServer,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Runtime,
         Kind::Model,
         Kind::Tool,
         Kind::Agent,
         Kind::Policy,
         Kind::Hook,
+        Kind::McpServer,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -46,6 +48,7 @@ impl Kind {
             Kind::Agent => "Agent",
             Kind::Policy => "Policy",
             Kind::Hook => "Hook",
+            Kind::McpServer => "McpServer",
         }
     }
 

@@ -28,7 +28,7 @@ pub use spec::{
     AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, BuiltinToolSettings, CliEvents, CliSpec,
     ContractSpec, DEFAULT_STORE_URL, Duration, FileChangeSettings, GatewayMode, GatewayOverride,
     GatewaySpec, HookEvent, HookHandler, HookOnError, HookSpec, HttpFetchSettings, HttpMethod,
-    Limits, ModelParamsSpec, ModelSpec, NarrationSpec, NarrationStyle, PermissionMode,
+    Limits, McpServerSpec, McpToolFilter, McpTransport, ModelParamsSpec, ModelSpec, NarrationSpec, NarrationStyle, PermissionMode,
     PolicyDecision, PolicyRule, PolicySpec, ProgressSpec, ProviderKind, RedactionSpec, RetryPolicy,
     RetrySpec, RuntimeSpec, ServerSpec, ShellSettings, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
 };
@@ -128,6 +128,8 @@ pub struct Workspace {
     /// `Hook` documents with their names, in declaration order (files by path, then order
     /// within a file): the order hooks run in.
     pub hooks: Vec<(String, HookSpec)>,
+    /// `McpServer` documents by name.
+    pub mcp_servers: BTreeMap<String, McpServerSpec>,
     /// The environment used for interpolation: `.env` overlaid by the process environment.
     pub env: BTreeMap<String, String>,
     explain: Vec<ExplainEntry>,

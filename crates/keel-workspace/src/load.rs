@@ -18,7 +18,7 @@ use crate::interpolate::interpolate_tree;
 use crate::validate::validate_spec;
 use crate::yaml::{Loc, Node, Source, parse_documents};
 use crate::{
-    AgentSpec, Diagnostic, HookSpec, LoadError, LoadOptions, ModelSpec, PolicySpec, RuntimeSpec,
+    AgentSpec, Diagnostic, HookSpec, McpServerSpec, LoadError, LoadOptions, ModelSpec, PolicySpec, RuntimeSpec,
     ToolSpecDoc, Workspace,
 };
 
@@ -31,6 +31,7 @@ pub(crate) enum Typed {
     Agent(AgentSpec),
     Policy(PolicySpec),
     Hook(HookSpec),
+    McpServer(McpServerSpec),
 }
 
 /// Loads the workspace at `root`.
@@ -273,6 +274,7 @@ fn compile(doc: &Document, diagnostics: &mut Vec<Diagnostic>) -> Option<Typed> {
         Kind::Agent => deserialize(doc, json, diagnostics).map(Typed::Agent),
         Kind::Policy => deserialize(doc, json, diagnostics).map(Typed::Policy),
         Kind::Hook => deserialize(doc, json, diagnostics).map(Typed::Hook),
+        Kind::McpServer => deserialize(doc, json, diagnostics).map(Typed::McpServer),
     }
 }
 
@@ -309,6 +311,7 @@ fn build(
     let mut agents = BTreeMap::new();
     let mut policies = BTreeMap::new();
     let mut hooks = Vec::new();
+    let mut mcp_servers = BTreeMap::new();
     let mut explained: Vec<(Kind, &str, Option<&Node>, Value)> = Vec::new();
     for (doc, typed) in docs.list.iter().zip(typed) {
         let Some(typed) = typed else { continue };
@@ -319,6 +322,7 @@ fn build(
             Typed::Agent(spec) => serde_json::to_value(spec),
             Typed::Policy(spec) => serde_json::to_value(spec),
             Typed::Hook(spec) => serde_json::to_value(spec),
+            Typed::McpServer(spec) => serde_json::to_value(spec),
         };
         if let Ok(value) = value {
             explained.push((doc.kind, &doc.name, doc.spec.as_ref(), value));
@@ -333,6 +337,7 @@ fn build(
             // Documents keep the order they were first seen in, so hooks run in declaration
             // order and an overlay changes a hook in place.
             Typed::Hook(spec) => hooks.push((name, spec)),
+            Typed::McpServer(spec) => drop(mcp_servers.insert(name, spec)),
         }
     }
     let runtime = runtime.unwrap_or_else(|| {
@@ -354,6 +359,7 @@ fn build(
         agents,
         policies,
         hooks,
+        mcp_servers,
         env,
         explain,
     }

@@ -630,6 +630,88 @@ pub enum HttpMethod {
     Delete,
 }
 
+/// `kind: McpServer` — an MCP server whose tools agents may call (`docs/workspace.md#mcpserver`).
+/// Each tool becomes `mcp__<prefix>__<tool>` in the inventory, governed like any other tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpServerSpec {
+    pub transport: McpTransport,
+    /// stdio: argv of the server process; the first element is the program (a relative path
+    /// with a `/` resolves from the workspace, a bare name from `PATH`).
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// stdio: environment variables set for the process (values may use `${VAR}`). The process
+    /// inherits nothing else but the names in `envAllow` and a minimal base (`PATH`, `HOME`,
+    /// `LANG`, `TMPDIR`).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// stdio: names of Keel's environment variables passed through unchanged.
+    #[serde(default)]
+    pub env_allow: Vec<String>,
+    /// stdio: working directory, relative to the workspace and inside it (default: the
+    /// workspace root).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// http: the streamable HTTP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// http: request headers (values may use `${VAR}`, e.g. `Bearer ${TOKEN}`).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// How long connecting and the initialize handshake may take (default 30s).
+    #[serde(default)]
+    pub startup_timeout: Option<Duration>,
+    /// How long one tool call may take (default 60s).
+    #[serde(default)]
+    pub call_timeout: Option<Duration>,
+    /// A disabled server is not started and offers no tools (default true).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Which of the server's tools are offered, by the server's own tool names.
+    #[serde(default)]
+    pub tools: McpToolFilter,
+    /// The `<prefix>` in `mcp__<prefix>__<tool>` (default: the document's name). Lowercase
+    /// letters, digits, `-` and `_`, no `__`.
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Largest resource `read_mcp_resource` returns, in bytes (default 1 MiB).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_resource_bytes: Option<u64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// How Keel reaches an MCP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC on stdin/stdout.
+    Stdio,
+    /// Streamable HTTP.
+    Http,
+}
+
+/// Globs (`*`, `?`) over a server's tool names: a tool is offered when it matches an
+/// `include` pattern (none: every tool) and no `exclude` pattern.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct McpToolFilter {
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+}
+
+impl McpServerSpec {
+    /// Default for [`Self::startup_timeout`].
+    pub const DEFAULT_STARTUP_TIMEOUT: StdDuration = StdDuration::from_secs(30);
+    /// Default for [`Self::call_timeout`].
+    pub const DEFAULT_CALL_TIMEOUT: StdDuration = StdDuration::from_secs(60);
+    /// Default for [`Self::max_resource_bytes`].
+    pub const DEFAULT_MAX_RESOURCE_BYTES: u64 = 1 << 20;
+}
+
 /// `kind: Agent` — a named assistant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -15,7 +15,7 @@ use crate::Diagnostic;
 use crate::documents::{Document, Kind, field_hint};
 use crate::suggest::{closest, list};
 use crate::yaml::{Loc, Node, Seg, path_string};
-use crate::{AgentSpec, HookSpec, ModelSpec, PolicySpec, RuntimeSpec, ToolSpecDoc};
+use crate::{AgentSpec, HookSpec, McpServerSpec, ModelSpec, PolicySpec, RuntimeSpec, ToolSpecDoc};
 
 /// The `format` given to durations, checked with `humantime` (the same parser serde uses).
 const DURATION_FORMAT: &str = "keel-duration";
@@ -45,6 +45,7 @@ fn schema_of(kind: Kind) -> Value {
         Kind::Agent => schemars::schema_for!(AgentSpec).to_value(),
         Kind::Policy => schemars::schema_for!(PolicySpec).to_value(),
         Kind::Hook => schemars::schema_for!(HookSpec).to_value(),
+        Kind::McpServer => schemars::schema_for!(McpServerSpec).to_value(),
     };
     if let Some(duration) = schema.pointer_mut("/$defs/Duration") {
         *duration = json!({ "type": "string", "format": DURATION_FORMAT });
