@@ -1,0 +1,1 @@
+//! keel-mcp integration tests.
