@@ -243,6 +243,7 @@ impl Kernel {
         arguments: &str,
     ) -> Result<Guarded, RuntimeError> {
         let spec = self.agent(&task.agent)?;
+        self.gateway().settle(&spec.tools).await;
         let ctx = ToolContext {
             workspace_root: self.workspace().root.clone(),
             request_id: RequestId::from(task.task_id.as_str()),

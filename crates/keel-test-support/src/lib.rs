@@ -23,6 +23,7 @@ mod mock_llm;
 mod mock_response;
 pub mod process;
 mod temp_workspace;
+pub mod test_clients;
 mod workspace_builder;
 
 pub use cli::{Cli, CliOutput, Serving};

@@ -38,9 +38,7 @@ impl Tool for Noop {
     }
 
     async fn call(&self, _: &ToolContext, _: Value) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput {
-            content: String::new(),
-        })
+        Ok(ToolOutput::text(String::new()))
     }
 }
 

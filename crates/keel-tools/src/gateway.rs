@@ -38,12 +38,15 @@ use tracing::{debug, warn};
 
 use crate::repair;
 
+mod catalog;
 mod issues;
 mod verdict;
 
+pub use catalog::{Catalog, ToolSource};
 pub use issues::quote;
 pub use verdict::{Guarded, blocked_message};
 
+use catalog::{Registered, Snapshot, expand, listed};
 use issues::{bounded_issue, bounded_repair, issue_from, oversized_issue};
 
 /// How long the repair model may take before the call is blocked instead.
@@ -58,26 +61,25 @@ pub enum GatewayError {
     /// Two tools share a name.
     #[error("tool `{0}` is registered twice")]
     Duplicate(String),
-}
-
-struct Registered {
-    tool: Arc<dyn Tool>,
-    validator: jsonschema::Validator,
+    /// A source published a tool whose name lacks the source's prefix.
+    #[error("tool `{tool}` does not start with its source's prefix `{prefix}`")]
+    OutsidePrefix { tool: String, prefix: String },
 }
 
 /// The registry of runnable tools with their compiled schemas.
 pub struct Gateway {
-    tools: HashMap<String, Registered>,
+    catalog: Catalog,
+    sources: Vec<Arc<dyn ToolSource>>,
     repair_model: Option<Arc<dyn ModelProvider>>,
     repair_timeout: Duration,
 }
 
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut names: Vec<_> = self.tools.keys().collect();
-        names.sort();
+        let sources: Vec<_> = self.sources.iter().map(|s| s.prefix()).collect();
         f.debug_struct("Gateway")
-            .field("tools", &names)
+            .field("tools", &self.catalog)
+            .field("sources", &sources)
             .field(
                 "repair_model",
                 &self.repair_model.as_ref().map(|m| m.model_name()),
@@ -129,24 +131,15 @@ impl Gateway {
     pub fn new(tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Result<Self, GatewayError> {
         let mut map = HashMap::new();
         for tool in tools {
-            let spec = tool.spec();
-            let validator = jsonschema::options()
-                .should_validate_formats(true)
-                .build(&spec.parameters)
-                .map_err(|e| GatewayError::InvalidSchema {
-                    tool: spec.name.clone(),
-                    message: e.to_string(),
-                })?;
-            let name = spec.name.clone();
-            if map
-                .insert(name.clone(), Registered { tool, validator })
-                .is_some()
-            {
+            let name = tool.spec().name.clone();
+            let registered = Registered::compile(tool)?;
+            if map.insert(name.clone(), Arc::new(registered)).is_some() {
                 return Err(GatewayError::Duplicate(name));
             }
         }
         Ok(Self {
-            tools: map,
+            catalog: Catalog::new(map),
+            sources: Vec::new(),
             repair_model: None,
             repair_timeout: DEFAULT_REPAIR_TIMEOUT,
         })
@@ -165,26 +158,80 @@ impl Gateway {
         self
     }
 
-    /// The specs of the listed tools, in list order, as the model should see them.
-    pub fn specs<'a>(&'a self, inventory: &'a [String]) -> impl Iterator<Item = &'a ToolSpec> {
-        inventory
+    /// Adds a source of tools discovered at run time (an MCP server); it publishes into
+    /// [`Self::catalog`].
+    pub fn with_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.sources.push(source);
+        self
+    }
+
+    /// The registry, for sources to publish their tools into.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The sources of tools discovered at run time.
+    pub fn sources(&self) -> &[Arc<dyn ToolSource>] {
+        &self.sources
+    }
+
+    /// Waits until every source an inventory draws on has settled (published its tools or
+    /// failed): call it before showing a model its tools. Quick once the sources settled.
+    pub async fn settle(&self, inventory: &[String]) {
+        for source in &self.sources {
+            let prefix = source.prefix();
+            if inventory.iter().any(|entry| entry.starts_with(prefix)) {
+                source.settle().await;
+            }
+        }
+    }
+
+    /// The inventory's tool names with its globs (`mcp__files__*`) resolved against the tools
+    /// registered now.
+    pub fn inventory(&self, inventory: &[String]) -> Vec<String> {
+        expand(inventory, &self.catalog.snapshot())
+    }
+
+    /// The specs of the listed tools, in list order (a glob's matches sorted by name), as
+    /// the model should see them.
+    pub fn specs(&self, inventory: &[String]) -> Vec<ToolSpec> {
+        let snapshot = self.catalog.snapshot();
+        expand(inventory, &snapshot)
             .iter()
-            .filter_map(|name| self.tools.get(name).map(|r| r.tool.spec()))
+            .filter_map(|name| snapshot.get(name).map(|r| r.tool.spec().clone()))
+            .collect()
     }
 
     /// Whether the tool only reads (policies allow such tools by default).
     pub fn is_read_only(&self, name: &str) -> bool {
-        self.tools.get(name).is_some_and(|r| r.tool.read_only())
+        self.registered(name).is_some_and(|r| r.tool.read_only())
     }
 
     /// Whether calling the tool twice with the same arguments is safe.
     pub fn is_idempotent(&self, name: &str) -> bool {
-        self.tools.get(name).is_some_and(|r| r.tool.idempotent())
+        self.registered(name).is_some_and(|r| r.tool.idempotent())
     }
 
     /// Whether a tool with that name is registered.
     pub fn contains(&self, name: &str) -> bool {
-        self.tools.contains_key(name)
+        self.registered(name).is_some()
+    }
+
+    /// The registered tool of that name.
+    pub fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.registered(name).map(|r| r.tool.clone())
+    }
+
+    fn registered(&self, name: &str) -> Option<Arc<Registered>> {
+        self.catalog.snapshot().get(name).cloned()
+    }
+
+    /// Why a tool of a source is not registered, when its source is down.
+    fn unavailable(&self, name: &str) -> Option<String> {
+        self.sources
+            .iter()
+            .find(|source| name.starts_with(source.prefix()))
+            .and_then(|source| source.unavailable())
     }
 
     /// Checks one call against the caller's inventory and the tool's schema, in the gateway
@@ -201,14 +248,26 @@ impl Gateway {
             tool: call.name.clone(),
             repairs: Vec::new(),
         };
-        let Some((name, registered)) = self.resolve_tool(inventory, &call.name, mode_of) else {
+        let snapshot = self.catalog.snapshot();
+        let Some((name, registered)) = self.resolve_tool(&snapshot, inventory, &call.name, mode_of)
+        else {
+            let message = match self.unavailable(&call.name) {
+                Some(why) if listed(inventory, &call.name) => {
+                    format!("tool `{}` is unavailable: {why}", call.name)
+                }
+                _ => format!("tool `{}` is not available to this agent", call.name),
+            };
             return verdict.blocked(vec![Issue {
                 path: String::new(),
-                expected: format!("one of the agent's tools: {}", inventory.join(", ")),
+                expected: format!(
+                    "one of the agent's tools: {}",
+                    expand(inventory, &snapshot).join(", ")
+                ),
                 found: call.name.clone(),
-                message: format!("tool `{}` is not available to this agent", call.name),
+                message,
             }]);
         };
+        let (name, registered) = (name.as_str(), registered.as_ref());
         if name != call.name {
             verdict.repairs.push(Repair {
                 path: String::new(),
@@ -264,30 +323,32 @@ impl Gateway {
 
     /// The tool a call names: the sent name when the caller lists it, or — in `repair` mode,
     /// for a name that is no registered tool — the listed tool it is a near miss of.
-    fn resolve_tool<'a>(
-        &'a self,
-        inventory: &'a [String],
+    fn resolve_tool(
+        &self,
+        snapshot: &Snapshot,
+        inventory: &[String],
         sent: &str,
         mode_of: &(dyn Fn(&str) -> GatewayMode + Sync),
-    ) -> Option<(&'a str, &'a Registered)> {
-        if let Some(listed) = inventory.iter().find(|n| *n == sent) {
-            return self.tools.get(sent).map(|r| (listed.as_str(), r));
+    ) -> Option<(String, Arc<Registered>)> {
+        if listed(inventory, sent) {
+            return snapshot.get(sent).map(|r| (sent.to_owned(), r.clone()));
         }
         // A registered tool the caller does not list was asked for on purpose: never redirect
         // it to a different tool.
-        if self.tools.contains_key(sent) {
+        if snapshot.contains_key(sent) {
             return None;
         }
-        let candidates = inventory
+        let expanded = expand(inventory, snapshot);
+        let candidates = expanded
             .iter()
             .map(String::as_str)
-            .filter(|n| self.tools.contains_key(*n));
+            .filter(|n| snapshot.contains_key(*n));
         let name = repair::repair_tool_name(sent, candidates)?;
         if mode_of(name) != GatewayMode::Repair {
             return None;
         }
         debug!(sent, tool = name, "Tool name repaired.");
-        self.tools.get(name).map(|r| (name, r))
+        snapshot.get(name).map(|r| (name.to_owned(), r.clone()))
     }
 
     /// The arguments parsed from the raw text; text that is not JSON goes to the repair model
@@ -416,7 +477,7 @@ impl Gateway {
         let (Some(arguments), true) = (guarded.arguments(), guarded.is_allowed()) else {
             return Err(ToolError::InvalidArguments(guarded.blocked_message()));
         };
-        let Some(registered) = self.tools.get(guarded.tool()) else {
+        let Some(registered) = self.registered(guarded.tool()) else {
             return Err(ToolError::Failed(format!(
                 "tool `{}` is not registered",
                 guarded.tool()

@@ -208,12 +208,19 @@ pub(crate) fn describe_failure(status: ExitStatus) -> String {
     }
 }
 
-/// The process group of a running command; killed when dropped.
+/// The process group of a running child (started with `process_group(0)`, so its group id
+/// is its pid); the whole group is killed when this is dropped.
 #[derive(Debug)]
-struct ProcessGroup(u32);
+pub struct ProcessGroup(u32);
 
 impl ProcessGroup {
-    fn kill(&self) {
+    /// The group led by process `pid`.
+    pub fn new(pid: u32) -> Self {
+        Self(pid)
+    }
+
+    /// Sends SIGKILL to every process in the group.
+    pub fn kill(&self) {
         kill_group(self.0);
     }
 }

@@ -35,7 +35,7 @@ pub use message::{
 pub use ports::{
     ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, BoxStream, EventObserver, ModelError,
     ModelProvider, ModelStream, RunFilter, RunStore, SeenFiles, StoreError, StoreHealth, Tool,
-    ToolContext, ToolError, ToolOutput, artifact_id,
+    Attachment, ToolContext, ToolError, ToolOutput, artifact_id,
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,

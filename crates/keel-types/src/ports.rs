@@ -161,6 +161,18 @@ impl SeenFiles {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
     pub content: String,
+    /// Binary parts of the result (an MCP tool's images or audio): the runtime stores each as
+    /// an artifact and tells the model its URI.
+    pub attachments: Vec<Attachment>,
+}
+
+/// A binary part of a tool's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attachment {
+    /// What it is, e.g. `image 1`.
+    pub name: String,
+    pub media_type: String,
+    pub data: Vec<u8>,
 }
 
 impl ToolOutput {
@@ -168,14 +180,13 @@ impl ToolOutput {
     pub fn text(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
+            attachments: Vec::new(),
         }
     }
 
     /// A JSON result, rendered compactly.
     pub fn json(value: &Value) -> Self {
-        Self {
-            content: value.to_string(),
-        }
+        Self::text(value.to_string())
     }
 }
 

@@ -43,6 +43,7 @@ pub use keel_types::{
 };
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
+pub use keel_mcp::client::{LifecycleEvent, McpHub, ServerState, ServerStatus};
 use keel_runtime::{Kernel, KernelParts};
 use keel_tools::gateway::{Gateway, GatewayError};
 
@@ -191,6 +192,11 @@ impl RuntimeBuilder {
             .collect();
 
         let mut gateway = Gateway::new(assemble_tools(&workspace, self.tools))?;
+        // MCP servers publish their tools into the gateway's catalog once they start.
+        let mcp = McpHub::new(&workspace, gateway.catalog());
+        for source in mcp.sources() {
+            gateway = gateway.with_source(source);
+        }
         if let Some(name) = &workspace.runtime.gateway.repair_model {
             match models.get(name) {
                 Some(Ok(provider)) => gateway = gateway.with_repair_model(provider.clone()),
@@ -226,6 +232,7 @@ impl RuntimeBuilder {
         });
         Ok(Runtime {
             kernel,
+            mcp,
             loaded_at,
             unavailable_models: Arc::new(unavailable_models),
         })
@@ -279,6 +286,8 @@ fn assemble_tools(workspace: &Workspace, injected: Vec<Arc<dyn Tool>>) -> Vec<Ar
 #[derive(Clone)]
 pub struct Runtime {
     kernel: Kernel,
+    /// The workspace's MCP servers.
+    mcp: McpHub,
     /// When the runtime loaded (or was given) its workspace, RFC 3339.
     loaded_at: Arc<str>,
     /// Models whose provider could not be built, with why.
@@ -339,7 +348,32 @@ impl Runtime {
     /// `runtime.request.interrupted`) and can be resumed. Returns once every run's end is
     /// stored.
     pub async fn shutdown(&self, grace: std::time::Duration) -> ShutdownReport {
-        self.kernel.shutdown(grace).await
+        let report = self.kernel.shutdown(grace).await;
+        self.mcp.shutdown().await;
+        report
+    }
+
+    /// The workspace's MCP servers: their state, tools and lifecycle history.
+    pub fn mcp_servers(&self) -> Vec<ServerStatus> {
+        self.mcp.status()
+    }
+
+    /// Starts the workspace's MCP servers now rather than when a run first needs their tools
+    /// (`keel serve` does at boot); returns at once. Needs a Tokio runtime.
+    pub fn start_mcp(&self) {
+        self.mcp.start();
+    }
+
+    /// Starts the workspace's MCP servers and waits until each has listed its tools or
+    /// failed (each within its `startupTimeout`), so [`Self::tools`] shows their tools.
+    pub async fn settle_mcp(&self) {
+        self.mcp.settle().await;
+    }
+
+    /// Stops the MCP servers (a stdio server's whole process group). [`Self::shutdown`] does
+    /// this too; a program that only lists tools calls it before it exits.
+    pub async fn stop_mcp(&self) {
+        self.mcp.shutdown().await;
     }
 
     /// How many runs of this runtime are live (queued or running).
@@ -448,7 +482,7 @@ impl Runtime {
                     .collect::<Vec<_>>()
                     .join(", "),
             })?;
-        Ok(self.kernel.gateway().specs(&spec.tools).cloned().collect())
+        Ok(self.kernel.gateway().specs(&spec.tools))
     }
 
     /// Calls a tool directly through the gateway, as a run of its own.

@@ -313,6 +313,9 @@ impl AgentRun {
 
     /// Model rounds and tool calls until an answer or a failure.
     async fn drive(&mut self) -> End {
+        // Tools of sources that start with the runtime (MCP servers) are listed once their
+        // servers have answered or failed, before the model or a direct call sees them.
+        self.services.gateway.settle(&self.agent.tools).await;
         if let Some(direct) = self.direct.as_ref().map(|d| d.call.clone()) {
             return match self.run_direct(direct).await {
                 Ok(end) => end,

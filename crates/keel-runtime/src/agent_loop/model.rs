@@ -110,9 +110,7 @@ impl AgentRun {
             tools: self
                 .services
                 .gateway
-                .specs(&self.agent.tools)
-                .cloned()
-                .collect(),
+                .specs(&self.agent.tools),
             params: self.model_params(),
             stream: self.stream,
         };

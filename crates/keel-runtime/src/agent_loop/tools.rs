@@ -24,7 +24,7 @@ use keel_tools::hooks::{HookInput, PermissionDecision};
 use keel_tools::policy::PolicyQuery;
 use keel_types::{
     AdapterEvent, ErrorCode, EventPayload, FinishReason, HookEvent, Message, NATIVE_ADAPTER,
-    PolicyDecision, StoreError, ToolCall,
+    PolicyDecision, StoreError, ToolCall, ToolOutput,
 };
 use serde_json::Value;
 
@@ -312,7 +312,7 @@ impl AgentRun {
         let result = gateway.execute(&self.tool_ctx, verdict).await;
         let duration_ms = millis(started.elapsed());
         let (error, mut output) = match result {
-            Ok(output) => (None, self.settle_output(verdict, output.content).await?),
+            Ok(output) => (None, self.settle_output(verdict, output).await?),
             Err(error) => {
                 let error = error.to_string();
                 let output = serde_json::json!({ "error": error }).to_string();
@@ -343,12 +343,42 @@ impl AgentRun {
 
     /// What the model receives for a tool's output: the output itself when it fits the
     /// limit; otherwise the whole output is stored as an artifact and the model gets a
-    /// preview and the artifact's URI.
+    /// preview and the artifact's URI. Binary attachments (an MCP tool's images) are always
+    /// stored as artifacts, each named in a line of its own.
     async fn settle_output(
         &self,
         verdict: &Guarded,
-        content: String,
+        output: ToolOutput,
     ) -> Result<String, StoreError> {
+        let ToolOutput {
+            mut content,
+            attachments,
+        } = output;
+        for attachment in attachments {
+            let artifact = self
+                .services
+                .artifacts
+                .put(
+                    &self.record.request_id,
+                    &format!(
+                        "{} {} ({})",
+                        verdict.tool(),
+                        attachment.name,
+                        verdict.call_id()
+                    ),
+                    &attachment.media_type,
+                    &attachment.data,
+                )
+                .await?;
+            content.push_str(&format!(
+                "\n[{}: {}, {} bytes, stored as {}]",
+                attachment.name, attachment.media_type, artifact.bytes, artifact.uri
+            ));
+            self.emitter.emit(EventPayload::ArtifactCreated {
+                artifact,
+                call_id: Some(verdict.call_id().to_owned()),
+            })?;
+        }
         let limit = self.tool_ctx.max_output_bytes;
         if content.len() <= limit {
             return Ok(content);

@@ -19,6 +19,7 @@ const EDGES: &[(&str, &[&str])] = &[
         &[
             "keel-runtime",
             "keel-models",
+            "keel-mcp",
             "keel-tools",
             "keel-store",
             "keel-workspace",
@@ -29,6 +30,7 @@ const EDGES: &[(&str, &[&str])] = &[
         "keel-runtime",
         &["keel-tools", "keel-workspace", "keel-types"],
     ),
+    ("keel-mcp", &["keel-tools", "keel-workspace", "keel-types"]),
     ("keel-models", &["keel-workspace", "keel-types"]),
     ("keel-tools", &["keel-workspace", "keel-types"]),
     ("keel-store", &["keel-types"]),

@@ -1,0 +1,154 @@
+//! MCP servers as tool sources (`kind: McpServer`, `docs/workspace.md#mcpserver`).
+//!
+//! An [`McpHub`] holds one supervised connection per configured server. Nothing starts when
+//! the hub is built: a server starts when a run first needs its tools (the gateway's
+//! `settle`), or when [`McpHub::start`] is called (`keel serve` does at boot). Each server's
+//! tools are published into the gateway's catalog as `mcp__<prefix>__<tool>`, so every call
+//! takes the same path as a built-in tool's: gateway (the server's `inputSchema`), policy,
+//! hooks, approval, audit. A server that is down does not stop the runtime: its tools are
+//! unavailable, and a call says why.
+
+mod connect;
+mod server;
+mod tool;
+
+use std::sync::Arc;
+
+use keel_tools::gateway::{Catalog, ToolSource};
+use keel_workspace::{McpTransport, Workspace};
+use serde::Serialize;
+
+pub use connect::Progress;
+use server::{Server, ServerSource};
+
+/// The MCP servers of a workspace.
+#[derive(Clone, Default)]
+pub struct McpHub {
+    servers: Vec<Arc<Server>>,
+}
+
+impl std::fmt::Debug for McpHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<_> = self.servers.iter().map(|s| s.name.as_str()).collect();
+        f.debug_struct("McpHub").field("servers", &names).finish()
+    }
+}
+
+/// Where a server is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    /// Nothing has needed it yet.
+    NotStarted,
+    Starting,
+    Ready,
+    /// The last attempt failed or the server crashed; it is retried with backoff.
+    Unavailable,
+    Stopped,
+    /// `enabled: false`.
+    Disabled,
+}
+
+impl ServerState {
+    /// The state's wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotStarted => "not_started",
+            Self::Starting => "starting",
+            Self::Ready => "ready",
+            Self::Unavailable => "unavailable",
+            Self::Stopped => "stopped",
+            Self::Disabled => "disabled",
+        }
+    }
+}
+
+/// One entry of a server's lifecycle history (`starting`, `ready`, `down`, `restarting`,
+/// `tools_changed`, `stopped`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LifecycleEvent {
+    pub at: String,
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// A server's state for `keel mcp list`, `/api/inventory` and health.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStatus {
+    pub name: String,
+    #[serde(serialize_with = "transport_name")]
+    pub transport: McpTransport,
+    pub state: ServerState,
+    /// The inventory names of its offered tools (after the include/exclude filter).
+    pub tools: Vec<String>,
+    pub restarts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    pub history: Vec<LifecycleEvent>,
+}
+
+fn transport_name<S: serde::Serializer>(t: &McpTransport, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(match t {
+        McpTransport::Stdio => "stdio",
+        McpTransport::Http => "http",
+    })
+}
+
+impl McpHub {
+    /// The workspace's servers, publishing into `catalog` (the gateway's) once started.
+    pub fn new(workspace: &Workspace, catalog: &Catalog) -> Self {
+        let servers = workspace
+            .mcp_servers
+            .iter()
+            .map(|(name, spec)| {
+                Server::new(
+                    name,
+                    spec,
+                    workspace.root.clone(),
+                    workspace.env.clone(),
+                    catalog.clone(),
+                )
+            })
+            .collect();
+        Self { servers }
+    }
+
+    /// Whether the workspace declares no server.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// The servers as the gateway's tool sources.
+    pub fn sources(&self) -> Vec<Arc<dyn ToolSource>> {
+        self.servers
+            .iter()
+            .map(|s| Arc::new(ServerSource(s.clone())) as Arc<dyn ToolSource>)
+            .collect()
+    }
+
+    /// Starts every enabled server (needs a Tokio runtime); returns at once.
+    pub fn start(&self) {
+        for server in &self.servers {
+            server.start();
+        }
+    }
+
+    /// Starts every enabled server and waits until each has answered or failed.
+    pub async fn settle(&self) {
+        self.start();
+        futures_util::future::join_all(self.servers.iter().map(|s| s.settled())).await;
+    }
+
+    /// Every server's state, by name.
+    pub fn status(&self) -> Vec<ServerStatus> {
+        self.servers.iter().map(|s| s.status()).collect()
+    }
+
+    /// Stops every server: the session ends and a stdio server's whole process group is
+    /// killed.
+    pub async fn shutdown(&self) {
+        futures_util::future::join_all(self.servers.iter().map(|s| s.shutdown())).await;
+    }
+}

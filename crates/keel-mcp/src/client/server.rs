@@ -1,0 +1,398 @@
+//! One configured MCP server: its supervisor (connect with a startup timeout, list the tools,
+//! publish them, follow `tools/list_changed`, restart with backoff after a crash, stop on
+//! shutdown) and its state, which callers read and wait on.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keel_tools::gateway::{Catalog, ToolSource};
+use keel_types::{Tool, now_rfc3339};
+use keel_workspace::{McpServerSpec, mcp_filter_allows};
+use rmcp::model::PaginatedRequestParams;
+use rmcp::service::Peer;
+use rmcp::RoleClient;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::connect::{self, Session, Signals};
+use super::tool::{McpTool, RemoteTool};
+use super::{LifecycleEvent, ServerState, ServerStatus};
+
+/// First and largest delay between restarts.
+const BACKOFF_START: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How many lifecycle events each server keeps for `keel mcp list` and health.
+const HISTORY: usize = 32;
+
+/// The connection callers use while the server is ready.
+#[derive(Clone)]
+pub(crate) struct Live {
+    pub(crate) peer: Peer<RoleClient>,
+    pub(crate) signals: Arc<Signals>,
+    /// Set when this connection ends (crash or stop).
+    pub(crate) closed: CancellationToken,
+}
+
+/// The server's state as the supervisor publishes it.
+#[derive(Clone)]
+pub(crate) enum Phase {
+    /// Not started yet (nothing asked for its tools).
+    Idle,
+    Starting,
+    Ready(Live),
+    /// The last attempt failed; the supervisor retries after a backoff.
+    Down(String),
+    Stopped,
+    Disabled,
+}
+
+pub(crate) struct Server {
+    pub(crate) name: String,
+    /// `mcp__<prefix>__`.
+    pub(crate) tool_prefix: String,
+    pub(crate) spec: McpServerSpec,
+    root: PathBuf,
+    env: BTreeMap<String, String>,
+    catalog: Catalog,
+    phase: watch::Sender<Phase>,
+    /// Whether the first connection attempt has ended (successfully or not).
+    settled: watch::Sender<bool>,
+    started: OnceLock<()>,
+    stop: CancellationToken,
+    record: Mutex<Record>,
+}
+
+/// What the server keeps about itself for status reports.
+#[derive(Default)]
+struct Record {
+    tools: Vec<RemoteTool>,
+    restarts: u32,
+    last_error: Option<String>,
+    history: VecDeque<LifecycleEvent>,
+}
+
+impl Server {
+    pub(crate) fn new(
+        name: &str,
+        spec: &McpServerSpec,
+        root: PathBuf,
+        env: BTreeMap<String, String>,
+        catalog: Catalog,
+    ) -> Arc<Self> {
+        let prefix = spec.effective_prefix(name);
+        let initial = match spec.enabled {
+            true => Phase::Idle,
+            false => Phase::Disabled,
+        };
+        Arc::new(Self {
+            name: name.to_owned(),
+            tool_prefix: format!("{}{prefix}__", keel_workspace::MCP_TOOL_PREFIX),
+            spec: spec.clone(),
+            root,
+            env,
+            catalog,
+            phase: watch::channel(initial).0,
+            settled: watch::channel(!spec.enabled).0,
+            started: OnceLock::new(),
+            stop: CancellationToken::new(),
+            record: Mutex::default(),
+        })
+    }
+
+    pub(crate) fn startup_timeout(&self) -> Duration {
+        self.spec
+            .startup_timeout
+            .map_or(McpServerSpec::DEFAULT_STARTUP_TIMEOUT, |d| d.0)
+    }
+
+    pub(crate) fn call_timeout(&self) -> Duration {
+        self.spec
+            .call_timeout
+            .map_or(McpServerSpec::DEFAULT_CALL_TIMEOUT, |d| d.0)
+    }
+
+    /// Starts the supervisor once (needs a Tokio runtime). A disabled server never starts.
+    pub(crate) fn start(self: &Arc<Self>) {
+        if !self.spec.enabled || self.stop.is_cancelled() {
+            return;
+        }
+        if self.started.set(()).is_ok() {
+            let server = self.clone();
+            tokio::spawn(async move { server.supervise().await });
+        }
+    }
+
+    /// Waits until the first connection attempt has ended (bounded by the startup timeout).
+    pub(crate) async fn settled(self: &Arc<Self>) {
+        self.start();
+        let mut settled = self.settled.subscribe();
+        let limit = self.startup_timeout() + Duration::from_secs(5);
+        let _ = tokio::time::timeout(limit, settled.wait_for(|done| *done)).await;
+    }
+
+    /// The live connection, waiting up to `limit` for one while the server (re)starts.
+    pub(crate) async fn live(self: &Arc<Self>, limit: Duration) -> Result<Live, String> {
+        self.start();
+        let mut phase = self.phase.subscribe();
+        let wait = phase.wait_for(|p| matches!(p, Phase::Ready(_) | Phase::Stopped | Phase::Disabled));
+        match tokio::time::timeout(limit, wait).await {
+            Ok(Ok(phase)) => match &*phase {
+                Phase::Ready(live) => Ok(live.clone()),
+                Phase::Disabled => Err(format!("MCP server `{}` is disabled", self.name)),
+                _ => Err(format!("MCP server `{}` has stopped", self.name)),
+            },
+            Ok(Err(_)) => Err(format!("MCP server `{}` has stopped", self.name)),
+            Err(_) => Err(match self.last_error() {
+                Some(error) => format!("MCP server `{}` is unavailable: {error}", self.name),
+                None => format!(
+                    "MCP server `{}` did not become ready within {limit:?}",
+                    self.name
+                ),
+            }),
+        }
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.lock_record().last_error.clone()
+    }
+
+    fn lock_record(&self) -> std::sync::MutexGuard<'_, Record> {
+        self.record
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Stops the supervisor and the session (the stdio server's whole process group).
+    pub(crate) async fn shutdown(&self) {
+        self.stop.cancel();
+        let mut phase = self.phase.subscribe();
+        if self.started.get().is_some() {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(5),
+                phase.wait_for(|p| matches!(p, Phase::Stopped)),
+            )
+            .await;
+        }
+    }
+
+    pub(crate) fn status(&self) -> ServerStatus {
+        let record = self.lock_record();
+        let state = match &*self.phase.borrow() {
+            Phase::Idle => ServerState::NotStarted,
+            Phase::Starting => ServerState::Starting,
+            Phase::Ready(_) => ServerState::Ready,
+            Phase::Down(_) => ServerState::Unavailable,
+            Phase::Stopped => ServerState::Stopped,
+            Phase::Disabled => ServerState::Disabled,
+        };
+        ServerStatus {
+            name: self.name.clone(),
+            transport: self.spec.transport,
+            state,
+            tools: record
+                .tools
+                .iter()
+                .map(|t| format!("{}{}", self.tool_prefix, t.name))
+                .collect(),
+            restarts: record.restarts,
+            last_error: record.last_error.clone(),
+            history: record.history.iter().cloned().collect(),
+        }
+    }
+
+    fn note(&self, kind: &'static str, detail: Option<String>) {
+        match &detail {
+            Some(detail) => info!(server = %self.name, event = kind, %detail, "MCP server lifecycle."),
+            None => info!(server = %self.name, event = kind, "MCP server lifecycle."),
+        }
+        let mut record = self.lock_record();
+        if record.history.len() == HISTORY {
+            record.history.pop_front();
+        }
+        record.history.push_back(LifecycleEvent {
+            at: now_rfc3339(),
+            kind,
+            detail,
+        });
+    }
+
+    async fn supervise(self: Arc<Self>) {
+        let mut backoff = BACKOFF_START;
+        let mut attempt = 0u32;
+        loop {
+            if self.stop.is_cancelled() {
+                break;
+            }
+            let _ = self.phase.send(Phase::Starting);
+            self.note(if attempt == 0 { "starting" } else { "restarting" }, None);
+            if attempt > 0 {
+                self.lock_record().restarts += 1;
+            }
+            attempt += 1;
+            let signals = Arc::new(Signals::default());
+            let opened = tokio::select! {
+                opened = tokio::time::timeout(self.startup_timeout(), self.connect(signals.clone())) => opened,
+                () = self.stop.cancelled() => break,
+            };
+            let failure = match opened {
+                Ok(Ok((session, tools))) => {
+                    backoff = BACKOFF_START;
+                    self.serve(session, signals, tools).await
+                }
+                Ok(Err(error)) => error,
+                Err(_) => format!(
+                    "no answer to initialize within {:?} (startupTimeout)",
+                    self.startup_timeout()
+                ),
+            };
+            if self.stop.is_cancelled() {
+                break;
+            }
+            warn!(server = %self.name, error = %failure, "MCP server is down; restarting after a backoff.");
+            self.lock_record().last_error = Some(failure.clone());
+            self.note("down", Some(failure.clone()));
+            let _ = self.phase.send(Phase::Down(failure));
+            let _ = self.settled.send(true);
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = self.stop.cancelled() => break,
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+        let _ = self.phase.send(Phase::Stopped);
+        let _ = self.settled.send(true);
+        self.note("stopped", None);
+    }
+
+    /// Opens a session and lists its tools.
+    async fn connect(&self, signals: Arc<Signals>) -> Result<(Session, Vec<RemoteTool>), String> {
+        let session = connect::open(&self.spec, &self.root, &self.env, signals)
+            .await
+            .map_err(|e| e.to_string())?;
+        let Some(service) = session.service.as_ref() else {
+            return Err("the session ended before it started".into());
+        };
+        let tools = list_tools(service.peer()).await?;
+        Ok((session, tools))
+    }
+
+    /// Runs a ready session until it ends; returns why it ended.
+    async fn serve(
+        self: &Arc<Self>,
+        mut session: Session,
+        signals: Arc<Signals>,
+        tools: Vec<RemoteTool>,
+    ) -> String {
+        let Some(peer) = session.service.as_ref().map(|s| s.peer().clone()) else {
+            return "the session ended before it started".to_owned();
+        };
+        self.publish(tools);
+        let closed = CancellationToken::new();
+        let _ = self.phase.send(Phase::Ready(Live {
+            peer: peer.clone(),
+            signals: signals.clone(),
+            closed: closed.clone(),
+        }));
+        let _ = self.settled.send(true);
+        self.note("ready", None);
+        let Some(service) = session.service.take() else {
+            return "the session ended before it started".to_owned();
+        };
+        let cancel = service.cancellation_token();
+        let mut ended = tokio::spawn(service.waiting());
+        let reason = loop {
+            tokio::select! {
+                () = signals.tools_changed.notified() => match list_tools(&peer).await {
+                    Ok(tools) => {
+                        self.publish(tools);
+                        self.note("tools_changed", None);
+                    }
+                    Err(error) => warn!(server = %self.name, %error, "Listing the changed tools failed."),
+                },
+                _ = &mut ended => break session.end_reason().await,
+                () = self.stop.cancelled() => {
+                    cancel.cancel();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), &mut ended).await;
+                    break "stopped".to_owned();
+                }
+            }
+        };
+        closed.cancel();
+        drop(session);
+        reason
+    }
+
+    /// Publishes the tools the filter lets through into the gateway.
+    fn publish(self: &Arc<Self>, tools: Vec<RemoteTool>) {
+        let offered: Vec<RemoteTool> = tools
+            .into_iter()
+            .filter(|t| mcp_filter_allows(&self.spec.tools, &t.name))
+            .collect();
+        let published: Vec<Arc<dyn Tool>> = offered
+            .iter()
+            .map(|remote| Arc::new(McpTool::new(self.clone(), remote.clone())) as Arc<dyn Tool>)
+            .collect();
+        for error in self.catalog.publish(&self.tool_prefix, published) {
+            warn!(server = %self.name, %error, "MCP tool left out.");
+        }
+        self.lock_record().tools = offered;
+    }
+}
+
+/// Every page of `tools/list`.
+async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<RemoteTool>, String> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    loop {
+        let params = PaginatedRequestParams::default().with_cursor(cursor);
+        let page = peer
+            .list_tools(Some(params))
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        for tool in page.tools {
+            let value = serde_json::to_value(&tool).map_err(|e| e.to_string())?;
+            match serde_json::from_value::<RemoteTool>(value) {
+                Ok(remote) => tools.push(remote),
+                Err(error) => warn!(tool = %tool.name, %error, "MCP tool with an unreadable description left out."),
+            }
+        }
+        match page.next_cursor {
+            Some(next) if !next.is_empty() => cursor = Some(next),
+            _ => break,
+        }
+        if tools.len() > 10_000 {
+            return Err("tools/list returned more than 10000 tools".into());
+        }
+    }
+    Ok(tools)
+}
+
+#[async_trait]
+impl ToolSource for ServerSource {
+    fn prefix(&self) -> &str {
+        &self.0.tool_prefix
+    }
+
+    async fn settle(&self) {
+        self.0.settled().await;
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        match &*self.0.phase.borrow() {
+            Phase::Ready(_) | Phase::Idle | Phase::Starting => None,
+            Phase::Down(error) => Some(format!("MCP server `{}` is down: {error}", self.0.name)),
+            Phase::Stopped => Some(format!("MCP server `{}` has stopped", self.0.name)),
+            Phase::Disabled => Some(format!(
+                "MCP server `{}` is disabled (`enabled: false`)",
+                self.0.name
+            )),
+        }
+    }
+}
+
+/// A server as the gateway sees it.
+pub(crate) struct ServerSource(pub(crate) Arc<Server>);

@@ -1,0 +1,403 @@
+//! An MCP server's tool in Keel's inventory, `mcp__<prefix>__<tool>`: its spec is the
+//! server's `inputSchema` (so the gateway validates and repairs calls before the server sees
+//! them), its annotations decide whether it only reads, and a call's result is mapped to what
+//! the model reads (text; images, audio and blobs as attachments the runtime stores as
+//! artifacts; embedded text resources; `structuredContent`; `isError` as a tool error).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use base64::Engine;
+use keel_types::{Attachment, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
+    ClientNotification, ClientRequest, RequestId, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::{Peer, RoleClient};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::connect::{Progress, token_key};
+use super::server::Server;
+
+/// A tool as `tools/list` describes it (the fields Keel reads).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RemoteTool {
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) title: Option<String>,
+    #[serde(default)]
+    pub(crate) description: Option<String>,
+    pub(crate) input_schema: Value,
+    #[serde(default)]
+    pub(crate) annotations: Option<Annotations>,
+}
+
+/// The hints Keel uses. Hints come from the server: they make a tool read-only for policy's
+/// defaults, never more trusted than a policy rule says.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Annotations {
+    #[serde(default)]
+    pub(crate) read_only_hint: Option<bool>,
+    #[serde(default)]
+    pub(crate) destructive_hint: Option<bool>,
+    #[serde(default)]
+    pub(crate) idempotent_hint: Option<bool>,
+}
+
+impl RemoteTool {
+    pub(crate) fn read_only(&self) -> bool {
+        self.annotations
+            .as_ref()
+            .is_some_and(|a| a.read_only_hint == Some(true) && a.destructive_hint != Some(true))
+    }
+}
+
+pub(crate) struct McpTool {
+    server: Arc<Server>,
+    remote: RemoteTool,
+    spec: ToolSpec,
+}
+
+impl McpTool {
+    pub(crate) fn new(server: Arc<Server>, remote: RemoteTool) -> Self {
+        let description = remote
+            .description
+            .clone()
+            .filter(|d| !d.trim().is_empty())
+            .or_else(|| remote.title.clone())
+            .unwrap_or_else(|| format!("Tool `{}` of MCP server `{}`.", remote.name, server.name));
+        let mut parameters = remote.input_schema.clone();
+        if !parameters.is_object() {
+            parameters = serde_json::json!({ "type": "object" });
+        }
+        let spec = ToolSpec {
+            name: format!("{}{}", server.tool_prefix, remote.name),
+            description,
+            parameters,
+        };
+        Self {
+            server,
+            remote,
+            spec,
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for McpTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        self.remote.read_only()
+    }
+
+    fn idempotent(&self) -> bool {
+        self.read_only()
+            || self
+                .remote
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.idempotent_hint == Some(true))
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let _ = ctx;
+        let server = &self.server;
+        let live = server
+            .live(server.startup_timeout())
+            .await
+            .map_err(ToolError::Failed)?;
+        let arguments = match args {
+            Value::Object(map) => map,
+            Value::Null => serde_json::Map::new(),
+            other => {
+                return Err(ToolError::InvalidArguments(format!(
+                    "MCP tool arguments must be an object, not {other}"
+                )));
+            }
+        };
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new(self.remote.name.clone()).with_arguments(arguments),
+        ));
+        let handle = live
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| self.failure(&e))?;
+        let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
+        let token = token_key(&handle.progress_token.0);
+        live.signals
+            .progress
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(token.clone(), progress_tx);
+        let mut pending = Pending {
+            peer: live.peer.clone(),
+            id: Some(handle.id.clone()),
+            token,
+            signals: live.signals.clone(),
+        };
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let timeout = tokio::time::sleep(server.call_timeout());
+        tokio::pin!(timeout);
+        let outcome = loop {
+            tokio::select! {
+                response = &mut response => break response,
+                () = &mut timeout => {
+                    return Err(ToolError::Timeout(server.call_timeout()));
+                }
+                () = live.closed.cancelled() => {
+                    pending.id = None;
+                    return Err(ToolError::Failed(format!(
+                        "MCP server `{}` stopped during the call (it is being restarted); the call may or may not have taken effect",
+                        server.name
+                    )));
+                }
+                Some(progress) = progress_rx.recv() => {
+                    tracing::debug!(tool = %self.spec.name, progress = progress.progress, total = ?progress.total, message = ?progress.message, "MCP tool progress.");
+                }
+            }
+        };
+        pending.id = None;
+        match outcome {
+            Ok(ServerResult::CallToolResult(result)) => {
+                let value = serde_json::to_value(&result).map_err(|e| {
+                    ToolError::Failed(format!("unreadable result from MCP server: {e}"))
+                })?;
+                render(&value)
+            }
+            Ok(_) => Err(ToolError::Failed(format!(
+                "MCP server `{}` answered tools/call with something other than a tool result",
+                server.name
+            ))),
+            Err(error) => Err(self.failure(&error)),
+        }
+    }
+}
+
+impl McpTool {
+    fn failure(&self, error: &ServiceError) -> ToolError {
+        match error {
+            ServiceError::McpError(data) => ToolError::Failed(format!(
+                "MCP server `{}` refused the call: {} (code {})",
+                self.server.name, data.message, data.code.0
+            )),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                ToolError::Failed(format!(
+                    "MCP server `{}` closed the connection during the call (it is being restarted); the call may or may not have taken effect",
+                    self.server.name
+                ))
+            }
+            other => ToolError::Failed(format!(
+                "MCP server `{}`: {other}",
+                self.server.name
+            )),
+        }
+    }
+}
+
+/// A call in flight: dropping it before the answer (the run was cancelled, the call timed
+/// out) sends `notifications/cancelled`; either way its progress channel is removed.
+struct Pending {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+    token: String,
+    signals: Arc<super::connect::Signals>,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.signals
+            .progress
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(&self.token);
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        let notification = ClientNotification::CancelledNotification(CancelledNotification::new(
+            CancelledNotificationParam::new(Some(id), Some("cancelled by Keel".to_owned())),
+        ));
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = peer.send_notification(notification).await;
+            });
+        }
+    }
+}
+
+/// One content block of a result (the kinds Keel maps; others are described by type).
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        text: String,
+    },
+    Image {
+        data: String,
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    Audio {
+        data: String,
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    Resource {
+        resource: Embedded,
+    },
+    ResourceLink {
+        uri: String,
+        #[serde(default)]
+        name: Option<String>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Embedded {
+    uri: String,
+    #[serde(default)]
+    mime_type: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    blob: Option<String>,
+}
+
+/// Maps a `CallToolResult` (as JSON) to the model's view.
+pub(crate) fn render(result: &Value) -> Result<ToolOutput, ToolError> {
+    let blocks: Vec<Value> = result
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut texts: Vec<String> = Vec::new();
+    let mut attachments: Vec<Attachment> = Vec::new();
+    for block in blocks {
+        let kind = block
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_owned();
+        match serde_json::from_value::<Block>(block) {
+            Ok(Block::Text { text }) => texts.push(text),
+            Ok(Block::Image { data, mime_type }) => {
+                attach(&mut texts, &mut attachments, "image", &data, mime_type)
+            }
+            Ok(Block::Audio { data, mime_type }) => {
+                attach(&mut texts, &mut attachments, "audio", &data, mime_type)
+            }
+            Ok(Block::Resource { resource }) => match (resource.text, resource.blob) {
+                (Some(text), _) => texts.push(format!("[resource {}]\n{text}", resource.uri)),
+                (None, Some(blob)) => {
+                    let media = resource
+                        .mime_type
+                        .unwrap_or_else(|| "application/octet-stream".into());
+                    attach(&mut texts, &mut attachments, "resource", &blob, media);
+                }
+                (None, None) => texts.push(format!("[resource {} without content]", resource.uri)),
+            },
+            Ok(Block::ResourceLink { uri, name }) => texts.push(match name {
+                Some(name) => format!("[resource link {uri}: {name}]"),
+                None => format!("[resource link {uri}]"),
+            }),
+            Ok(Block::Other) | Err(_) => texts.push(format!("[{kind} content left out]")),
+        }
+    }
+    if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
+        let repeated = texts
+            .iter()
+            .any(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| &v == structured));
+        if !repeated {
+            texts.push(structured.to_string());
+        }
+    }
+    let content = texts.join("\n");
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        return Err(ToolError::Failed(match content.is_empty() {
+            true => "the MCP tool reported an error".to_owned(),
+            false => content,
+        }));
+    }
+    Ok(ToolOutput {
+        content,
+        attachments,
+    })
+}
+
+fn attach(
+    texts: &mut Vec<String>,
+    attachments: &mut Vec<Attachment>,
+    kind: &str,
+    data: &str,
+    media_type: String,
+) {
+    let name = format!("{kind} {}", attachments.len() + 1);
+    match base64::engine::general_purpose::STANDARD.decode(data.trim()) {
+        Ok(bytes) => attachments.push(Attachment {
+            name,
+            media_type,
+            data: bytes,
+        }),
+        Err(error) => texts.push(format!("[{name} ({media_type}) unreadable: {error}]")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn text_image_resource_and_structured_content_are_mapped() {
+        let output = render(&json!({
+            "content": [
+                { "type": "text", "text": "hello" },
+                { "type": "image", "data": "aGk=", "mimeType": "image/png" },
+                { "type": "resource", "resource": { "uri": "file:///a.txt", "text": "A" } },
+                { "type": "resource_link", "uri": "file:///b", "name": "b" },
+                { "type": "hologram" }
+            ],
+            "structuredContent": { "n": 1 }
+        }))
+        .unwrap();
+        assert_eq!(
+            output.content,
+            "hello\n[resource file:///a.txt]\nA\n[resource link file:///b: b]\n[hologram content left out]\n{\"n\":1}"
+        );
+        assert_eq!(output.attachments.len(), 1);
+        assert_eq!(output.attachments[0].data, b"hi");
+        assert_eq!(output.attachments[0].media_type, "image/png");
+    }
+
+    #[test]
+    fn structured_content_repeated_as_text_is_not_doubled() {
+        let output = render(&json!({
+            "content": [{ "type": "text", "text": "{\"n\": 1}" }],
+            "structuredContent": { "n": 1 }
+        }))
+        .unwrap();
+        assert_eq!(output.content, "{\"n\": 1}");
+    }
+
+    #[test]
+    fn is_error_becomes_a_tool_error_with_the_text() {
+        let error = render(&json!({
+            "content": [{ "type": "text", "text": "no such file" }],
+            "isError": true
+        }))
+        .unwrap_err();
+        assert_eq!(error, ToolError::Failed("no such file".into()));
+    }
+}

@@ -1,0 +1,97 @@
+//! Real counterparts the tests talk to (official clients, MCP servers), installed on first use
+//! from the package registries into `target/test-clients`, so `cargo nextest run` works on a
+//! fresh machine with `node`/`npm` and `python3`. Test processes run in parallel: each install
+//! holds an exclusive file lock, so it happens once and nobody uses a half-installed folder.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `target/test-clients` of this workspace.
+pub fn clients_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-clients");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    dir
+}
+
+/// Runs `install` under the lock `name.lock` unless `ready` says it is not needed.
+fn install_once(name: &str, ready: impl Fn() -> bool, install: impl FnOnce()) {
+    if ready() {
+        return;
+    }
+    let lock_path = clients_dir().join(format!("{name}.lock"));
+    let lock = File::create(&lock_path)
+        .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
+    lock.lock()
+        .unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
+    if !ready() {
+        install();
+    }
+    drop(lock);
+}
+
+fn must(command: &mut Command, what: &str) {
+    let status = command
+        .status()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(status.success(), "{what} failed: {status}");
+}
+
+/// A folder whose `node_modules` holds `packages` (npm specs such as
+/// `@modelcontextprotocol/server-everything@2026.8.31`), installed once under
+/// `target/test-clients/<name>`. Bins are in `<folder>/node_modules/.bin`.
+pub fn npm_packages(name: &str, packages: &[&str]) -> PathBuf {
+    let prefix = clients_dir().join(name);
+    let marker = prefix.join(".installed");
+    let wanted = packages.join("\n");
+    let ready = || std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted);
+    install_once(name, ready, || {
+        std::fs::create_dir_all(&prefix)
+            .unwrap_or_else(|e| panic!("create {}: {e}", prefix.display()));
+        must(
+            Command::new("npm")
+                .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&prefix)
+                .args(packages),
+            &format!("npm install {wanted}"),
+        );
+        std::fs::write(&marker, &wanted).unwrap_or_else(|e| panic!("write marker: {e}"));
+    });
+    prefix
+}
+
+/// The Python of a venv `target/test-clients/<name>` with `requirements` pip-installed once.
+pub fn python_venv(name: &str, requirements: &[&str]) -> PathBuf {
+    let venv = clients_dir().join(name);
+    let marker = venv.join(".installed");
+    let wanted = requirements.join("\n");
+    let ready = || std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted);
+    install_once(name, ready, || {
+        must(
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+            "python3 -m venv",
+        );
+        must(
+            Command::new(venv.join("bin/pip"))
+                .args(["install", "-q"])
+                .args(requirements),
+            &format!("pip install {}", requirements.join(" ")),
+        );
+        std::fs::write(&marker, &wanted).unwrap_or_else(|e| panic!("write marker: {e}"));
+    });
+    venv.join("bin/python")
+}
+
+/// The MCP servers of the npm registry the tests use, pinned.
+pub const MCP_EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+/// See [`MCP_EVERYTHING`].
+pub const MCP_FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
+
+/// A folder with the reference MCP servers installed; returns the path of a server's bin
+/// script (`mcp-server-everything`, `mcp-server-filesystem`).
+pub fn mcp_server_bin(bin: &str) -> PathBuf {
+    let prefix = npm_packages("mcp-servers", &[MCP_EVERYTHING, MCP_FILESYSTEM]);
+    let path = prefix.join("node_modules/.bin").join(bin);
+    assert!(path.exists(), "{} is missing after npm install", path.display());
+    path
+}
