@@ -13,7 +13,6 @@ mod env;
 mod explain;
 mod interpolate;
 mod load;
-mod mcp_names;
 pub mod spec;
 mod suggest;
 mod validate;
@@ -25,7 +24,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub use mcp_names::{MCP_TOOL_PREFIX, mcp_filter_allows, mcp_tool_name};
 pub use spec::{
     AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, BuiltinToolSettings, CliEvents, CliSpec,
     ContractSpec, DEFAULT_STORE_URL, Duration, FileChangeSettings, GatewayMode, GatewayOverride,
