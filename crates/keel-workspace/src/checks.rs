@@ -4,17 +4,22 @@
 //! tool names that shadow built-ins, tool argument schemas that must themselves be valid JSON
 //! Schemas, hook matchers and redaction patterns that must be valid regexes, and fields that
 //! would be parsed without effect (a store other than the default, settings of another
-//! provider): nothing a user writes is silently ignored.
+//! provider): nothing a user writes is silently ignored. `McpServer` documents and the MCP
+//! names agents list are checked in `checks/mcp.rs`.
 //!
 //! They read the merged YAML trees, not the typed specs, so that a document with a schema
 //! error still has its references checked: every problem is reported in one pass. Values of
 //! the wrong type are skipped here (schema validation reports them).
 
+mod mcp;
+
 use std::collections::BTreeSet;
 
+use globset::Glob;
 use serde_json::Value;
 
 use crate::documents::{Document, Documents, Kind};
+use crate::mcp::{MCP_TOOL_PREFIX, READ_MCP_RESOURCE_TOOL, has_glob_chars, split_mcp_tool};
 use crate::suggest::{closest, list};
 use crate::validate::{Reporter, segments};
 use crate::yaml::{Loc, Node, NodeValue, Seg};
@@ -39,7 +44,7 @@ pub(crate) fn check_all(docs: &Documents, provided: &BTreeSet<String>, out: &mut
             Kind::Agent => checker.agent(),
             Kind::Policy => checker.policy(),
             Kind::Hook => checker.hook(),
-            Kind::McpServer => {}
+            Kind::McpServer => checker.mcp_server(),
         }
     }
 }
@@ -194,6 +199,7 @@ impl<'a> Checker<'a> {
                 Some("rename it; built-in tools need no `Tool` document".into()),
             );
         }
+        self.tool_name_reserved_for_mcp();
         if let Some(schema) = self.spec.get("schema")
             && matches!(schema.value, NodeValue::Map(_))
         {
@@ -203,6 +209,25 @@ impl<'a> Checker<'a> {
             self.tool_hooks(hooks, "preCall", "PreToolUse");
             self.tool_hooks(hooks, "postCall", "PostToolUse");
         }
+    }
+
+    /// `mcp__…` names and `read_mcp_resource` belong to MCP servers: a `Tool` document with
+    /// such a name would be mistaken for one of their tools.
+    fn tool_name_reserved_for_mcp(&mut self) {
+        let name = &self.doc.name;
+        let message = if name.starts_with(MCP_TOOL_PREFIX) {
+            format!("tool `{name}` starts with `{MCP_TOOL_PREFIX}`, which names MCP servers' tools")
+        } else if name == READ_MCP_RESOURCE_TOOL {
+            format!("tool `{name}` has the name of the tool that reads MCP resources")
+        } else {
+            return;
+        };
+        let loc = self.doc.name_loc.clone();
+        self.push(
+            &loc,
+            message,
+            Some("rename it; an MCP server's tools come from a `kind: McpServer` document".into()),
+        );
     }
 
     /// Each hook named in `hooks.<key>` must be a `Hook` document listening to `event`.
@@ -382,6 +407,7 @@ impl<'a> Checker<'a> {
             self.push(&loc, message, Some(hint));
         }
         let tools = strings(self.spec.get("tools"));
+        let prefixes = self.mcp_prefixes();
         for (tool, node) in &tools {
             if BUILTIN_TOOLS.contains(tool)
                 || self.docs.contains(Kind::Tool, tool)
@@ -389,31 +415,66 @@ impl<'a> Checker<'a> {
             {
                 continue;
             }
-            let known: Vec<&str> = BUILTIN_TOOLS
-                .iter()
-                .copied()
-                .chain(self.docs.names(Kind::Tool))
-                .collect();
-            let hint = match closest(tool, known.iter().copied(), 2) {
-                Some(near) => format!("did you mean `{near}`?"),
-                None => format!(
-                    "built-in tools are {}; declare others with a `kind: Tool` document",
-                    list(BUILTIN_TOOLS.iter().copied())
-                ),
-            };
-            self.push(
-                &node.loc,
-                format!("agent `{agent}` uses tool `{tool}` which is neither built in nor defined"),
-                Some(hint),
-            );
+            if *tool == READ_MCP_RESOURCE_TOOL {
+                self.read_mcp_resource_entry(&agent, node, &prefixes);
+            } else if tool.starts_with(MCP_TOOL_PREFIX) {
+                self.mcp_tool_entry(&agent, tool, node, &prefixes);
+            } else if has_glob_chars(tool) {
+                self.glob_outside_mcp(&agent, tool, node, &prefixes);
+            } else {
+                self.unknown_tool(&agent, tool, node, !prefixes.is_empty());
+            }
         }
+        self.required_tools(&agent, &tools, &prefixes);
+    }
+
+    /// An agent's tool that is neither built in, declared, provided nor an MCP name.
+    fn unknown_tool(&mut self, agent: &str, tool: &str, node: &Node, mcp: bool) {
+        let known: Vec<&str> = BUILTIN_TOOLS
+            .iter()
+            .copied()
+            .chain(self.docs.names(Kind::Tool))
+            .chain(mcp.then_some(READ_MCP_RESOURCE_TOOL))
+            .collect();
+        let hint = match closest(tool, known.iter().copied(), 2) {
+            Some(near) => format!("did you mean `{near}`?"),
+            None => format!(
+                "built-in tools are {}; declare others with a `kind: Tool` document",
+                list(BUILTIN_TOOLS.iter().copied())
+            ),
+        };
+        self.push(
+            &node.loc,
+            format!("agent `{agent}` uses tool `{tool}` which is neither built in nor defined"),
+            Some(hint),
+        );
+    }
+
+    /// Each of `contract.requiredTools` names one tool the agent lists: by name, or through
+    /// an `mcp__<prefix>__…` glob in `tools` of a declared server (`prefixes`).
+    fn required_tools(&mut self, agent: &str, tools: &[(&str, &Node)], prefixes: &[&str]) {
         let required = strings(
             self.spec
                 .get("contract")
                 .and_then(|c| c.get("requiredTools")),
         );
         for (tool, node) in required {
-            if tools.iter().any(|(t, _)| *t == tool) {
+            if has_glob_chars(tool) {
+                self.push(
+                    &node.loc,
+                    format!(
+                        "agent `{agent}` requires `{tool}` in its contract, but `requiredTools` names tools, not globs"
+                    ),
+                    Some(
+                        "name each tool that must be called, e.g. `mcp__files__read_file`".into(),
+                    ),
+                );
+                continue;
+            }
+            let listed = tools
+                .iter()
+                .any(|(listed, _)| *listed == tool || mcp_glob_matches(listed, tool, prefixes));
+            if listed {
                 continue;
             }
             self.push(
@@ -427,6 +488,16 @@ impl<'a> Checker<'a> {
             );
         }
     }
+}
+
+/// Whether `pattern`, an agent's `mcp__<prefix>__<glob>` entry for a declared prefix, selects
+/// `tool`.
+fn mcp_glob_matches(pattern: &str, tool: &str, prefixes: &[&str]) -> bool {
+    let declared = split_mcp_tool(pattern)
+        .is_some_and(|(prefix, _)| !has_glob_chars(prefix) && prefixes.contains(&prefix));
+    declared
+        && has_glob_chars(pattern)
+        && Glob::new(pattern).is_ok_and(|glob| glob.compile_matcher().is_match(tool))
 }
 
 /// Why a regex does not compile, in one line (the crate's own message draws a caret diagram).

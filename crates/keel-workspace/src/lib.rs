@@ -13,6 +13,7 @@ mod env;
 mod explain;
 mod interpolate;
 mod load;
+mod mcp;
 pub mod spec;
 mod suggest;
 mod validate;
@@ -24,13 +25,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+pub use mcp::{MCP_TOOL_PREFIX, READ_MCP_RESOURCE_TOOL, mcp_filter_allows, mcp_tool_name};
 pub use spec::{
     AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, BuiltinToolSettings, CliEvents, CliSpec,
     ContractSpec, DEFAULT_STORE_URL, Duration, FileChangeSettings, GatewayMode, GatewayOverride,
     GatewaySpec, HookEvent, HookHandler, HookOnError, HookSpec, HttpFetchSettings, HttpMethod,
-    Limits, McpServerSpec, McpToolFilter, McpTransport, ModelParamsSpec, ModelSpec, NarrationSpec, NarrationStyle, PermissionMode,
-    PolicyDecision, PolicyRule, PolicySpec, ProgressSpec, ProviderKind, RedactionSpec, RetryPolicy,
-    RetrySpec, RuntimeSpec, ServerSpec, ShellSettings, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
+    Limits, McpServerSpec, McpToolFilter, McpTransport, ModelParamsSpec, ModelSpec, NarrationSpec,
+    NarrationStyle, PermissionMode, PolicyDecision, PolicyRule, PolicySpec, ProgressSpec,
+    ProviderKind, RedactionSpec, RetryPolicy, RetrySpec, RuntimeSpec, ServerSpec, ShellSettings,
+    StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
 };
 
 /// A built-in tool: one an agent may list without declaring it. This enum is the one list of

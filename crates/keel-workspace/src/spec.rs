@@ -671,7 +671,8 @@ pub struct McpServerSpec {
     #[serde(default)]
     pub tools: McpToolFilter,
     /// The `<prefix>` in `mcp__<prefix>__<tool>` (default: the document's name). Lowercase
-    /// letters, digits, `-` and `_`, no `__`.
+    /// letters, digits, `-` and `_`, starting with a letter or digit, at most 48 characters, no
+    /// `__` and no trailing `_`; unique among the servers.
     #[serde(default)]
     pub prefix: Option<String>,
     /// Largest resource `read_mcp_resource` returns, in bytes (default 1 MiB).
@@ -721,7 +722,11 @@ pub struct AgentSpec {
     #[serde(default)]
     pub instructions: String,
     /// Tool names: built-ins (`read_file`, `list_dir`, `grep`, `write_file`, `edit_file`,
-    /// `glob`, `shell`, `http_fetch`) or `Tool` documents.
+    /// `glob`, `shell`, `http_fetch`), `Tool` documents, tools the embedding program provides,
+    /// and MCP tools as `mcp__<prefix>__<tool>` of a declared `McpServer`, where `<tool>` may be
+    /// a glob (`*`, `?`: a server's tools are only known at run time), e.g. `mcp__files__*`.
+    /// `read_mcp_resource` may be listed when the workspace declares an `McpServer`. Globs
+    /// select MCP tools only.
     #[serde(default)]
     pub tools: Vec<String>,
     #[serde(default)]
@@ -748,6 +753,7 @@ pub struct AgentLimits {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ContractSpec {
-    /// Tools that must have been called successfully at least once.
+    /// Tools that must have been called successfully at least once: names, not globs; an MCP
+    /// tool counts as listed when an `mcp__<prefix>__…` glob in `tools` selects it.
     pub required_tools: Vec<String>,
 }

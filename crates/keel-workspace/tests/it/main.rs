@@ -9,6 +9,7 @@ mod explain;
 mod fidelity;
 mod governance;
 mod load;
+mod mcp;
 mod overlays;
 mod positions;
 mod support;
