@@ -88,35 +88,73 @@ pub async fn tools(root: &Path, command: ToolsCommand) -> Result<(), CliError> {
         _ => OutputArgs::default(),
     };
     let (runtime, printer) = workspace::start(root, &output).await?;
-    match command {
+    let result = match command {
         ToolsCommand::Call {
             name, args, agent, ..
         } => {
             let args = read_args(args)?;
-            let handle = runtime
-                .call_tool(agent.as_deref(), &name, &args)
-                .await
-                .map_err(CliError::usage)?;
-            follow::to_end(handle, printer).await
+            match runtime.call_tool(agent.as_deref(), &name, &args).await {
+                Ok(handle) => follow::to_end(handle, printer).await,
+                Err(error) => Err(CliError::usage(error)),
+            }
         }
         command => inspect(&runtime, command).await,
-    }
+    };
+    // MCP servers this command started end with it (a stdio server's whole process group).
+    runtime.stop_mcp().await;
+    result
+}
+
+/// The agent's tools once its MCP servers have answered or failed, and a line for each
+/// listed server whose tools are unavailable (with why).
+async fn agent_tools(
+    runtime: &Runtime,
+    agent: Option<&str>,
+) -> Result<(Vec<keel::ToolSpec>, Vec<(String, String)>), CliError> {
+    runtime.settle_mcp().await;
+    let specs = runtime.tools(agent).map_err(CliError::usage)?;
+    let listed = runtime.listed_tools(agent).map_err(CliError::usage)?;
+    let unavailable = runtime
+        .mcp_servers()
+        .into_iter()
+        .filter(|server| server.state != keel::ServerState::Ready)
+        .filter(|server| {
+            listed
+                .iter()
+                .any(|entry| entry.starts_with(&server.tool_prefix))
+        })
+        .map(|server| {
+            let why = server
+                .last_error
+                .unwrap_or_else(|| server.state.as_str().to_owned());
+            (format!("{}*", server.tool_prefix), why)
+        })
+        .collect();
+    Ok((specs, unavailable))
 }
 
 async fn inspect(runtime: &Runtime, command: ToolsCommand) -> Result<(), CliError> {
     match command {
         ToolsCommand::List { agent, json } => {
-            let specs = runtime.tools(agent.as_deref()).map_err(CliError::usage)?;
+            let (specs, unavailable) = agent_tools(runtime, agent.as_deref()).await?;
             for spec in specs {
                 match json {
                     true => out::line(&serde_json::to_string(&spec)?),
                     false => out::line(&format!("{:<20}  {}", spec.name, spec.description)),
                 }
             }
+            for (tools, why) in unavailable {
+                match json {
+                    true => out::line(&serde_json::to_string(
+                        &serde_json::json!({ "name": tools, "unavailable": why }),
+                    )?),
+                    false => out::line(&format!("{tools:<20}  (unavailable: {why})")),
+                }
+            }
             Ok(())
         }
         ToolsCommand::Describe { name, agent } => {
-            let specs = runtime.tools(agent.as_deref()).map_err(CliError::usage)?;
+            let (specs, _) = agent_tools(runtime, agent.as_deref()).await?;
             let spec = specs
                 .into_iter()
                 .find(|s| s.name == name)

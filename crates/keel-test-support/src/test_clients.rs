@@ -20,8 +20,8 @@ fn install_once(name: &str, ready: impl Fn() -> bool, install: impl FnOnce()) {
         return;
     }
     let lock_path = clients_dir().join(format!("{name}.lock"));
-    let lock = File::create(&lock_path)
-        .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
+    let lock =
+        File::create(&lock_path).unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
     lock.lock()
         .unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
     if !ready() {
@@ -31,9 +31,7 @@ fn install_once(name: &str, ready: impl Fn() -> bool, install: impl FnOnce()) {
 }
 
 fn must(command: &mut Command, what: &str) {
-    let status = command
-        .status()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let status = command.status().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(status.success(), "{what} failed: {status}");
 }
 
@@ -92,6 +90,10 @@ pub const MCP_FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem@2026.8
 pub fn mcp_server_bin(bin: &str) -> PathBuf {
     let prefix = npm_packages("mcp-servers", &[MCP_EVERYTHING, MCP_FILESYSTEM]);
     let path = prefix.join("node_modules/.bin").join(bin);
-    assert!(path.exists(), "{} is missing after npm install", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing after npm install",
+        path.display()
+    );
     path
 }

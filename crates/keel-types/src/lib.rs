@@ -33,9 +33,9 @@ pub use message::{
     Usage,
 };
 pub use ports::{
-    ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, BoxStream, EventObserver, ModelError,
-    ModelProvider, ModelStream, RunFilter, RunStore, SeenFiles, StoreError, StoreHealth, Tool,
-    Attachment, ToolContext, ToolError, ToolOutput, artifact_id,
+    ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, Attachment, BoxStream, EventObserver,
+    ModelError, ModelProvider, ModelStream, RunFilter, RunStore, SeenFiles, StoreError,
+    StoreHealth, Tool, ToolContext, ToolError, ToolOutput, artifact_id,
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,

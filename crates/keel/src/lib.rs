@@ -463,8 +463,14 @@ impl Runtime {
     }
 
     /// The tools an agent (default: the workspace's default agent) may call, as the model
-    /// sees them.
+    /// sees them. MCP tools are there once their server has listed them: call
+    /// [`Self::settle_mcp`] first for a complete list.
     pub fn tools(&self, agent: Option<&str>) -> Result<Vec<ToolSpec>, Error> {
+        Ok(self.kernel.gateway().specs(&self.listed_tools(agent)?))
+    }
+
+    /// The agent's `tools:` entries as written (names and `mcp__<server>__*` globs).
+    pub fn listed_tools(&self, agent: Option<&str>) -> Result<Vec<String>, Error> {
         let name = agent
             .or(self.workspace().default_agent())
             .ok_or(RuntimeError::NoDefaultAgent)?;
@@ -482,7 +488,7 @@ impl Runtime {
                     .collect::<Vec<_>>()
                     .join(", "),
             })?;
-        Ok(self.kernel.gateway().specs(&spec.tools))
+        Ok(spec.tools.clone())
     }
 
     /// Calls a tool directly through the gateway, as a run of its own.

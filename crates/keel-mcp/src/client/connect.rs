@@ -14,9 +14,9 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, NumberOrString, ProgressNotificationParam,
 };
 use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -111,16 +111,13 @@ impl Session {
     /// Why the session ended, in words: the process's exit status and its last stderr lines.
     pub(crate) async fn end_reason(&mut self) -> String {
         let mut reason = match self.child.as_mut() {
-            Some(child) => match tokio::time::timeout(
-                std::time::Duration::from_secs(2),
-                child.wait(),
-            )
-            .await
-            {
-                Ok(Ok(status)) => format!("the server process exited ({status})"),
-                Ok(Err(e)) => format!("the server process could not be waited for: {e}"),
-                Err(_) => "the server closed its output".to_owned(),
-            },
+            Some(child) => {
+                match tokio::time::timeout(std::time::Duration::from_secs(2), child.wait()).await {
+                    Ok(Ok(status)) => format!("the server process exited ({status})"),
+                    Ok(Err(e)) => format!("the server process could not be waited for: {e}"),
+                    Err(_) => "the server closed its output".to_owned(),
+                }
+            }
             None => "the server closed the connection".to_owned(),
         };
         let tail = self
@@ -206,7 +203,9 @@ async fn open_stdio(
         tokio::spawn(keep_stderr(pipe, stderr.clone()));
     }
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-        return Err(ConnectError::Config("the server's pipes are missing".into()));
+        return Err(ConnectError::Config(
+            "the server's pipes are missing".into(),
+        ));
     };
     let transport =
         AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);

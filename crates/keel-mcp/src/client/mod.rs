@@ -80,6 +80,8 @@ pub struct ServerStatus {
     pub name: String,
     #[serde(serialize_with = "transport_name")]
     pub transport: McpTransport,
+    /// The start of its tools' names, `mcp__<prefix>__`.
+    pub tool_prefix: String,
     pub state: ServerState,
     /// The inventory names of its offered tools (after the include/exclude filter).
     pub tools: Vec<String>,

@@ -11,12 +11,12 @@ use async_trait::async_trait;
 use keel_tools::gateway::{Catalog, ToolSource};
 use keel_types::{Tool, now_rfc3339};
 use keel_workspace::{McpServerSpec, mcp_filter_allows};
+use rmcp::RoleClient;
 use rmcp::model::PaginatedRequestParams;
 use rmcp::service::Peer;
-use rmcp::RoleClient;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::connect::{self, Session, Signals};
 use super::tool::{McpTool, RemoteTool};
@@ -138,7 +138,8 @@ impl Server {
     pub(crate) async fn live(self: &Arc<Self>, limit: Duration) -> Result<Live, String> {
         self.start();
         let mut phase = self.phase.subscribe();
-        let wait = phase.wait_for(|p| matches!(p, Phase::Ready(_) | Phase::Stopped | Phase::Disabled));
+        let wait =
+            phase.wait_for(|p| matches!(p, Phase::Ready(_) | Phase::Stopped | Phase::Disabled));
         match tokio::time::timeout(limit, wait).await {
             Ok(Ok(phase)) => match &*phase {
                 Phase::Ready(live) => Ok(live.clone()),
@@ -192,6 +193,7 @@ impl Server {
         ServerStatus {
             name: self.name.clone(),
             transport: self.spec.transport,
+            tool_prefix: self.tool_prefix.clone(),
             state,
             tools: record
                 .tools
@@ -206,7 +208,9 @@ impl Server {
 
     fn note(&self, kind: &'static str, detail: Option<String>) {
         match &detail {
-            Some(detail) => info!(server = %self.name, event = kind, %detail, "MCP server lifecycle."),
+            Some(detail) => {
+                info!(server = %self.name, event = kind, %detail, "MCP server lifecycle.")
+            }
             None => info!(server = %self.name, event = kind, "MCP server lifecycle."),
         }
         let mut record = self.lock_record();
@@ -227,8 +231,15 @@ impl Server {
             if self.stop.is_cancelled() {
                 break;
             }
-            let _ = self.phase.send(Phase::Starting);
-            self.note(if attempt == 0 { "starting" } else { "restarting" }, None);
+            let _ = self.phase.send_replace(Phase::Starting);
+            self.note(
+                if attempt == 0 {
+                    "starting"
+                } else {
+                    "restarting"
+                },
+                None,
+            );
             if attempt > 0 {
                 self.lock_record().restarts += 1;
             }
@@ -241,6 +252,7 @@ impl Server {
             let failure = match opened {
                 Ok(Ok((session, tools))) => {
                     backoff = BACKOFF_START;
+                    attempt = 1;
                     self.serve(session, signals, tools).await
                 }
                 Ok(Err(error)) => error,
@@ -252,19 +264,26 @@ impl Server {
             if self.stop.is_cancelled() {
                 break;
             }
-            warn!(server = %self.name, error = %failure, "MCP server is down; restarting after a backoff.");
+            match attempt {
+                1 => {
+                    warn!(server = %self.name, error = %failure, "MCP server is down; retrying with backoff.")
+                }
+                _ => {
+                    debug!(server = %self.name, error = %failure, attempt, "MCP server is still down.")
+                }
+            }
             self.lock_record().last_error = Some(failure.clone());
             self.note("down", Some(failure.clone()));
-            let _ = self.phase.send(Phase::Down(failure));
-            let _ = self.settled.send(true);
+            let _ = self.phase.send_replace(Phase::Down(failure));
+            let _ = self.settled.send_replace(true);
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
                 () = self.stop.cancelled() => break,
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
-        let _ = self.phase.send(Phase::Stopped);
-        let _ = self.settled.send(true);
+        let _ = self.phase.send_replace(Phase::Stopped);
+        let _ = self.settled.send_replace(true);
         self.note("stopped", None);
     }
 
@@ -292,12 +311,12 @@ impl Server {
         };
         self.publish(tools);
         let closed = CancellationToken::new();
-        let _ = self.phase.send(Phase::Ready(Live {
+        let _ = self.phase.send_replace(Phase::Ready(Live {
             peer: peer.clone(),
             signals: signals.clone(),
             closed: closed.clone(),
         }));
-        let _ = self.settled.send(true);
+        let _ = self.settled.send_replace(true);
         self.note("ready", None);
         let Some(service) = session.service.take() else {
             return "the session ended before it started".to_owned();
@@ -357,7 +376,9 @@ async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<RemoteTool>, String> 
             let value = serde_json::to_value(&tool).map_err(|e| e.to_string())?;
             match serde_json::from_value::<RemoteTool>(value) {
                 Ok(remote) => tools.push(remote),
-                Err(error) => warn!(tool = %tool.name, %error, "MCP tool with an unreadable description left out."),
+                Err(error) => {
+                    warn!(tool = %tool.name, %error, "MCP tool with an unreadable description left out.")
+                }
             }
         }
         match page.next_cursor {

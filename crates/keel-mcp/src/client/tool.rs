@@ -196,10 +196,7 @@ impl McpTool {
                     self.server.name
                 ))
             }
-            other => ToolError::Failed(format!(
-                "MCP server `{}`: {other}",
-                self.server.name
-            )),
+            other => ToolError::Failed(format!("MCP server `{}`: {other}", self.server.name)),
         }
     }
 }

@@ -107,10 +107,7 @@ impl AgentRun {
     async fn stream_answer(&self, step: u32) -> Result<(Answer, Usage), RoundError> {
         let request = ModelRequest {
             messages: self.messages.clone(),
-            tools: self
-                .services
-                .gateway
-                .specs(&self.agent.tools),
+            tools: self.services.gateway.specs(&self.agent.tools),
             params: self.model_params(),
             stream: self.stream,
         };

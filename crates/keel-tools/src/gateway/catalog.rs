@@ -57,7 +57,10 @@ impl Catalog {
     }
 
     pub(super) fn snapshot(&self) -> Snapshot {
-        let guard = self.0.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let guard = self
+            .0
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         guard.clone()
     }
 
@@ -85,7 +88,10 @@ impl Catalog {
                 Err(error) => errors.push(error),
             }
         }
-        let mut guard = self.0.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut guard = self
+            .0
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut next: HashMap<String, Arc<Registered>> = guard
             .iter()
             .filter(|(name, _)| !name.starts_with(prefix))
