@@ -311,13 +311,13 @@ pub(crate) fn render(result: &Value) -> Result<ToolOutput, ToolError> {
             Ok(Block::Other) | Err(_) => texts.push(format!("[{kind} content left out]")),
         }
     }
-    if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
-        let repeated = texts
-            .iter()
-            .any(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| &v == structured));
-        if !repeated {
-            texts.push(structured.to_string());
-        }
+    // Servers send structured results as text too (the spec asks them to, in their own
+    // words or as JSON): the model reads the text, and the structured value only when the
+    // result has no text of its own.
+    if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null())
+        && texts.is_empty()
+    {
+        texts.push(structured.to_string());
     }
     let content = texts.join("\n");
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
@@ -371,7 +371,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             output.content,
-            "hello\n[resource file:///a.txt]\nA\n[resource link file:///b: b]\n[hologram content left out]\n{\"n\":1}"
+            "hello\n[resource file:///a.txt]\nA\n[resource link file:///b: b]\n[hologram content left out]"
         );
         assert_eq!(output.attachments.len(), 1);
         assert_eq!(output.attachments[0].data, b"hi");
@@ -379,13 +379,15 @@ mod tests {
     }
 
     #[test]
-    fn structured_content_repeated_as_text_is_not_doubled() {
-        let output = render(&json!({
-            "content": [{ "type": "text", "text": "{\"n\": 1}" }],
+    fn structured_content_is_read_when_there_is_no_text() {
+        let with_text = render(&json!({
+            "content": [{ "type": "text", "text": "one" }],
             "structuredContent": { "n": 1 }
         }))
         .unwrap();
-        assert_eq!(output.content, "{\"n\": 1}");
+        assert_eq!(with_text.content, "one");
+        let alone = render(&json!({ "content": [], "structuredContent": { "n": 1 } })).unwrap();
+        assert_eq!(alone.content, "{\"n\":1}");
     }
 
     #[test]
