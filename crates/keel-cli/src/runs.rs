@@ -424,6 +424,17 @@ fn summary(event: &Event) -> String {
             AdapterEvent::ToolStart {
                 tool, arguments, ..
             } => format!("agent.tool.start {tool} {arguments}"),
+            AdapterEvent::ToolProgress {
+                tool,
+                progress,
+                total,
+                message,
+                ..
+            } => {
+                let total = total.map(|t| format!("/{t}")).unwrap_or_default();
+                let message = message.as_deref().unwrap_or_default();
+                format!("agent.tool.progress {tool} {progress}{total} {message}")
+            }
             AdapterEvent::ToolResult {
                 tool,
                 ok,
@@ -434,6 +445,15 @@ fn summary(event: &Event) -> String {
             }
         },
         EventPayload::Narration { text, .. } => text.clone(),
+        EventPayload::McpLifecycle {
+            server,
+            lifecycle,
+            at,
+            detail,
+        } => match detail {
+            Some(detail) => format!("{server} {lifecycle} at {at}: {detail}"),
+            None => format!("{server} {lifecycle} at {at}"),
+        },
         EventPayload::ApprovalRequested { approval } => {
             format!(
                 "{} {} {}",

@@ -255,6 +255,7 @@ impl Kernel {
             .unwrap_or(usize::MAX),
             // An operator's call: no read-before-edit check.
             seen_files: None,
+            progress: None,
         };
         let call = ToolCall {
             id: task.task_id.clone(),

@@ -137,6 +137,11 @@ impl Redactor {
             EventPayload::Adapter { event } => match event {
                 AdapterEvent::OutputDelta { text, .. } => s(text),
                 AdapterEvent::ToolStart { arguments, .. } => self.redact_value(arguments),
+                AdapterEvent::ToolProgress { message, .. } => {
+                    if let Some(message) = message {
+                        s(message);
+                    }
+                }
                 AdapterEvent::ToolResult { output, error, .. } => {
                     s(output);
                     if let Some(error) = error {
@@ -164,6 +169,11 @@ impl Redactor {
             }
             EventPayload::HookCompleted { outcome, .. } => s(outcome),
             EventPayload::HookFailed { error, .. } => s(error),
+            EventPayload::McpLifecycle { detail, .. } => {
+                if let Some(detail) = detail {
+                    s(detail);
+                }
+            }
         }
     }
 

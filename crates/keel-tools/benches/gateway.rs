@@ -89,6 +89,7 @@ fn main() {
         agent: "bench".into(),
         max_output_bytes: 64 * 1024,
         seen_files: None,
+        progress: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()

@@ -42,7 +42,7 @@ mod catalog;
 mod issues;
 mod verdict;
 
-pub use catalog::{Catalog, ToolSource};
+pub use catalog::{Catalog, SourceEvent, ToolSource};
 pub use issues::quote;
 pub use verdict::{Guarded, blocked_message};
 
@@ -177,13 +177,23 @@ impl Gateway {
 
     /// Waits until every source an inventory draws on has settled (published its tools or
     /// failed): call it before showing a model its tools. Quick once the sources settled.
-    pub async fn settle(&self, inventory: &[String]) {
-        for source in &self.sources {
-            let prefix = source.prefix();
-            if inventory.iter().any(|entry| entry.starts_with(prefix)) {
-                source.settle().await;
-            }
+    /// Returns what happened to those sources since they last reported.
+    pub async fn settle(&self, inventory: &[String]) -> Vec<SourceEvent> {
+        let used: Vec<&Arc<dyn ToolSource>> = self
+            .sources
+            .iter()
+            .filter(|source| {
+                let prefix = source.prefix();
+                inventory.iter().any(|entry| entry.starts_with(prefix))
+            })
+            .collect();
+        if used.is_empty() {
+            return Vec::new();
         }
+        futures_util::future::join_all(used.iter().map(|source| source.settle())).await;
+        used.iter()
+            .flat_map(|source| source.take_lifecycle())
+            .collect()
     }
 
     /// The inventory's tool names with its globs (`mcp__files__*`) resolved against the tools
@@ -205,6 +215,12 @@ impl Gateway {
     /// Whether the tool only reads (policies allow such tools by default).
     pub fn is_read_only(&self, name: &str) -> bool {
         self.registered(name).is_some_and(|r| r.tool.read_only())
+    }
+
+    /// Whether the tool reports progress while it runs ([`Tool::reports_progress`]).
+    pub fn reports_progress(&self, name: &str) -> bool {
+        self.registered(name)
+            .is_some_and(|r| r.tool.reports_progress())
     }
 
     /// Whether calling the tool twice with the same arguments is safe.
@@ -589,6 +605,7 @@ mod tests {
             agent: "a".into(),
             max_output_bytes: 1024,
             seen_files: None,
+            progress: None,
         }
     }
 
@@ -733,6 +750,7 @@ mod tests {
             agent: "a".into(),
             max_output_bytes: 1024,
             seen_files: None,
+            progress: None,
         };
         let err = gw.execute(&ctx, &g).await.unwrap_err();
         assert!(matches!(err, ToolError::InvalidArguments(_)));

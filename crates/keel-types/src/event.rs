@@ -160,6 +160,20 @@ pub enum AdapterEvent {
         #[serde(rename = "args", alias = "arguments")]
         arguments: Value,
     },
+    /// A running tool call reported progress (an MCP server's `notifications/progress`).
+    #[serde(rename = "agent.tool.progress", rename_all = "camelCase")]
+    ToolProgress {
+        #[serde(default = "native_adapter")]
+        adapter: String,
+        call_id: String,
+        #[serde(rename = "toolId", alias = "tool")]
+        tool: String,
+        progress: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     /// A tool call finished (successfully or not).
     #[serde(rename = "agent.tool.result", rename_all = "camelCase")]
     ToolResult {
@@ -385,6 +399,17 @@ pub enum EventPayload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
     },
+    /// A change in the life of an MCP server the run's agent uses (started, ready, down,
+    /// restarting, tools changed, stopped), recorded in the first run that uses the server
+    /// after it happened; `at` is when it happened.
+    #[serde(rename = "runtime.mcp.lifecycle", rename_all = "camelCase")]
+    McpLifecycle {
+        server: String,
+        lifecycle: String,
+        at: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
     /// A derived, human-readable view of progress; never stored.
     #[serde(rename = "runtime.progress.narration", rename_all = "camelCase")]
     Narration {
@@ -438,6 +463,7 @@ impl EventPayload {
             Self::HookCompleted { .. } => "runtime.hook.completed",
             Self::HookFailed { .. } => "runtime.hook.failed",
             Self::DirectCompleted { .. } => "runtime.tool.direct.completed",
+            Self::McpLifecycle { .. } => "runtime.mcp.lifecycle",
             Self::Narration { .. } => "runtime.progress.narration",
         }
     }

@@ -34,8 +34,8 @@ pub use message::{
 };
 pub use ports::{
     ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, Attachment, BoxStream, EventObserver,
-    ModelError, ModelProvider, ModelStream, RunFilter, RunStore, SeenFiles, StoreError,
-    StoreHealth, Tool, ToolContext, ToolError, ToolOutput, artifact_id,
+    ModelError, ModelProvider, ModelStream, ProgressSink, RunFilter, RunStore, SeenFiles,
+    StoreError, StoreHealth, Tool, ToolContext, ToolError, ToolOutput, ToolProgress, artifact_id,
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,

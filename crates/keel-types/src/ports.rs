@@ -131,6 +131,40 @@ pub struct ToolContext {
     /// check of `write_file` and `edit_file`; `None` when nobody tracks them (a call an
     /// operator makes directly), which skips the check.
     pub seen_files: Option<SeenFiles>,
+    /// Where a tool that reports progress ([`Tool::reports_progress`]) sends it while its
+    /// call runs (the runtime records each report as `agent.tool.progress`); `None` when
+    /// nobody listens.
+    pub progress: Option<ProgressSink>,
+}
+
+/// One progress report of a running tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolProgress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Receives a running call's progress reports. Cheap to clone.
+#[derive(Clone)]
+pub struct ProgressSink(Arc<dyn Fn(ToolProgress) + Send + Sync>);
+
+impl ProgressSink {
+    /// A sink calling `report` for each report (keep it quick and non-blocking).
+    pub fn new(report: impl Fn(ToolProgress) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(report))
+    }
+
+    /// Reports progress.
+    pub fn report(&self, progress: ToolProgress) {
+        (self.0)(progress);
+    }
+}
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressSink")
+    }
 }
 
 /// The set of files a run has seen, keyed by canonical path; clones share one set.
@@ -225,6 +259,11 @@ pub trait Tool: Send + Sync {
     /// but has no recorded result only when its tool is idempotent. Read-only tools are.
     fn idempotent(&self) -> bool {
         self.read_only()
+    }
+
+    /// Whether the tool reports progress while it runs (through [`ToolContext::progress`]).
+    fn reports_progress(&self) -> bool {
+        false
     }
 
     /// Semantic validation after the schema check (paths inside the workspace, size limits,

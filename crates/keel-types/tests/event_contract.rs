@@ -50,11 +50,15 @@ fn slot(payload: &EventPayload) -> usize {
         EventPayload::DirectStarted { .. } => 21,
         EventPayload::DirectCompleted { .. } => 22,
         EventPayload::ArtifactCreated { .. } => 23,
-        EventPayload::Narration { .. } => 24,
+        EventPayload::McpLifecycle { .. } => 24,
+        EventPayload::Adapter {
+            event: AdapterEvent::ToolProgress { .. },
+        } => 25,
+        EventPayload::Narration { .. } => 26,
     }
 }
 
-const SLOTS: usize = 25;
+const SLOTS: usize = 27;
 
 fn usage() -> Usage {
     Usage {
@@ -265,6 +269,22 @@ fn examples() -> Vec<EventPayload> {
                 created_at: "2026-11-22T12:00:00.000Z".into(),
             },
             call_id: Some(call()),
+        },
+        EventPayload::McpLifecycle {
+            server: "files".into(),
+            lifecycle: "down".into(),
+            at: "2026-11-22T11:59:00.000Z".into(),
+            detail: Some("the server process exited (exit status: 1)".into()),
+        },
+        EventPayload::Adapter {
+            event: AdapterEvent::ToolProgress {
+                adapter: "native".into(),
+                call_id: call(),
+                tool: "mcp__files__index".into(),
+                progress: 2.0,
+                total: Some(10.0),
+                message: Some("indexing".into()),
+            },
         },
         EventPayload::Narration {
             text: "Running read_file {\"path\":\"notes.txt\"}…".into(),

@@ -48,12 +48,19 @@ async fn a_run_calls_server_everything_over_stdio_through_the_gateway() {
         MockToolCall::new("c2", "mcp__ev__get-sum", [r#"{"a":"2","b":3}"#]),
         // Not a number at all: blocked, the server never sees it.
         MockToolCall::new("c3", "mcp__ev__get-sum", [r#"{"a":"two","b":3}"#]),
+        // Reports progress as it goes.
+        MockToolCall::new(
+            "c4",
+            "mcp__ev__trigger-long-running-operation",
+            [r#"{"duration":0.2,"steps":2}"#],
+        ),
     ]));
     mock.push(MockResponse::text(["Done."]));
     let ws = WorkspaceBuilder::new()
         .openai_model_at("mock", &mock.base_url())
         .agent("a", "{ model: mock, tools: [\"mcp__ev__*\"] }")
         .document("McpServer", "ev", &everything_stdio())
+        .policy("ev", "rules: [{ tool: \"mcp__ev__*\", decision: allow }]")
         .build();
     let keel = keel_in(&ws);
 
@@ -98,7 +105,31 @@ async fn a_run_calls_server_everything_over_stdio_through_the_gateway() {
         .into_iter()
         .map(|e| e["event"]["callId"].clone())
         .collect();
-    assert_eq!(started, ["c1", "c2"]);
+    assert_eq!(started, ["c1", "c2", "c4"]);
+
+    // Progress notifications became events of the call.
+    let progress: Vec<Value> = events_of(&keel, "agent.tool.progress")
+        .into_iter()
+        .map(|e| e["event"].clone())
+        .collect();
+    assert_eq!(progress.len(), 2, "{progress:?}");
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["callId"] == "c4" && p["total"] == 2.0)
+    );
+    // The run that started the server records its start.
+    let lifecycle: Vec<String> = events_of(&keel, "runtime.mcp.lifecycle")
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["server"].as_str().unwrap(),
+                e["lifecycle"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(lifecycle, ["ev starting", "ev ready"]);
 }
 
 /// A free loopback port (taken back right away; the server binds it next).

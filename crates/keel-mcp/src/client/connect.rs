@@ -9,6 +9,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use keel_tools::process::ProcessGroup;
+use keel_types::ToolProgress;
 use keel_workspace::{McpServerSpec, McpTransport};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, NumberOrString, ProgressNotificationParam,
@@ -33,21 +34,13 @@ const STDERR_TAIL_LINES: usize = 20;
 /// Variables a stdio server gets from Keel's environment without asking.
 const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG", "TMPDIR"];
 
-/// One progress notification of a call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Progress {
-    pub progress: f64,
-    pub total: Option<f64>,
-    pub message: Option<String>,
-}
-
 /// What the handler shares with the server's supervisor and its calls.
 #[derive(Default)]
 pub(crate) struct Signals {
     /// Notified on `notifications/tools/list_changed`.
     pub(crate) tools_changed: Notify,
     /// Progress channels of calls in flight, by progress token.
-    pub(crate) progress: Mutex<HashMap<String, mpsc::UnboundedSender<Progress>>>,
+    pub(crate) progress: Mutex<HashMap<String, mpsc::UnboundedSender<ToolProgress>>>,
 }
 
 /// Keel's side of the connection: it implements no client capability (no sampling, roots or
@@ -80,7 +73,7 @@ impl ClientHandler for Handler {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(sender) = channels.get(&token) {
-            let _ = sender.send(Progress {
+            let _ = sender.send(ToolProgress {
                 progress: params.progress,
                 total: params.total,
                 message: params.message,

@@ -18,7 +18,6 @@ use keel_tools::gateway::{Catalog, ToolSource};
 use keel_workspace::{McpTransport, Workspace};
 use serde::Serialize;
 
-pub use connect::Progress;
 use server::{Server, ServerSource};
 
 /// The MCP servers of a workspace.

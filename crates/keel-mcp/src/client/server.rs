@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keel_tools::gateway::{Catalog, ToolSource};
+use keel_tools::gateway::{Catalog, SourceEvent, ToolSource};
 use keel_types::{Tool, now_rfc3339};
 use keel_workspace::{McpServerSpec, mcp_filter_allows};
 use rmcp::RoleClient;
@@ -73,6 +73,8 @@ struct Record {
     restarts: u32,
     last_error: Option<String>,
     history: VecDeque<LifecycleEvent>,
+    /// Entries not yet recorded in a run (bounded like `history`).
+    unreported: VecDeque<LifecycleEvent>,
 }
 
 impl Server {
@@ -217,11 +219,16 @@ impl Server {
         if record.history.len() == HISTORY {
             record.history.pop_front();
         }
-        record.history.push_back(LifecycleEvent {
+        let event = LifecycleEvent {
             at: now_rfc3339(),
             kind,
             detail,
-        });
+        };
+        if record.unreported.len() == HISTORY {
+            record.unreported.pop_front();
+        }
+        record.unreported.push_back(event.clone());
+        record.history.push_back(event);
     }
 
     async fn supervise(self: Arc<Self>) {
@@ -400,6 +407,20 @@ impl ToolSource for ServerSource {
 
     async fn settle(&self) {
         self.0.settled().await;
+    }
+
+    fn take_lifecycle(&self) -> Vec<SourceEvent> {
+        let mut record = self.0.lock_record();
+        record
+            .unreported
+            .drain(..)
+            .map(|event| SourceEvent {
+                source: self.0.name.clone(),
+                kind: event.kind.to_owned(),
+                at: event.at,
+                detail: event.detail,
+            })
+            .collect()
     }
 
     fn unavailable(&self) -> Option<String> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine;
-use keel_types::{Attachment, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_types::{Attachment, Tool, ToolContext, ToolError, ToolOutput, ToolProgress, ToolSpec};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
     ClientNotification, ClientRequest, RequestId, ServerResult,
@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::connect::{Progress, token_key};
+use super::connect::token_key;
 use super::server::Server;
 
 /// A tool as `tools/list` describes it (the fields Keel reads).
@@ -98,6 +98,10 @@ impl Tool for McpTool {
         self.remote.read_only()
     }
 
+    fn reports_progress(&self) -> bool {
+        true
+    }
+
     fn idempotent(&self) -> bool {
         self.read_only()
             || self
@@ -108,7 +112,6 @@ impl Tool for McpTool {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let _ = ctx;
         let server = &self.server;
         let live = server
             .live(server.startup_timeout())
@@ -131,7 +134,7 @@ impl Tool for McpTool {
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
             .map_err(|e| self.failure(&e))?;
-        let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
+        let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<ToolProgress>();
         let token = token_key(&handle.progress_token.0);
         live.signals
             .progress
@@ -162,7 +165,9 @@ impl Tool for McpTool {
                     )));
                 }
                 Some(progress) = progress_rx.recv() => {
-                    tracing::debug!(tool = %self.spec.name, progress = progress.progress, total = ?progress.total, message = ?progress.message, "MCP tool progress.");
+                    if let Some(sink) = &ctx.progress {
+                        sink.report(progress);
+                    }
                 }
             }
         };

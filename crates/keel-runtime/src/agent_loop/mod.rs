@@ -203,6 +203,7 @@ impl AgentRun {
             // A model must read a file before it edits it; an operator's direct call need not
             // (docs/tool-gateway.md#read-before-edit).
             seen_files: direct.is_none().then(SeenFiles::default),
+            progress: None,
         };
         let stream = workspace
             .models
@@ -315,7 +316,17 @@ impl AgentRun {
     async fn drive(&mut self) -> End {
         // Tools of sources that start with the runtime (MCP servers) are listed once their
         // servers have answered or failed, before the model or a direct call sees them.
-        self.services.gateway.settle(&self.agent.tools).await;
+        let lifecycle = self.services.gateway.settle(&self.agent.tools).await;
+        for event in lifecycle {
+            if let Err(error) = self.emitter.emit(EventPayload::McpLifecycle {
+                server: event.source,
+                lifecycle: event.kind,
+                at: event.at,
+                detail: event.detail,
+            }) {
+                return End::store(error);
+            }
+        }
         if let Some(direct) = self.direct.as_ref().map(|d| d.call.clone()) {
             return match self.run_direct(direct).await {
                 Ok(end) => end,

@@ -24,7 +24,8 @@ use keel_tools::hooks::{HookInput, PermissionDecision};
 use keel_tools::policy::PolicyQuery;
 use keel_types::{
     AdapterEvent, ErrorCode, EventPayload, FinishReason, HookEvent, Message, NATIVE_ADAPTER,
-    PolicyDecision, StoreError, ToolCall, ToolOutput,
+    PolicyDecision, ProgressSink, StoreError, ToolCall, ToolContext, ToolError, ToolOutput,
+    ToolProgress,
 };
 use serde_json::Value;
 
@@ -309,7 +310,10 @@ impl AgentRun {
             self.emitter.emit_durable(start).await?;
         }
         let started = Instant::now();
-        let result = gateway.execute(&self.tool_ctx, verdict).await;
+        let result = match gateway.reports_progress(verdict.tool()) {
+            true => self.execute_with_progress(verdict).await?,
+            false => gateway.execute(&self.tool_ctx, verdict).await,
+        };
         let duration_ms = millis(started.elapsed());
         let (error, mut output) = match result {
             Ok(output) => (None, self.settle_output(verdict, output).await?),
@@ -339,6 +343,40 @@ impl AgentRun {
         })?;
         let succeeded = ok.then(|| verdict.tool().to_owned());
         Ok((Message::tool_result(verdict.call_id(), output), succeeded))
+    }
+
+    /// Runs a call of a tool that reports progress, recording each report as
+    /// `agent.tool.progress` while the call runs.
+    async fn execute_with_progress(
+        &self,
+        verdict: &Guarded,
+    ) -> Result<Result<ToolOutput, ToolError>, StoreError> {
+        let (sender, mut reports) = tokio::sync::mpsc::unbounded_channel::<ToolProgress>();
+        let ctx = ToolContext {
+            progress: Some(ProgressSink::new(move |report| {
+                let _ = sender.send(report);
+            })),
+            ..self.tool_ctx.clone()
+        };
+        let call = self.services.gateway.execute(&ctx, verdict);
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                result = &mut call => return Ok(result),
+                Some(report) = reports.recv() => {
+                    self.emitter.emit(EventPayload::Adapter {
+                        event: AdapterEvent::ToolProgress {
+                            adapter: NATIVE_ADAPTER.to_owned(),
+                            call_id: verdict.call_id().to_owned(),
+                            tool: verdict.tool().to_owned(),
+                            progress: report.progress,
+                            total: report.total,
+                            message: report.message,
+                        },
+                    })?;
+                }
+            }
+        }
     }
 
     /// What the model receives for a tool's output: the output itself when it fits the

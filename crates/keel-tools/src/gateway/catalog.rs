@@ -128,6 +128,24 @@ pub trait ToolSource: Send + Sync + 'static {
 
     /// Why the source's tools cannot be called now, if they cannot.
     fn unavailable(&self) -> Option<String>;
+
+    /// What happened to the source (started, down, restarting…) since the last call, each
+    /// reported once: the runtime records them in the run that settles the source next.
+    fn take_lifecycle(&self) -> Vec<SourceEvent> {
+        Vec::new()
+    }
+}
+
+/// A change in the life of a tool source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceEvent {
+    /// The source's name (an MCP server's document name).
+    pub source: String,
+    /// What happened, e.g. `ready`, `down`, `restarting`, `tools_changed`, `stopped`.
+    pub kind: String,
+    /// When, RFC 3339.
+    pub at: String,
+    pub detail: Option<String>,
 }
 
 /// Whether an inventory entry is a glob rather than a tool name.

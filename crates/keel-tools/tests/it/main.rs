@@ -44,6 +44,7 @@ pub fn ctx_with_cap(root: &Path, max_output_bytes: usize) -> ToolContext {
         agent: "tester".to_owned(),
         max_output_bytes,
         seen_files: None,
+        progress: None,
     }
 }
 
