@@ -82,6 +82,7 @@ pub async fn chat(args: ChatArgs) -> Result<(), CliError> {
     }
     // Leaving the chat closes the session: its `SessionEnd` hooks run.
     runtime.end_session(&session, "prompt_input_exit").await;
+    runtime.stop_mcp().await;
     last_turn
 }
 

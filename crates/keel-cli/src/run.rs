@@ -62,7 +62,10 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
         true => printer.with_approver(runtime.clone()),
         false => printer,
     };
-    follow::to_end(handle, printer).await
+    let result = follow::to_end(handle, printer).await;
+    // The MCP servers this run started end with it (a stdio server's whole process group).
+    runtime.stop_mcp().await;
+    result
 }
 
 /// Starts a run of an agent; what the runtime refuses (an unknown agent, …) is a usage error.

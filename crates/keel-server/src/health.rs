@@ -9,8 +9,12 @@
 //!  "models": [{"name": "m", "provider": "openai", "status": "ready"}]}
 //! ```
 //!
+//! Each MCP server is listed with its state (`not_started`, `starting`, `ready`,
+//! `unavailable`, `stopped`, `disabled`), its tool count and restarts.
+//!
 //! `status` is `ok`, `degraded` (200: a model's provider is not configured, so its agents'
-//! requests fail) or `unavailable` (503: the store is not usable). The route needs no key, so
+//! requests fail, or an MCP server is unavailable, so its tools are) or `unavailable` (503:
+//! the store is not usable). The route needs no key, so
 //! the body carries no internals: a store failure is named by its kind, its detail goes to the
 //! log; a model's reason names no secret value.
 
@@ -51,8 +55,28 @@ pub(crate) async fn health(State(state): State<AppState>) -> Response {
             }
         })
         .collect();
+    // A server's state and tool count only: its errors may name paths (the inventory, behind
+    // an operator key, has them).
+    let mcp = runtime.mcp_servers();
+    let mcp_down = mcp
+        .iter()
+        .any(|s| matches!(s.state, keel::ServerState::Unavailable));
+    let mcp_servers: Vec<Value> = mcp
+        .iter()
+        .map(|s| {
+            json!({
+                "name": s.name,
+                "state": s.state,
+                "tools": s.tools.len(),
+                "restarts": s.restarts,
+            })
+        })
+        .collect();
     let store_ok = store["status"] == "ok";
-    let status = match (store_ok, runtime.unavailable_models().is_empty()) {
+    let status = match (
+        store_ok,
+        runtime.unavailable_models().is_empty() && !mcp_down,
+    ) {
         (false, _) => "unavailable",
         (true, false) => "degraded",
         (true, true) => "ok",
@@ -68,9 +92,11 @@ pub(crate) async fn health(State(state): State<AppState>) -> Response {
                 "tools": workspace.tools.len(),
                 "policies": workspace.policies.len(),
                 "hooks": workspace.hooks.len(),
+                "mcpServers": workspace.mcp_servers.len(),
             },
         },
         "models": models,
+        "mcpServers": mcp_servers,
     });
     let code = if store_ok {
         StatusCode::OK

@@ -17,12 +17,15 @@ use crate::state::AppState;
 
 /// `GET /api/inventory` → the workspace's agents (model, tools), models (provider and
 /// endpoint; never key values), tools (as models see them, with the agents that may call
-/// them and their default policy), policies and hooks by name.
+/// them and their default policy), policies and hooks by name, and MCP servers (state, the
+/// tools they offer, restarts, last error, lifecycle history). MCP tools are listed once
+/// their servers have answered or failed.
 ///
 /// Only names and settings safe to show are listed: values read from the environment (keys,
 /// hook headers) never appear.
 pub(crate) async fn inventory(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let runtime = &state.runtime;
+    runtime.settle_mcp().await;
     let workspace = runtime.workspace();
     let mut tools: BTreeMap<String, Value> = BTreeMap::new();
     let mut agents = Vec::new();
@@ -74,6 +77,7 @@ pub(crate) async fn inventory(State(state): State<AppState>) -> Result<Json<Valu
         "tools": tools.into_values().collect::<Vec<_>>(),
         "policies": workspace.policies.keys().collect::<Vec<_>>(),
         "hooks": hooks,
+        "mcpServers": runtime.mcp_servers(),
     })))
 }
 

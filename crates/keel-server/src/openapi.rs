@@ -269,8 +269,8 @@ pub(crate) fn routes() -> Vec<Route> {
             Method::GET,
             "/api/health",
             Public,
-            "Health: the store (usable, schema version, writable), the workspace (loaded at, document counts), each model's provider",
-            "`{status: ok|degraded, store, workspace, models}`; 503 with `status: unavailable` when the store is not usable",
+            "Health: the store (usable, schema version, writable), the workspace (loaded at, document counts), each model's provider, each MCP server's state",
+            "`{status: ok|degraded, store, workspace, models, mcpServers}`; 503 with `status: unavailable` when the store is not usable",
             || routing::get(crate::health::health),
         ),
         route(
@@ -582,8 +582,8 @@ pub(crate) fn routes() -> Vec<Route> {
             Method::GET,
             "/api/inventory",
             Operator,
-            "The workspace's agents, models, tools, policies and hooks (no secret values)",
-            "`{agents, models, tools, policies, hooks}`",
+            "The workspace's agents, models, tools, policies, hooks and MCP servers (no secret values)",
+            "`{agents, models, tools, policies, hooks, mcpServers}`",
             || routing::get(inventory::inventory),
         ),
     ]

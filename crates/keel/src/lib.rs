@@ -43,7 +43,10 @@ pub use keel_types::{
 };
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
-pub use keel_mcp::client::{LifecycleEvent, McpHub, ServerState, ServerStatus};
+pub use keel_mcp::client::{
+    LifecycleEvent, McpError, McpHub, PromptArgument, PromptInfo, ResourceInfo, ServerState,
+    ServerStatus,
+};
 use keel_runtime::{Kernel, KernelParts};
 use keel_tools::gateway::{Gateway, GatewayError};
 
@@ -196,6 +199,17 @@ impl RuntimeBuilder {
         let mcp = McpHub::new(&workspace, gateway.catalog());
         for source in mcp.sources() {
             gateway = gateway.with_source(source);
+        }
+        if let Some(tool) = mcp.resource_tool() {
+            let name = tool.spec().name.clone();
+            if let Some(error) = gateway
+                .catalog()
+                .publish(&name, vec![tool])
+                .into_iter()
+                .next()
+            {
+                return Err(Error::Gateway(error));
+            }
         }
         if let Some(name) = &workspace.runtime.gateway.repair_model {
             match models.get(name) {
@@ -368,6 +382,16 @@ impl Runtime {
     /// failed (each within its `startupTimeout`), so [`Self::tools`] shows their tools.
     pub async fn settle_mcp(&self) {
         self.mcp.settle().await;
+    }
+
+    /// The prompts MCP server `name` offers (starting it if needed).
+    pub async fn mcp_prompts(&self, name: &str) -> Result<Vec<PromptInfo>, McpError> {
+        self.mcp.prompts(name).await
+    }
+
+    /// The resources MCP server `name` lists (starting it if needed).
+    pub async fn mcp_resources(&self, name: &str) -> Result<Vec<ResourceInfo>, McpError> {
+        self.mcp.resources(name).await
     }
 
     /// Stops the MCP servers (a stdio server's whole process group). [`Self::shutdown`] does

@@ -9,16 +9,31 @@
 //! unavailable, and a call says why.
 
 mod connect;
+mod resource;
 mod server;
 mod tool;
 
 use std::sync::Arc;
 
 use keel_tools::gateway::{Catalog, ToolSource};
+use keel_types::Tool;
 use keel_workspace::{McpTransport, Workspace};
 use serde::Serialize;
 
+use resource::ReadResource;
+pub use resource::{PromptArgument, PromptInfo, ResourceInfo};
 use server::{Server, ServerSource};
+
+/// Why a request to a server could not be answered.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum McpError {
+    /// No server of that name is configured.
+    #[error("no MCP server `{name}` (configured: {known})")]
+    UnknownServer { name: String, known: String },
+    /// The server is down, disabled or failed the request.
+    #[error("{0}")]
+    Unavailable(String),
+}
 
 /// The MCP servers of a workspace.
 #[derive(Clone, Default)]
@@ -145,6 +160,43 @@ impl McpHub {
     /// Every server's state, by name.
     pub fn status(&self) -> Vec<ServerStatus> {
         self.servers.iter().map(|s| s.status()).collect()
+    }
+
+    /// The `read_mcp_resource` tool over these servers (none without servers).
+    pub fn resource_tool(&self) -> Option<Arc<dyn Tool>> {
+        (!self.servers.is_empty())
+            .then(|| Arc::new(ReadResource::new(self.servers.clone())) as Arc<dyn Tool>)
+    }
+
+    fn server(&self, name: &str) -> Result<&Arc<Server>, McpError> {
+        self.servers
+            .iter()
+            .find(|s| s.name == name)
+            .ok_or_else(|| McpError::UnknownServer {
+                name: name.to_owned(),
+                known: self
+                    .servers
+                    .iter()
+                    .map(|s| s.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    /// The prompts server `name` offers (starting it if needed).
+    pub async fn prompts(&self, name: &str) -> Result<Vec<PromptInfo>, McpError> {
+        self.server(name)?
+            .prompts()
+            .await
+            .map_err(McpError::Unavailable)
+    }
+
+    /// The resources server `name` lists (starting it if needed).
+    pub async fn resources(&self, name: &str) -> Result<Vec<ResourceInfo>, McpError> {
+        self.server(name)?
+            .resources()
+            .await
+            .map_err(McpError::Unavailable)
     }
 
     /// Stops every server: the session ends and a stdio server's whole process group is

@@ -29,7 +29,7 @@ async fn health_reports_the_store_the_workspace_and_the_models() {
     );
     assert_eq!(
         health["workspace"]["documents"],
-        json!({"agents": 1, "models": 1, "tools": 0, "policies": 0, "hooks": 0})
+        json!({"agents": 1, "models": 1, "tools": 0, "policies": 0, "hooks": 0, "mcpServers": 0})
     );
     let loaded_at = health["workspace"]["loadedAt"].as_str().unwrap();
     assert!(
@@ -73,6 +73,54 @@ async fn a_model_without_its_api_key_makes_health_degraded() {
     );
     let m = models.iter().find(|m| m["name"] == "m").unwrap();
     assert_eq!(m["status"], "ready");
+}
+
+#[tokio::test]
+async fn an_mcp_server_that_is_down_makes_health_degraded_and_the_inventory_says_why() {
+    let ws = WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: assistant }")
+        .scripted_model(
+            "m",
+            &json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
+        )
+        .agent("assistant", "{ model: m, tools: [\"mcp__gone__*\"] }")
+        .document(
+            "McpServer",
+            "gone",
+            "transport: stdio\ncommand: [\"./no-such-server\"]\n",
+        )
+        .build();
+    let runtime = keel::Runtime::builder()
+        .workspace(ws.path())
+        .build()
+        .unwrap();
+    runtime.settle_mcp().await;
+    let app = keel_server::router(runtime.clone());
+    let (status, health) = health_of(app.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{health}");
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(
+        health["mcpServers"],
+        json!([{"name": "gone", "state": "unavailable", "tools": 0, "restarts": 0}])
+    );
+    let (status, _, body) = send(
+        app,
+        Request::get("/api/inventory").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let inventory: Value = serde_json::from_slice(&body).unwrap();
+    let server = &inventory["mcpServers"][0];
+    assert_eq!(server["name"], "gone");
+    assert_eq!(server["transport"], "stdio");
+    assert!(
+        server["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("program not found"),
+        "{server}"
+    );
+    runtime.stop_mcp().await;
 }
 
 /// The health of a server whose store was made unusable while it ran: the database file is
