@@ -28,9 +28,10 @@ pub use spec::{
     AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, BuiltinToolSettings, CliEvents, CliSpec,
     ContractSpec, DEFAULT_STORE_URL, Duration, FileChangeSettings, GatewayMode, GatewayOverride,
     GatewaySpec, HookEvent, HookHandler, HookOnError, HookSpec, HttpFetchSettings, HttpMethod,
-    Limits, McpServerSpec, McpToolFilter, McpTransport, ModelParamsSpec, ModelSpec, NarrationSpec, NarrationStyle, PermissionMode,
-    PolicyDecision, PolicyRule, PolicySpec, ProgressSpec, ProviderKind, RedactionSpec, RetryPolicy,
-    RetrySpec, RuntimeSpec, ServerSpec, ShellSettings, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
+    Limits, McpServerSpec, McpToolFilter, McpTransport, ModelParamsSpec, ModelSpec, NarrationSpec,
+    NarrationStyle, PermissionMode, PolicyDecision, PolicyRule, PolicySpec, ProgressSpec,
+    ProviderKind, RedactionSpec, RetryPolicy, RetrySpec, RuntimeSpec, ServerSpec, ShellSettings,
+    StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
 };
 
 /// A built-in tool: one an agent may list without declaring it. This enum is the one list of

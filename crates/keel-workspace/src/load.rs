@@ -18,8 +18,8 @@ use crate::interpolate::interpolate_tree;
 use crate::validate::validate_spec;
 use crate::yaml::{Loc, Node, Source, parse_documents};
 use crate::{
-    AgentSpec, Diagnostic, HookSpec, McpServerSpec, LoadError, LoadOptions, ModelSpec, PolicySpec, RuntimeSpec,
-    ToolSpecDoc, Workspace,
+    AgentSpec, Diagnostic, HookSpec, LoadError, LoadOptions, McpServerSpec, ModelSpec, PolicySpec,
+    RuntimeSpec, ToolSpecDoc, Workspace,
 };
 
 /// A document's spec after validation and deserialization.
