@@ -8,6 +8,7 @@ mod claude_hooks;
 mod common;
 mod crash;
 mod governance;
+mod mcp_server;
 mod openai_clients;
 mod openapi_tester;
 mod policy;
