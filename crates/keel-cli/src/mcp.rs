@@ -3,8 +3,9 @@
 //! messages; everything else (logs, notices) goes to stderr. It serves one agent's tools
 //! (`--agent`, default the workspace's default agent), every agent as `agent__<name>`, tasks
 //! and read-only views of runs and approvals (see docs/mcp.md). It stops when the client
-//! closes stdin, or on Ctrl-C or SIGTERM; runs in flight then get `server.shutdownGrace` to
-//! finish and the rest are recorded `interrupted`.
+//! closes stdin, or on Ctrl-C or SIGTERM; the session's calls in flight are then cancelled
+//! (nobody is left to read their answers), and it exits once their runs have recorded their
+//! end.
 
 use std::path::Path;
 
