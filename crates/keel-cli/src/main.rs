@@ -12,6 +12,7 @@ mod config;
 mod error;
 mod follow;
 mod init;
+mod mcp;
 mod out;
 mod policy;
 mod run;
@@ -63,13 +64,20 @@ enum Command {
     },
     /// Run an agent once and stream the answer.
     Run(run::RunArgs),
-    /// Serve the workspace over HTTP (OpenAI-compatible `/v1`, `/api/health`).
+    /// Serve the workspace over HTTP (OpenAI-compatible `/v1`, the `/api`, MCP at `/mcp`).
     Serve {
         #[command(flatten)]
         ws: WorkspaceArg,
         /// Address to listen on (default: the workspace's `server.listen`, 127.0.0.1:8642).
         #[arg(long)]
         listen: Option<String>,
+    },
+    /// Serve the workspace to MCP clients over stdio (its tools, agents, tasks, runs).
+    Mcp {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(flatten)]
+        args: mcp::McpArgs,
     },
     /// Chat with an agent in a session, in the terminal.
     Chat(chat::ChatArgs),
@@ -185,6 +193,7 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Run(args) => run::run(args).await,
         Command::Chat(args) => chat::chat(args).await,
         Command::Serve { ws, listen } => serve::serve(&ws.workspace, listen).await,
+        Command::Mcp { ws, args } => mcp::mcp(&ws.workspace, args).await,
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
         Command::Tools { ws, command } => tools::tools(&ws.workspace, command).await,
         Command::Tasks { ws, command } => tools::tasks(&ws.workspace, command).await,

@@ -66,13 +66,13 @@ pub async fn serve(root: &Path, listen: Option<String>) -> Result<(), CliError> 
 }
 
 /// Ctrl-C (SIGINT) and SIGTERM, caught from the moment they are installed.
-struct StopSignals {
+pub(crate) struct StopSignals {
     interrupt: Signal,
     terminate: Signal,
 }
 
 impl StopSignals {
-    fn install() -> std::io::Result<Self> {
+    pub(crate) fn install() -> std::io::Result<Self> {
         Ok(Self {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
@@ -80,7 +80,7 @@ impl StopSignals {
     }
 
     /// Completes on the first of the two.
-    async fn wait(mut self) {
+    pub(crate) async fn wait(mut self) {
         tokio::select! {
             _ = self.interrupt.recv() => {}
             _ = self.terminate.recv() => {}

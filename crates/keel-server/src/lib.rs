@@ -35,6 +35,7 @@ mod error;
 mod health;
 mod inventory;
 mod live;
+mod mcp;
 mod metrics;
 mod openai;
 mod openapi;
@@ -55,6 +56,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use auth::auth_configured;
 pub use error::ApiError;
+pub use mcp::{McpBackend, serve_mcp_stdio};
 pub use openai::{PROGRESS_HEADER, SESSION_HEADER};
 pub use telemetry::Telemetry;
 
@@ -70,6 +72,11 @@ pub fn router(runtime: keel::Runtime) -> Router {
 /// The HTTP routes over `runtime`, reporting through `telemetry` (whose
 /// [`Telemetry::observer`] should have been given to the runtime's builder).
 pub fn router_with(runtime: keel::Runtime, telemetry: Telemetry) -> Router {
+    build_router(runtime, telemetry, CancellationToken::new())
+}
+
+/// The routes, with `/mcp`'s sessions ended when `stop` fires.
+fn build_router(runtime: keel::Runtime, telemetry: Telemetry, stop: CancellationToken) -> Router {
     telemetry.describe(runtime.workspace());
     let keys = Arc::new(auth::Keys::from_runtime(&runtime));
     let server = &runtime.workspace().runtime.server;
@@ -107,11 +114,31 @@ pub fn router_with(runtime: keel::Runtime, telemetry: Telemetry) -> Router {
             body_time,
             conn::limit_body_time,
         ))
-        .with_state(AppState::new(
-            runtime,
-            telemetry,
-            openapi::openapi(!keys.is_empty()),
-        ))
+        .with_state(app_state(runtime, telemetry, !keys.is_empty(), stop))
+}
+
+/// The state every route shares, `/mcp`'s service included.
+fn app_state(
+    runtime: keel::Runtime,
+    telemetry: Telemetry,
+    keys_configured: bool,
+    stop: CancellationToken,
+) -> AppState {
+    let admission = Arc::new(state::Admission::for_workspace(runtime.workspace()));
+    let mcp = mcp::http_service(mcp::HttpMount {
+        runtime: runtime.clone(),
+        admission: admission.clone(),
+        request_timeout: state::request_timeout(&runtime),
+        keys_configured,
+        stop,
+    });
+    let parts = state::StateParts {
+        telemetry,
+        openapi: openapi::openapi(keys_configured),
+        admission,
+        mcp,
+    };
+    AppState::new(runtime, parts)
 }
 
 /// `GET /v1/capabilities`: what this server offers.
@@ -167,7 +194,9 @@ pub async fn serve(
     let grace = runtime.workspace().runtime.server.shutdown_grace.0;
     let stop = CancellationToken::new();
     let limits = conn::ConnLimits::from_spec(&runtime.workspace().runtime.server);
-    let app = router_with(runtime.clone(), telemetry);
+    // MCP sessions outlive the accept loop: their calls in flight get the grace period too.
+    let mcp_stop = CancellationToken::new();
+    let app = build_router(runtime.clone(), telemetry, mcp_stop.clone());
     let server = conn::accept_loop(listener, app, limits, stop.clone());
     let mut server = std::pin::pin!(server);
     tokio::select! {
@@ -176,7 +205,9 @@ pub async fn serve(
     }
     stop.cancel();
     let report = runtime.shutdown(grace).await;
-    // Runs have ended, so their streams end; give connections a moment to drain.
+    mcp_stop.cancel();
+    // Runs have ended, so their streams end (MCP sessions are closed); give connections a
+    // moment to drain.
     match tokio::time::timeout(Duration::from_secs(5), &mut server).await {
         Ok(()) => {}
         Err(_) => tracing::warn!("connections still open after shutdown; closing them"),

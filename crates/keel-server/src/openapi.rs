@@ -43,6 +43,11 @@ pub(crate) struct Route {
     /// What a success answers.
     pub answers: &'static str,
     pub handler: fn() -> MethodRouter<AppState>,
+    /// Whether the OpenAPI document describes the route. Only `/mcp` is left out, on
+    /// purpose: it speaks another protocol (MCP's streamable HTTP, with its own
+    /// specification, media types and errors), which an OpenAPI document cannot state; the
+    /// document's description names it instead.
+    pub documented: bool,
 }
 
 /// A query parameter.
@@ -263,6 +268,15 @@ pub(crate) fn routes() -> Vec<Route> {
         body_optional: false,
         answers,
         handler,
+        documented: true,
+    };
+    // MCP's streamable HTTP: one service answers its three methods.
+    let mcp = |method: Method,
+               summary: &'static str,
+               answers: &'static str,
+               handler: fn() -> MethodRouter<AppState>| Route {
+        documented: false,
+        ..route(method, "/mcp", Operator, summary, answers, handler)
     };
     vec![
         route(
@@ -586,6 +600,21 @@ pub(crate) fn routes() -> Vec<Route> {
             "`{agents, models, tools, policies, hooks, mcpServers}`",
             || routing::get(inventory::inventory),
         ),
+        mcp(
+            Method::POST,
+            "MCP (streamable HTTP): a JSON-RPC message of the session in `Mcp-Session-Id` (an `initialize` opens one)",
+            "JSON, or an SSE stream ending with the answer",
+            || routing::post(crate::mcp::handle),
+        ),
+        mcp(
+            Method::GET,
+            "MCP: the session's stream of server messages",
+            "SSE",
+            || routing::get(crate::mcp::handle),
+        ),
+        mcp(Method::DELETE, "MCP: end the session", "202", || {
+            routing::delete(crate::mcp::handle)
+        }),
     ]
 }
 
@@ -596,7 +625,7 @@ pub(crate) fn openapi(secured: bool) -> Value {
         .with(|s| s.definitions_path = "/components/schemas".into())
         .into_generator();
     let mut paths: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
-    for route in routes() {
+    for route in routes().into_iter().filter(|route| route.documented) {
         let mut parameters: Vec<Value> = route
             .path
             .split('/')
@@ -667,7 +696,7 @@ pub(crate) fn openapi(secured: bool) -> Value {
         "info": {
             "title": "Keel",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Keel's HTTP service: the OpenAI-compatible facade under /v1 and the runtime and operator API under /api. Errors answer `{error: {message, type, param, code}}`."
+            "description": "Keel's HTTP service: the OpenAI-compatible facade under /v1 and the runtime and operator API under /api. Errors answer `{error: {message, type, param, code}}`. Not described here: /mcp, the Model Context Protocol over streamable HTTP (operator keys), which follows the MCP specification."
         },
         "paths": paths,
         "components": components,

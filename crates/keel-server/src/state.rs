@@ -1,4 +1,5 @@
-//! What every handler shares: the runtime, admission control, telemetry and who is calling.
+//! What every handler shares: the runtime, admission control, telemetry, the MCP service and
+//! who is calling.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -6,6 +7,7 @@ use std::time::Duration;
 
 use keel::workspace::spec::ApiKeyRole;
 use keel::{RunRecord, Runtime};
+use keel_mcp::server::HttpService;
 
 use crate::ApiError;
 use crate::telemetry::Telemetry;
@@ -20,23 +22,36 @@ pub(crate) struct AppState {
     pub request_timeout: Duration,
     /// The OpenAPI document, built once for this server's configuration.
     pub openapi: Arc<serde_json::Value>,
+    /// MCP's streamable HTTP, mounted at `/mcp`.
+    pub mcp: HttpService,
+}
+
+/// What a server's state is built from besides its runtime.
+pub(crate) struct StateParts {
+    pub telemetry: Telemetry,
+    /// The document `GET /api/openapi.json` answers.
+    pub openapi: serde_json::Value,
+    /// The admission queue of [`Admission::for_workspace`].
+    pub admission: Arc<Admission>,
+    pub mcp: HttpService,
 }
 
 impl AppState {
-    /// `openapi`: the document `GET /api/openapi.json` answers.
-    pub(crate) fn new(runtime: Runtime, telemetry: Telemetry, openapi: serde_json::Value) -> Self {
-        let workspace = runtime.workspace();
-        let capacity = workspace.runtime.limits.max_concurrent_runs as usize
-            + workspace.runtime.server.max_queued_requests as usize;
-        let request_timeout = workspace.runtime.server.request_timeout.0;
+    pub(crate) fn new(runtime: Runtime, parts: StateParts) -> Self {
         Self {
+            request_timeout: request_timeout(&runtime),
             runtime,
-            admission: Arc::new(Admission::new(capacity)),
-            telemetry,
-            request_timeout,
-            openapi: Arc::new(openapi),
+            admission: parts.admission,
+            telemetry: parts.telemetry,
+            openapi: Arc::new(parts.openapi),
+            mcp: parts.mcp,
         }
     }
+}
+
+/// The longest a run started over HTTP may take (`server.requestTimeout`).
+pub(crate) fn request_timeout(runtime: &Runtime) -> Duration {
+    runtime.workspace().runtime.server.request_timeout.0
 }
 
 /// Bounds the runs started over HTTP: those running plus those waiting for a run slot. When
@@ -54,6 +69,14 @@ pub(crate) struct Ticket(Arc<Admission>);
 const RETRY_AFTER_SECS: u64 = 1;
 
 impl Admission {
+    /// Room for `limits.maxConcurrentRuns` running and `server.maxQueuedRequests` waiting.
+    pub(crate) fn for_workspace(workspace: &keel::Workspace) -> Self {
+        Self::new(
+            workspace.runtime.limits.max_concurrent_runs as usize
+                + workspace.runtime.server.max_queued_requests as usize,
+        )
+    }
+
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
             in_flight: AtomicUsize::new(0),

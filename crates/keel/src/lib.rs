@@ -515,6 +515,17 @@ impl Runtime {
         Ok(spec.tools.clone())
     }
 
+    /// Whether a tool only reads (it changes nothing); `false` for a tool the runtime lacks.
+    pub fn tool_read_only(&self, name: &str) -> bool {
+        self.kernel.gateway().is_read_only(name)
+    }
+
+    /// Whether calling a tool twice with the same arguments does no more than calling it
+    /// once; `false` for a tool the runtime lacks.
+    pub fn tool_idempotent(&self, name: &str) -> bool {
+        self.kernel.gateway().is_idempotent(name)
+    }
+
     /// Calls a tool directly through the gateway, as a run of its own.
     pub async fn call_tool(
         &self,

@@ -9,6 +9,7 @@ mod common;
 mod crash;
 mod governance;
 mod mcp_client;
+mod mcp_server;
 mod openai_clients;
 mod openapi_tester;
 mod policy;

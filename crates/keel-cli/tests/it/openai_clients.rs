@@ -28,9 +28,15 @@ fn must(status: std::io::Result<std::process::ExitStatus>, what: &str) {
 }
 
 /// A venv under target/test-clients named `name`, with `requirement` pip-installed unless
-/// `ready` (given the venv) says it already is.
+/// `ready` (given the venv) says it already is. Tests run in parallel processes: one installs
+/// while the others wait on the venv's lock file, then find it ready.
 pub(crate) fn venv_with(name: &str, requirement: &str, ready: impl Fn(&Path) -> bool) -> PathBuf {
     let venv = clients_dir().join(name);
+    if ready(&venv) {
+        return venv;
+    }
+    let lock = std::fs::File::create(clients_dir().join(format!("{name}.lock"))).unwrap();
+    lock.lock().unwrap();
     if !ready(&venv) {
         must(
             Command::new("python3")

@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 
 use super::*;
 
-const OPERATOR: &str = "op-secret-123";
-const CLIENT: &str = "client-secret-456";
+pub(super) const OPERATOR: &str = "op-secret-123";
+pub(super) const CLIENT: &str = "client-secret-456";
 
 /// The test workspace with an operator key, a client key and a key whose variable is unset.
-fn keyed_workspace() -> TempWorkspace {
+pub(super) fn keyed_workspace() -> TempWorkspace {
     workspace_with(
         "
         defaultAgent: assistant
@@ -21,7 +21,7 @@ fn keyed_workspace() -> TempWorkspace {
     )
 }
 
-fn runtime(ws: &TempWorkspace) -> keel::Runtime {
+pub(super) fn runtime(ws: &TempWorkspace) -> keel::Runtime {
     let env = BTreeMap::from([
         ("OP_KEY".to_owned(), OPERATOR.to_owned()),
         ("CLIENT_KEY".to_owned(), CLIENT.to_owned()),

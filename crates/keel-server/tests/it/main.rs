@@ -300,6 +300,7 @@ mod fields;
 mod health;
 mod hooked;
 mod malformed;
+mod mcp;
 mod routes;
 mod session_ids;
 mod slow_clients;

@@ -13,7 +13,7 @@ use serde_json::Value;
 /// does an edge here that no manifest declares any more. ARCHITECTURE.md draws the same list.
 const EDGES: &[(&str, &[&str])] = &[
     ("keel-cli", &["keel", "keel-server", "keel-store"]),
-    ("keel-server", &["keel"]),
+    ("keel-server", &["keel", "keel-mcp"]),
     (
         "keel",
         &[
@@ -291,6 +291,27 @@ fn workspace_loader_and_gateway_know_no_runtime() {
             "building blocks must not depend on the kernel or the surfaces",
         );
     }
+}
+
+#[test]
+fn only_keel_mcp_speaks_rmcp() {
+    // The MCP SDK is keel-mcp's business: the rest of Keel sees keel-mcp's own types, so no
+    // other crate may even name rmcp.
+    let meta = cargo_metadata(&["--no-deps"]);
+    let speakers: Vec<&str> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            p["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["name"] == "rmcp" && d["kind"].is_null())
+        })
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(speakers, ["keel-mcp"]);
 }
 
 #[test]
