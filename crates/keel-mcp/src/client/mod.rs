@@ -11,7 +11,6 @@
 mod connect;
 mod resource;
 mod server;
-mod tool;
 
 use std::sync::Arc;
 

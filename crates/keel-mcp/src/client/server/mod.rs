@@ -19,8 +19,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::connect::{self, Session, Signals};
-use super::tool::{McpTool, RemoteTool};
 use super::{LifecycleEvent, ServerState, ServerStatus};
+
+mod tool;
+
+use tool::{McpTool, RemoteTool};
 
 /// First and largest delay between restarts.
 const BACKOFF_START: Duration = Duration::from_millis(250);

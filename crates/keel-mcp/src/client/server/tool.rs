@@ -19,8 +19,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::connect::token_key;
-use super::server::Server;
+use super::Server;
+use crate::client::connect::{Signals, token_key};
 
 /// A tool as `tools/list` describes it (the fields Keel reads).
 #[derive(Debug, Clone, Deserialize)]
@@ -212,7 +212,7 @@ struct Pending {
     peer: Peer<RoleClient>,
     id: Option<RequestId>,
     token: String,
-    signals: Arc<super::connect::Signals>,
+    signals: Arc<Signals>,
 }
 
 impl Drop for Pending {
