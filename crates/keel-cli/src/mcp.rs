@@ -32,6 +32,29 @@ pub struct McpArgs {
 pub enum McpCommand {
     /// Serve the workspace over stdio (what `keel mcp` alone does).
     Serve(ServeArgs),
+    /// The workspace's MCP servers (the clients' side): state, tool counts, restarts, the
+    /// last error. Starts each server and waits until it answers or fails.
+    List {
+        /// JSON lines, one per server, with its tools and lifecycle history.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The tools an MCP server offers, as agents see them (`mcp__<prefix>__<tool>`).
+    Tools {
+        /// The `McpServer` document's name.
+        server: String,
+        /// JSON lines: name, description, parameters, read-only.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The prompts an MCP server offers.
+    Prompts {
+        /// The `McpServer` document's name.
+        server: String,
+        /// JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// What `keel mcp` serves.
@@ -47,7 +70,123 @@ pub async fn mcp(root: &Path, args: McpArgs) -> Result<(), CliError> {
     match args.command {
         None => serve(root, args.serve).await,
         Some(McpCommand::Serve(serve_args)) => serve(root, serve_args).await,
+        Some(command) => {
+            let (runtime, _) = workspace::start(root, &OutputArgs::default()).await?;
+            let result = inspect(&runtime, command).await;
+            runtime.stop_mcp().await;
+            result
+        }
     }
+}
+
+/// `list`, `tools` and `prompts`: the client side, read from live servers.
+async fn inspect(runtime: &keel::Runtime, command: McpCommand) -> Result<(), CliError> {
+    match command {
+        McpCommand::Serve(_) => Ok(()),
+        McpCommand::List { json } => {
+            runtime.settle_mcp().await;
+            let servers = runtime.mcp_servers();
+            if json {
+                for server in &servers {
+                    out::line(&serde_json::to_string(server)?);
+                }
+                return Ok(());
+            }
+            out::line(&format!(
+                "{:<20}  {:<9}  {:<12}  {:>5}  {:>8}  ERROR",
+                "SERVER", "TRANSPORT", "STATE", "TOOLS", "RESTARTS"
+            ));
+            for s in &servers {
+                let transport = match s.transport {
+                    keel::workspace::McpTransport::Stdio => "stdio",
+                    keel::workspace::McpTransport::Http => "http",
+                };
+                out::line(&format!(
+                    "{:<20}  {:<9}  {:<12}  {:>5}  {:>8}  {}",
+                    s.name,
+                    transport,
+                    s.state.as_str(),
+                    s.tools.len(),
+                    s.restarts,
+                    s.last_error.as_deref().unwrap_or("")
+                ));
+            }
+            Ok(())
+        }
+        McpCommand::Tools { server, json } => {
+            runtime.settle_mcp().await;
+            let Some(status) = runtime.mcp_servers().into_iter().find(|s| s.name == server) else {
+                return Err(CliError::usage(unknown_server(runtime, &server)));
+            };
+            if status.state != keel::ServerState::Ready {
+                return Err(CliError::failed(format!(
+                    "MCP server `{server}` is {}: {}",
+                    status.state.as_str(),
+                    status.last_error.as_deref().unwrap_or("no tools listed")
+                )));
+            }
+            for name in &status.tools {
+                let Some(spec) = runtime.tool_spec(name) else {
+                    continue;
+                };
+                let read_only = runtime.tool_read_only(name);
+                match json {
+                    true => out::line(&serde_json::to_string(&serde_json::json!({
+                        "name": spec.name,
+                        "description": spec.description,
+                        "parameters": spec.parameters,
+                        "readOnly": read_only,
+                    }))?),
+                    false => out::line(&format!(
+                        "{:<30}  {:<9}  {}",
+                        spec.name,
+                        if read_only { "read-only" } else { "" },
+                        spec.description
+                    )),
+                }
+            }
+            Ok(())
+        }
+        McpCommand::Prompts { server, json } => {
+            let prompts = runtime.mcp_prompts(&server).await.map_err(|e| match e {
+                keel::McpError::UnknownServer { .. } => CliError::usage(e),
+                keel::McpError::Unavailable(_) => CliError::failed(e),
+            })?;
+            for prompt in &prompts {
+                match json {
+                    true => out::line(&serde_json::to_string(prompt)?),
+                    false => {
+                        let arguments: Vec<String> = prompt
+                            .arguments
+                            .iter()
+                            .map(|a| match a.required {
+                                Some(true) => a.name.clone(),
+                                _ => format!("[{}]", a.name),
+                            })
+                            .collect();
+                        out::line(&format!(
+                            "{:<24}  {:<24}  {}",
+                            prompt.name,
+                            arguments.join(" "),
+                            prompt.description.as_deref().unwrap_or("")
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn unknown_server(runtime: &keel::Runtime, name: &str) -> String {
+    let known: Vec<String> = runtime.mcp_servers().into_iter().map(|s| s.name).collect();
+    format!(
+        "no MCP server `{name}` in this workspace (configured: {})",
+        match known.is_empty() {
+            true => "none".to_owned(),
+            false => known.join(", "),
+        }
+    )
 }
 
 /// Serves the workspace over stdio until the client leaves or a signal arrives.

@@ -493,6 +493,11 @@ impl Runtime {
         Ok(self.kernel.gateway().specs(&self.listed_tools(agent)?))
     }
 
+    /// The spec of a registered tool, by name (MCP tools once their server has listed them).
+    pub fn tool_spec(&self, name: &str) -> Option<ToolSpec> {
+        self.kernel.gateway().tool(name).map(|t| t.spec().clone())
+    }
+
     /// The agent's `tools:` entries as written (names and `mcp__<server>__*` globs).
     pub fn listed_tools(&self, agent: Option<&str>) -> Result<Vec<String>, Error> {
         let name = agent
