@@ -97,3 +97,13 @@ pub fn mcp_server_bin(bin: &str) -> PathBuf {
     );
     path
 }
+
+/// The MCP server for fault tests, `fixtures/mcp_fault_server.py`: Python 3 with the standard
+/// library only, speaking newline-delimited JSON-RPC on stdio and misbehaving as its flags say
+/// (`--never-initialize`, `--garbage`, `--log FILE`, `--pid-file FILE`, `--fork-child FILE`;
+/// its docstring lists them and its tools). Run it as `python3 <path> [flags]`.
+pub fn mcp_fault_server() -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp_fault_server.py");
+    assert!(path.exists(), "{} is missing", path.display());
+    path
+}

@@ -98,6 +98,8 @@ pub(crate) struct Session {
     pub(crate) child: Option<Child>,
     /// The last lines the stdio server wrote to stderr.
     pub(crate) stderr: Arc<Mutex<VecDeque<String>>>,
+    /// The task filling `stderr`; it ends when the pipe closes.
+    pub(crate) stderr_reader: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Session {
@@ -106,7 +108,14 @@ impl Session {
         let mut reason = match self.child.as_mut() {
             Some(child) => {
                 match tokio::time::timeout(std::time::Duration::from_secs(2), child.wait()).await {
-                    Ok(Ok(status)) => format!("the server process exited ({status})"),
+                    Ok(Ok(status)) => {
+                        // The process is gone: let the reader take its last stderr lines.
+                        if let Some(reader) = self.stderr_reader.take() {
+                            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), reader)
+                                .await;
+                        }
+                        format!("the server process exited ({status})")
+                    }
                     Ok(Err(e)) => format!("the server process could not be waited for: {e}"),
                     Err(_) => "the server closed its output".to_owned(),
                 }
@@ -192,9 +201,10 @@ async fn open_stdio(
     })?;
     let group = child.id().map(ProcessGroup::new);
     let stderr = Arc::new(Mutex::new(VecDeque::new()));
-    if let Some(pipe) = child.stderr.take() {
-        tokio::spawn(keep_stderr(pipe, stderr.clone()));
-    }
+    let stderr_reader = child
+        .stderr
+        .take()
+        .map(|pipe| tokio::spawn(keep_stderr(pipe, stderr.clone())));
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err(ConnectError::Config(
             "the server's pipes are missing".into(),
@@ -212,6 +222,7 @@ async fn open_stdio(
         group,
         child: Some(child),
         stderr,
+        stderr_reader,
     })
 }
 
@@ -242,6 +253,7 @@ async fn open_http(spec: &McpServerSpec, handler: Handler) -> Result<Session, Co
         group: None,
         child: None,
         stderr: Arc::default(),
+        stderr_reader: None,
     })
 }
 

@@ -12,6 +12,7 @@ mod gateway;
 mod in_process_hooks;
 mod lifecycle;
 mod loop_budgets;
+mod mcp_faults;
 mod openai_runs;
 mod redaction;
 mod reference_run;

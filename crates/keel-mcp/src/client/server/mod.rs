@@ -241,7 +241,11 @@ impl Server {
             if self.stop.is_cancelled() {
                 break;
             }
-            let _ = self.phase.send_replace(Phase::Starting);
+            // A retry leaves the server `Down` with why until it is ready again, so status and
+            // a blocked call keep saying what failed rather than "starting".
+            if attempt == 0 {
+                let _ = self.phase.send_replace(Phase::Starting);
+            }
             self.note(
                 if attempt == 0 {
                     "starting"
