@@ -360,20 +360,29 @@ impl AgentRun {
         };
         let call = self.services.gateway.execute(&ctx, verdict);
         tokio::pin!(call);
+        let record = |report: ToolProgress| {
+            self.emitter.emit(EventPayload::Adapter {
+                event: AdapterEvent::ToolProgress {
+                    adapter: NATIVE_ADAPTER.to_owned(),
+                    call_id: verdict.call_id().to_owned(),
+                    tool: verdict.tool().to_owned(),
+                    progress: report.progress,
+                    total: report.total,
+                    message: report.message,
+                },
+            })
+        };
         loop {
             tokio::select! {
-                result = &mut call => return Ok(result),
                 Some(report) = reports.recv() => {
-                    self.emitter.emit(EventPayload::Adapter {
-                        event: AdapterEvent::ToolProgress {
-                            adapter: NATIVE_ADAPTER.to_owned(),
-                            call_id: verdict.call_id().to_owned(),
-                            tool: verdict.tool().to_owned(),
-                            progress: report.progress,
-                            total: report.total,
-                            message: report.message,
-                        },
-                    })?;
+                    record(report)?;
+                }
+                result = &mut call => {
+                    // What the tool reported before its result is recorded before it.
+                    while let Ok(report) = reports.try_recv() {
+                        record(report)?;
+                    }
+                    return Ok(result);
                 }
             }
         }

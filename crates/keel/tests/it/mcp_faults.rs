@@ -619,7 +619,7 @@ async fn an_image_result_is_stored_as_a_png_artifact() {
 }
 
 #[tokio::test]
-async fn progress_notifications_do_not_disturb_the_call() {
+async fn progress_notifications_become_events_of_the_call() {
     let script = script(&[("progress", &[("mcp__f__progress", json!({}))])]);
     let (ws, runtime) = one_server(&["--log", "f.log"], &script);
 
@@ -638,6 +638,24 @@ async fn progress_notifications_do_not_disturb_the_call() {
         .find(|m| m["tool"] == "progress")
         .unwrap();
     assert!(!call["progressToken"].is_null(), "{call}");
+    // Each notification is recorded as `agent.tool.progress` of the call, before its result.
+    let progress: Vec<(f64, Option<f64>)> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::Adapter {
+                event:
+                    AdapterEvent::ToolProgress {
+                        tool,
+                        progress,
+                        total,
+                        ..
+                    },
+            } if tool == "mcp__f__progress" => Some((*progress, *total)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(progress.len(), 3, "{progress:?}");
+    assert!(progress.windows(2).all(|w| w[0].0 < w[1].0), "{progress:?}");
     assert_eq!(server(&runtime, "f").state, ServerState::Ready);
     runtime.stop_mcp().await;
 }
