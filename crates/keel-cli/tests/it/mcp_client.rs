@@ -328,3 +328,91 @@ async fn server_filesystem_reads_freely_asks_before_writing_and_a_hook_can_deny(
     let asked: Vec<Value> = events_of(&keel, "runtime.approval.requested");
     assert_eq!(asked.len(), 1, "only the write asked: {asked:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keel_mcp_lists_servers_tools_prompts_and_reads_listed_resources_only() {
+    let ws = WorkspaceBuilder::new()
+        .scripted_model(
+            "m",
+            &serde_json::json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
+        )
+        .agent(
+            "a",
+            "{ model: m, tools: [read_mcp_resource, \"mcp__ev__*\", \"mcp__gone__*\"] }",
+        )
+        .document("McpServer", "ev", &everything_stdio())
+        .document(
+            "McpServer",
+            "gone",
+            "transport: stdio\ncommand: [\"./no-such-server\"]\n",
+        )
+        .build();
+    let keel = keel_in(&ws);
+
+    let servers = keel.json_lines(["mcp", "list", "--json"]);
+    let state = |name: &str| {
+        servers
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["state"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(state("ev").as_deref(), Some("ready"), "{servers:?}");
+    assert_eq!(state("gone").as_deref(), Some("unavailable"), "{servers:?}");
+    let gone = servers.iter().find(|s| s["name"] == "gone").unwrap();
+    assert!(
+        gone["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("program not found"),
+        "{gone}"
+    );
+
+    let tools = keel.run(["mcp", "tools", "ev"]);
+    assert!(tools.success(), "{}", tools.stderr);
+    assert!(tools.stdout.contains("mcp__ev__echo"), "{}", tools.stdout);
+    let unknown = keel.run(["mcp", "tools", "nope"]);
+    assert_eq!(unknown.code, Some(2));
+    assert!(
+        unknown.stderr.contains("configured: ev, gone"),
+        "{}",
+        unknown.stderr
+    );
+
+    let prompts = keel.json_lines(["mcp", "prompts", "ev", "--json"]);
+    assert!(
+        prompts.iter().any(|p| p["name"] == "simple-prompt"),
+        "{prompts:?}"
+    );
+
+    // A down server's tools are listed as unavailable, with why.
+    let listed = keel.run(["tools", "list"]);
+    assert!(
+        listed.stdout.contains("mcp__gone__*") && listed.stdout.contains("program not found"),
+        "{}",
+        listed.stdout
+    );
+
+    // A listed resource is read; any other URI is refused before the server is asked.
+    let read = keel.run([
+        "tools",
+        "call",
+        "read_mcp_resource",
+        "--args",
+        r#"{"server":"ev","uri":"demo://resource/static/document/architecture.md"}"#,
+    ]);
+    assert!(read.success(), "{}", read.stderr);
+    assert!(read.stdout.contains("Architecture"), "{}", read.stdout);
+    let refused = keel.run([
+        "tools",
+        "call",
+        "read_mcp_resource",
+        "--args",
+        r#"{"server":"ev","uri":"file:///etc/passwd"}"#,
+    ]);
+    assert!(!refused.success());
+    assert!(
+        refused.stderr.contains("lists no resource"),
+        "{}",
+        refused.stderr
+    );
+}
