@@ -237,6 +237,9 @@ impl Server {
     async fn supervise(self: Arc<Self>) {
         let mut backoff = BACKOFF_START;
         let mut attempt = 0u32;
+        // The last failure noted: a server that keeps failing the same way is noted once,
+        // not at every retry (its history and the runs that use it stay readable).
+        let mut noted_failure: Option<String> = None;
         loop {
             if self.stop.is_cancelled() {
                 break;
@@ -245,18 +248,11 @@ impl Server {
             // a blocked call keep saying what failed rather than "starting".
             if attempt == 0 {
                 let _ = self.phase.send_replace(Phase::Starting);
-            }
-            self.note(
-                if attempt == 0 {
-                    "starting"
-                } else {
-                    "restarting"
-                },
-                None,
-            );
-            if attempt > 0 {
+                self.note("starting", None);
+            } else {
                 self.lock_record().restarts += 1;
             }
+            let restarting = attempt > 0;
             attempt += 1;
             let signals = Arc::new(Signals::default());
             let opened = tokio::select! {
@@ -265,8 +261,12 @@ impl Server {
             };
             let failure = match opened {
                 Ok(Ok((session, tools))) => {
+                    if restarting {
+                        self.note("restarting", None);
+                    }
                     backoff = BACKOFF_START;
                     attempt = 1;
+                    noted_failure = None;
                     self.serve(session, signals, tools).await
                 }
                 Ok(Err(error)) => error,
@@ -278,16 +278,17 @@ impl Server {
             if self.stop.is_cancelled() {
                 break;
             }
-            match attempt {
-                1 => {
-                    warn!(server = %self.name, error = %failure, "MCP server is down; retrying with backoff.")
-                }
-                _ => {
-                    debug!(server = %self.name, error = %failure, attempt, "MCP server is still down.")
-                }
-            }
             self.lock_record().last_error = Some(failure.clone());
-            self.note("down", Some(failure.clone()));
+            if noted_failure.as_deref() != Some(failure.as_str()) {
+                warn!(server = %self.name, error = %failure, "MCP server is down; retrying with backoff.");
+                if restarting {
+                    self.note("restarting", None);
+                }
+                self.note("down", Some(failure.clone()));
+                noted_failure = Some(failure.clone());
+            } else {
+                debug!(server = %self.name, error = %failure, attempt, "MCP server is still down.");
+            }
             let _ = self.phase.send_replace(Phase::Down(failure));
             let _ = self.settled.send_replace(true);
             tokio::select! {
