@@ -39,8 +39,53 @@ const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG", "TMPDIR"];
 pub(crate) struct Signals {
     /// Notified on `notifications/tools/list_changed`.
     pub(crate) tools_changed: Notify,
-    /// Progress channels of calls in flight, by progress token.
-    pub(crate) progress: Mutex<HashMap<String, mpsc::UnboundedSender<ToolProgress>>>,
+    /// Where progress goes, by progress token.
+    pub(crate) progress: Mutex<ProgressRoutes>,
+}
+
+/// The progress channels of calls in flight, and reports that came before their call
+/// registered (the token is known only once the request is sent; a quick server may report
+/// first). Early reports are bounded: the oldest token's are dropped past the bound.
+#[derive(Default)]
+pub(crate) struct ProgressRoutes {
+    channels: HashMap<String, mpsc::UnboundedSender<ToolProgress>>,
+    early: VecDeque<(String, ToolProgress)>,
+}
+
+/// How many reports for tokens not (yet) registered are kept.
+const EARLY_REPORTS: usize = 64;
+
+impl ProgressRoutes {
+    /// Routes `token`'s reports to `sender`, starting with those that came early.
+    pub(crate) fn register(&mut self, token: String, sender: mpsc::UnboundedSender<ToolProgress>) {
+        let mut kept = VecDeque::with_capacity(self.early.len());
+        for (early, report) in self.early.drain(..) {
+            match early == token {
+                true => drop(sender.send(report)),
+                false => kept.push_back((early, report)),
+            }
+        }
+        self.early = kept;
+        self.channels.insert(token, sender);
+    }
+
+    /// Stops routing `token`'s reports.
+    pub(crate) fn remove(&mut self, token: &str) {
+        self.channels.remove(token);
+        self.early.retain(|(early, _)| early != token);
+    }
+
+    fn route(&mut self, token: String, report: ToolProgress) {
+        match self.channels.get(&token) {
+            Some(sender) => drop(sender.send(report)),
+            None => {
+                if self.early.len() == EARLY_REPORTS {
+                    self.early.pop_front();
+                }
+                self.early.push_back((token, report));
+            }
+        }
+    }
 }
 
 /// Keel's side of the connection: it implements no client capability (no sampling, roots or
@@ -67,18 +112,18 @@ impl ClientHandler for Handler {
         _: NotificationContext<RoleClient>,
     ) {
         let token = token_key(&params.progress_token.0);
-        let channels = self
-            .signals
+        self.signals
             .progress
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(sender) = channels.get(&token) {
-            let _ = sender.send(ToolProgress {
-                progress: params.progress,
-                total: params.total,
-                message: params.message,
-            });
-        }
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .route(
+                token,
+                ToolProgress {
+                    progress: params.progress,
+                    total: params.total,
+                    message: params.message,
+                },
+            );
     }
 }
 

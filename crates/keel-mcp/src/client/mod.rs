@@ -34,10 +34,24 @@ pub enum McpError {
     Unavailable(String),
 }
 
-/// The MCP servers of a workspace.
+/// The MCP servers of a workspace. Clones share them; when the last clone is dropped the
+/// servers stop (a program that drops its runtime leaves no server process behind).
 #[derive(Clone, Default)]
 pub struct McpHub {
     servers: Vec<Arc<Server>>,
+    _stop: Arc<StopOnDrop>,
+}
+
+/// Stops the servers when the last [`McpHub`] clone goes.
+#[derive(Default)]
+struct StopOnDrop(Vec<Arc<Server>>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        for server in &self.0 {
+            server.stop_soon();
+        }
+    }
 }
 
 impl std::fmt::Debug for McpHub {
@@ -114,7 +128,7 @@ fn transport_name<S: serde::Serializer>(t: &McpTransport, s: S) -> Result<S::Ok,
 impl McpHub {
     /// The workspace's servers, publishing into `catalog` (the gateway's) once started.
     pub fn new(workspace: &Workspace, catalog: &Catalog) -> Self {
-        let servers = workspace
+        let servers: Vec<Arc<Server>> = workspace
             .mcp_servers
             .iter()
             .map(|(name, spec)| {
@@ -127,7 +141,10 @@ impl McpHub {
                 )
             })
             .collect();
-        Self { servers }
+        Self {
+            _stop: Arc::new(StopOnDrop(servers.clone())),
+            servers,
+        }
     }
 
     /// Whether the workspace declares no server.

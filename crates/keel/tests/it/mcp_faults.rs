@@ -732,3 +732,22 @@ async fn stopping_mcp_ends_the_servers_whole_process_group() {
     .await;
     assert_eq!(server(&runtime, "f").state, ServerState::Stopped);
 }
+
+#[tokio::test]
+async fn dropping_the_runtime_stops_its_servers() {
+    let (ws, runtime) = one_server(&["--fork-child", "child.pid"], &script(&[]));
+    runtime.settle_mcp().await;
+    let child = pid_in(&ws.join("child.pid")).await;
+    let (server_pid, _) = parent_and_group(child);
+    assert!(alive(server_pid) && alive(child));
+
+    // No shutdown, no stop: the program just lets go of its runtime.
+    drop(runtime);
+    eventually("the server and its child gone", || {
+        match (alive(server_pid), alive(child)) {
+            (false, false) => Ok(()),
+            alive => Err(format!("alive (server, child): {alive:?}")),
+        }
+    })
+    .await;
+}

@@ -172,6 +172,11 @@ impl Server {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Tells the supervisor to stop without waiting for it.
+    pub(crate) fn stop_soon(&self) {
+        self.stop.cancel();
+    }
+
     /// Stops the supervisor and the session (the stdio server's whole process group).
     pub(crate) async fn shutdown(&self) {
         self.stop.cancel();

@@ -140,7 +140,7 @@ impl Tool for McpTool {
             .progress
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(token.clone(), progress_tx);
+            .register(token.clone(), progress_tx);
         let mut pending = Pending {
             peer: live.peer.clone(),
             id: Some(handle.id.clone()),
