@@ -230,6 +230,7 @@ impl Standalone {
             agent: "bench".into(),
             max_output_bytes: 64 * 1024,
             seen_files: None,
+            progress: None,
         };
         Self {
             workspace,
