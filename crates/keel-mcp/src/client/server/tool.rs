@@ -173,11 +173,12 @@ impl Tool for McpTool {
         };
         pending.id = None;
         // The SDK hands each notification to a task of its own, so a report sent just before
-        // the answer may still be on its way: give those tasks a turn, then pass on what came.
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-            while let Ok(progress) = progress_rx.try_recv() {
-                if let Some(sink) = &ctx.progress {
+        // the answer may still be on its way: when someone listens, give those tasks a turn,
+        // then pass on what came.
+        if let Some(sink) = &ctx.progress {
+            for _ in 0..2 {
+                tokio::task::yield_now().await;
+                while let Ok(progress) = progress_rx.try_recv() {
                     sink.report(progress);
                 }
             }
