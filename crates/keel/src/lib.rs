@@ -16,7 +16,9 @@
 //!
 //! [`RuntimeBuilder`] assembles the parts — the workspace, model providers (built from the
 //! workspace's `Model` documents, or injected), tools (built-ins, the workspace's command tools,
-//! or injected Rust tools) and the run store — into a [`Runtime`].
+//! or injected Rust tools, and the tools of its `McpServer`s, which start when a run first
+//! needs them: [`Runtime::mcp_servers`], `docs/mcp.md`) and the run store — into a
+//! [`Runtime`].
 //!
 //! Features, both on by default: `sqlite` gives the default stores (`SqliteStore` and
 //! `FsArtifacts` of `keel-store`, under the workspace's `.keel/`); without it the builder needs
