@@ -7,7 +7,9 @@
 //! every agent as `agent__<name>`; tasks under that same agent; runs, their events and the
 //! pending approvals. Each call that runs something starts an ordinary recorded run and
 //! waits for its end — an `ask` waits for a decision from `keel approvals` or the HTTP API
-//! within `limits.approvalTimeout` — and a client's cancellation cancels the run. Over HTTP
+//! within `limits.approvalTimeout`, and is also put to the client's user when the client
+//! declared `elicitation` (whoever decides first wins) — and a client's cancellation cancels
+//! the run. Over HTTP
 //! the runs also take a place in the server's admission queue, its `requestTimeout` and the
 //! caller as their owner, as runs started under `/api` do.
 
@@ -21,8 +23,8 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use keel::types::StoreError;
 use keel::{
-    ApprovalRecord, ApprovalStatus, Event, RequestId, RequestOptions, RunFilter, RunHandle,
-    RunRecord, Runtime, RuntimeError, SessionId, TaskRecord, TaskRequest,
+    ApprovalRecord, ApprovalScope, ApprovalStatus, Event, EventPayload, RequestId, RequestOptions,
+    RunFilter, RunHandle, RunRecord, Runtime, RuntimeError, SessionId, TaskRecord, TaskRequest,
 };
 use keel_mcp::server::{
     AgentRequest, Backend, BackendError, CallContext, Caller, ExposedTool, HttpOptions,
@@ -87,20 +89,35 @@ impl McpBackend {
     /// Follows a started run to its end; the client's cancellation cancels it.
     async fn finish(
         &self,
-        handle: RunHandle,
+        mut handle: RunHandle,
         cx: &CallContext,
     ) -> Result<RunOutcome, BackendError> {
         let run = handle.cancel_token();
-        let ended = handle.wait();
-        tokio::pin!(ended);
-        let response = tokio::select! {
-            response = &mut ended => response,
-            () = cx.cancel.cancelled() => {
-                run.cancel();
-                ended.await
+        // Questions put to the client's user, dropped (aborted) with the call.
+        let mut asking = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                event = handle.next_event() => match event {
+                    Some(event) => {
+                        if let (Some(ask), EventPayload::ApprovalRequested { approval }) =
+                            (&cx.ask, &event.payload)
+                        {
+                            asking.spawn(ask_user(self.runtime.clone(), ask.clone(), approval.clone()));
+                        }
+                    }
+                    None => break,
+                },
+                () = cx.cancel.cancelled() => {
+                    run.cancel();
+                    break;
+                }
             }
         }
-        .map_err(|e| BackendError::Internal(e.to_string()))?;
+        asking.abort_all();
+        let response = handle
+            .wait()
+            .await
+            .map_err(|e| BackendError::Internal(e.to_string()))?;
         Ok(RunOutcome {
             request_id: response.request_id,
             status: response.status,
@@ -129,6 +146,38 @@ impl McpBackend {
     }
 }
 
+/// Puts a pending approval to the MCP client's user and decides it with their answer, unless
+/// someone decided first (an operator's decision wins; the client's is then refused quietly).
+/// A user who cancels, or a client that cannot ask, leaves the approval to operators.
+async fn ask_user(runtime: Runtime, ask: keel_mcp::server::Asker, approval: ApprovalRecord) {
+    let mut message = format!(
+        "Keel asks to run `{}` with {}.",
+        approval.tool, approval.arguments
+    );
+    if let Some(reason) = approval.ask_reason.as_deref().filter(|r| !r.is_empty()) {
+        message.push_str(&format!(" Why it asks: {reason}."));
+    }
+    let Some(approve) = ask.confirm(message).await else {
+        return;
+    };
+    let reason = match approve {
+        true => "approved by the MCP client's user",
+        false => "denied by the MCP client's user",
+    };
+    if let Err(error) = runtime
+        .decide_approval(
+            &approval.approval_id,
+            approve,
+            ApprovalScope::Once,
+            "mcp-client",
+            Some(reason),
+        )
+        .await
+    {
+        tracing::debug!(%error, approval = %approval.approval_id, "The MCP client's answer came too late.");
+    }
+}
+
 /// An SDK error as the MCP client should see it: what the caller can act on is a refusal
 /// with the message; a store or internal failure is the server's.
 fn refusal(error: keel::Error) -> BackendError {
@@ -147,6 +196,10 @@ fn internal(error: keel::Error) -> BackendError {
 
 #[async_trait]
 impl Backend for McpBackend {
+    async fn settle(&self) {
+        self.runtime.settle_mcp().await;
+    }
+
     fn tools(&self) -> Result<Vec<ExposedTool>, BackendError> {
         let Some(agent) = &self.agent else {
             return Ok(Vec::new());

@@ -316,3 +316,82 @@ async fn the_official_python_sdk_uses_mcp_over_http_with_an_operator_key() {
     let asked = check_scenario(&steps, &keel, ws.path());
     assert_eq!(asked["owner"], "ops", "the key's principal owns the run");
 }
+
+/// A client that can be asked (it declares `elicitation`): its user approves the first
+/// deploy and denies the second, and nobody else decides.
+const ASKING_CLIENT: &str = r#"
+import asyncio, json, sys
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+
+answers = [True, False]
+asked = []
+
+async def elicit(context, params):
+    asked.append(params.message)
+    return types.ElicitResult(action="accept", content={"approve": answers[len(asked) - 1]})
+
+async def main():
+    server = StdioServerParameters(command=sys.argv[1], args=["mcp", "-w", sys.argv[2]],
+                                   env={"KEEL_LOG": "error"})
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=elicit) as session:
+            await session.initialize()
+            for step in ("first", "second"):
+                r = await session.call_tool("deploy", {"service": step})
+                text = r.content[0].text if r.content else None
+                print(json.dumps({"step": step, "isError": r.is_error, "text": text}), flush=True)
+    print(json.dumps({"step": "asked", "messages": asked}), flush=True)
+
+asyncio.run(main())
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ask_is_put_to_the_users_of_a_client_that_declares_elicitation() {
+    let mock = MockLlm::start().await;
+    let ws = workspace(&mock, "{ defaultAgent: assistant }");
+    let keel = keel_in(&ws);
+    let output = tokio::task::block_in_place(|| {
+        Command::new(python())
+            .arg("-c")
+            .arg(ASKING_CLIENT)
+            .args([env!("CARGO_BIN_EXE_keel"), ws.path().to_str().unwrap()])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    });
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let steps: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(steps[0]["isError"], false, "{}", steps[0]);
+    assert_eq!(steps[1]["isError"], true, "{}", steps[1]);
+    assert!(
+        steps[1]["text"].as_str().unwrap().contains("denied"),
+        "{}",
+        steps[1]
+    );
+    let messages = steps[2]["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{stdout}");
+    assert!(
+        messages[0]
+            .as_str()
+            .unwrap()
+            .contains("deploys need a human"),
+        "{stdout}"
+    );
+    // Only the approved deploy ran; both decisions are recorded as the client's.
+    assert_eq!(ws.read("deployed.txt").lines().count(), 1);
+    let decided = keel.json_lines(["approvals", "list", "--status", "all", "--json"]);
+    assert_eq!(decided.len(), 2, "{decided:?}");
+    assert!(
+        decided.iter().all(|a| a["decidedBy"] == "mcp-client"),
+        "{decided:?}"
+    );
+}

@@ -28,6 +28,9 @@ pub struct CallContext {
     /// Cancelled when the client cancels the request or goes away: a run the call started
     /// should then be cancelled.
     pub cancel: CancellationToken,
+    /// Asks the client's user, when the client can be asked (it declared `elicitation`): a
+    /// run the call started that waits for an approval may put the question to them.
+    pub ask: Option<super::Asker>,
 }
 
 /// Who calls over HTTP. The server that mounts [`super::HttpService`] puts it into each
@@ -90,6 +93,10 @@ pub enum BackendError {
 /// ordinary recorded runs, governed as in any run; the server waits for each to end.
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
+    /// Waits until the tools are known (the workspace's own MCP servers have listed theirs
+    /// or failed); called before each listing. The default has nothing to wait for.
+    async fn settle(&self) {}
+
     /// The workspace tools clients may call, by their own names (`mcp__…` ones included).
     fn tools(&self) -> Result<Vec<ExposedTool>, BackendError>;
 

@@ -87,9 +87,14 @@ fn call_context(context: &RequestContext<RoleServer>) -> CallContext {
         .get::<http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<Caller>())
         .and_then(|caller| caller.owner.clone());
+    let can_ask = context
+        .peer
+        .peer_info()
+        .is_some_and(|info| info.capabilities.elicitation.is_some());
     CallContext {
         owner,
         cancel: context.ct.clone(),
+        ask: can_ask.then(|| super::Asker::new(context.peer.clone())),
     }
 }
 
@@ -109,6 +114,7 @@ impl ServerHandler for Handler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.backend.settle().await;
         let tools = self
             .backend
             .tools()

@@ -17,12 +17,14 @@
 //! ([`serve_stdio`], [`HttpService`]). rmcp's types stay inside this module.
 
 mod answer;
+mod ask;
 mod backend;
 mod catalog;
 mod control;
 mod handler;
 mod transport;
 
+pub use ask::Asker;
 pub use backend::{
     AgentRequest, Backend, BackendError, CallContext, Caller, ExposedTool, NewTask, RunOutcome,
 };
