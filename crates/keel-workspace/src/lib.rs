@@ -14,6 +14,7 @@ mod explain;
 mod interpolate;
 mod load;
 mod mcp;
+pub mod skills;
 pub mod spec;
 mod suggest;
 mod validate;

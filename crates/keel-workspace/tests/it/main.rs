@@ -12,5 +12,6 @@ mod load;
 mod mcp;
 mod overlays;
 mod positions;
+mod skills;
 mod support;
 mod yaml_value;

@@ -1,0 +1,283 @@
+//! Skills on disk (`docs/workspace.md#skills`): folders holding a `SKILL.md` — YAML front
+//! matter with `name` and `description`, then a Markdown body — plus optional `references/`,
+//! `scripts/` and `assets/`, in the format other agent tools already use.
+//!
+//! [`scan_skills`] reads only each file's front matter (at most [`MAX_FRONT_MATTER`] bytes,
+//! never the body), validates it, and reports every problem with file:line:column. The same
+//! name in two roots is an error naming both files, unless the root that comes first is
+//! declared to override the others — then the override is kept and said.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::Diagnostic;
+use crate::yaml::{Loc, Source, parse_documents};
+
+/// The most bytes of a `SKILL.md` read to find its front matter.
+pub const MAX_FRONT_MATTER: usize = 16 * 1024;
+/// The longest skill name.
+pub const MAX_SKILL_NAME: usize = 64;
+/// The longest description.
+pub const MAX_SKILL_DESCRIPTION: usize = 1024;
+
+/// A folder of skill folders, in precedence order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillRoot {
+    /// The folder (absolute, or relative to the workspace).
+    pub path: PathBuf,
+    /// Its skills win over same-named skills of the roots after it.
+    pub overrides: bool,
+}
+
+/// One skill, as its front matter describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skill {
+    pub name: String,
+    pub description: String,
+    /// The skill's folder.
+    pub dir: PathBuf,
+    /// Its `SKILL.md`, as shown to people (relative to the workspace when inside it).
+    pub file: PathBuf,
+    /// Front matter fields Keel does not read (kept, e.g. `license`, `allowed-tools`).
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// What a scan found: the valid skills by name, the problems, and the skills another root's
+/// override hid (`(winner, hidden)` files), so nothing disappears without a word.
+#[derive(Debug, Default)]
+pub struct SkillScan {
+    pub skills: BTreeMap<String, Skill>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub overridden: Vec<(PathBuf, PathBuf)>,
+}
+
+/// Scans `roots` (relative ones from `workspace`), each folder's direct sub-folders with a
+/// `SKILL.md`. A root that does not exist has no skills.
+pub fn scan_skills(workspace: &Path, roots: &[SkillRoot]) -> SkillScan {
+    let mut scan = SkillScan::default();
+    // Where each name was first found: (its file, whether that root overrides).
+    let mut seen: BTreeMap<String, (PathBuf, bool)> = BTreeMap::new();
+    for root in roots {
+        let dir = match root.path.is_absolute() {
+            true => root.path.clone(),
+            false => workspace.join(&root.path),
+        };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut folders: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.join("SKILL.md").is_file())
+            .collect();
+        folders.sort();
+        for folder in folders {
+            let shown = shown_path(workspace, &folder.join("SKILL.md"));
+            let Some(skill) = read_skill(&folder, &shown, &mut scan.diagnostics) else {
+                continue;
+            };
+            match seen.get(&skill.name) {
+                None => {
+                    seen.insert(skill.name.clone(), (shown, root.overrides));
+                    scan.skills.insert(skill.name.clone(), skill);
+                }
+                Some((first, true)) => scan.overridden.push((first.clone(), shown)),
+                Some((first, false)) => scan.diagnostics.push(Diagnostic {
+                    file: shown.clone(),
+                    line: 1,
+                    column: 1,
+                    message: format!(
+                        "skill `{}` is defined twice: {} and {}",
+                        skill.name,
+                        first.display(),
+                        shown.display()
+                    ),
+                    hint: Some(
+                        "rename one, or set `override: true` on the root whose skill should win"
+                            .into(),
+                    ),
+                }),
+            }
+        }
+    }
+    scan
+}
+
+fn shown_path(workspace: &Path, path: &Path) -> PathBuf {
+    path.strip_prefix(workspace)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The front matter's text (with its opening `---` line, so lines count as in the file), or
+/// why there is none.
+fn front_matter(file: &Path) -> Result<String, String> {
+    let mut head = Vec::with_capacity(4096);
+    std::fs::File::open(file)
+        .and_then(|f| f.take(MAX_FRONT_MATTER as u64 + 1).read_to_end(&mut head))
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    let text = match std::str::from_utf8(&head) {
+        Ok(text) => text,
+        // A cut at the cap may split a character: keep the valid part.
+        Err(e) if e.valid_up_to() > 0 => {
+            std::str::from_utf8(&head[..e.valid_up_to()]).map_err(|e| e.to_string())?
+        }
+        Err(e) => return Err(format!("it is not UTF-8: {e}")),
+    };
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = text.split_inclusive('\n');
+    let mut end = match lines.next() {
+        Some(first) if first.trim_end() == "---" => first.len(),
+        _ => return Err("it does not start with front matter (`---`)".into()),
+    };
+    for line in lines {
+        if line.trim_end() == "---" {
+            return Ok(text[..end].to_owned());
+        }
+        end += line.len();
+    }
+    Err(format!(
+        "its front matter is not closed by `---` within {MAX_FRONT_MATTER} bytes"
+    ))
+}
+
+/// Reads and checks one skill; problems go to `out`.
+fn read_skill(folder: &Path, shown: &Path, out: &mut Vec<Diagnostic>) -> Option<Skill> {
+    let source = Arc::new(Source {
+        file: shown.to_path_buf(),
+        overlay: false,
+    });
+    let start = Loc::start_of(&source);
+    let text = match front_matter(&folder.join("SKILL.md")) {
+        Ok(text) => text,
+        Err(why) => {
+            out.push(start.error(
+                format!("SKILL.md cannot be read as a skill: {why}"),
+                Some(
+                    "start the file with `---`, then `name:` and `description:`, then `---`".into(),
+                ),
+            ));
+            return None;
+        }
+    };
+    let parsed = parse_documents(&text, &source);
+    if !parsed.errors.is_empty() {
+        out.extend(parsed.errors);
+        return None;
+    }
+    let Some(node) = parsed
+        .documents
+        .into_iter()
+        .next()
+        .filter(|n| n.entries().is_some())
+    else {
+        out.push(start.error("the front matter is not a map of fields", None));
+        return None;
+    };
+    let folder_name = folder
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let before = out.len();
+    let name = match node.get("name") {
+        None => {
+            out.push(node.loc.error(
+                "missing `name`",
+                Some(format!("add `name: {folder_name}` (the folder's name)")),
+            ));
+            None
+        }
+        Some(value) => match value.as_str() {
+            None => {
+                out.push(value.loc.error("`name` must be a string", None));
+                None
+            }
+            Some(name) => {
+                if let Some(problem) = name_problem(name) {
+                    out.push(
+                        value
+                            .loc
+                            .error(format!("invalid skill name `{name}`: {problem}"), None),
+                    );
+                } else if name != folder_name {
+                    out.push(value.loc.error(
+                        format!("skill name `{name}` differs from its folder `{folder_name}`"),
+                        Some("rename the folder or the skill so they match".into()),
+                    ));
+                }
+                Some(name.to_owned())
+            }
+        },
+    };
+    let description = match node.get("description") {
+        None => {
+            out.push(node.loc.error(
+                "missing `description`",
+                Some("say in one or two sentences what the skill does and when to use it".into()),
+            ));
+            None
+        }
+        Some(value) => match value.as_str().map(str::trim) {
+            None | Some("") => {
+                out.push(
+                    value
+                        .loc
+                        .error("`description` must be non-empty text", None),
+                );
+                None
+            }
+            Some(text) if text.chars().count() > MAX_SKILL_DESCRIPTION => {
+                out.push(value.loc.error(
+                    format!(
+                        "`description` has {} characters; at most {MAX_SKILL_DESCRIPTION}",
+                        text.chars().count()
+                    ),
+                    None,
+                ));
+                None
+            }
+            Some(text) => Some(text.to_owned()),
+        },
+    };
+    if out.len() > before {
+        return None;
+    }
+    let extra = node
+        .entries()
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e.key != "name" && e.key != "description")
+        .map(|e| (e.key.clone(), e.value.to_json()))
+        .collect();
+    Some(Skill {
+        name: name?,
+        description: description?,
+        dir: folder.to_path_buf(),
+        file: shown.to_path_buf(),
+        extra,
+    })
+}
+
+/// What is wrong with a skill name, if anything: lowercase letters, digits and hyphens, at
+/// most 64 characters.
+pub fn name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("it is empty".into());
+    }
+    if name.chars().count() > MAX_SKILL_NAME {
+        return Some(format!("it has more than {MAX_SKILL_NAME} characters"));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        return Some(format!(
+            "`{c}` is not allowed (lowercase letters, digits and `-` only)"
+        ));
+    }
+    None
+}
