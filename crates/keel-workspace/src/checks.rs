@@ -12,6 +12,9 @@
 //! the wrong type are skipped here (schema validation reports them).
 
 mod mcp;
+mod skills;
+
+pub(crate) use skills::check_agent_skills;
 
 use std::collections::BTreeSet;
 

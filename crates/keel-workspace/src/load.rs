@@ -10,11 +10,12 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::checks::{check_all, check_runnable};
+use crate::checks::{check_agent_skills, check_all, check_runnable};
 use crate::documents::{Document, Documents, Kind, read_envelope};
 use crate::env::load_env;
 use crate::explain::explain_document;
 use crate::interpolate::interpolate_tree;
+use crate::skills::{SkillRoot, scan_skills};
 use crate::validate::validate_spec;
 use crate::yaml::{Loc, Node, Source, parse_documents};
 use crate::{
@@ -84,6 +85,9 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
         .map(|doc| compile(doc, &mut checked))
         .collect();
     check_all(&docs, &options.provided_tools, &mut checked);
+    let skills = scan_skills(&root, &skill_roots(&typed));
+    checked.extend(skills.diagnostics);
+    check_agent_skills(&docs, &skills.skills, &mut checked);
     if options.require_agent && read_whole {
         check_runnable(&docs, Path::new("config"), &mut checked);
     }
@@ -100,7 +104,28 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
         diagnostics.dedup();
         return Err(LoadError::Invalid(diagnostics));
     }
-    Ok(build(root, env, &docs, typed))
+    let mut workspace = build(root, env, &docs, typed);
+    workspace.skills = skills.skills;
+    workspace.skills_overridden = skills.overridden;
+    Ok(workspace)
+}
+
+/// The folders skills come from: the workspace's `resources/skills/`, then the Runtime
+/// document's `skills.roots`.
+fn skill_roots(typed: &[Option<Typed>]) -> Vec<SkillRoot> {
+    let mut roots = vec![SkillRoot {
+        path: PathBuf::from("resources/skills"),
+        overrides: false,
+    }];
+    for spec in typed.iter().flatten() {
+        if let Typed::Runtime(runtime) = spec {
+            roots.extend(runtime.skills.roots.iter().map(|r| SkillRoot {
+                path: PathBuf::from(&r.path),
+                overrides: r.overrides,
+            }));
+        }
+    }
+    roots
 }
 
 fn position(d: &Diagnostic) -> (PathBuf, usize, usize) {
@@ -360,6 +385,8 @@ fn build(
         policies,
         hooks,
         mcp_servers,
+        skills: BTreeMap::new(),
+        skills_overridden: Vec::new(),
         env,
         explain,
     }

@@ -56,11 +56,12 @@ pub struct SkillScan {
 }
 
 /// Scans `roots` (relative ones from `workspace`), each folder's direct sub-folders with a
-/// `SKILL.md`. A root that does not exist has no skills.
+/// `SKILL.md`. A root that does not exist has no skills. A name found in several roots is an
+/// error naming every file, unless exactly one of them is in a root that overrides.
 pub fn scan_skills(workspace: &Path, roots: &[SkillRoot]) -> SkillScan {
     let mut scan = SkillScan::default();
-    // Where each name was first found: (its file, whether that root overrides).
-    let mut seen: BTreeMap<String, (PathBuf, bool)> = BTreeMap::new();
+    // Every valid definition of each name: (the skill, whether its root overrides).
+    let mut found: BTreeMap<String, Vec<(Skill, bool)>> = BTreeMap::new();
     for root in roots {
         let dir = match root.path.is_absolute() {
             true => root.path.clone(),
@@ -77,32 +78,50 @@ pub fn scan_skills(workspace: &Path, roots: &[SkillRoot]) -> SkillScan {
         folders.sort();
         for folder in folders {
             let shown = shown_path(workspace, &folder.join("SKILL.md"));
-            let Some(skill) = read_skill(&folder, &shown, &mut scan.diagnostics) else {
-                continue;
-            };
-            match seen.get(&skill.name) {
-                None => {
-                    seen.insert(skill.name.clone(), (shown, root.overrides));
-                    scan.skills.insert(skill.name.clone(), skill);
-                }
-                Some((first, true)) => scan.overridden.push((first.clone(), shown)),
-                Some((first, false)) => scan.diagnostics.push(Diagnostic {
-                    file: shown.clone(),
-                    line: 1,
-                    column: 1,
-                    message: format!(
-                        "skill `{}` is defined twice: {} and {}",
-                        skill.name,
-                        first.display(),
-                        shown.display()
-                    ),
-                    hint: Some(
-                        "rename one, or set `override: true` on the root whose skill should win"
-                            .into(),
-                    ),
-                }),
+            if let Some(skill) = read_skill(&folder, &shown, &mut scan.diagnostics) {
+                found
+                    .entry(skill.name.clone())
+                    .or_default()
+                    .push((skill, root.overrides));
             }
         }
+    }
+    for (name, mut definitions) in found {
+        if definitions.len() == 1 {
+            let (skill, _) = definitions.remove(0);
+            scan.skills.insert(name, skill);
+            continue;
+        }
+        let overriding = definitions.iter().filter(|(_, o)| *o).count();
+        if overriding == 1 {
+            let at = definitions.iter().position(|(_, o)| *o).unwrap_or(0);
+            let (winner, _) = definitions.remove(at);
+            for (hidden, _) in definitions {
+                scan.overridden.push((winner.file.clone(), hidden.file));
+            }
+            scan.skills.insert(name, winner);
+            continue;
+        }
+        let files: Vec<String> = definitions
+            .iter()
+            .map(|(skill, _)| skill.file.display().to_string())
+            .collect();
+        scan.diagnostics.push(Diagnostic {
+            file: definitions[0].0.file.clone(),
+            line: 1,
+            column: 1,
+            message: format!(
+                "skill `{name}` is defined {} times: {}",
+                files.len(),
+                files.join(" and ")
+            ),
+            hint: Some(match overriding {
+                0 => {
+                    "rename one, or set `override: true` on the root whose skill should win".into()
+                }
+                _ => "more than one of these roots overrides: keep `override: true` on one".into(),
+            }),
+        });
     }
     scan
 }

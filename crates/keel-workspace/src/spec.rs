@@ -87,6 +87,28 @@ pub struct RuntimeSpec {
     pub tools: BuiltinToolSettings,
     /// What is kept out of the run log besides secrets from the environment.
     pub redaction: RedactionSpec,
+    /// Where skills come from besides `resources/skills/`.
+    pub skills: SkillsSettings,
+}
+
+/// Skill sources (`docs/workspace.md#skills`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SkillsSettings {
+    /// Folders of skill folders besides the workspace's `resources/skills/` (relative paths
+    /// from the workspace), e.g. a team's shared skills.
+    pub roots: Vec<SkillRootSpec>,
+}
+
+/// A folder of skill folders.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillRootSpec {
+    pub path: String,
+    /// Its skills replace same-named skills of the other roots (otherwise the same name in
+    /// two roots is an error).
+    #[serde(default, rename = "override")]
+    pub overrides: bool,
 }
 
 /// Redaction settings (`docs/workspace.md#runtime`).
@@ -729,6 +751,13 @@ pub struct AgentSpec {
     /// select MCP tools only.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Skills the agent may use, by name or glob (`ops-*`): offered in its prompt, injected
+    /// when mentioned as `$name`.
+    #[serde(default)]
+    pub skills: Vec<String>,
+    /// Skills whose instructions are always in the agent's prompt (each also in `skills`).
+    #[serde(default)]
+    pub always_on_skills: Vec<String>,
     #[serde(default)]
     pub limits: AgentLimits,
     #[serde(default)]

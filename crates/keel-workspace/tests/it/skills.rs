@@ -133,31 +133,90 @@ fn the_same_name_in_two_roots_is_an_error_naming_both_files_unless_one_overrides
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(
         got[0].contains(
-            "skill `release-notes` is defined twice: resources/skills/release-notes/SKILL.md and shared/skills/release-notes/SKILL.md"
+            "skill `release-notes` is defined 2 times: resources/skills/release-notes/SKILL.md and shared/skills/release-notes/SKILL.md"
         ),
         "{}",
         got[0]
     );
     assert!(got[0].contains("override: true"), "{}", got[0]);
 
+    // The overriding root wins wherever it stands in the list, and the hidden file is said.
     let roots = [
+        root("resources/skills"),
         SkillRoot {
-            path: PathBuf::from("resources/skills"),
+            path: PathBuf::from("shared/skills"),
             overrides: true,
         },
-        root("shared/skills"),
     ];
     let scan = scan_skills(ws.path(), &roots);
     assert!(scan.diagnostics.is_empty(), "{:?}", rendered(&scan));
     assert_eq!(
         scan.skills["release-notes"].file,
-        Path::new("resources/skills/release-notes/SKILL.md")
+        Path::new("shared/skills/release-notes/SKILL.md")
     );
     assert_eq!(
         scan.overridden,
         [(
-            PathBuf::from("resources/skills/release-notes/SKILL.md"),
-            PathBuf::from("shared/skills/release-notes/SKILL.md")
+            PathBuf::from("shared/skills/release-notes/SKILL.md"),
+            PathBuf::from("resources/skills/release-notes/SKILL.md")
         )]
     );
+}
+
+mod loaded {
+    use keel_test_support::WorkspaceBuilder;
+
+    use super::write_release_notes;
+    use crate::support::{Load, env, located};
+
+    fn builder() -> WorkspaceBuilder {
+        WorkspaceBuilder::new()
+            .scripted_model("m", &serde_json::json!({"conversations": []}))
+            .runtime("{ skills: { roots: [{ path: shared/skills, override: true }] } }")
+    }
+
+    #[test]
+    fn a_workspace_loads_its_skills_and_the_agents_that_list_them() {
+        let ws = builder()
+            .agent(
+                "a",
+                "{ model: m, skills: [\"release-*\"], alwaysOnSkills: [release-notes] }",
+            )
+            .build();
+        write_release_notes(&ws, "resources/skills");
+        write_release_notes(&ws, "shared/skills");
+        let loaded = ws.load_ok(&env(&[]));
+        assert_eq!(
+            loaded.skills["release-notes"].file,
+            std::path::Path::new("shared/skills/release-notes/SKILL.md")
+        );
+        assert_eq!(loaded.skills_overridden.len(), 1);
+        assert_eq!(loaded.agents["a"].always_on_skills, ["release-notes"]);
+    }
+
+    #[test]
+    fn an_agent_naming_an_unknown_or_unlisted_skill_is_located() {
+        let ws = builder()
+            .agent(
+                "a",
+                "{ model: m, skills: [release-note, \"ops-*\"], alwaysOnSkills: [release-notes] }",
+            )
+            .build();
+        write_release_notes(&ws, "resources/skills");
+        ws.write(
+            "resources/skills/broken/SKILL.md",
+            "---\nname: broken\n---\n",
+        );
+        let got = located(&ws.diagnostics(&env(&[])));
+        assert_eq!(
+            got,
+            [
+                "config/keel.yaml:14:28: unknown skill `release-note`",
+                "config/keel.yaml:14:42: `ops-*` matches no skill of this workspace",
+                "config/keel.yaml:14:69: always-on skill `release-notes` is not in the agent's `skills`",
+                "resources/skills/broken/SKILL.md:2:1: missing `description`",
+            ],
+            "{got:#?}"
+        );
+    }
 }
