@@ -80,6 +80,10 @@ pub fn python_venv(name: &str, requirements: &[&str]) -> PathBuf {
     venv.join("bin/python")
 }
 
+/// The official Python MCP SDK the tests and the MCP benchmark use, pinned (its client API
+/// changed at 2.0).
+pub const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
+
 /// The MCP servers of the npm registry the tests use, pinned.
 pub const MCP_EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 /// See [`MCP_EVERYTHING`].

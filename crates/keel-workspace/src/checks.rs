@@ -177,18 +177,24 @@ impl<'a> Checker<'a> {
             _ => return,
         };
         let name = self.doc.name.clone();
+        self.fields_without_effect(fields, |field| {
+            (
+                format!("`{field}` has no effect on {provider} model `{name}`"),
+                format!("remove it; `{field}` applies to `{owner}` models only"),
+            )
+        });
+    }
+
+    /// Each of `fields` that is set (not null) would be ignored: an error at its key, with the
+    /// message and hint `say` gives for the field.
+    fn fields_without_effect(&mut self, fields: &[&str], say: impl Fn(&str) -> (String, String)) {
         let spec: &'a Node = self.spec;
         for field in fields {
             let Some(entry) = spec.entry(field).filter(|e| !e.value.is_null()) else {
                 continue;
             };
-            self.push(
-                &entry.key_loc,
-                format!("`{field}` has no effect on {provider} model `{name}`"),
-                Some(format!(
-                    "remove it; `{field}` applies to `{owner}` models only"
-                )),
-            );
+            let (message, hint) = say(field);
+            self.push(&entry.key_loc, message, Some(hint));
         }
     }
 

@@ -45,13 +45,11 @@ use std::time::{Duration, Instant};
 use keel::policy::{PolicyEngine, PolicyQuery};
 use keel::types::PolicyDecision;
 use keel::{McpHub, RequestId, RunStatus, Runtime, Tool, ToolCall, ToolContext, Workspace};
-use keel_test_support::test_clients::python_venv;
+use keel_test_support::test_clients::{MCP_PYTHON_SDK, python_venv};
 use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 use keel_tools::gateway::Gateway;
 use serde_json::{Value, json};
 
-/// The official MCP Python SDK, for the server and the baseline client.
-const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
 const TOOL: &str = "mcp__bench__echo";
 const TEXT: &str = "hello from the benchmark";
 
@@ -364,7 +362,7 @@ fn main() {
     let calls = env_number("KEEL_BENCH_CALLS", 1000).max(1);
     let rounds = env_number("KEEL_BENCH_ROUNDS", 5).max(1);
     let warmup = (calls / 10).clamp(20, 200);
-    let python = python_venv("mcp-python", &[MCP_PYTHON_SDK]);
+    let python = python_venv("mcp", &[MCP_PYTHON_SDK]);
     let server = scripts_dir().join("echo_server.py");
     let ws = workspace(&python, &server);
     let rt = tokio::runtime::Builder::new_multi_thread()

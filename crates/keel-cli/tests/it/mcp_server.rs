@@ -14,21 +14,11 @@ use keel_test_support::{Cli, MockLlm, MockResponse, TempWorkspace, WorkspaceBuil
 use serde_json::Value;
 
 use crate::common::keel_in;
-use crate::openai_clients::venv_with;
-
-/// The SDK releases the suite runs (its client API changed at 2.0).
-const MCP_SDK: &str = "mcp>=2.3,<3";
+use keel_test_support::test_clients::{MCP_PYTHON_SDK, python_venv};
 
 /// A Python with the official MCP SDK.
 fn python() -> PathBuf {
-    let venv = venv_with("mcp", MCP_SDK, |venv| {
-        Command::new(venv.join("bin/python"))
-            .args(["-c", "import mcp.client.streamable_http, httpx2"])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    venv.join("bin/python")
+    python_venv("mcp", &[MCP_PYTHON_SDK])
 }
 
 /// What the client does, one JSON line per step on stdout. `stdio KEEL WORKSPACE` launches

@@ -6,81 +6,24 @@
 //! (a Python venv with `openai`, and `openai` from npm), so `cargo nextest run` works on a
 //! fresh machine with `python3` and `node`/`npm`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
+use keel_test_support::test_clients::{npm_packages, python_venv};
 use keel_test_support::{
     MockLlm, MockResponse, MockToolCall, Serving, TempWorkspace, WorkspaceBuilder,
 };
 
 use crate::common::keel_in;
 
-/// `target/test-clients` of this workspace.
-fn clients_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-clients");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn must(status: std::io::Result<std::process::ExitStatus>, what: &str) {
-    let status = status.unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(status.success(), "{what} failed: {status}");
-}
-
-/// A venv under target/test-clients named `name`, with `requirement` pip-installed unless
-/// `ready` (given the venv) says it already is. Tests run in parallel processes: one installs
-/// while the others wait on the venv's lock file, then find it ready.
-pub(crate) fn venv_with(name: &str, requirement: &str, ready: impl Fn(&Path) -> bool) -> PathBuf {
-    let venv = clients_dir().join(name);
-    if ready(&venv) {
-        return venv;
-    }
-    let lock = std::fs::File::create(clients_dir().join(format!("{name}.lock"))).unwrap();
-    lock.lock().unwrap();
-    if !ready(&venv) {
-        must(
-            Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&venv)
-                .status(),
-            "python3 -m venv",
-        );
-        must(
-            Command::new(venv.join("bin/pip"))
-                .args(["install", "-q", requirement])
-                .status(),
-            &format!("pip install {requirement}"),
-        );
-    }
-    venv
-}
-
 /// A Python with the official `openai` package.
 fn python() -> PathBuf {
-    let venv = venv_with("python", "openai>=1,<4", |venv| {
-        Command::new(venv.join("bin/python"))
-            .args(["-c", "import openai"])
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    venv.join("bin/python")
+    python_venv("python", &["openai>=1,<4"])
 }
 
 /// A folder whose `node_modules` holds the official `openai` package.
 fn node_prefix() -> PathBuf {
-    let prefix = clients_dir().join("node");
-    if !prefix.join("node_modules/openai/package.json").exists() {
-        std::fs::create_dir_all(&prefix).unwrap();
-        must(
-            Command::new("npm")
-                .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-                .arg(&prefix)
-                .arg("openai@4")
-                .status(),
-            "npm install openai",
-        );
-    }
-    prefix
+    npm_packages("node", &["openai@4"])
 }
 
 /// The server and its workspace (dropped after the server stops).

@@ -16,7 +16,7 @@ use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 use serde_json::json;
 
 use crate::common::keel_in;
-use crate::openai_clients::venv_with;
+use keel_test_support::test_clients::python_venv;
 
 /// The schemathesis release the suite runs (its CLI changed between major versions).
 const SCHEMATHESIS: &str = "4.32.5";
@@ -28,13 +28,7 @@ const EXAMPLES: &str = "20";
 /// The `schemathesis` command of a venv holding [`SCHEMATHESIS`].
 fn schemathesis() -> PathBuf {
     let requirement = format!("schemathesis=={SCHEMATHESIS}");
-    let venv = venv_with("schemathesis", &requirement, |venv| {
-        Command::new(venv.join("bin/schemathesis"))
-            .arg("--version")
-            .output()
-            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains(SCHEMATHESIS))
-    });
-    venv.join("bin/schemathesis")
+    python_venv("schemathesis", &[&requirement]).with_file_name("schemathesis")
 }
 
 /// A workspace on a scripted model whose runtime is `runtime`.

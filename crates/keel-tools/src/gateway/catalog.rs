@@ -163,6 +163,9 @@ pub(super) fn listed(inventory: &[String], name: &str) -> bool {
 /// The inventory with its globs resolved against `snapshot`: names in list order, each glob
 /// replaced by the registered tools it matches (sorted); no name twice.
 pub(super) fn expand(inventory: &[String], snapshot: &Snapshot) -> Vec<String> {
+    if !inventory.iter().any(|entry| is_glob(entry)) {
+        return inventory.to_vec();
+    }
     let mut out: Vec<String> = Vec::with_capacity(inventory.len());
     for entry in inventory {
         if !is_glob(entry) {

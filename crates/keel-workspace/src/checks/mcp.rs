@@ -110,17 +110,12 @@ impl<'a> Checker<'a> {
     /// Each field of `fields` (read only by the `other` transport) is an error when set.
     fn fields_of_other_transport(&mut self, fields: &[&str], this: &str, other: &str) {
         let server = self.doc.name.clone();
-        let spec: &'a Node = self.spec;
-        for field in fields {
-            let Some(entry) = spec.entry(field).filter(|e| !e.value.is_null()) else {
-                continue;
-            };
-            self.push(
-                &entry.key_loc,
+        self.fields_without_effect(fields, |field| {
+            (
                 format!("`{field}` has no effect on {this} McpServer `{server}`"),
-                Some(format!("`{field}` is for `transport: {other}`; remove it")),
-            );
-        }
+                format!("`{field}` is for `transport: {other}`; remove it"),
+            )
+        });
     }
 
     /// `cwd` is a folder relative to the workspace root and inside it.
