@@ -360,3 +360,41 @@ async fn keep_stderr(pipe: tokio::process::ChildStderr, tail: Arc<Mutex<VecDeque
         tail.push_back(line);
     }
 }
+
+/// A result as JSON (the SDK's types are read through JSON: Keel keeps only what it uses).
+pub(crate) fn json_of<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, String> {
+    serde_json::to_value(value).map_err(|e| e.to_string())
+}
+
+/// Every page of a paginated list (`tools/list`, `prompts/list`, `resources/list`): `page`
+/// asks for one page as JSON; the items of its `field` are read as `T` (an unreadable one is
+/// left out with a warning), following `nextCursor` for at most 1,000 pages.
+pub(crate) async fn list_pages<T, F, Fut>(field: &str, mut page: F) -> Result<Vec<T>, String>
+where
+    T: serde::de::DeserializeOwned,
+    F: FnMut(rmcp::model::PaginatedRequestParams) -> Fut,
+    Fut: std::future::Future<Output = Result<serde_json::Value, String>>,
+{
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1000 {
+        let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor.take());
+        let mut value = page(params).await?;
+        if let serde_json::Value::Array(listed) = value[field].take() {
+            for item in listed {
+                let name = item["name"].as_str().unwrap_or_default().to_owned();
+                match serde_json::from_value::<T>(item) {
+                    Ok(item) => items.push(item),
+                    Err(error) => {
+                        tracing::warn!(field, %name, %error, "An unreadable MCP list item left out.")
+                    }
+                }
+            }
+        }
+        match value["nextCursor"].as_str() {
+            Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
+            _ => return Ok(items),
+        }
+    }
+    Err(format!("the {field} list has more than 1000 pages"))
+}

@@ -8,10 +8,11 @@ use async_trait::async_trait;
 use base64::Engine;
 use keel_types::{Attachment, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use keel_workspace::{McpServerSpec, READ_MCP_RESOURCE_TOOL};
-use rmcp::model::{PaginatedRequestParams, ReadResourceRequestParams};
+use rmcp::model::ReadResourceRequestParams;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::connect::{json_of, list_pages};
 use super::server::{Live, Server};
 
 /// A prompt a server offers.
@@ -50,34 +51,6 @@ pub struct ResourceInfo {
     pub description: Option<String>,
 }
 
-/// Every page of a list request, as JSON items of `field`.
-async fn list_all<T, F, Fut>(field: &str, mut page: F) -> Result<Vec<T>, String>
-where
-    T: serde::de::DeserializeOwned,
-    F: FnMut(PaginatedRequestParams) -> Fut,
-    Fut: std::future::Future<Output = Result<Value, String>>,
-{
-    let mut items = Vec::new();
-    let mut cursor: Option<String> = None;
-    for _ in 0..1000 {
-        let value = page(PaginatedRequestParams::default().with_cursor(cursor.take())).await?;
-        for item in value[field].as_array().into_iter().flatten() {
-            if let Ok(item) = serde_json::from_value::<T>(item.clone()) {
-                items.push(item);
-            }
-        }
-        match value["nextCursor"].as_str() {
-            Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
-            _ => return Ok(items),
-        }
-    }
-    Err(format!("{field} list has more than 1000 pages"))
-}
-
-fn json_of<T: Serialize>(value: &T) -> Result<Value, String> {
-    serde_json::to_value(value).map_err(|e| e.to_string())
-}
-
 impl Server {
     async fn ready(self: &Arc<Self>) -> Result<Live, String> {
         self.live(self.startup_timeout()).await
@@ -86,7 +59,7 @@ impl Server {
     /// The server's prompts (every page).
     pub(crate) async fn prompts(self: &Arc<Self>) -> Result<Vec<PromptInfo>, String> {
         let live = self.ready().await?;
-        list_all("prompts", |params| {
+        list_pages("prompts", |params| {
             let peer = live.peer.clone();
             async move {
                 let page = peer
@@ -102,7 +75,7 @@ impl Server {
     /// The server's resources (every page).
     pub(crate) async fn resources(self: &Arc<Self>) -> Result<Vec<ResourceInfo>, String> {
         let live = self.ready().await?;
-        list_all("resources", |params| {
+        list_pages("resources", |params| {
             let peer = live.peer.clone();
             async move {
                 let page = peer

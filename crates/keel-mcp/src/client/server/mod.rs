@@ -12,7 +12,6 @@ use keel_tools::gateway::{Catalog, SourceEvent, ToolSource};
 use keel_types::{Tool, now_rfc3339};
 use keel_workspace::{McpServerSpec, mcp_filter_allows};
 use rmcp::RoleClient;
-use rmcp::model::PaginatedRequestParams;
 use rmcp::service::Peer;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -384,32 +383,17 @@ impl Server {
 
 /// Every page of `tools/list`.
 async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<RemoteTool>, String> {
-    let mut tools = Vec::new();
-    let mut cursor = None;
-    loop {
-        let params = PaginatedRequestParams::default().with_cursor(cursor);
-        let page = peer
-            .list_tools(Some(params))
-            .await
-            .map_err(|e| format!("tools/list failed: {e}"))?;
-        for tool in page.tools {
-            let value = serde_json::to_value(&tool).map_err(|e| e.to_string())?;
-            match serde_json::from_value::<RemoteTool>(value) {
-                Ok(remote) => tools.push(remote),
-                Err(error) => {
-                    warn!(tool = %tool.name, %error, "MCP tool with an unreadable description left out.")
-                }
-            }
+    connect::list_pages("tools", |params| {
+        let peer = peer.clone();
+        async move {
+            let page = peer
+                .list_tools(Some(params))
+                .await
+                .map_err(|e| format!("tools/list failed: {e}"))?;
+            connect::json_of(&page)
         }
-        match page.next_cursor {
-            Some(next) if !next.is_empty() => cursor = Some(next),
-            _ => break,
-        }
-        if tools.len() > 10_000 {
-            return Err("tools/list returned more than 10000 tools".into());
-        }
-    }
-    Ok(tools)
+    })
+    .await
 }
 
 #[async_trait]
