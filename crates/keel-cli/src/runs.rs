@@ -454,6 +454,31 @@ fn summary(event: &Event) -> String {
             Some(detail) => format!("{server} {lifecycle} at {at}: {detail}"),
             None => format!("{server} {lifecycle} at {at}"),
         },
+        EventPayload::SkillOffered {
+            offered, omitted, ..
+        } => match omitted.is_empty() {
+            true => format!("offered {}", offered.join(", ")),
+            false => format!(
+                "offered {}; left out (over budget) {}",
+                offered.join(", "),
+                omitted.join(", ")
+            ),
+        },
+        EventPayload::SkillInjected {
+            skill,
+            reason,
+            chars,
+            truncated,
+        } => format!(
+            "{skill} ({}) {chars} chars{}",
+            reason.as_str(),
+            if *truncated { ", truncated" } else { "" }
+        ),
+        EventPayload::SkillCandidateCreated {
+            candidate_id,
+            skill,
+            ..
+        } => format!("{skill} proposed as {candidate_id}"),
         EventPayload::ApprovalRequested { approval } => {
             format!(
                 "{} {} {}",

@@ -157,7 +157,10 @@ impl Redactor {
             | EventPayload::ModelStarted { .. }
             | EventPayload::RequestResumed { .. }
             | EventPayload::RequestForked { .. }
-            | EventPayload::ArtifactCreated { .. } => {}
+            | EventPayload::ArtifactCreated { .. }
+            | EventPayload::SkillOffered { .. }
+            | EventPayload::SkillInjected { .. }
+            | EventPayload::SkillCandidateCreated { .. } => {}
             EventPayload::ApprovalResolved { reason, .. }
             | EventPayload::PolicyDecided { reason, .. } => {
                 if let Some(reason) = reason {

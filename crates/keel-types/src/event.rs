@@ -124,6 +124,29 @@ pub struct PromptSection {
     pub sha256: String,
 }
 
+/// Why a skill's instructions entered a run's conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkillReason {
+    /// The agent lists it in `alwaysOnSkills`.
+    AlwaysOn,
+    /// The input mentions it as `$name`.
+    Mention,
+    /// The model loaded it with `load_skill`.
+    Tool,
+}
+
+impl SkillReason {
+    /// The name used on the wire and in prompts: `always_on`, `mention`, `tool`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AlwaysOn => "always_on",
+            Self::Mention => "mention",
+            Self::Tool => "tool",
+        }
+    }
+}
+
 /// The `adapter` of the agent signals Keel's own agent loop emits.
 pub const NATIVE_ADAPTER: &str = "native";
 
@@ -410,6 +433,34 @@ pub enum EventPayload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,
     },
+    /// The skill catalogue in the agent's prompt: the skills `offered` (name and description)
+    /// and those `omitted` because the catalogue's character budget ran out; `chars` is the
+    /// catalogue's size.
+    #[serde(rename = "runtime.skill.offered", rename_all = "camelCase")]
+    SkillOffered {
+        offered: Vec<String>,
+        #[serde(default)]
+        omitted: Vec<String>,
+        chars: u64,
+    },
+    /// A skill's instructions entered the conversation: `reason` says why; `chars` is what
+    /// entered, `truncated` whether the body was cut at its budget.
+    #[serde(rename = "runtime.skill.injected", rename_all = "camelCase")]
+    SkillInjected {
+        skill: String,
+        reason: SkillReason,
+        chars: u64,
+        #[serde(default)]
+        truncated: bool,
+    },
+    /// An agent proposed a new skill (`propose_skill`); it waits for a human's approval.
+    #[serde(rename = "runtime.skill.candidate.created", rename_all = "camelCase")]
+    SkillCandidateCreated {
+        candidate_id: String,
+        skill: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
     /// A derived, human-readable view of progress; never stored.
     #[serde(rename = "runtime.progress.narration", rename_all = "camelCase")]
     Narration {
@@ -464,6 +515,9 @@ impl EventPayload {
             Self::HookFailed { .. } => "runtime.hook.failed",
             Self::DirectCompleted { .. } => "runtime.tool.direct.completed",
             Self::McpLifecycle { .. } => "runtime.mcp.lifecycle",
+            Self::SkillOffered { .. } => "runtime.skill.offered",
+            Self::SkillInjected { .. } => "runtime.skill.injected",
+            Self::SkillCandidateCreated { .. } => "runtime.skill.candidate.created",
             Self::Narration { .. } => "runtime.progress.narration",
         }
     }

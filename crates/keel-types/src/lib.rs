@@ -24,7 +24,7 @@ pub use approval::{ApprovalRecord, ApprovalScope, ApprovalStatus};
 pub use error::error_chain;
 pub use event::{
     AdapterEvent, Event, EventPayload, GuardDecision, Issue, NATIVE_ADAPTER, PromptSection, Repair,
-    RepairKind,
+    RepairKind, SkillReason,
 };
 pub use governance::{HookEvent, PermissionMode, PolicyDecision};
 pub use ids::{EventId, InvalidSessionId, RequestId, SessionId, new_id};

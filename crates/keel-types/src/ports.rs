@@ -198,6 +198,9 @@ pub struct ToolOutput {
     /// Binary parts of the result (an MCP tool's images or audio): the runtime stores each as
     /// an artifact and tells the model its URI.
     pub attachments: Vec<Attachment>,
+    /// Events the run records for the call once its output is settled, e.g. the
+    /// `runtime.skill.injected` of a skill `load_skill` read.
+    pub events: Vec<crate::EventPayload>,
 }
 
 /// A binary part of a tool's result.
@@ -215,6 +218,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             attachments: Vec::new(),
+            events: Vec::new(),
         }
     }
 

@@ -13,7 +13,7 @@ use keel_types::{
     AdapterEvent, ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, ErrorCode,
     ErrorInfo, Event, EventId, EventPayload, FinishReason, GuardDecision, Issue, Message,
     ModelStopReason, PermissionMode, PolicyDecision, PromptSection, Repair, RepairKind, RequestId,
-    SessionId, ToolCall, Usage,
+    SessionId, SkillReason, ToolCall, Usage,
 };
 use serde_json::{Value, json};
 
@@ -54,11 +54,14 @@ fn slot(payload: &EventPayload) -> usize {
         EventPayload::Adapter {
             event: AdapterEvent::ToolProgress { .. },
         } => 25,
-        EventPayload::Narration { .. } => 26,
+        EventPayload::SkillOffered { .. } => 26,
+        EventPayload::SkillInjected { .. } => 27,
+        EventPayload::SkillCandidateCreated { .. } => 28,
+        EventPayload::Narration { .. } => 29,
     }
 }
 
-const SLOTS: usize = 27;
+const SLOTS: usize = 30;
 
 fn usage() -> Usage {
     Usage {
@@ -285,6 +288,22 @@ fn examples() -> Vec<EventPayload> {
                 total: Some(10.0),
                 message: Some("indexing".into()),
             },
+        },
+        EventPayload::SkillOffered {
+            offered: vec!["release-notes".into(), "deploy".into()],
+            omitted: vec!["zz-archive".into()],
+            chars: 212,
+        },
+        EventPayload::SkillInjected {
+            skill: "release-notes".into(),
+            reason: SkillReason::Mention,
+            chars: 1840,
+            truncated: false,
+        },
+        EventPayload::SkillCandidateCreated {
+            candidate_id: "cand_1".into(),
+            skill: "triage-flaky-tests".into(),
+            call_id: Some(call()),
         },
         EventPayload::Narration {
             text: "Running read_file {\"path\":\"notes.txt\"}…".into(),

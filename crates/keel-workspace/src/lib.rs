@@ -134,10 +134,9 @@ pub struct Workspace {
     pub hooks: Vec<(String, HookSpec)>,
     /// `McpServer` documents by name.
     pub mcp_servers: BTreeMap<String, McpServerSpec>,
-    /// Skills found in `resources/skills/` and the Runtime's `skills.roots`, by name.
-    pub skills: BTreeMap<String, skills::Skill>,
-    /// Skills an overriding root replaced: `(winner, hidden)` files.
-    pub skills_overridden: Vec<(PathBuf, PathBuf)>,
+    /// Skills found in `resources/skills/` and the Runtime's `skills.roots`: the load's scan,
+    /// scanned again when their files change ([`skills::SkillLibrary::refresh`]).
+    pub skills: std::sync::Arc<skills::SkillLibrary>,
     /// The environment used for interpolation: `.env` overlaid by the process environment.
     pub env: BTreeMap<String, String>,
     explain: Vec<ExplainEntry>,

@@ -15,7 +15,7 @@ use crate::documents::{Document, Documents, Kind, read_envelope};
 use crate::env::load_env;
 use crate::explain::explain_document;
 use crate::interpolate::interpolate_tree;
-use crate::skills::{SkillRoot, scan_skills};
+use crate::skills::{SkillLibrary, SkillRoot, scan_skills};
 use crate::validate::validate_spec;
 use crate::yaml::{Loc, Node, Source, parse_documents};
 use crate::{
@@ -85,8 +85,9 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
         .map(|doc| compile(doc, &mut checked))
         .collect();
     check_all(&docs, &options.provided_tools, &mut checked);
-    let skills = scan_skills(&root, &skill_roots(&typed));
-    checked.extend(skills.diagnostics);
+    let roots = skill_roots(&typed);
+    let mut skills = scan_skills(&root, &roots);
+    checked.extend(std::mem::take(&mut skills.diagnostics));
     check_agent_skills(&docs, &skills.skills, &mut checked);
     if options.require_agent && read_whole {
         check_runnable(&docs, Path::new("config"), &mut checked);
@@ -105,8 +106,7 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
         return Err(LoadError::Invalid(diagnostics));
     }
     let mut workspace = build(root, env, &docs, typed);
-    workspace.skills = skills.skills;
-    workspace.skills_overridden = skills.overridden;
+    workspace.skills = Arc::new(SkillLibrary::new(&workspace.root, roots, skills));
     Ok(workspace)
 }
 
@@ -376,6 +376,7 @@ fn build(
     for (kind, name, spec, value) in &explained {
         explain_document(*kind, name, *spec, value, &mut explain);
     }
+    let skills = Arc::new(SkillLibrary::empty(&root));
     Workspace {
         root,
         runtime,
@@ -385,8 +386,7 @@ fn build(
         policies,
         hooks,
         mcp_servers,
-        skills: BTreeMap::new(),
-        skills_overridden: Vec::new(),
+        skills,
         env,
         explain,
     }

@@ -17,6 +17,15 @@ use serde_json::Value;
 use crate::Diagnostic;
 use crate::yaml::{Loc, Source, parse_documents};
 
+mod files;
+mod library;
+
+pub use files::{
+    MAX_SKILL_FILE, Mention, SkillFileError, mentions, read_skill_file, resolve_in_skill, skill_body,
+    skill_script,
+};
+pub use library::{SkillLibrary, SkillSet};
+
 /// The most bytes of a `SKILL.md` read to find its front matter.
 pub const MAX_FRONT_MATTER: usize = 16 * 1024;
 /// The longest skill name.

@@ -143,6 +143,7 @@ impl Server {
         Ok(ToolOutput {
             content: texts.join("\n"),
             attachments,
+            events: Vec::new(),
         })
     }
 }

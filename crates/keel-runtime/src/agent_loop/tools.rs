@@ -400,7 +400,11 @@ impl AgentRun {
         let ToolOutput {
             mut content,
             attachments,
+            events,
         } = output;
+        for event in events {
+            self.emitter.emit(event)?;
+        }
         for attachment in attachments {
             let artifact = self
                 .services

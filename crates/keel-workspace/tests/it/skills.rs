@@ -186,11 +186,12 @@ mod loaded {
         write_release_notes(&ws, "resources/skills");
         write_release_notes(&ws, "shared/skills");
         let loaded = ws.load_ok(&env(&[]));
+        let skills = loaded.skills.current();
         assert_eq!(
-            loaded.skills["release-notes"].file,
+            skills.skills["release-notes"].file,
             std::path::Path::new("shared/skills/release-notes/SKILL.md")
         );
-        assert_eq!(loaded.skills_overridden.len(), 1);
+        assert_eq!(skills.overridden.len(), 1);
         assert_eq!(loaded.agents["a"].always_on_skills, ["release-notes"]);
     }
 

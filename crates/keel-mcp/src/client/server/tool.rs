@@ -345,6 +345,7 @@ pub(crate) fn render(result: &Value) -> Result<ToolOutput, ToolError> {
     Ok(ToolOutput {
         content,
         attachments,
+        events: Vec::new(),
     })
 }
 
