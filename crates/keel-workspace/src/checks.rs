@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::documents::{Document, Documents, Kind};
 use crate::mcp::{MCP_TOOL_PREFIX, READ_MCP_RESOURCE_TOOL, has_glob_chars, split_mcp_tool};
+use crate::skills::{PROPOSE_SKILL_TOOL, SKILL_TOOLS};
 use crate::suggest::{closest, list};
 use crate::validate::{Reporter, segments};
 use crate::yaml::{Loc, Node, NodeValue, Seg};
@@ -228,6 +229,8 @@ impl<'a> Checker<'a> {
             format!("tool `{name}` starts with `{MCP_TOOL_PREFIX}`, which names MCP servers' tools")
         } else if name == READ_MCP_RESOURCE_TOOL {
             format!("tool `{name}` has the name of the tool that reads MCP resources")
+        } else if SKILL_TOOLS.contains(&name.as_str()) || name == PROPOSE_SKILL_TOOL {
+            format!("tool `{name}` has the name of one of Keel's skill tools")
         } else {
             return;
         };
@@ -424,7 +427,9 @@ impl<'a> Checker<'a> {
             {
                 continue;
             }
-            if *tool == READ_MCP_RESOURCE_TOOL {
+            if SKILL_TOOLS.contains(tool) || *tool == PROPOSE_SKILL_TOOL {
+                self.skill_tool_entry(&agent, tool, node);
+            } else if *tool == READ_MCP_RESOURCE_TOOL {
                 self.read_mcp_resource_entry(&agent, node, &prefixes);
             } else if tool.starts_with(MCP_TOOL_PREFIX) {
                 self.mcp_tool_entry(&agent, tool, node, &prefixes);
@@ -435,6 +440,19 @@ impl<'a> Checker<'a> {
             }
         }
         self.required_tools(&agent, &tools, &prefixes);
+    }
+
+    /// A skill tool in an agent's `tools`: the skill tools need skills to use.
+    fn skill_tool_entry(&mut self, agent: &str, tool: &str, node: &Node) {
+        let has_skills = !strings(self.spec.get("skills")).is_empty();
+        if tool != PROPOSE_SKILL_TOOL && !has_skills {
+            let loc = node.loc.clone();
+            self.push(
+                &loc,
+                format!("agent `{agent}` lists `{tool}` but no `skills`"),
+                Some("list the skills it may use in `skills` (it then has this tool anyway)".into()),
+            );
+        }
     }
 
     /// An agent's tool that is neither built in, declared, provided nor an MCP name.

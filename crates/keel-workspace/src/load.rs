@@ -15,7 +15,7 @@ use crate::documents::{Document, Documents, Kind, read_envelope};
 use crate::env::load_env;
 use crate::explain::explain_document;
 use crate::interpolate::interpolate_tree;
-use crate::skills::{SkillLibrary, SkillRoot, scan_skills};
+use crate::skills::{SKILL_TOOLS, SkillLibrary, SkillRoot, scan_skills};
 use crate::validate::validate_spec;
 use crate::yaml::{Loc, Node, Source, parse_documents};
 use crate::{
@@ -357,7 +357,17 @@ fn build(
             Typed::Runtime(spec) => runtime = Some(*spec),
             Typed::Model(spec) => drop(models.insert(name, spec)),
             Typed::Tool(spec) => drop(tools.insert(name, spec)),
-            Typed::Agent(spec) => drop(agents.insert(name, spec)),
+            Typed::Agent(mut spec) => {
+                // An agent with skills has the tools that use them.
+                if !spec.skills.is_empty() {
+                    for tool in SKILL_TOOLS {
+                        if !spec.tools.iter().any(|t| t == tool) {
+                            spec.tools.push(tool.to_owned());
+                        }
+                    }
+                }
+                drop(agents.insert(name, spec))
+            }
             Typed::Policy(spec) => drop(policies.insert(name, spec)),
             // Documents keep the order they were first seen in, so hooks run in declaration
             // order and an overlay changes a hook in place.

@@ -26,6 +26,12 @@ pub use files::{
 };
 pub use library::{SkillLibrary, SkillSet};
 
+/// The tools an agent with skills is given: load a skill's instructions, read its files, run
+/// its scripts (which asks a person by default: it is not read-only).
+pub const SKILL_TOOLS: [&str; 3] = ["load_skill", "read_skill_resource", "run_skill_script"];
+/// The tool with which an agent proposes a new skill; only agents that list it have it.
+pub const PROPOSE_SKILL_TOOL: &str = "propose_skill";
+
 /// The most bytes of a `SKILL.md` read to find its front matter.
 pub const MAX_FRONT_MATTER: usize = 16 * 1024;
 /// The longest skill name.
