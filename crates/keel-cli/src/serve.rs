@@ -45,6 +45,7 @@ pub async fn serve(root: &Path, listen: Option<String>) -> Result<(), CliError> 
     // MCP servers start now, so health and the inventory show them from the start; the
     // server answers meanwhile (runs wait only for the servers their agents use).
     runtime.start_mcp();
+    runtime.watch_skills();
     out::line(&format!("listening on http://{bound}"));
     let grace = runtime.workspace().runtime.server.shutdown_grace;
     let shutdown = async move {

@@ -24,6 +24,10 @@ pub enum RuntimeError {
     /// The request itself is invalid.
     #[error("invalid request: {0}")]
     InvalidInput(String),
+    /// A `$mention` in the input names a skill that does not exist or that the agent may not
+    /// use, or a skill the run needs cannot be read (HTTP 400, CLI exit 2).
+    #[error("{0}")]
+    Skill(String),
     /// What the operation names does not exist, e.g. ``no run `run_…` `` (HTTP 404).
     #[error("{0}")]
     NotFound(String),

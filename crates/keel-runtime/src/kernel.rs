@@ -26,6 +26,7 @@ use crate::narrator::Narrator;
 use crate::rebuild::rebuild;
 use crate::redact::Redactor;
 use crate::replay::{Divergence, ReplayProvider, diverge};
+use crate::skills::{SkillCache, SkillPrompt};
 
 /// Everything the kernel is assembled from.
 pub struct KernelParts {
@@ -59,6 +60,8 @@ struct Inner {
     active: Mutex<Tracker>,
     /// The number of live runs, for waiting on them.
     live: watch::Sender<usize>,
+    /// Set once the task keeping the skills current has started.
+    skill_watch: std::sync::Once,
 }
 
 /// The live runs of this kernel and the shutdown state, under one lock.
@@ -136,12 +139,14 @@ impl Kernel {
                     store,
                     artifacts,
                     governance,
+                    skills: SkillCache::default(),
                 }),
                 models,
                 pipeline,
                 permits,
                 active: Mutex::new(Tracker::default()),
                 live: watch::Sender::new(0),
+                skill_watch: std::sync::Once::new(),
             }),
         }
     }
@@ -243,6 +248,7 @@ impl Kernel {
         };
         let agent = self.agent(&agent_name)?;
         let provider = self.provider(&agent_name, &agent)?;
+        let skills = self.skill_prompt(&agent_name, &agent, &options.input)?;
         let store = &self.inner.services.store;
         let history = match &options.session_id {
             Some(session) => {
@@ -273,6 +279,7 @@ impl Kernel {
             request_history: options.history,
             timeout: options.timeout,
             mode: options.mode,
+            skills,
             ..Launch::new(record, agent, provider, Start::Fresh)
         }))
     }
@@ -294,6 +301,7 @@ impl Kernel {
         let provider = self.provider(&before.agent, &agent)?;
         let events = store.events(id, 0).await?;
         let rebuilt = rebuild(&events).map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
+        let skills = self.skill_prompt(&before.agent, &agent, &before.input)?;
         let record = store.claim(id).await?;
         let history = self.history_of(&record).await?;
         let start = Start::Resumed {
@@ -304,6 +312,7 @@ impl Kernel {
             request_history: rebuilt.history.clone(),
             mode: rebuilt.mode,
             rebuilt: Some(rebuilt),
+            skills,
             ..Launch::new(record, agent, provider, start)
         }))
     }
@@ -331,6 +340,7 @@ impl Kernel {
         let provider = self.provider(&original.agent, &agent)?;
         let prefix: Vec<Event> = events.into_iter().filter(|e| e.seq <= at_seq).collect();
         let rebuilt = rebuild(&prefix).map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
+        let skills = self.skill_prompt(&original.agent, &agent, &rebuilt.input)?;
         let mut record = RunRecord::new(
             RequestId::generate(),
             None,
@@ -358,6 +368,7 @@ impl Kernel {
             request_history: rebuilt.history.clone(),
             mode: rebuilt.mode,
             rebuilt: Some(rebuilt),
+            skills,
             ..Launch::new(record, agent, provider, start)
         }))
     }
@@ -372,6 +383,7 @@ impl Kernel {
         let agent = self.agent(&original.agent)?;
         let provider: Arc<dyn ModelProvider> = Arc::new(ReplayProvider::from_events(&events));
         let (history, mode) = opening(&events);
+        let skills = self.skill_prompt(&original.agent, &agent, &original.input)?;
         let mut record =
             RunRecord::new(RequestId::generate(), None, original.agent, original.input);
         record.links.replay_of = Some(id.clone());
@@ -379,6 +391,7 @@ impl Kernel {
         Ok(self.launch(Launch {
             request_history: history,
             mode,
+            skills,
             ..Launch::new(record, agent, provider, Start::Fresh)
         }))
     }
@@ -436,6 +449,35 @@ impl Kernel {
                     .collect::<Vec<_>>()
                     .join(", "),
             })
+    }
+
+    /// Starts the task that keeps the workspace's skills current (once; needs a Tokio
+    /// runtime; off when `skills.refreshInterval` is `0s`).
+    pub fn watch_skills(&self) {
+        let workspace = &self.inner.services.workspace;
+        let interval = workspace.runtime.skills.refresh_interval.0;
+        if interval.is_zero() || workspace.skills.roots().is_empty() {
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let library = Arc::downgrade(&workspace.skills);
+            self.inner
+                .skill_watch
+                .call_once(|| drop(handle.spawn(crate::skills::watch(library, interval))));
+        }
+    }
+
+    /// What skills add to a prompt of `agent` for `input`; a bad `$mention` is an error.
+    fn skill_prompt(
+        &self,
+        agent_name: &str,
+        agent: &AgentSpec,
+        input: &str,
+    ) -> Result<SkillPrompt, RuntimeError> {
+        let services = &self.inner.services;
+        services
+            .skills
+            .prompt(&services.workspace, agent_name, agent, input)
     }
 
     pub(crate) fn provider(

@@ -26,6 +26,7 @@ mod http_fetch;
 mod list_dir;
 mod read_file;
 mod shell;
+mod skills;
 mod write_file;
 
 use std::path::Path;
@@ -44,6 +45,7 @@ pub use http_fetch::HttpFetch;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
 pub use shell::Shell;
+pub use skills::{LoadSkill, ReadSkillResource, RunSkillScript, skill_tools};
 pub use write_file::WriteFile;
 
 use crate::paths::{self, Access};

@@ -15,14 +15,15 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::Diagnostic;
+use crate::mcp::has_glob_chars;
 use crate::yaml::{Loc, Source, parse_documents};
 
 mod files;
 mod library;
 
 pub use files::{
-    MAX_SKILL_FILE, Mention, SkillFileError, mentions, read_skill_file, resolve_in_skill, skill_body,
-    skill_script,
+    MAX_SKILL_FILE, Mention, SkillFileError, fit_body, mentions, read_skill_file, resolve_in_skill,
+    skill_body, skill_script,
 };
 pub use library::{SkillLibrary, SkillSet};
 
@@ -294,6 +295,19 @@ fn read_skill(folder: &Path, shown: &Path, out: &mut Vec<Diagnostic>) -> Option<
         file: shown.to_path_buf(),
         extra,
     })
+}
+
+/// Whether an agent whose `skills` are `patterns` (names or globs) may use skill `name`.
+pub fn skill_allowed(patterns: &[String], name: &str) -> bool {
+    patterns.iter().any(|pattern| match has_glob_chars(pattern) {
+        true => glob_matches(pattern, name),
+        false => pattern == name,
+    })
+}
+
+/// Whether glob `pattern` matches `name` (an invalid glob matches nothing).
+pub(crate) fn glob_matches(pattern: &str, name: &str) -> bool {
+    globset::Glob::new(pattern).is_ok_and(|g| g.compile_matcher().is_match(name))
 }
 
 /// What is wrong with a skill name, if anything: lowercase letters, digits and hyphens, at

@@ -18,7 +18,7 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
 
 /// The candidate closest to `name`, if it is within `max` edits (case-insensitive match
 /// counts as one edit).
-pub(crate) fn closest<'a, I>(name: &str, candidates: I, max: usize) -> Option<&'a str>
+pub fn closest<'a, I>(name: &str, candidates: I, max: usize) -> Option<&'a str>
 where
     I: IntoIterator<Item = &'a str>,
 {

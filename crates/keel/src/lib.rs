@@ -50,6 +50,8 @@ pub use keel_mcp::client::{
     ServerStatus,
 };
 use keel_runtime::{Kernel, KernelParts};
+
+mod skills;
 use keel_tools::gateway::{Gateway, GatewayError};
 
 /// Why the runtime could not be assembled or used.
@@ -279,7 +281,7 @@ fn default_artifacts(_root: &Path) -> Result<Arc<dyn ArtifactStore>, Error> {
 
 /// Every tool an agent of this workspace could list: built-ins, then the workspace's declared
 /// tools, then injected ones (which replace same-named tools).
-fn assemble_tools(workspace: &Workspace, injected: Vec<Arc<dyn Tool>>) -> Vec<Arc<dyn Tool>> {
+fn assemble_tools(workspace: &Arc<Workspace>, injected: Vec<Arc<dyn Tool>>) -> Vec<Arc<dyn Tool>> {
     let mut by_name: Vec<(String, Arc<dyn Tool>)> = Vec::new();
     let mut put = |tool: Arc<dyn Tool>| {
         let name = tool.spec().name.clone();
@@ -288,6 +290,11 @@ fn assemble_tools(workspace: &Workspace, injected: Vec<Arc<dyn Tool>>) -> Vec<Ar
     };
     for tool in keel_tools::builtin::builtins(&workspace.runtime.tools) {
         put(tool);
+    }
+    if workspace.agents.values().any(|agent| !agent.skills.is_empty()) {
+        for tool in keel_tools::builtin::skill_tools(workspace) {
+            put(tool);
+        }
     }
     for (name, doc) in &workspace.tools {
         put(keel_tools::declared_in(name, doc, workspace));
@@ -340,6 +347,7 @@ impl Runtime {
 
     /// Starts a request; the returned handle streams its events and yields its response.
     pub async fn request(&self, options: RequestOptions) -> Result<RunHandle, Error> {
+        self.watch_skills();
         Ok(self.kernel.request(options).await?)
     }
 

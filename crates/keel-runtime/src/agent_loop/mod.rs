@@ -1,7 +1,8 @@
 //! The native agent loop: one home for everything a run does.
 //!
-//! Prompt order: system instructions → (policy text, skill index, skill bodies, memory and
-//! history arrive with later features) → the session's history → the history the request
+//! Prompt order: system instructions → the skill catalogue and the bodies of always-on and
+//! `$mentioned` skills (`crate::skills`) → (policy text and memory arrive with later
+//! features) → the session's history → the history the request
 //! supplied → context from `PromptSubmit` hooks → the current input. Then model rounds
 //! (`model.rs`): stream the answer; if it asks for tools, every call takes the gateway's path
 //! (`tools.rs`: guard → govern → execute → post-call hooks; the hook rounds and approvals it
@@ -34,6 +35,7 @@ use crate::emitter::Emitter;
 use crate::governance::Governance;
 use crate::handle::RunResponse;
 use crate::rebuild::{PendingCall, Rebuilt};
+use crate::skills::{SkillCache, SkillPrompt};
 use model::{Answer, RoundError};
 
 /// What every run of a kernel shares.
@@ -45,6 +47,8 @@ pub(crate) struct Services {
     pub artifacts: Arc<dyn ArtifactStore>,
     /// Policies and hooks.
     pub governance: Governance,
+    /// The skills' catalogues and bodies, per scan.
+    pub skills: SkillCache,
 }
 
 /// What one run is launched with: the recorded run and everything that shapes its loop.
@@ -66,6 +70,8 @@ pub(crate) struct Launch {
     pub direct: Option<DirectCall>,
     /// The run's permission mode, if the request set one.
     pub mode: Option<PermissionMode>,
+    /// What skills add to the prompt (catalogue, bodies) and the events that say so.
+    pub skills: SkillPrompt,
 }
 
 impl Launch {
@@ -87,6 +93,7 @@ impl Launch {
             rebuilt: None,
             direct: None,
             mode: None,
+            skills: SkillPrompt::default(),
         }
     }
 }
@@ -128,6 +135,11 @@ pub(crate) struct AgentRun {
     messages: Vec<Message>,
     /// Index of this request's input in `messages`: what follows is new in this run.
     input_at: usize,
+    /// Where the skills' messages (catalogue, bodies) start in `messages`: after the
+    /// instructions, before the history.
+    skills_at: usize,
+    /// `runtime.skill.offered|injected`, recorded when the run starts.
+    skill_events: Vec<EventPayload>,
     /// Where the history (the session's, then the request's) starts and ends in `messages`;
     /// hook context sits between its end and the input (`runtime.prompt.assembled`).
     history_span: (usize, usize),
@@ -191,6 +203,7 @@ impl AgentRun {
             rebuilt,
             direct,
             mode,
+            skills,
         } = launch;
         let workspace = &services.workspace;
         let tool_ctx = ToolContext {
@@ -222,6 +235,8 @@ impl AgentRun {
             succeeded: HashSet::new(),
             messages: Vec::new(),
             history_span: (0, 0),
+            skills_at: 0,
+            skill_events: skills.events,
             input_at: 0,
             pending: Vec::new(),
             direct,
@@ -231,7 +246,7 @@ impl AgentRun {
             timeout,
             services,
         };
-        run.assemble_prompt(history);
+        run.assemble_prompt(skills.messages, history);
         if let Some(rebuilt) = rebuilt {
             run.remember_seen(&rebuilt.seen_paths);
             run.messages.extend(rebuilt.messages);
@@ -258,14 +273,17 @@ impl AgentRun {
         }
     }
 
-    /// Prompt assembly in the documented order: system instructions → (policy text, skill
-    /// index, skill bodies, memory context: later features) → the session's trimmed history
-    /// → the history the request supplied → the current input.
-    fn assemble_prompt(&mut self, session_history: Vec<Message>) {
+    /// Prompt assembly in the documented order: system instructions → the skill catalogue
+    /// and the bodies of always-on and mentioned skills → (policy text, memory context: later
+    /// features) → the session's trimmed history → the history the request supplied → the
+    /// current input.
+    fn assemble_prompt(&mut self, skills: Vec<Message>, session_history: Vec<Message>) {
         if !self.agent.instructions.trim().is_empty() {
             self.messages
                 .push(Message::system(self.agent.instructions.clone()));
         }
+        self.skills_at = self.messages.len();
+        self.messages.extend(skills);
         let history_at = self.messages.len();
         self.messages.extend(session_history);
         self.messages.extend(self.request_history.iter().cloned());
@@ -324,6 +342,11 @@ impl AgentRun {
                 at: event.at,
                 detail: event.detail,
             }) {
+                return End::store(error);
+            }
+        }
+        for event in std::mem::take(&mut self.skill_events) {
+            if let Err(error) = self.emitter.emit(event) {
                 return End::store(error);
             }
         }

@@ -88,7 +88,8 @@ impl AgentRun {
         let (history_at, history_end) = self.history_span;
         let input_end = (self.input_at + 1).min(self.messages.len());
         let spans = [
-            ("instructions", 0, history_at),
+            ("instructions", 0, self.skills_at),
+            ("skills", self.skills_at, history_at),
             ("history", history_at, history_end),
             ("hook_context", history_end, self.input_at),
             ("input", self.input_at, input_end),

@@ -198,28 +198,7 @@ impl Tool for Shell {
             stderr: budget,
         };
         match process::run_to_end(child, Vec::new(), caps, timeout).await {
-            Ok(finished) => {
-                let (stdout, stderr, truncated) =
-                    fit_output(finished.stdout, finished.stderr, budget);
-                let mut result = json!({
-                    "exit_code": finished.status.code(),
-                    "stdout": stdout,
-                    "stderr": stderr,
-                    "truncated": truncated,
-                });
-                if finished.status.code().is_none()
-                    && let Some(map) = result.as_object_mut()
-                {
-                    map.insert(
-                        "error".to_owned(),
-                        json!(format!(
-                            "the command {}",
-                            process::describe_failure(finished.status)
-                        )),
-                    );
-                }
-                Ok(ToolOutput::json(&result))
-            }
+            Ok(finished) => Ok(ToolOutput::json(&process_result(finished, budget, "command"))),
             Err(RunError::Wait(e)) => Err(ToolError::Failed(format!(
                 "waiting for the command failed: {e}"
             ))),
@@ -287,6 +266,30 @@ fn call_env(args: &Value) -> Result<BTreeMap<String, String>, ToolError> {
 
 fn valid_env_name(name: &str) -> bool {
     !name.is_empty() && !name.contains('=') && !name.contains('\0')
+}
+
+/// A finished process as a tool result: `{exit_code, stdout, stderr, truncated}`, plus
+/// `error` when a signal ended it (`what` names it: `the command was killed by …`).
+pub(super) fn process_result(finished: process::Finished, budget: usize, what: &str) -> Value {
+    let (stdout, stderr, truncated) = fit_output(finished.stdout, finished.stderr, budget);
+    let mut result = json!({
+        "exit_code": finished.status.code(),
+        "stdout": stdout,
+        "stderr": stderr,
+        "truncated": truncated,
+    });
+    if finished.status.code().is_none()
+        && let Some(map) = result.as_object_mut()
+    {
+        map.insert(
+            "error".to_owned(),
+            json!(format!(
+                "the {what} {}",
+                process::describe_failure(finished.status)
+            )),
+        );
+    }
+    result
 }
 
 /// stdout and stderr as text within `budget` bytes together, each cut with a note when

@@ -7,7 +7,7 @@ use super::strings;
 use crate::Diagnostic;
 use crate::documents::{Documents, Kind};
 use crate::mcp::has_glob_chars;
-use crate::skills::Skill;
+use crate::skills::{Skill, glob_matches};
 use crate::suggest::{closest, list};
 
 pub(crate) fn check_agent_skills(
@@ -60,9 +60,4 @@ pub(crate) fn check_agent_skills(
             }
         }
     }
-}
-
-/// Whether glob `pattern` matches `name` (an invalid glob matches nothing).
-pub(crate) fn glob_matches(pattern: &str, name: &str) -> bool {
-    globset::Glob::new(pattern).is_ok_and(|g| g.compile_matcher().is_match(name))
 }

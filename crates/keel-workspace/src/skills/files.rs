@@ -49,6 +49,33 @@ pub fn skill_body(skill: &Skill) -> Result<String, SkillFileError> {
     Ok(strip_front_matter(&text).trim().to_owned())
 }
 
+/// `body` within `budget` characters: whole when it fits, otherwise cut at a line end where
+/// possible, followed by a note saying how much was left out and how to read the rest.
+/// Returns the text and whether it was cut.
+pub fn fit_body(skill: &str, body: &str, budget: usize) -> (String, bool) {
+    let total = body.chars().count();
+    if total <= budget {
+        return (body.to_owned(), false);
+    }
+    let cut = body
+        .char_indices()
+        .nth(budget)
+        .map_or(body.len(), |(at, _)| at);
+    let kept = &body[..cut];
+    // Whole lines read better, unless that loses more than a fifth of the budget.
+    let kept = match kept.rfind('\n') {
+        Some(at) if at >= cut - cut / 5 => &kept[..at],
+        _ => kept,
+    };
+    let shown = kept.chars().count();
+    let text = format!(
+        "{kept}\n\n[Keel cut this skill's instructions at {shown} of {total} characters \
+         (skills.bodyChars). Read the rest with read_skill_resource {{\"skill\": \"{skill}\", \
+         \"path\": \"SKILL.md\"}}.]"
+    );
+    (text, true)
+}
+
 fn strip_front_matter(text: &str) -> &str {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.split_inclusive('\n');
