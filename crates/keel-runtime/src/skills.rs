@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use keel_types::{EventPayload, Message, SkillReason};
-use keel_workspace::skills::{SkillLibrary, SkillSet, fit_body, mentions, skill_allowed, skill_body};
+use keel_workspace::skills::{
+    SkillLibrary, SkillSet, fit_body, mentions, skill_allowed, skill_body,
+};
 use keel_workspace::{AgentSpec, Workspace, closest};
 
 use crate::RuntimeError;

@@ -306,12 +306,12 @@ pub(crate) fn runtime_error(error: keel::Error) -> ApiError {
             message: "no agent given and the workspace has no default agent".into(),
             param: Some("agent"),
         },
-        keel::Error::Runtime(RuntimeError::InvalidInput(message) | RuntimeError::Skill(message)) => {
-            ApiError::BadRequest {
-                message,
-                param: None,
-            }
-        }
+        keel::Error::Runtime(
+            RuntimeError::InvalidInput(message) | RuntimeError::Skill(message),
+        ) => ApiError::BadRequest {
+            message,
+            param: None,
+        },
         keel::Error::Runtime(RuntimeError::NotFound(message)) => {
             ApiError::ResourceNotFound(message)
         }

@@ -450,7 +450,9 @@ impl<'a> Checker<'a> {
             self.push(
                 &loc,
                 format!("agent `{agent}` lists `{tool}` but no `skills`"),
-                Some("list the skills it may use in `skills` (it then has this tool anyway)".into()),
+                Some(
+                    "list the skills it may use in `skills` (it then has this tool anyway)".into(),
+                ),
             );
         }
     }

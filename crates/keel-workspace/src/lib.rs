@@ -27,7 +27,6 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 pub use mcp::{MCP_TOOL_PREFIX, READ_MCP_RESOURCE_TOOL, mcp_filter_allows, mcp_tool_name};
-pub use suggest::closest;
 pub use spec::{
     AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, BuiltinToolSettings, CliEvents, CliSpec,
     ContractSpec, DEFAULT_STORE_URL, Duration, FileChangeSettings, GatewayMode, GatewayOverride,
@@ -37,6 +36,7 @@ pub use spec::{
     ProviderKind, RedactionSpec, RetryPolicy, RetrySpec, RuntimeSpec, ServerSpec, ShellSettings,
     StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
 };
+pub use suggest::closest;
 
 /// A built-in tool: one an agent may list without declaring it. This enum is the one list of
 /// them: validation reads the names from it, `keel-tools` builds a tool for each variant (an

@@ -299,10 +299,12 @@ fn read_skill(folder: &Path, shown: &Path, out: &mut Vec<Diagnostic>) -> Option<
 
 /// Whether an agent whose `skills` are `patterns` (names or globs) may use skill `name`.
 pub fn skill_allowed(patterns: &[String], name: &str) -> bool {
-    patterns.iter().any(|pattern| match has_glob_chars(pattern) {
-        true => glob_matches(pattern, name),
-        false => pattern == name,
-    })
+    patterns
+        .iter()
+        .any(|pattern| match has_glob_chars(pattern) {
+            true => glob_matches(pattern, name),
+            false => pattern == name,
+        })
 }
 
 /// Whether glob `pattern` matches `name` (an invalid glob matches nothing).

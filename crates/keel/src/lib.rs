@@ -291,7 +291,11 @@ fn assemble_tools(workspace: &Arc<Workspace>, injected: Vec<Arc<dyn Tool>>) -> V
     for tool in keel_tools::builtin::builtins(&workspace.runtime.tools) {
         put(tool);
     }
-    if workspace.agents.values().any(|agent| !agent.skills.is_empty()) {
+    if workspace
+        .agents
+        .values()
+        .any(|agent| !agent.skills.is_empty())
+    {
         for tool in keel_tools::builtin::skill_tools(workspace) {
             put(tool);
         }

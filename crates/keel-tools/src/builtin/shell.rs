@@ -198,7 +198,9 @@ impl Tool for Shell {
             stderr: budget,
         };
         match process::run_to_end(child, Vec::new(), caps, timeout).await {
-            Ok(finished) => Ok(ToolOutput::json(&process_result(finished, budget, "command"))),
+            Ok(finished) => Ok(ToolOutput::json(&process_result(
+                finished, budget, "command",
+            ))),
             Err(RunError::Wait(e)) => Err(ToolError::Failed(format!(
                 "waiting for the command failed: {e}"
             ))),

@@ -218,7 +218,10 @@ impl Tool for ReadSkillResource {
         if let (true, Some(skill), Some(path)) = (issues.is_empty(), skill, path)
             && let Ok(skill) = usable_skill(&self.workspace, ctx, skill)
             && let Err(error) = resolve_in_skill(&skill, path)
-            && !matches!(error, SkillFileError::NotFound(_) | SkillFileError::Io { .. })
+            && !matches!(
+                error,
+                SkillFileError::NotFound(_) | SkillFileError::Io { .. }
+            )
         {
             issues.push(arg_issue(
                 "path",
@@ -347,7 +350,10 @@ impl Tool for RunSkillScript {
             .canonicalize()
             .map_err(|e| ToolError::Io(format!("the skill's folder: {e}")))?;
         let keel_vars = [
-            ("KEEL_WORKSPACE".to_owned(), ctx.workspace_root.display().to_string()),
+            (
+                "KEEL_WORKSPACE".to_owned(),
+                ctx.workspace_root.display().to_string(),
+            ),
             ("KEEL_REQUEST_ID".to_owned(), ctx.request_id.to_string()),
             ("KEEL_TOOL_NAME".to_owned(), self.spec.name.clone()),
             ("KEEL_SKILL".to_owned(), name.to_owned()),

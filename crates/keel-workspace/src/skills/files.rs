@@ -219,10 +219,12 @@ fn line_mentions(line: &str, offset: usize, found: &mut Vec<Mention>) {
                 let before = i.checked_sub(1).map(|j| bytes[j]);
                 let starts_word =
                     before.is_none_or(|b| !(b.is_ascii_alphanumeric() || b == b'$' || b == b'\\'));
-                let end = i + 1 + bytes[i + 1..]
-                    .iter()
-                    .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || **b == b'-')
-                    .count();
+                let end = i
+                    + 1
+                    + bytes[i + 1..]
+                        .iter()
+                        .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || **b == b'-')
+                        .count();
                 let name = line[i + 1..end].trim_end_matches('-');
                 let first_ok = bytes.get(i + 1).is_some_and(u8::is_ascii_lowercase);
                 let after_ok = bytes
@@ -253,9 +255,15 @@ mod tests {
 
     #[test]
     fn mentions_are_words_outside_code() {
-        assert_eq!(names("use $release-notes, then $deploy."), ["release-notes", "deploy"]);
+        assert_eq!(
+            names("use $release-notes, then $deploy."),
+            ["release-notes", "deploy"]
+        );
         assert_eq!(names("$a and $a again"), ["a"]);
-        assert_eq!(names("costs $5, home is $HOME, var $my_var, a$b"), Vec::<String>::new());
+        assert_eq!(
+            names("costs $5, home is $HOME, var $my_var, a$b"),
+            Vec::<String>::new()
+        );
         assert_eq!(names("`$inline` and \\$escaped"), Vec::<String>::new());
         assert_eq!(names("```\necho $fenced\n```\n$after"), ["after"]);
         assert_eq!(names("trailing $dash- here"), ["dash"]);

@@ -20,6 +20,7 @@ mod replay;
 mod resume;
 mod sdk;
 mod sessions;
+mod skills;
 mod stop_hooks;
 mod task_guard;
 mod tidy;
