@@ -15,5 +15,6 @@ mod openapi_tester;
 mod policy;
 mod quickstart;
 mod sessions;
+mod skill_mentions;
 mod tools;
 mod workspace_errors;

@@ -285,3 +285,50 @@ async fn approvals_are_listed_and_decided_once() {
     let (status, _) = send_json(&app, post_to("/api/approvals/apr_nope/deny", &json!({}))).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_mention_of_an_unknown_skill_is_a_bad_request_on_both_apis() {
+    let ws = WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: assistant }")
+        .scripted_model(
+            "m",
+            &json!({"conversations": [{"steps": [{"text": "Hello there"}]}]}),
+        )
+        .agent("assistant", "{ model: m, skills: [release-notes] }")
+        .file(
+            "resources/skills/release-notes/SKILL.md",
+            "---\nname: release-notes\ndescription: Write release notes.\n---\nGroup by kind.\n",
+        )
+        .build();
+    let app = app(&ws);
+
+    let (status, value) = send_json(
+        &app,
+        post_to("/api/requests", &json!({"input": "Use $deploy", "wait": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{value}");
+    let message = value["error"]["message"].as_str().unwrap();
+    assert!(message.contains("no skill `deploy`"), "{value}");
+
+    let (status, value) = send_json(
+        &app,
+        post_to(
+            "/v1/chat/completions",
+            &json!({"model": "assistant", "messages": [{"role": "user", "content": "Use $deploy"}]}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{value}");
+    assert!(
+        value["error"]["message"].as_str().unwrap().contains("no skill `deploy`"),
+        "{value}"
+    );
+
+    let (status, value) = send_json(
+        &app,
+        post_to("/api/requests", &json!({"input": "Use $release-notes", "wait": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{value}");
+}
