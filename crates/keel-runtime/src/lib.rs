@@ -19,7 +19,7 @@ pub mod rebuild;
 pub mod redact;
 pub mod replay;
 pub mod retry;
-mod skills;
+pub mod skills;
 
 pub use direct::TaskRequest;
 pub use error::RuntimeError;

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use keel_types::{EventPayload, Message, SkillReason};
 use keel_workspace::skills::{
-    SkillLibrary, SkillSet, fit_body, mentions, skill_allowed, skill_body,
+    SkillLibrary, SkillSet, fit_body, mentions, skill_body, skill_matcher,
 };
 use keel_workspace::{AgentSpec, Workspace, closest};
 
@@ -24,7 +24,7 @@ use crate::RuntimeError;
 
 /// What the skills add to a run's prompt, and the events that say so.
 #[derive(Debug, Default)]
-pub(crate) struct SkillPrompt {
+pub struct SkillPrompt {
     /// System messages after the agent's instructions: the catalogue, then the bodies.
     pub messages: Vec<Message>,
     /// `runtime.skill.offered` and one `runtime.skill.injected` per body.
@@ -53,14 +53,14 @@ struct Cached {
 
 /// Per-scan results, shared by the runs of a kernel.
 #[derive(Debug, Default)]
-pub(crate) struct SkillCache {
+pub struct SkillCache {
     cached: Mutex<Cached>,
 }
 
 impl SkillCache {
     /// The skills part of a run's prompt for `agent` and `input`, or why the request cannot
     /// run.
-    pub(crate) fn prompt(
+    pub fn prompt(
         &self,
         workspace: &Workspace,
         agent_name: &str,
@@ -180,10 +180,11 @@ pub(crate) async fn watch(library: Weak<SkillLibrary>, interval: Duration) {
 
 /// Which skills `agent` may use, and its catalogue within `budget` characters of entries.
 fn agent_skills(set: &SkillSet, agent: &AgentSpec, budget: usize) -> AgentSkills {
+    let allowed = skill_matcher(&agent.skills);
     let usable: Vec<String> = set
         .skills
         .keys()
-        .filter(|name| skill_allowed(&agent.skills, name))
+        .filter(|name| allowed(name))
         .cloned()
         .collect();
     let mut entries = String::new();

@@ -307,6 +307,23 @@ pub fn skill_allowed(patterns: &[String], name: &str) -> bool {
         })
 }
 
+/// [`skill_allowed`] for many names: the agent's globs compiled once.
+pub fn skill_matcher(patterns: &[String]) -> impl Fn(&str) -> bool + use<> {
+    let names: Vec<String> = patterns
+        .iter()
+        .filter(|p| !has_glob_chars(p))
+        .cloned()
+        .collect();
+    let mut globs = globset::GlobSetBuilder::new();
+    for pattern in patterns.iter().filter(|p| has_glob_chars(p)) {
+        if let Ok(glob) = globset::Glob::new(pattern) {
+            globs.add(glob);
+        }
+    }
+    let globs = globs.build().unwrap_or_else(|_| globset::GlobSet::empty());
+    move |name: &str| names.iter().any(|n| n == name) || globs.is_match(name)
+}
+
 /// Whether glob `pattern` matches `name` (an invalid glob matches nothing).
 pub(crate) fn glob_matches(pattern: &str, name: &str) -> bool {
     globset::Glob::new(pattern).is_ok_and(|g| g.compile_matcher().is_match(name))

@@ -10,7 +10,10 @@ use crate::common::keel_in;
 fn keel_run_refuses_an_unknown_mention_with_exit_2() {
     let ws = WorkspaceBuilder::new()
         .runtime("{ defaultAgent: writer }")
-        .scripted_model("m", &json!({"conversations": [{"steps": [{"text": "Done."}]}]}))
+        .scripted_model(
+            "m",
+            &json!({"conversations": [{"steps": [{"text": "Done."}]}]}),
+        )
         .agent("writer", "{ model: m, skills: [release-notes] }")
         .file(
             "resources/skills/release-notes/SKILL.md",
@@ -29,7 +32,11 @@ fn keel_run_refuses_an_unknown_mention_with_exit_2() {
     );
     let listed = keel.run(["runs", "list", "--json"]);
     assert_eq!(listed.code, Some(0), "{}", listed.stderr);
-    assert!(!listed.stdout.contains("relase"), "no run was recorded: {}", listed.stdout);
+    assert!(
+        !listed.stdout.contains("relase"),
+        "no run was recorded: {}",
+        listed.stdout
+    );
 
     let ran = keel.run(["run", "Use $release-notes for v2"]);
     assert_eq!(ran.code, Some(0), "{}", ran.stderr);

@@ -304,7 +304,10 @@ async fn a_mention_of_an_unknown_skill_is_a_bad_request_on_both_apis() {
 
     let (status, value) = send_json(
         &app,
-        post_to("/api/requests", &json!({"input": "Use $deploy", "wait": true})),
+        post_to(
+            "/api/requests",
+            &json!({"input": "Use $deploy", "wait": true}),
+        ),
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{value}");
@@ -321,13 +324,19 @@ async fn a_mention_of_an_unknown_skill_is_a_bad_request_on_both_apis() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{value}");
     assert!(
-        value["error"]["message"].as_str().unwrap().contains("no skill `deploy`"),
+        value["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no skill `deploy`"),
         "{value}"
     );
 
     let (status, value) = send_json(
         &app,
-        post_to("/api/requests", &json!({"input": "Use $release-notes", "wait": true})),
+        post_to(
+            "/api/requests",
+            &json!({"input": "Use $release-notes", "wait": true}),
+        ),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{value}");
