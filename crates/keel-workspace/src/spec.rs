@@ -10,6 +10,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+mod skill_settings;
+pub use skill_settings::{SkillRootSpec, SkillsSettings};
+
 /// The governance vocabulary the documents use. It lives in `keel-types`, where events and
 /// the surfaces share it; re-exported so workspace users find it next to the documents.
 pub use keel_types::{HookEvent, PermissionMode, PolicyDecision};
@@ -89,47 +92,6 @@ pub struct RuntimeSpec {
     pub redaction: RedactionSpec,
     /// Where skills come from besides `resources/skills/`.
     pub skills: SkillsSettings,
-}
-
-/// Skill sources and budgets (`docs/workspace.md#skills`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct SkillsSettings {
-    /// Folders of skill folders besides the workspace's `resources/skills/` (relative paths
-    /// from the workspace), e.g. a team's shared skills.
-    pub roots: Vec<SkillRootSpec>,
-    /// The most characters of the skill catalogue in an agent's prompt (names and
-    /// descriptions); skills past it are left out, and the run records which.
-    pub catalogue_chars: u32,
-    /// The most characters of one injected skill body; a longer body is cut, with a note.
-    pub body_chars: u32,
-    /// The most bytes `read_skill_resource` reads from one file.
-    pub max_resource_bytes: u64,
-    /// How often the skill folders are checked for changes (`0s`: never, after the load).
-    pub refresh_interval: Duration,
-}
-
-impl Default for SkillsSettings {
-    fn default() -> Self {
-        Self {
-            roots: Vec::new(),
-            catalogue_chars: 8_000,
-            body_chars: 20_000,
-            max_resource_bytes: 256 * 1024,
-            refresh_interval: Duration::from_secs(1),
-        }
-    }
-}
-
-/// A folder of skill folders.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SkillRootSpec {
-    pub path: String,
-    /// Its skills replace same-named skills of the other roots (otherwise the same name in
-    /// two roots is an error).
-    #[serde(default, rename = "override")]
-    pub overrides: bool,
 }
 
 /// Redaction settings (`docs/workspace.md#runtime`).
