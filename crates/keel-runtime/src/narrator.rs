@@ -2,7 +2,7 @@
 //! lines (`runtime.progress.narration`). Narration is a derived view — shown live, never
 //! stored — and each line names the event it came from.
 
-use keel_types::{AdapterEvent, Event, EventPayload, GuardDecision};
+use keel_types::{AdapterEvent, Event, EventPayload, GuardDecision, SkillReason};
 use keel_workspace::{NarrationSpec, NarrationStyle};
 
 /// The `provider` of every narration line: Keel's built-in template narrator.
@@ -109,6 +109,25 @@ impl Narrator {
                     short(output, 120)
                 ),
             },
+            EventPayload::SkillInjected {
+                skill,
+                reason,
+                truncated,
+                ..
+            } => format!(
+                "Using skill {skill} ({}){}.",
+                match reason {
+                    SkillReason::AlwaysOn => "always on",
+                    SkillReason::Mention => "mentioned",
+                    SkillReason::Tool => "loaded by the model",
+                },
+                if *truncated { ", cut to its budget" } else { "" }
+            ),
+            EventPayload::SkillOffered { omitted, .. } if !omitted.is_empty() => format!(
+                "{} skill(s) left out of the catalogue for lack of space: {}.",
+                omitted.len(),
+                short(&omitted.join(", "), 120)
+            ),
             EventPayload::ContractFailed { missing_tools, .. } => format!(
                 "The answer breaks the execution contract: required tool(s) not called successfully: {}.",
                 missing_tools.join(", ")
