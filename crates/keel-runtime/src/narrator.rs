@@ -121,7 +121,11 @@ impl Narrator {
                     SkillReason::Mention => "mentioned",
                     SkillReason::Tool => "loaded by the model",
                 },
-                if *truncated { ", cut to its budget" } else { "" }
+                if *truncated {
+                    ", cut to its budget"
+                } else {
+                    ""
+                }
             ),
             EventPayload::SkillOffered { omitted, .. } if !omitted.is_empty() => format!(
                 "{} skill(s) left out of the catalogue for lack of space: {}.",

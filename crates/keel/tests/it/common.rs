@@ -148,3 +148,22 @@ pub fn failure_code(events: &[Event]) -> Option<keel::types::ErrorCode> {
         _ => None,
     })
 }
+
+/// Waits (up to 60 s, checking every 20 ms) until an approval is pending; returns the newest.
+pub async fn wait_for_pending(runtime: &Runtime) -> keel::ApprovalRecord {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let pending = runtime
+            .list_approvals(Some(keel::ApprovalStatus::Pending))
+            .await
+            .unwrap();
+        if let Some(approval) = pending.into_iter().next() {
+            return approval;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no approval was requested"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

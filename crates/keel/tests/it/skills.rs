@@ -6,9 +6,7 @@
 use std::time::{Duration, Instant};
 
 use keel::types::{EventPayload, SkillReason};
-use keel::{
-    ApprovalScope, ApprovalStatus, Error, RequestOptions, RunStatus, Runtime, RuntimeError,
-};
+use keel::{ApprovalScope, Error, RequestOptions, RunStatus, Runtime, RuntimeError};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder};
 use serde_json::{Value, json};
 
@@ -323,7 +321,7 @@ async fn a_skill_script_asks_a_person_and_runs_in_the_skill_folder() {
         })
         .await
         .unwrap();
-    let approval = wait_for_pending(&runtime).await;
+    let approval = common::wait_for_pending(&runtime).await;
     assert_eq!(approval.tool, "run_skill_script");
     assert_eq!(approval.arguments["script"], "scripts/count.py");
     runtime
@@ -410,19 +408,4 @@ async fn a_skill_added_while_the_runtime_runs_is_offered_without_a_restart() {
     let (after, _) = offered(&stored(&runtime, &second).await);
     assert!(!before.contains(&"deploy-rollback".to_owned()));
     assert!(after.contains(&"deploy-rollback".to_owned()), "{after:?}");
-}
-
-async fn wait_for_pending(runtime: &Runtime) -> keel::ApprovalRecord {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let pending = runtime
-            .list_approvals(Some(ApprovalStatus::Pending))
-            .await
-            .unwrap();
-        if let Some(approval) = pending.into_iter().next() {
-            return approval;
-        }
-        assert!(Instant::now() < deadline, "no approval was requested");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

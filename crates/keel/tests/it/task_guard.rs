@@ -4,9 +4,7 @@
 //! The acceptance scenarios: a guard hook denying at create, and a task needing a human. The
 //! hook is a real Python script written as the Claude Code documentation writes them.
 
-use std::time::{Duration, Instant};
-
-use keel::{ApprovalScope, ApprovalStatus, Runtime, TaskDecision, TaskRequest, TaskStatus};
+use keel::{ApprovalScope, Runtime, TaskDecision, TaskRequest, TaskStatus};
 use keel_test_support::TempWorkspace;
 use serde_json::Value;
 
@@ -140,7 +138,7 @@ async fn a_task_a_hook_asks_about_needs_a_human_and_its_hook_runs_once() {
 
     // The run does not ask the hook again, but the human its answer called for.
     let handle = runtime.run_task(&task.task_id).await.unwrap();
-    let approval = wait_for_pending(&runtime).await;
+    let approval = common::wait_for_pending(&runtime).await;
     assert_eq!(approval.asked_by, "hook");
     assert_eq!(
         approval.ask_reason.as_deref(),
@@ -192,21 +190,5 @@ async fn double_check_on_run_runs_the_hooks_again_from_the_request_or_the_tool()
                 if hook == "guard" && *id == call_id)
         });
         assert!(recorded, "{:?}", common::types(&events));
-    }
-}
-
-/// Waits (up to 20 s) until an approval is pending; returns the newest.
-async fn wait_for_pending(runtime: &Runtime) -> keel::ApprovalRecord {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let pending = runtime
-            .list_approvals(Some(ApprovalStatus::Pending))
-            .await
-            .unwrap();
-        if let Some(approval) = pending.into_iter().next() {
-            return approval;
-        }
-        assert!(Instant::now() < deadline, "no approval was requested");
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
