@@ -41,6 +41,7 @@ mod openai;
 mod openapi;
 mod requests;
 mod sessions;
+mod skills;
 mod state;
 mod tasks;
 mod telemetry;

@@ -12,7 +12,7 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
 use crate::state::AppState;
-use crate::{approvals, inventory, metrics, openai, requests, sessions, tasks};
+use crate::{approvals, inventory, metrics, openai, requests, sessions, skills, tasks};
 
 /// Who may call a route when API keys are configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,6 +224,12 @@ fn is_cursor(value: &str) -> bool {
 const ARTIFACT_ID: Accepts = Accepts::Format {
     pattern: "^(keel://artifacts/)?[A-Za-z0-9_-]+$",
     check: |id| keel::types::artifact_id(id).is_some(),
+};
+
+/// A skill's name: lowercase letters, digits and `-`, at most 64 characters.
+const SKILL_NAME: Accepts = Accepts::Format {
+    pattern: "^[a-z0-9-]{1,64}$",
+    check: |name| keel::workspace::skills::name_problem(name).is_none(),
 };
 
 /// A session id: the one rule of `SessionId::parse`.
@@ -600,6 +606,34 @@ pub(crate) fn routes() -> Vec<Route> {
             "`{agents, models, tools, policies, hooks, mcpServers}`",
             || routing::get(inventory::inventory),
         ),
+        Route {
+            query: const {
+                &[param(
+                    "agent",
+                    Accepts::Text,
+                    "only the skills this agent may use",
+                )]
+            },
+            ..route(
+                Method::GET,
+                "/api/skills",
+                Operator,
+                "The workspace's skills (latest scan), the problems of the broken ones and the overridden ones",
+                "`{data: [{name, description, file, extra?, alwaysOn?}], problems, overridden}`",
+                || routing::get(skills::list_skills),
+            )
+        },
+        Route {
+            path_param: SKILL_NAME,
+            ..route(
+                Method::GET,
+                "/api/skills/{name}",
+                Operator,
+                "A skill: its front matter, the files of its folder and its instructions",
+                "`{name, description, file, extra?, files: [{path, bytes}], body}`",
+                || routing::get(skills::get_skill),
+            )
+        },
         mcp(
             Method::POST,
             "MCP (streamable HTTP): a JSON-RPC message of the session in `Mcp-Session-Id` (an `initialize` opens one)",

@@ -23,7 +23,7 @@ mod library;
 
 pub use files::{
     MAX_SKILL_FILE, Mention, SkillFileError, fit_body, mentions, read_skill_file, resolve_in_skill,
-    skill_body, skill_script,
+    skill_body, skill_files, skill_script,
 };
 pub use library::{SkillLibrary, SkillSet};
 

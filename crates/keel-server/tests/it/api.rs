@@ -341,3 +341,97 @@ async fn a_mention_of_an_unknown_skill_is_a_bad_request_on_both_apis() {
     .await;
     assert_eq!(status, StatusCode::OK, "{value}");
 }
+
+/// A workspace with two skills, one of which agent `assistant` may use.
+fn skills_workspace() -> TempWorkspace {
+    WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: assistant, skills: { refreshInterval: 20ms } }")
+        .scripted_model(
+            "m",
+            &json!({"conversations": [{"steps": [{"text": "Hello there"}]}]}),
+        )
+        .agent(
+            "assistant",
+            "{ model: m, skills: [\"release-*\"], alwaysOnSkills: [release-notes] }",
+        )
+        .file(
+            "resources/skills/release-notes/SKILL.md",
+            "---\nname: release-notes\ndescription: Write release notes.\nlicense: MIT\n---\nGroup by kind.\n",
+        )
+        .file("resources/skills/release-notes/references/style.md", "Be brief.\n")
+        .file(
+            "resources/skills/ops-oncall/SKILL.md",
+            "---\nname: ops-oncall\ndescription: The on-call rotation.\n---\nPage the secondary.\n",
+        )
+        .build()
+}
+
+#[tokio::test]
+async fn skills_are_listed_filtered_by_agent_and_shown_with_their_files_and_body() {
+    let ws = skills_workspace();
+    let app = app(&ws);
+
+    let (status, value) = send_json(&app, get("/api/skills")).await;
+    assert_eq!(status, StatusCode::OK, "{value}");
+    let names: Vec<&str> = value["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ops-oncall", "release-notes"]);
+    assert_eq!(value["data"][1]["extra"], json!({"license": "MIT"}));
+    assert_eq!(
+        value["data"][1]["file"],
+        "resources/skills/release-notes/SKILL.md"
+    );
+    assert_eq!(value["problems"], json!([]));
+
+    let (status, value) = send_json(&app, get("/api/skills?agent=assistant")).await;
+    assert_eq!(status, StatusCode::OK, "{value}");
+    assert_eq!(value["data"].as_array().unwrap().len(), 1, "{value}");
+    assert_eq!(value["data"][0]["alwaysOn"], true);
+    let (status, _) = send_json(&app, get("/api/skills?agent=nobody")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (status, value) = send_json(&app, get("/api/skills/release-notes")).await;
+    assert_eq!(status, StatusCode::OK, "{value}");
+    assert_eq!(value["body"], "Group by kind.");
+    assert_eq!(
+        value["files"],
+        json!([{"path": "references/style.md", "bytes": 10}])
+    );
+    let (status, _) = send_json(&app, get("/api/skills/deploy")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = send_json(&app, get("/api/skills/Not_A_Name")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_skill_added_while_serving_is_listed_without_a_restart() {
+    let ws = skills_workspace();
+    let runtime = keel::Runtime::builder()
+        .workspace(ws.path())
+        .build()
+        .unwrap();
+    runtime.watch_skills();
+    let app = keel_server::router(runtime);
+
+    ws.write(
+        "resources/skills/release-checklist/SKILL.md",
+        "---\nname: release-checklist\ndescription: What to check before a release.\n---\nRun the tests.\n",
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (status, value) = send_json(&app, get("/api/skills/release-checklist")).await;
+        if status == StatusCode::OK {
+            assert_eq!(value["body"], "Run the tests.");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never listed: {value}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -124,6 +124,27 @@ pub fn resolve_in_skill(skill: &Skill, relative: &str) -> Result<PathBuf, SkillF
     Ok(real)
 }
 
+/// The files of a skill's folder besides its `SKILL.md` (`references/`, `scripts/`,
+/// `assets/`, …): paths relative to the folder, with their sizes, sorted. Symbolic links are
+/// not followed; at most 1,000 files, 8 levels deep.
+pub fn skill_files(skill: &Skill) -> Vec<(String, u64)> {
+    let mut files: Vec<(String, u64)> = walkdir::WalkDir::new(&skill.dir)
+        .max_depth(8)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_file() && entry.depth() > 0)
+        .filter_map(|entry| {
+            let relative = entry.path().strip_prefix(&skill.dir).ok()?;
+            let shown = relative.to_string_lossy().into_owned();
+            let size = entry.metadata().map_or(0, |m| m.len());
+            (shown != "SKILL.md").then_some((shown, size))
+        })
+        .take(1000)
+        .collect();
+    files.sort();
+    files
+}
+
 /// A text file of the skill's folder, at most `cap` bytes.
 pub fn read_skill_file(skill: &Skill, relative: &str, cap: u64) -> Result<String, SkillFileError> {
     let real = resolve_in_skill(skill, relative)?;
