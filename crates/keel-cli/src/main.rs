@@ -19,6 +19,7 @@ mod run;
 mod runs;
 mod serve;
 mod sessions;
+mod skills;
 mod tools;
 mod workspace;
 
@@ -121,6 +122,13 @@ enum Command {
         #[command(subcommand)]
         command: artifacts::ArtifactsCommand,
     },
+    /// The workspace's skills: list, show, validate.
+    Skills {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(subcommand)]
+        command: skills::SkillsCommand,
+    },
     /// List, show and delete sessions.
     Sessions {
         #[command(flatten)]
@@ -196,6 +204,7 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Mcp { ws, args } => mcp::mcp(&ws.workspace, args).await,
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
         Command::Tools { ws, command } => tools::tools(&ws.workspace, command).await,
+        Command::Skills { ws, command } => skills::skills(&ws.workspace, command).await,
         Command::Tasks { ws, command } => tools::tasks(&ws.workspace, command).await,
         Command::Approvals { ws, command } => {
             approvals::approvals(&workspace::open_store(&ws.workspace)?, command).await

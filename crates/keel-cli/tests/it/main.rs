@@ -16,5 +16,6 @@ mod policy;
 mod quickstart;
 mod sessions;
 mod skill_mentions;
+mod skills_cli;
 mod tools;
 mod workspace_errors;
