@@ -37,6 +37,22 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../../examples/quickstart/resources/tools/word_count.py"),
     ),
     (
+        "resources/skills/release-notes/SKILL.md",
+        include_str!("../../../examples/quickstart/resources/skills/release-notes/SKILL.md"),
+    ),
+    (
+        "resources/skills/release-notes/references/style.md",
+        include_str!(
+            "../../../examples/quickstart/resources/skills/release-notes/references/style.md"
+        ),
+    ),
+    (
+        "resources/skills/release-notes/scripts/count_changes.py",
+        include_str!(
+            "../../../examples/quickstart/resources/skills/release-notes/scripts/count_changes.py"
+        ),
+    ),
+    (
         "notes/ideas.md",
         include_str!("../../../examples/quickstart/notes/ideas.md"),
     ),

@@ -112,6 +112,32 @@ fn init_creates_a_valid_workspace_and_refuses_to_overwrite() {
     assert_eq!(valid.code, Some(0), "{}", valid.stderr);
     assert!(valid.stdout.starts_with("ok: 1 agent(s)"));
     let again = keel.run(["init", "agents"]);
+    // The example skill is there, valid, and works once the agent is given it.
+    let inside = keel_at(&dir.join("agents"));
+    let skills = inside.run(["skills", "validate"]);
+    assert_eq!(skills.code, Some(0), "{}", skills.stderr);
+    assert!(
+        skills.stdout.starts_with("ok: 1 skill(s)"),
+        "{}",
+        skills.stdout
+    );
+    let agents = dir.join("agents/config/agents.yaml");
+    let config = std::fs::read_to_string(&agents).unwrap();
+    std::fs::write(
+        &agents,
+        config.replace("# skills: [release-notes]", "skills: [release-notes]"),
+    )
+    .unwrap();
+    let ran = inside.run(["run", "What is in this workspace? Use $release-notes."]);
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let injected: Vec<Value> = inside
+        .newest_run_events()
+        .into_iter()
+        .filter(|e| e["type"] == "runtime.skill.injected")
+        .collect();
+    assert_eq!(injected.len(), 1, "{injected:?}");
+    assert_eq!(injected[0]["skill"], "release-notes");
+    assert_eq!(injected[0]["reason"], "mention");
     assert_eq!(again.code, Some(2));
     assert!(again.stderr.contains("refusing to overwrite"));
 }
