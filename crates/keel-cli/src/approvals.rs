@@ -39,7 +39,7 @@ pub enum ApprovalsCommand {
 }
 
 /// Who is deciding, for the record: `$USER@cli`, or `cli`.
-fn decider() -> String {
+pub(crate) fn decider() -> String {
     std::env::var("USER").map_or_else(|_| "cli".to_owned(), |user| format!("{user}@cli"))
 }
 

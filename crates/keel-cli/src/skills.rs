@@ -5,11 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
-use keel::Workspace;
+use keel::types::CandidateStatus;
 use keel::workspace::skills::{
     SkillRoot, name_problem, scan_skills, skill_body, skill_files, skill_matcher,
 };
 use keel::workspace::{Diagnostic, LoadError};
+use keel::{Runtime, Workspace};
 use serde_json::json;
 
 use crate::error::CliError;
@@ -35,6 +36,30 @@ pub enum SkillsCommand {
     /// paths: the workspace's skills and the agents' use of them. A path is a skill folder
     /// (with a SKILL.md) or a folder of skill folders.
     Validate { paths: Vec<PathBuf> },
+    /// Skills agents proposed (`propose_skill`), newest first.
+    Candidates {
+        /// pending (default), approved, rejected or all.
+        #[arg(long, default_value = "pending")]
+        status: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a candidate: write it under resources/skills/ (offered from the next run).
+    Approve {
+        id: String,
+        /// Who decides (default `$USER@cli`).
+        #[arg(long)]
+        by: Option<String>,
+    },
+    /// Reject a candidate; nothing is written.
+    Reject {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+        /// Who decides (default `$USER@cli`).
+        #[arg(long)]
+        by: Option<String>,
+    },
 }
 
 pub async fn skills(root: &Path, command: SkillsCommand) -> Result<(), CliError> {
@@ -43,7 +68,71 @@ pub async fn skills(root: &Path, command: SkillsCommand) -> Result<(), CliError>
         SkillsCommand::Show { name, json } => show(&Workspace::load(root)?, &name, json),
         SkillsCommand::Validate { paths } if paths.is_empty() => validate_workspace(root),
         SkillsCommand::Validate { paths } => validate_paths(&paths),
+        command => candidates(root, command).await,
     }
+}
+
+async fn candidates(root: &Path, command: SkillsCommand) -> Result<(), CliError> {
+    let runtime = Runtime::builder()
+        .workspace(root)
+        .build()
+        .map_err(CliError::usage)?;
+    let decided = match command {
+        SkillsCommand::Candidates { status, json } => {
+            let status = match status.as_str() {
+                "all" => None,
+                name => Some(name.parse::<CandidateStatus>().map_err(CliError::usage)?),
+            };
+            for c in runtime
+                .skill_candidates(status)
+                .await
+                .map_err(CliError::failed)?
+            {
+                match json {
+                    true => out::line(&serde_json::to_string(&c)?),
+                    false => out::line(&format!(
+                        "{}  {:<8}  {:<24}  {}  (by {} in {})",
+                        c.candidate_id,
+                        c.status.as_str(),
+                        c.name,
+                        c.description,
+                        c.agent.as_deref().unwrap_or("?"),
+                        c.request_id.as_ref().map_or("?", |r| r.as_str()),
+                    )),
+                }
+            }
+            return Ok(());
+        }
+        SkillsCommand::Approve { id, by } => {
+            runtime
+                .approve_skill_candidate(&id, &by.unwrap_or_else(crate::approvals::decider))
+                .await
+        }
+        SkillsCommand::Reject { id, reason, by } => {
+            runtime
+                .reject_skill_candidate(
+                    &id,
+                    &by.unwrap_or_else(crate::approvals::decider),
+                    reason.as_deref(),
+                )
+                .await
+        }
+        _ => return Ok(()),
+    };
+    let candidate = decided.map_err(CliError::usage)?;
+    out::line(&match &candidate.path {
+        Some(path) => format!(
+            "{} approved: skill `{}` written to {path}",
+            candidate.candidate_id, candidate.name
+        ),
+        None => format!(
+            "{} {}: skill `{}`",
+            candidate.candidate_id,
+            candidate.status.as_str(),
+            candidate.name
+        ),
+    });
+    Ok(())
 }
 
 fn list(workspace: &Workspace, agent: Option<String>, json: bool) -> Result<(), CliError> {

@@ -24,6 +24,7 @@ mod grep;
 #[cfg(feature = "http")]
 mod http_fetch;
 mod list_dir;
+mod propose_skill;
 mod read_file;
 mod shell;
 mod skills;
@@ -43,6 +44,7 @@ pub use grep::Grep;
 #[cfg(feature = "http")]
 pub use http_fetch::HttpFetch;
 pub use list_dir::ListDir;
+pub use propose_skill::ProposeSkill;
 pub use read_file::ReadFile;
 pub use shell::Shell;
 pub use skills::{LoadSkill, ReadSkillResource, RunSkillScript, skill_tools};

@@ -17,6 +17,7 @@ pub mod ids;
 pub mod message;
 pub mod ports;
 pub mod run;
+pub mod skill_candidate;
 pub mod task;
 mod wire_name;
 
@@ -41,6 +42,7 @@ pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,
     SessionRecord,
 };
+pub use skill_candidate::{CandidateStatus, SkillCandidate};
 pub use task::{TaskDecision, TaskHook, TaskRecord, TaskStatus, ToolStats};
 pub use wire_name::UnknownName;
 

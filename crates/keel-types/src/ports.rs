@@ -477,6 +477,32 @@ pub trait RunStore: Send + Sync {
     async fn delete_task(&self, id: &str) -> Result<bool, StoreError>;
     /// Usage telemetry per tool, from the recorded events.
     async fn tool_stats(&self) -> Result<Vec<crate::ToolStats>, StoreError>;
+    /// Stores a new skill candidate.
+    async fn create_skill_candidate(
+        &self,
+        candidate: &crate::SkillCandidate,
+    ) -> Result<(), StoreError>;
+    /// One skill candidate.
+    async fn get_skill_candidate(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::SkillCandidate>, StoreError>;
+    /// Skill candidates, newest first, optionally only those with `status`.
+    async fn list_skill_candidates(
+        &self,
+        status: Option<crate::CandidateStatus>,
+    ) -> Result<Vec<crate::SkillCandidate>, StoreError>;
+    /// Decides a pending candidate, exactly once: approved (with `path`, where it was
+    /// written) or rejected (with an optional `reason`); a candidate already decided is
+    /// [`StoreError::Invalid`] naming the first decision.
+    async fn decide_skill_candidate(
+        &self,
+        id: &str,
+        status: crate::CandidateStatus,
+        decided_by: &str,
+        reason: Option<&str>,
+        path: Option<&str>,
+    ) -> Result<crate::SkillCandidate, StoreError>;
 
     /// Appends the messages a request added to its session's transcript (in one transaction)
     /// and touches the session.

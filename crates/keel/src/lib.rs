@@ -198,7 +198,27 @@ impl RuntimeBuilder {
             .filter_map(|(name, provider)| Some((name.clone(), provider.as_ref().err()?.clone())))
             .collect();
 
-        let mut gateway = Gateway::new(assemble_tools(&workspace, self.tools))?;
+        let store = match self.store {
+            Some(store) => store,
+            None => default_store(&workspace.root)?,
+        };
+        let mut tools = self.tools;
+        let proposes = |agent: &keel_workspace::AgentSpec| {
+            agent
+                .tools
+                .iter()
+                .any(|t| t == keel_workspace::skills::PROPOSE_SKILL_TOOL)
+        };
+        if workspace.agents.values().any(proposes) {
+            tools.insert(
+                0,
+                Arc::new(keel_tools::builtin::ProposeSkill::new(
+                    workspace.clone(),
+                    store.clone(),
+                )),
+            );
+        }
+        let mut gateway = Gateway::new(assemble_tools(&workspace, tools))?;
         // MCP servers publish their tools into the gateway's catalog once they start.
         let mcp = McpHub::new(&workspace, gateway.catalog());
         for source in mcp.sources() {
@@ -231,10 +251,6 @@ impl RuntimeBuilder {
             }
         }
         let gateway = Arc::new(gateway);
-        let store = match self.store {
-            Some(store) => store,
-            None => default_store(&workspace.root)?,
-        };
         let artifacts = match self.artifacts {
             Some(artifacts) => artifacts,
             None => default_artifacts(&workspace.root)?,

@@ -1,10 +1,13 @@
-//! The runtime's skills: the latest scan, and the task that keeps it current.
+//! The runtime's skills: the latest scan, the task that keeps it current, and the skill
+//! candidates agents propose.
 
+use std::path::Path;
 use std::sync::Arc;
 
+use keel_types::{CandidateStatus, SkillCandidate};
 use keel_workspace::skills::SkillSet;
 
-use crate::Runtime;
+use crate::{Error, Runtime, RuntimeError};
 
 impl Runtime {
     /// The skills of the latest scan.
@@ -20,4 +23,141 @@ impl Runtime {
     pub fn watch_skills(&self) {
         self.kernel.watch_skills();
     }
+}
+
+/// Skill candidates: skills agents proposed with `propose_skill`, waiting for a person.
+impl Runtime {
+    /// Candidates, newest first, optionally only those with `status`.
+    pub async fn skill_candidates(
+        &self,
+        status: Option<CandidateStatus>,
+    ) -> Result<Vec<SkillCandidate>, Error> {
+        Ok(self.store().list_skill_candidates(status).await?)
+    }
+
+    /// One candidate.
+    pub async fn skill_candidate(&self, id: &str) -> Result<Option<SkillCandidate>, Error> {
+        Ok(self.store().get_skill_candidate(id).await?)
+    }
+
+    /// Approves a pending candidate: writes `resources/skills/<name>/SKILL.md` (front matter
+    /// and instructions), records the decision, and scans the skills again, so the next run
+    /// can use it. Refused when the candidate is not pending or a skill of that name exists;
+    /// if writing fails the candidate stays pending.
+    pub async fn approve_skill_candidate(
+        &self,
+        id: &str,
+        decided_by: &str,
+    ) -> Result<SkillCandidate, Error> {
+        let candidate = self.pending_candidate(id).await?;
+        let workspace = self.workspace();
+        if let Some(skill) = workspace.skills.current().get(&candidate.name) {
+            return Err(conflict(format!(
+                "a skill `{}` exists already ({}); reject the candidate or rename that skill",
+                candidate.name,
+                skill.file.display()
+            )));
+        }
+        let relative = format!("resources/skills/{}", candidate.name);
+        let dir = workspace.root.join(&relative);
+        write_skill(&dir, &candidate)?;
+        let decided = self
+            .store()
+            .decide_skill_candidate(
+                id,
+                CandidateStatus::Approved,
+                decided_by,
+                None,
+                Some(&relative),
+            )
+            .await;
+        let decided = match decided {
+            Ok(decided) => decided,
+            Err(error) => {
+                // Decided elsewhere meanwhile: what this call wrote goes.
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(conflict(error.to_string()));
+            }
+        };
+        workspace.skills.rescan();
+        Ok(decided)
+    }
+
+    /// Rejects a pending candidate; nothing is written.
+    pub async fn reject_skill_candidate(
+        &self,
+        id: &str,
+        decided_by: &str,
+        reason: Option<&str>,
+    ) -> Result<SkillCandidate, Error> {
+        self.pending_candidate(id).await?;
+        self.store()
+            .decide_skill_candidate(id, CandidateStatus::Rejected, decided_by, reason, None)
+            .await
+            .map_err(|error| conflict(error.to_string()))
+    }
+
+    fn store(&self) -> &Arc<dyn keel_types::RunStore> {
+        self.kernel.store()
+    }
+
+    async fn pending_candidate(&self, id: &str) -> Result<SkillCandidate, Error> {
+        let candidate = self
+            .store()
+            .get_skill_candidate(id)
+            .await?
+            .ok_or_else(|| RuntimeError::NotFound(format!("no skill candidate `{id}`")))?;
+        if candidate.status != CandidateStatus::Pending {
+            return Err(conflict(format!(
+                "skill candidate `{id}` was already {} by {} at {}",
+                candidate.status.as_str(),
+                candidate.decided_by.as_deref().unwrap_or("someone"),
+                candidate.decided_at.as_deref().unwrap_or("an earlier time"),
+            )));
+        }
+        Ok(candidate)
+    }
+}
+
+fn conflict(message: String) -> Error {
+    Error::Runtime(RuntimeError::Conflict(message))
+}
+
+/// Creates the skill's folder (which must not exist: of two approvals, one creates it) and
+/// its `SKILL.md`, written to a temporary file first and renamed into place.
+fn write_skill(dir: &Path, candidate: &SkillCandidate) -> Result<(), Error> {
+    let failed = |what: &str, e: std::io::Error| {
+        Error::Runtime(RuntimeError::Internal(format!(
+            "cannot {what} {}: {e}",
+            dir.display()
+        )))
+    };
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| failed("create the folder of", e))?;
+    }
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(conflict(format!(
+                "{} exists already; reject the candidate or move that folder",
+                dir.display()
+            )));
+        }
+        Err(e) => return Err(failed("create", e)),
+    }
+    // JSON strings are YAML double-quoted scalars: any description round-trips.
+    let text = format!(
+        "---\nname: {}\ndescription: {}\n---\n{}\n",
+        candidate.name,
+        serde_json::Value::from(candidate.description.as_str()),
+        candidate.instructions.trim_end()
+    );
+    let temporary = dir.join(".SKILL.md.tmp");
+    let written = std::fs::write(&temporary, text)
+        .and_then(|()| std::fs::rename(&temporary, dir.join("SKILL.md")));
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(dir);
+        return Err(failed("write the skill into", e));
+    }
+    Ok(())
 }

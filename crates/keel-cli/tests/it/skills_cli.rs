@@ -112,3 +112,115 @@ fn validate_locates_a_missing_description_and_a_collision_between_roots() {
     assert_eq!(fine.code, Some(0), "{}", fine.stderr);
     assert!(fine.stdout.contains("ok: 1 skill(s)"), "{}", fine.stdout);
 }
+
+/// An agent that may propose skills, on a script that proposes one (and a badly named one).
+fn proposing_workspace() -> TempWorkspace {
+    let propose = |name: &str| {
+        json!({"toolCalls": [{"name": "propose_skill", "arguments": {
+            "name": name,
+            "description": "Triage flaky tests: rerun, bisect, quarantine. Use when a test fails: sometimes.",
+            "instructions": "# Flaky tests\n\n1. Rerun the test 20 times.\n2. Quarantine it if it fails twice."
+        }}]})
+    };
+    WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: learner }")
+        .scripted_model(
+            "m",
+            &json!({"conversations": [
+                {"match": "bad", "steps": [propose("Flaky Tests"), {"text": "Tried."}]},
+                {"match": "other", "steps": [propose("release-checklist"), {"text": "Proposed."}]},
+                {"steps": [propose("triage-flaky-tests"), {"text": "Proposed."}]}
+            ]}),
+        )
+        .agent("learner", "{ model: m, tools: [propose_skill] }")
+        .build()
+}
+
+#[test]
+fn a_proposed_skill_is_written_only_after_a_person_approves_it() {
+    let ws = proposing_workspace();
+    let keel = keel_in(&ws);
+
+    let ran = keel.run(["run", "Learn from the flaky test."]);
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let created: Vec<Value> = keel
+        .newest_run_events()
+        .into_iter()
+        .filter(|e| e["type"] == "runtime.skill.candidate.created")
+        .collect();
+    assert_eq!(created.len(), 1, "{created:?}");
+    assert_eq!(created[0]["skill"], "triage-flaky-tests");
+    assert!(created[0]["callId"].is_string(), "{:?}", created[0]);
+    let id = created[0]["candidateId"].as_str().unwrap().to_owned();
+
+    let pending = keel.run(["skills", "candidates", "--json"]).json_lines();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0]["candidateId"], id.as_str());
+    assert_eq!(pending[0]["agent"], "learner");
+    assert!(
+        !ws.exists("resources/skills/triage-flaky-tests"),
+        "nothing is written before approval"
+    );
+
+    let approved = keel.run(["skills", "approve", &id, "--by", "ops"]);
+    assert_eq!(approved.code, Some(0), "{}", approved.stderr);
+    assert!(
+        approved
+            .stdout
+            .contains("written to resources/skills/triage-flaky-tests"),
+        "{}",
+        approved.stdout
+    );
+    // The written skill is valid (its description has `:`, which must survive) and shows.
+    let valid = keel.run(["skills", "validate"]);
+    assert_eq!(valid.code, Some(0), "{}", valid.stderr);
+    let shown: Value = serde_json::from_str(
+        &keel
+            .run(["skills", "show", "triage-flaky-tests", "--json"])
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        shown["description"],
+        "Triage flaky tests: rerun, bisect, quarantine. Use when a test fails: sometimes."
+    );
+    assert!(shown["body"].as_str().unwrap().contains("Quarantine it"));
+    let again = keel.run(["skills", "approve", &id]);
+    assert_eq!(again.code, Some(2));
+    assert!(
+        again.stderr.contains("already approved by ops"),
+        "{}",
+        again.stderr
+    );
+
+    // Another candidate is rejected: nothing is written.
+    keel.run(["run", "Learn from the other one."]);
+    let other = keel.run(["skills", "candidates", "--json"]).json_lines();
+    let other_id = other[0]["candidateId"].as_str().unwrap().to_owned();
+    let rejected = keel.run(["skills", "reject", &other_id, "--reason", "too vague"]);
+    assert_eq!(rejected.code, Some(0), "{}", rejected.stderr);
+    assert!(!ws.exists("resources/skills/release-checklist"));
+    let all = keel
+        .run(["skills", "candidates", "--status", "all", "--json"])
+        .json_lines();
+    let statuses: Vec<&str> = all.iter().map(|c| c["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["rejected", "approved"]);
+    assert_eq!(all[0]["reason"], "too vague");
+}
+
+#[test]
+fn a_proposed_skill_with_a_bad_name_is_blocked_by_the_gateway() {
+    let ws = proposing_workspace();
+    let keel = keel_in(&ws);
+    let ran = keel.run(["run", "A bad proposal."]);
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let guard = keel
+        .newest_run_events()
+        .into_iter()
+        .find(|e| e["type"] == "runtime.tool.guard")
+        .unwrap();
+    assert_eq!(guard["decision"], "blocked", "{guard}");
+    assert_eq!(guard["issues"][0]["path"], "/name", "{guard}");
+    let none = keel.run(["skills", "candidates", "--status", "all", "--json"]);
+    assert!(none.stdout.trim().is_empty(), "{}", none.stdout);
+}

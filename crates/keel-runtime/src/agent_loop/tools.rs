@@ -402,7 +402,10 @@ impl AgentRun {
             attachments,
             events,
         } = output;
-        for event in events {
+        for mut event in events {
+            if let EventPayload::SkillCandidateCreated { call_id, .. } = &mut event {
+                call_id.get_or_insert_with(|| verdict.call_id().to_owned());
+            }
             self.emitter.emit(event)?;
         }
         for attachment in attachments {

@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0002_tasks.sql"),
     include_str!("../../migrations/0003_approvals.sql"),
     include_str!("../../migrations/0004_run_owner.sql"),
+    include_str!("../../migrations/0005_skill_candidates.sql"),
 ];
 
 /// The newest schema version this build knows.

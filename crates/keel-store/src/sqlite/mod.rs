@@ -24,6 +24,7 @@
 //! [`SqliteStore::verify_mirror`] reports it. The store's events stay readable throughout.
 
 mod approvals;
+mod candidates;
 mod connection;
 mod json_rows;
 mod rows;
@@ -465,6 +466,62 @@ impl RunStore for SqliteStore {
                         },
                     )
                 },
+                |_, _| {},
+            )
+            .await
+    }
+
+    async fn create_skill_candidate(
+        &self,
+        candidate: &keel_types::SkillCandidate,
+    ) -> Result<(), StoreError> {
+        let candidate = candidate.clone();
+        self.inner
+            .writer
+            .job(
+                move |conn, db| candidates::create(conn, db, &candidate),
+                |_, _| {},
+            )
+            .await
+    }
+
+    async fn get_skill_candidate(
+        &self,
+        id: &str,
+    ) -> Result<Option<keel_types::SkillCandidate>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn, db| candidates::get(conn, db, &id))
+            .await
+    }
+
+    async fn list_skill_candidates(
+        &self,
+        status: Option<keel_types::CandidateStatus>,
+    ) -> Result<Vec<keel_types::SkillCandidate>, StoreError> {
+        self.read(move |conn, db| candidates::list(conn, db, status))
+            .await
+    }
+
+    async fn decide_skill_candidate(
+        &self,
+        id: &str,
+        status: keel_types::CandidateStatus,
+        decided_by: &str,
+        reason: Option<&str>,
+        path: Option<&str>,
+    ) -> Result<keel_types::SkillCandidate, StoreError> {
+        let Some(mut decided) = self.get_skill_candidate(id).await? else {
+            return Err(StoreError::Invalid(format!("no skill candidate `{id}`")));
+        };
+        decided.status = status;
+        decided.decided_by = Some(decided_by.to_owned());
+        decided.decided_at = Some(keel_types::now_rfc3339());
+        decided.reason = reason.map(str::to_owned);
+        decided.path = path.map(str::to_owned);
+        self.inner
+            .writer
+            .job(
+                move |conn, db| candidates::decide(conn, db, &decided),
                 |_, _| {},
             )
             .await
