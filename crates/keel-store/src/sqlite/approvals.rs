@@ -10,17 +10,13 @@ use rusqlite::{Connection, params};
 use super::connection::sql_error;
 use super::json_rows;
 
-fn encode(approval: &ApprovalRecord) -> Result<String, StoreError> {
-    serde_json::to_string(approval).map_err(|e| StoreError::Invalid(e.to_string()))
-}
-
 /// Inserts a new approval.
 pub(super) fn create(
     conn: &Connection,
     db: &Path,
     approval: &ApprovalRecord,
 ) -> Result<(), StoreError> {
-    let record = encode(approval)?;
+    let record = json_rows::encode(approval)?;
     conn.prepare_cached(
         "INSERT INTO approvals (id, request_id, session_id, tool, arguments, status, created_at, \
          record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -109,7 +105,7 @@ pub(super) fn decide(
     approval.decided_by = Some(decided_by.to_owned());
     approval.decided_at = Some(now.to_owned());
     approval.decision_reason = reason.map(str::to_owned);
-    let record = encode(&approval)?;
+    let record = json_rows::encode(&approval)?;
     let changed = conn
         .prepare_cached(
             "UPDATE approvals SET status = ?2, decided_at = ?3, decided_by = ?4, reason = ?5, \

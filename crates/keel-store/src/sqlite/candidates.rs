@@ -10,17 +10,13 @@ use rusqlite::{Connection, params};
 use super::connection::sql_error;
 use super::json_rows;
 
-fn encode(candidate: &SkillCandidate) -> Result<String, StoreError> {
-    serde_json::to_string(candidate).map_err(|e| StoreError::Invalid(e.to_string()))
-}
-
 /// Inserts a new candidate.
 pub(super) fn create(
     conn: &Connection,
     db: &Path,
     candidate: &SkillCandidate,
 ) -> Result<(), StoreError> {
-    let record = encode(candidate)?;
+    let record = json_rows::encode(candidate)?;
     conn.prepare_cached(
         "INSERT INTO skill_candidates (id, name, status, request_id, created_at, record) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -83,7 +79,7 @@ pub(super) fn decide(
             "a decision must approve or reject".into(),
         ));
     }
-    let record = encode(decided)?;
+    let record = json_rows::encode(decided)?;
     let changed = conn
         .prepare_cached(
             "UPDATE skill_candidates SET status = ?2, record = ?3 \

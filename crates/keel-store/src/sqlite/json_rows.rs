@@ -1,12 +1,18 @@
-//! Reading records that a table keeps whole as JSON in a `record` column (tasks, approvals).
+//! Reading records that a table keeps whole as JSON in a `record` column (tasks, approvals, skill candidates).
 
 use std::path::Path;
 
 use keel_types::StoreError;
 use rusqlite::{Connection, OptionalExtension, Params};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::connection::sql_error;
+
+/// A record as the JSON its `record` column keeps.
+pub(super) fn encode<T: Serialize>(record: &T) -> Result<String, StoreError> {
+    serde_json::to_string(record).map_err(|e| StoreError::Invalid(e.to_string()))
+}
 
 /// A record that does not parse: named by its table.
 pub(super) fn corrupt(db: &Path, table: &str, error: impl std::fmt::Display) -> StoreError {
