@@ -23,4 +23,6 @@ pub fn approval(request_id: &RequestId, agent: &str) -> ApprovalRecord {
         decision_reason: None,
         created_at: now_rfc3339(),
     }
+    memory: None,
+    memory_record: None,
 }

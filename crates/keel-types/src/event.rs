@@ -461,6 +461,94 @@ pub enum EventPayload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
     },
+    /// Memory recalled into the prompt before the first round (`read-before-plan`): the
+    /// records' ids and the exact text added, so a resumed, forked or replayed run sees the
+    /// same context.
+    #[serde(rename = "runtime.memory.recall.completed", rename_all = "camelCase")]
+    MemoryRecallCompleted {
+        /// The resolved namespaces searched.
+        namespaces: Vec<String>,
+        record_ids: Vec<String>,
+        /// `fulltext` or `hybrid` (full-text and embeddings fused by reciprocal rank).
+        mode: String,
+        /// Records that matched but did not fit the character budget.
+        #[serde(default)]
+        omitted: u64,
+        chars: u64,
+        /// The memory context as it entered the prompt (empty when nothing matched).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        context: String,
+    },
+    /// A run submitted a memory candidate (`remember`, or post-run extraction) and the write
+    /// policy decided it.
+    #[serde(
+        rename = "runtime.memory.candidate.submitted",
+        rename_all = "camelCase"
+    )]
+    MemoryCandidateSubmitted {
+        /// The `Memory` document.
+        memory: String,
+        namespace: String,
+        kind: crate::MemoryKind,
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tags: Vec<String>,
+        decision: crate::WriteDecision,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// The stored record (decision `auto`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        record_id: Option<String>,
+        /// The approval it waits for (decision `approve`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approval_id: Option<String>,
+        /// Why it was refused (decision `reject`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A memory candidate waits for a person (`keel approvals`, `/api/approvals`); the run
+    /// does not wait for the decision.
+    #[serde(rename = "runtime.memory.approval.requested", rename_all = "camelCase")]
+    MemoryApprovalRequested {
+        approval_id: String,
+        memory: String,
+        namespace: String,
+        text: String,
+    },
+    /// A record was stored, superseded, deleted, expired or merged.
+    #[serde(rename = "runtime.memory.lifecycle", rename_all = "camelCase")]
+    MemoryLifecycle {
+        action: crate::MemoryAction,
+        record_id: String,
+        version: u32,
+        namespace: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    /// Memory maintenance began (`keel memory maintain`): which operations, on what.
+    #[serde(
+        rename = "runtime.memory.maintenance.started",
+        rename_all = "camelCase"
+    )]
+    MemoryMaintenanceStarted {
+        /// The namespace, or `*` for all.
+        target: String,
+        operations: Vec<String>,
+    },
+    /// Memory maintenance finished: how many records each operation changed.
+    #[serde(
+        rename = "runtime.memory.maintenance.completed",
+        rename_all = "camelCase"
+    )]
+    MemoryMaintenanceCompleted {
+        target: String,
+        operation_count: u64,
+        merged: u64,
+        expired: u64,
+    },
+    /// Memory maintenance stopped with an error; what it had done stays done.
+    #[serde(rename = "runtime.memory.maintenance.failed", rename_all = "camelCase")]
+    MemoryMaintenanceFailed { target: String, error: String },
     /// A derived, human-readable view of progress; never stored.
     #[serde(rename = "runtime.progress.narration", rename_all = "camelCase")]
     Narration {
@@ -518,6 +606,13 @@ impl EventPayload {
             Self::SkillOffered { .. } => "runtime.skill.offered",
             Self::SkillInjected { .. } => "runtime.skill.injected",
             Self::SkillCandidateCreated { .. } => "runtime.skill.candidate.created",
+            Self::MemoryRecallCompleted { .. } => "runtime.memory.recall.completed",
+            Self::MemoryCandidateSubmitted { .. } => "runtime.memory.candidate.submitted",
+            Self::MemoryApprovalRequested { .. } => "runtime.memory.approval.requested",
+            Self::MemoryLifecycle { .. } => "runtime.memory.lifecycle",
+            Self::MemoryMaintenanceStarted { .. } => "runtime.memory.maintenance.started",
+            Self::MemoryMaintenanceCompleted { .. } => "runtime.memory.maintenance.completed",
+            Self::MemoryMaintenanceFailed { .. } => "runtime.memory.maintenance.failed",
             Self::Narration { .. } => "runtime.progress.narration",
         }
     }

@@ -14,6 +14,7 @@ pub mod error;
 pub mod event;
 pub mod governance;
 pub mod ids;
+pub mod memory;
 pub mod message;
 pub mod ports;
 pub mod run;
@@ -29,14 +30,19 @@ pub use event::{
 };
 pub use governance::{HookEvent, PermissionMode, PolicyDecision};
 pub use ids::{EventId, InvalidSessionId, RequestId, SessionId, new_id};
+pub use memory::{
+    MAX_MEMORY_TEXT, MemoryAction, MemoryCandidate, MemoryFilter, MemoryHit, MemoryKind,
+    MemoryMerge, MemoryRecord, MemorySource, MemoryStatus, MemoryUpdate, Provenance, WriteDecision,
+};
 pub use message::{
     Message, ModelEvent, ModelParams, ModelRequest, ModelStopReason, Role, ToolCall, ToolSpec,
     Usage,
 };
 pub use ports::{
-    ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, Attachment, BoxStream, EventObserver,
-    ModelError, ModelProvider, ModelStream, ProgressSink, RunFilter, RunStore, SeenFiles,
-    StoreError, StoreHealth, Tool, ToolContext, ToolError, ToolOutput, ToolProgress, artifact_id,
+    ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, Attachment, BoxStream, Embedder,
+    EventObserver, MemoryStore, ModelError, ModelProvider, ModelStream, ProgressSink, RunFilter,
+    RunStore, SeenFiles, StoreError, StoreHealth, Tool, ToolContext, ToolError, ToolOutput,
+    ToolProgress, artifact_id,
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,
@@ -54,6 +60,16 @@ const TIMESTAMP: &[time::format_description::BorrowedFormatItem<'static>] = time
 /// `2026-11-22T12:00:00.120Z` (fixed width, so timestamps sort as text).
 pub fn now_rfc3339() -> String {
     time_before(std::time::Duration::ZERO)
+}
+
+/// The time `ahead` after now, in the same format as [`now_rfc3339`].
+pub fn time_after(ahead: std::time::Duration) -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let then = time::Duration::try_from(ahead)
+        .ok()
+        .and_then(|ahead| now.checked_add(ahead))
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH + time::Duration::days(365 * 8000));
+    then.format(TIMESTAMP).unwrap_or_default()
 }
 
 /// The time `ago` before now, in the same format as [`now_rfc3339`].

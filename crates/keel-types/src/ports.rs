@@ -396,6 +396,93 @@ pub trait EventObserver: Send + Sync {
     fn observe(&self, event: &Event);
 }
 
+/// An embeddings model (an OpenAI-compatible `/embeddings` endpoint, or one injected): turns
+/// texts into vectors for hybrid memory recall.
+#[async_trait]
+pub trait Embedder: Send + Sync {
+    /// The model's name, as its `Model` document declares it.
+    fn model_name(&self) -> &str;
+    /// One vector per text, in order.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError>;
+}
+
+/// Long-term memory records (`docs/workspace.md#memory`), kept by the store beside the runs.
+/// Nothing is changed in place: updates, deletions, expiries and merges close the current
+/// version and (for updates and merges) store a new one, in one transaction.
+#[async_trait]
+pub trait MemoryStore: Send + Sync {
+    /// Stores a candidate as a new record (version 1), approved by `approved_by`.
+    async fn store_memory(
+        &self,
+        candidate: &crate::MemoryCandidate,
+        approved_by: &str,
+    ) -> Result<crate::MemoryRecord, StoreError>;
+    /// The latest version of a record (whatever its status).
+    async fn get_memory(&self, id: &str) -> Result<Option<crate::MemoryRecord>, StoreError>;
+    /// Every version of a record, oldest first.
+    async fn memory_history(&self, id: &str) -> Result<Vec<crate::MemoryRecord>, StoreError>;
+    /// Records, newest first: the current versions, or every version with `all_versions`.
+    async fn list_memory(
+        &self,
+        filter: &crate::MemoryFilter,
+    ) -> Result<Vec<crate::MemoryRecord>, StoreError>;
+    /// Full-text search (bm25) over the active records of `namespaces`, best first.
+    async fn search_memory(
+        &self,
+        namespaces: &[String],
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<crate::MemoryHit>, StoreError>;
+    /// A new version with the update applied; the old one is superseded.
+    async fn update_memory(
+        &self,
+        id: &str,
+        update: &crate::MemoryUpdate,
+        by: &str,
+    ) -> Result<crate::MemoryRecord, StoreError>;
+    /// Closes the current version as deleted (it stays in the history).
+    async fn delete_memory(
+        &self,
+        id: &str,
+        by: &str,
+        reason: Option<&str>,
+    ) -> Result<crate::MemoryRecord, StoreError>;
+    /// Closes every active record whose `expiresAt` is at or before `now`; returns them.
+    async fn expire_memory(&self, now: &str) -> Result<Vec<crate::MemoryRecord>, StoreError>;
+    /// Merges one record into another (compaction); returns the kept record's new version.
+    async fn merge_memory(
+        &self,
+        merge: &crate::MemoryMerge,
+        by: &str,
+    ) -> Result<crate::MemoryRecord, StoreError>;
+    /// Active records of `namespaces` that have no embedding yet: `(id, version, text)`.
+    async fn memory_without_embedding(
+        &self,
+        namespaces: &[String],
+        limit: usize,
+    ) -> Result<Vec<(String, u32, String)>, StoreError>;
+    /// Keeps the embedding of one version.
+    async fn set_memory_embedding(
+        &self,
+        id: &str,
+        version: u32,
+        embedding: &[f32],
+    ) -> Result<(), StoreError>;
+    /// The active records of `namespaces` nearest to `embedding` by cosine similarity, best
+    /// first.
+    async fn nearest_memory(
+        &self,
+        namespaces: &[String],
+        embedding: &[f32],
+        limit: usize,
+    ) -> Result<Vec<crate::MemoryHit>, StoreError>;
+    /// Inserts exported versions as they are (ids, versions, statuses, times). A record id
+    /// that already exists is refused, and then nothing is imported.
+    async fn import_memory(&self, records: &[crate::MemoryRecord]) -> Result<u64, StoreError>;
+    /// A consistent copy of the whole store at `to`, taken while it is in use.
+    async fn backup(&self, to: &Path) -> Result<(), StoreError>;
+}
+
 /// Durable storage of runs and their events.
 ///
 /// Contract: `append` is called with events in `seq` order, dense from 1; when it returns, the

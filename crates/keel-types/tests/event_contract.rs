@@ -218,6 +218,8 @@ fn examples() -> Vec<EventPayload> {
                 decided_at: None,
                 decision_reason: None,
                 created_at: "2026-11-22T12:00:00.000Z".into(),
+                memory: None,
+                memory_record: None,
             },
         },
         EventPayload::ApprovalResolved {

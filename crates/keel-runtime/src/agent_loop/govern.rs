@@ -176,6 +176,8 @@ impl AgentRun {
             decision_reason: None,
             created_at: keel_types::now_rfc3339(),
         }
+        memory: None,
+        memory_record: None,
     }
 
     /// Marks the run waiting, records the request, and polls until a decision or the timeout.

@@ -100,11 +100,26 @@ pub(super) fn decide(
     let Some(mut approval) = get(conn, db, id)? else {
         return Err(StoreError::Invalid(format!("no approval `{id}`")));
     };
+    let was_pending = approval.status == ApprovalStatus::Pending;
     approval.status = status;
-    approval.scope = scope;
+    approval.scope = if approval.memory.is_some() {
+        // A memory write is one write; there is nothing for a session to reuse.
+        ApprovalScope::Once
+    } else {
+        scope
+    };
     approval.decided_by = Some(decided_by.to_owned());
     approval.decided_at = Some(now.to_owned());
     approval.decision_reason = reason.map(str::to_owned);
+    // An approved memory write is stored in the same transaction as the decision: if the
+    // decision loses (someone decided first), the savepoint undoes the record too.
+    if was_pending
+        && status == ApprovalStatus::Approved
+        && let Some(candidate) = &approval.memory
+    {
+        let stored = super::memory::store(conn, db, candidate, decided_by, now)?;
+        approval.memory_record = Some(stored.id);
+    }
     let record = json_rows::encode(&approval)?;
     let changed = conn
         .prepare_cached(

@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0003_approvals.sql"),
     include_str!("../../migrations/0004_run_owner.sql"),
     include_str!("../../migrations/0005_skill_candidates.sql"),
+    include_str!("../../migrations/0006_memory.sql"),
 ];
 
 /// The newest schema version this build knows.

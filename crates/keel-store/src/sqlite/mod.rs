@@ -27,6 +27,7 @@ mod approvals;
 mod candidates;
 mod connection;
 mod json_rows;
+mod memory;
 mod rows;
 mod tasks;
 mod writer;
@@ -207,6 +208,15 @@ impl SqliteStore {
     }
 
     /// Runs a query on a read connection, on a blocking thread.
+    /// A write other than an append, in the writer's next transaction.
+    async fn job<T, F>(&self, execute: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &Path) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.inner.writer.job(execute, |_, _| {}).await
+    }
+
     async fn read<T, F>(&self, query: F) -> Result<T, StoreError>
     where
         T: Send + 'static,

@@ -6,6 +6,7 @@ mod candidates;
 mod concurrency;
 mod corrupt;
 mod health;
+mod memory;
 mod multiprocess;
 mod pagination;
 mod recovery;

@@ -1,0 +1,638 @@
+//! Long-term memory on the SQLite store (migration 0006): one row per version in
+//! `memory_records`, the active versions in the FTS5 table `memory_fts` (bm25 ranking).
+//!
+//! Every change is one writer job, so one transaction: closing a version (the only in-place
+//! change: its `status` and `validTo`), inserting the next and keeping the full-text index in
+//! step happen together or not at all.
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use keel_types::{
+    MemoryCandidate, MemoryFilter, MemoryHit, MemoryMerge, MemoryRecord, MemoryStatus, MemoryStore,
+    MemoryUpdate, Provenance, StoreError,
+};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+
+use super::SqliteStore;
+use super::connection::sql_error;
+use super::json_rows;
+
+const TABLE: &str = "memory_records";
+
+/// Inserts one version (and indexes it when active); returns its row's `seq`.
+fn insert(conn: &Connection, db: &Path, record: &MemoryRecord) -> Result<i64, StoreError> {
+    let json = json_rows::encode(record)?;
+    conn.prepare_cached(
+        "INSERT INTO memory_records (id, version, namespace, status, valid_from, expires_at, \
+         record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            record.id,
+            record.version,
+            record.namespace,
+            record.status.as_str(),
+            record.valid_from,
+            record.expires_at,
+            json,
+        ])
+    })
+    .map_err(|e| sql_error(db, &e))?;
+    let seq = conn.last_insert_rowid();
+    if record.status == MemoryStatus::Active {
+        conn.prepare_cached("INSERT INTO memory_fts (rowid, text, tags) VALUES (?1, ?2, ?3)")
+            .and_then(|mut stmt| stmt.execute(params![seq, record.text, record.tags.join(" ")]))
+            .map_err(|e| sql_error(db, &e))?;
+    }
+    Ok(seq)
+}
+
+/// The latest version of a record and its row.
+fn latest(
+    conn: &Connection,
+    db: &Path,
+    id: &str,
+) -> Result<Option<(i64, MemoryRecord)>, StoreError> {
+    let row: Option<(i64, String)> = conn
+        .prepare_cached(
+            "SELECT seq, record FROM memory_records WHERE id = ?1 ORDER BY version DESC LIMIT 1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()
+        })
+        .map_err(|e| sql_error(db, &e))?;
+    row.map(|(seq, json)| {
+        serde_json::from_str(&json)
+            .map(|record| (seq, record))
+            .map_err(|e| json_rows::corrupt(db, TABLE, e))
+    })
+    .transpose()
+}
+
+/// The current, active version of a record, or a clear error.
+fn active(conn: &Connection, db: &Path, id: &str) -> Result<(i64, MemoryRecord), StoreError> {
+    match latest(conn, db, id)? {
+        Some((seq, record)) if record.status == MemoryStatus::Active => Ok((seq, record)),
+        Some((_, record)) => Err(StoreError::Invalid(format!(
+            "memory record `{id}` is {} (since {})",
+            record.status.as_str(),
+            record.valid_to.as_deref().unwrap_or("an earlier time"),
+        ))),
+        None => Err(StoreError::Invalid(format!("no memory record `{id}`"))),
+    }
+}
+
+/// Closes an active version: the one in-place change a record sees.
+fn close(
+    conn: &Connection,
+    db: &Path,
+    (seq, mut record): (i64, MemoryRecord),
+    status: MemoryStatus,
+    by: &str,
+    reason: Option<&str>,
+    now: &str,
+) -> Result<MemoryRecord, StoreError> {
+    record.status = status;
+    record.valid_to = Some(now.to_owned());
+    record.closed_by = Some(by.to_owned());
+    record.close_reason = reason.map(str::to_owned);
+    let json = json_rows::encode(&record)?;
+    conn.prepare_cached("UPDATE memory_records SET status = ?2, record = ?3 WHERE seq = ?1")
+        .and_then(|mut stmt| stmt.execute(params![seq, status.as_str(), json]))
+        .map_err(|e| sql_error(db, &e))?;
+    conn.prepare_cached("DELETE FROM memory_fts WHERE rowid = ?1")
+        .and_then(|mut stmt| stmt.execute([seq]))
+        .map_err(|e| sql_error(db, &e))?;
+    Ok(record)
+}
+
+/// Stores a candidate as a new record (version 1).
+pub(super) fn store(
+    conn: &Connection,
+    db: &Path,
+    candidate: &MemoryCandidate,
+    approved_by: &str,
+    now: &str,
+) -> Result<MemoryRecord, StoreError> {
+    let record = MemoryRecord {
+        id: keel_types::new_id("mem"),
+        version: 1,
+        namespace: candidate.namespace.clone(),
+        memory: candidate.memory.clone(),
+        kind: candidate.kind,
+        text: candidate.text.clone(),
+        tags: candidate.tags.clone(),
+        status: MemoryStatus::Active,
+        provenance: vec![Provenance {
+            approved_by: Some(approved_by.to_owned()),
+            ..candidate.provenance.clone()
+        }],
+        merged_from: Vec::new(),
+        valid_from: now.to_owned(),
+        valid_to: None,
+        expires_at: candidate.expires_at.clone(),
+        closed_by: None,
+        close_reason: None,
+    };
+    insert(conn, db, &record)?;
+    Ok(record)
+}
+
+fn update(
+    conn: &Connection,
+    db: &Path,
+    id: &str,
+    change: &MemoryUpdate,
+    by: &str,
+    now: &str,
+) -> Result<MemoryRecord, StoreError> {
+    let current = active(conn, db, id)?;
+    let mut next = current.1.clone();
+    close(
+        conn,
+        db,
+        current,
+        MemoryStatus::Superseded,
+        by,
+        Some("updated"),
+        now,
+    )?;
+    if let Some(text) = &change.text {
+        next.text.clone_from(text);
+    }
+    if let Some(kind) = change.kind {
+        next.kind = kind;
+    }
+    if let Some(tags) = &change.tags {
+        next.tags.clone_from(tags);
+    }
+    next.version += 1;
+    next.valid_from = now.to_owned();
+    next.provenance.push(Provenance {
+        source: keel_types::MemorySource::Operator,
+        request_id: None,
+        agent: None,
+        seq: None,
+        call_id: None,
+        at: now.to_owned(),
+        approved_by: Some(by.to_owned()),
+    });
+    insert(conn, db, &next)?;
+    Ok(next)
+}
+
+fn merge(
+    conn: &Connection,
+    db: &Path,
+    merge: &MemoryMerge,
+    by: &str,
+    now: &str,
+) -> Result<MemoryRecord, StoreError> {
+    if merge.kept == merge.dropped {
+        return Err(StoreError::Invalid(format!(
+            "cannot merge memory record `{}` into itself",
+            merge.kept
+        )));
+    }
+    let kept = active(conn, db, &merge.kept)?;
+    let dropped = active(conn, db, &merge.dropped)?;
+    if kept.1.namespace != dropped.1.namespace {
+        return Err(StoreError::Invalid(format!(
+            "memory records `{}` ({}) and `{}` ({}) are in different namespaces",
+            merge.kept, kept.1.namespace, merge.dropped, dropped.1.namespace
+        )));
+    }
+    let reason = format!("merged into {}: {}", merge.kept, merge.reason);
+    let dropped = close(
+        conn,
+        db,
+        dropped,
+        MemoryStatus::Deleted,
+        by,
+        Some(&reason),
+        now,
+    )?;
+    let mut next = kept.1.clone();
+    close(
+        conn,
+        db,
+        kept,
+        MemoryStatus::Superseded,
+        by,
+        Some(&merge.reason),
+        now,
+    )?;
+    next.version += 1;
+    next.valid_from = now.to_owned();
+    next.text.clone_from(&merge.text);
+    next.provenance.extend(dropped.provenance);
+    next.merged_from.push(dropped.id);
+    next.merged_from.extend(dropped.merged_from);
+    for tag in dropped.tags {
+        if !next.tags.contains(&tag) {
+            next.tags.push(tag);
+        }
+    }
+    // The merged record lives as long as the longer-lived of the two.
+    next.expires_at = match (next.expires_at.take(), dropped.expires_at) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        _ => None,
+    };
+    insert(conn, db, &next)?;
+    Ok(next)
+}
+
+fn expire(conn: &Connection, db: &Path, now: &str) -> Result<Vec<MemoryRecord>, StoreError> {
+    let due: Vec<(i64, String)> = {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT seq, record FROM memory_records WHERE status = 'active' \
+                 AND expires_at IS NOT NULL AND expires_at <= ?1 ORDER BY seq",
+            )
+            .map_err(|e| sql_error(db, &e))?;
+        stmt.query_map([now], |row| Ok((row.get(0)?, row.get(1)?)))
+            .and_then(Iterator::collect)
+            .map_err(|e| sql_error(db, &e))?
+    };
+    let mut expired = Vec::with_capacity(due.len());
+    for (seq, json) in due {
+        let record = serde_json::from_str(&json).map_err(|e| json_rows::corrupt(db, TABLE, e))?;
+        expired.push(close(
+            conn,
+            db,
+            (seq, record),
+            MemoryStatus::Expired,
+            "ttl",
+            Some("past its time to live"),
+            now,
+        )?);
+    }
+    Ok(expired)
+}
+
+fn import(conn: &Connection, db: &Path, records: &[MemoryRecord]) -> Result<u64, StoreError> {
+    let mut seen = std::collections::HashSet::new();
+    for record in records {
+        if seen.insert(record.id.as_str()) && latest(conn, db, &record.id)?.is_some() {
+            return Err(StoreError::Invalid(format!(
+                "memory record `{}` already exists; nothing was imported",
+                record.id
+            )));
+        }
+        insert(conn, db, record).map_err(|e| match e {
+            StoreError::Invalid(message) | StoreError::Corrupt { message, .. } => {
+                StoreError::Invalid(format!(
+                    "memory record `{}` version {}: {message}; nothing was imported",
+                    record.id, record.version
+                ))
+            }
+            other => other,
+        })?;
+    }
+    Ok(records.len() as u64)
+}
+
+/// `?, ?, …` for `n` values.
+fn placeholders(n: usize, first: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The FTS5 query for free text: each word quoted (so no word is read as syntax), any of them.
+pub fn fts_query(text: &str) -> Option<String> {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("\"{}\"", w.to_lowercase()))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" OR "))
+}
+
+fn search(
+    conn: &Connection,
+    db: &Path,
+    namespaces: &[String],
+    query: &str,
+    limit: usize,
+) -> Result<Vec<MemoryHit>, StoreError> {
+    let Some(fts) = fts_query(query) else {
+        return Ok(Vec::new());
+    };
+    if namespaces.is_empty() || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT r.record, bm25(memory_fts) AS rank FROM memory_fts \
+         JOIN memory_records r ON r.seq = memory_fts.rowid \
+         WHERE memory_fts MATCH ?1 AND r.namespace IN ({}) ORDER BY rank LIMIT ?2",
+        placeholders(namespaces.len(), 3)
+    );
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut values: Vec<&dyn rusqlite::ToSql> = vec![&fts, &limit];
+    values.extend(namespaces.iter().map(|n| n as &dyn rusqlite::ToSql));
+    let mut stmt = conn.prepare_cached(&sql).map_err(|e| sql_error(db, &e))?;
+    let rows: Vec<(String, f64)> = stmt
+        .query_map(params_from_iter(values), |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .and_then(Iterator::collect)
+        .map_err(|e| sql_error(db, &e))?;
+    rows.into_iter()
+        .map(|(json, rank)| {
+            let record =
+                serde_json::from_str(&json).map_err(|e| json_rows::corrupt(db, TABLE, e))?;
+            // bm25() is lower for better matches; flip it so higher is better.
+            let score = -rank;
+            Ok(MemoryHit {
+                record,
+                text_score: Some(score),
+                similarity: None,
+                score,
+            })
+        })
+        .collect()
+}
+
+fn encode_vector(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn decode_vector(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// Cosine similarity; 0 when either vector is zero or their lengths differ.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(*x), f64::from(*y));
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}
+
+fn nearest(
+    conn: &Connection,
+    db: &Path,
+    namespaces: &[String],
+    embedding: &[f32],
+    limit: usize,
+) -> Result<Vec<MemoryHit>, StoreError> {
+    if namespaces.is_empty() || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT record, embedding FROM memory_records WHERE status = 'active' \
+         AND embedding IS NOT NULL AND namespace IN ({})",
+        placeholders(namespaces.len(), 1)
+    );
+    let mut stmt = conn.prepare_cached(&sql).map_err(|e| sql_error(db, &e))?;
+    let mut rows = stmt
+        .query(params_from_iter(namespaces))
+        .map_err(|e| sql_error(db, &e))?;
+    let mut scored: Vec<(f64, String)> = Vec::new();
+    while let Some(row) = rows.next().map_err(|e| sql_error(db, &e))? {
+        let bytes: Vec<u8> = row.get(1).map_err(|e| sql_error(db, &e))?;
+        let similarity = cosine(embedding, &decode_vector(&bytes));
+        scored.push((similarity, row.get(0).map_err(|e| sql_error(db, &e))?));
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.truncate(limit);
+    scored
+        .into_iter()
+        .map(|(similarity, json)| {
+            Ok(MemoryHit {
+                record: serde_json::from_str(&json)
+                    .map_err(|e| json_rows::corrupt(db, TABLE, e))?,
+                text_score: None,
+                similarity: Some(similarity),
+                score: similarity,
+            })
+        })
+        .collect()
+}
+
+fn list(
+    conn: &Connection,
+    db: &Path,
+    filter: &MemoryFilter,
+) -> Result<Vec<MemoryRecord>, StoreError> {
+    let order = if filter.oldest_first {
+        "seq ASC"
+    } else {
+        "valid_from DESC, seq DESC"
+    };
+    let sql = format!(
+        "SELECT record FROM memory_records WHERE (?1 IS NULL OR namespace = ?1) \
+         AND (?2 OR status = 'active') ORDER BY {order} LIMIT ?3"
+    );
+    let limit = filter
+        .limit
+        .map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+    json_rows::many(
+        conn,
+        db,
+        TABLE,
+        &sql,
+        params![filter.namespace, filter.all_versions, limit],
+    )
+}
+
+#[async_trait]
+impl MemoryStore for SqliteStore {
+    async fn store_memory(
+        &self,
+        candidate: &MemoryCandidate,
+        approved_by: &str,
+    ) -> Result<MemoryRecord, StoreError> {
+        let (candidate, by) = (candidate.clone(), approved_by.to_owned());
+        let now = keel_types::now_rfc3339();
+        self.job(move |conn, db| store(conn, db, &candidate, &by, &now))
+            .await
+    }
+
+    async fn get_memory(&self, id: &str) -> Result<Option<MemoryRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn, db| Ok(latest(conn, db, &id)?.map(|(_, r)| r)))
+            .await
+    }
+
+    async fn memory_history(&self, id: &str) -> Result<Vec<MemoryRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn, db| {
+            json_rows::many(
+                conn,
+                db,
+                TABLE,
+                "SELECT record FROM memory_records WHERE id = ?1 ORDER BY version",
+                [&id],
+            )
+        })
+        .await
+    }
+
+    async fn list_memory(&self, filter: &MemoryFilter) -> Result<Vec<MemoryRecord>, StoreError> {
+        let filter = filter.clone();
+        self.read(move |conn, db| list(conn, db, &filter)).await
+    }
+
+    async fn search_memory(
+        &self,
+        namespaces: &[String],
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<MemoryHit>, StoreError> {
+        let (namespaces, query) = (namespaces.to_vec(), query.to_owned());
+        self.read(move |conn, db| search(conn, db, &namespaces, &query, limit))
+            .await
+    }
+
+    async fn update_memory(
+        &self,
+        id: &str,
+        change: &MemoryUpdate,
+        by: &str,
+    ) -> Result<MemoryRecord, StoreError> {
+        let (id, change, by) = (id.to_owned(), change.clone(), by.to_owned());
+        let now = keel_types::now_rfc3339();
+        self.job(move |conn, db| update(conn, db, &id, &change, &by, &now))
+            .await
+    }
+
+    async fn delete_memory(
+        &self,
+        id: &str,
+        by: &str,
+        reason: Option<&str>,
+    ) -> Result<MemoryRecord, StoreError> {
+        let (id, by, reason) = (id.to_owned(), by.to_owned(), reason.map(str::to_owned));
+        let now = keel_types::now_rfc3339();
+        self.job(move |conn, db| {
+            let current = active(conn, db, &id)?;
+            close(
+                conn,
+                db,
+                current,
+                MemoryStatus::Deleted,
+                &by,
+                reason.as_deref(),
+                &now,
+            )
+        })
+        .await
+    }
+
+    async fn expire_memory(&self, now: &str) -> Result<Vec<MemoryRecord>, StoreError> {
+        let now = now.to_owned();
+        self.job(move |conn, db| expire(conn, db, &now)).await
+    }
+
+    async fn merge_memory(
+        &self,
+        request: &MemoryMerge,
+        by: &str,
+    ) -> Result<MemoryRecord, StoreError> {
+        let (request, by) = (request.clone(), by.to_owned());
+        let now = keel_types::now_rfc3339();
+        self.job(move |conn, db| merge(conn, db, &request, &by, &now))
+            .await
+    }
+
+    async fn memory_without_embedding(
+        &self,
+        namespaces: &[String],
+        limit: usize,
+    ) -> Result<Vec<(String, u32, String)>, StoreError> {
+        let namespaces = namespaces.to_vec();
+        self.read(move |conn, db| {
+            if namespaces.is_empty() {
+                return Ok(Vec::new());
+            }
+            let sql = format!(
+                "SELECT record FROM memory_records WHERE status = 'active' \
+                 AND embedding IS NULL AND namespace IN ({}) ORDER BY seq LIMIT {limit}",
+                placeholders(namespaces.len(), 1)
+            );
+            let records: Vec<MemoryRecord> =
+                json_rows::many(conn, db, TABLE, &sql, params_from_iter(&namespaces))?;
+            Ok(records
+                .into_iter()
+                .map(|r| (r.id, r.version, r.text))
+                .collect())
+        })
+        .await
+    }
+
+    async fn set_memory_embedding(
+        &self,
+        id: &str,
+        version: u32,
+        embedding: &[f32],
+    ) -> Result<(), StoreError> {
+        let (id, bytes) = (id.to_owned(), encode_vector(embedding));
+        self.job(move |conn, db| {
+            conn.prepare_cached(
+                "UPDATE memory_records SET embedding = ?3 WHERE id = ?1 AND version = ?2",
+            )
+            .and_then(|mut stmt| stmt.execute(params![id, version, bytes]))
+            .map_err(|e| sql_error(db, &e))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn nearest_memory(
+        &self,
+        namespaces: &[String],
+        embedding: &[f32],
+        limit: usize,
+    ) -> Result<Vec<MemoryHit>, StoreError> {
+        let (namespaces, embedding) = (namespaces.to_vec(), embedding.to_vec());
+        self.read(move |conn, db| nearest(conn, db, &namespaces, &embedding, limit))
+            .await
+    }
+
+    async fn import_memory(&self, records: &[MemoryRecord]) -> Result<u64, StoreError> {
+        let records = records.to_vec();
+        self.job(move |conn, db| import(conn, db, &records)).await
+    }
+
+    async fn backup(&self, to: &Path) -> Result<(), StoreError> {
+        let to = to.to_owned();
+        self.read(move |conn, _| {
+            let io = |e: &dyn std::fmt::Display| StoreError::Io {
+                path: to.display().to_string(),
+                message: e.to_string(),
+            };
+            if to.exists() {
+                return Err(io(&"the backup file exists already; choose a new path"));
+            }
+            if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(|e| io(&e))?;
+            }
+            conn.backup(
+                rusqlite::MAIN_DB,
+                &to,
+                None::<fn(rusqlite::backup::Progress)>,
+            )
+            .map_err(|e| io(&e))
+        })
+        .await
+    }
+}
