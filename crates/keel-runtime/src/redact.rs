@@ -172,12 +172,33 @@ impl Redactor {
             }
             EventPayload::HookCompleted { outcome, .. } => s(outcome),
             EventPayload::HookFailed { error, .. } => s(error),
-            EventPayload::McpLifecycle { detail, .. } => {
+            EventPayload::McpLifecycle { detail, .. }
+            | EventPayload::MemoryLifecycle { detail, .. } => {
                 if let Some(detail) = detail {
                     s(detail);
                 }
             }
+            // Memory texts are redacted before they are stored; this keeps the log safe even
+            // for a record stored elsewhere.
+            EventPayload::MemoryRecallCompleted { context, .. } => s(context),
+            EventPayload::MemoryCandidateSubmitted { text, reason, .. } => {
+                s(text);
+                if let Some(reason) = reason {
+                    s(reason);
+                }
+            }
+            EventPayload::MemoryApprovalRequested { text, .. } => s(text),
+            EventPayload::MemoryMaintenanceFailed { error, .. } => s(error),
+            EventPayload::MemoryMaintenanceStarted { .. }
+            | EventPayload::MemoryMaintenanceCompleted { .. } => {}
         }
+    }
+
+    /// Takes secrets out of a text that is about to be kept (a memory record's text).
+    pub fn redact_text(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        self.redact_str(&mut text);
+        text
     }
 
     fn redact_value(&self, value: &mut Value) {

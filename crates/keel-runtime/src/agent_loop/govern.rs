@@ -175,9 +175,9 @@ impl AgentRun {
             decided_at: None,
             decision_reason: None,
             created_at: keel_types::now_rfc3339(),
+            memory: None,
+            memory_record: None,
         }
-        memory: None,
-        memory_record: None,
     }
 
     /// Marks the run waiting, records the request, and polls until a decision or the timeout.
