@@ -479,6 +479,62 @@ fn summary(event: &Event) -> String {
             skill,
             ..
         } => format!("{skill} proposed as {candidate_id}"),
+        EventPayload::MemoryRecallCompleted {
+            namespaces,
+            record_ids,
+            mode,
+            omitted,
+            chars,
+            ..
+        } => format!(
+            "{} record(s) from {} ({mode}), {chars} chars{}",
+            record_ids.len(),
+            namespaces.join(", "),
+            if *omitted > 0 {
+                format!(", {omitted} over budget")
+            } else {
+                String::new()
+            }
+        ),
+        EventPayload::MemoryCandidateSubmitted {
+            namespace,
+            text,
+            decision,
+            record_id,
+            approval_id,
+            ..
+        } => format!(
+            "{namespace} {}: {text}{}",
+            decision.as_str(),
+            record_id
+                .as_ref()
+                .or(approval_id.as_ref())
+                .map(|id| format!(" ({id})"))
+                .unwrap_or_default()
+        ),
+        EventPayload::MemoryApprovalRequested {
+            approval_id,
+            namespace,
+            text,
+            ..
+        } => format!("{approval_id} {namespace}: {text}"),
+        EventPayload::MemoryLifecycle {
+            action,
+            record_id,
+            version,
+            namespace,
+            ..
+        } => format!("{record_id} v{version} {} in {namespace}", action.as_str()),
+        EventPayload::MemoryMaintenanceStarted { target, operations } => {
+            format!("{} on {target}", operations.join(", "))
+        }
+        EventPayload::MemoryMaintenanceCompleted {
+            target,
+            merged,
+            expired,
+            ..
+        } => format!("{target}: {merged} merged, {expired} expired"),
+        EventPayload::MemoryMaintenanceFailed { target, error } => format!("{target}: {error}"),
         EventPayload::ApprovalRequested { approval } => {
             format!(
                 "{} {} {}",

@@ -22,7 +22,7 @@ pub fn approval(request_id: &RequestId, agent: &str) -> ApprovalRecord {
         decided_at: None,
         decision_reason: None,
         created_at: now_rfc3339(),
+        memory: None,
+        memory_record: None,
     }
-    memory: None,
-    memory_record: None,
 }

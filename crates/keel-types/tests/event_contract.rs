@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 
 use keel_types::{
     AdapterEvent, ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, ErrorCode,
-    ErrorInfo, Event, EventId, EventPayload, FinishReason, GuardDecision, Issue, Message,
-    ModelStopReason, PermissionMode, PolicyDecision, PromptSection, Repair, RepairKind, RequestId,
-    SessionId, SkillReason, ToolCall, Usage,
+    ErrorInfo, Event, EventId, EventPayload, FinishReason, GuardDecision, Issue, MemoryAction,
+    MemoryKind, Message, ModelStopReason, PermissionMode, PolicyDecision, PromptSection, Repair,
+    RepairKind, RequestId, SessionId, SkillReason, ToolCall, Usage, WriteDecision,
 };
 use serde_json::{Value, json};
 
@@ -57,11 +57,18 @@ fn slot(payload: &EventPayload) -> usize {
         EventPayload::SkillOffered { .. } => 26,
         EventPayload::SkillInjected { .. } => 27,
         EventPayload::SkillCandidateCreated { .. } => 28,
-        EventPayload::Narration { .. } => 29,
+        EventPayload::MemoryRecallCompleted { .. } => 29,
+        EventPayload::MemoryCandidateSubmitted { .. } => 30,
+        EventPayload::MemoryApprovalRequested { .. } => 31,
+        EventPayload::MemoryLifecycle { .. } => 32,
+        EventPayload::MemoryMaintenanceStarted { .. } => 33,
+        EventPayload::MemoryMaintenanceCompleted { .. } => 34,
+        EventPayload::MemoryMaintenanceFailed { .. } => 35,
+        EventPayload::Narration { .. } => 36,
     }
 }
 
-const SLOTS: usize = 30;
+const SLOTS: usize = 37;
 
 fn usage() -> Usage {
     Usage {
@@ -306,6 +313,53 @@ fn examples() -> Vec<EventPayload> {
             candidate_id: "cand_1".into(),
             skill: "triage-flaky-tests".into(),
             call_id: Some(call()),
+        },
+        EventPayload::MemoryRecallCompleted {
+            namespaces: vec!["users/alice".into()],
+            record_ids: vec!["mem_1".into()],
+            mode: "fulltext".into(),
+            omitted: 0,
+            chars: 64,
+            context: "- [mem_1] (preference) Alice prefers short answers.".into(),
+        },
+        EventPayload::MemoryCandidateSubmitted {
+            memory: "user-notes".into(),
+            namespace: "users/alice".into(),
+            kind: MemoryKind::Preference,
+            text: "Alice prefers short answers.".into(),
+            tags: vec!["style".into()],
+            decision: WriteDecision::Approve,
+            call_id: Some(call()),
+            record_id: None,
+            approval_id: Some("apr_2".into()),
+            reason: None,
+        },
+        EventPayload::MemoryApprovalRequested {
+            approval_id: "apr_2".into(),
+            memory: "user-notes".into(),
+            namespace: "users/alice".into(),
+            text: "Alice prefers short answers.".into(),
+        },
+        EventPayload::MemoryLifecycle {
+            action: MemoryAction::Stored,
+            record_id: "mem_1".into(),
+            version: 1,
+            namespace: "users/alice".into(),
+            detail: None,
+        },
+        EventPayload::MemoryMaintenanceStarted {
+            target: "*".into(),
+            operations: vec!["expire".into(), "compact".into()],
+        },
+        EventPayload::MemoryMaintenanceCompleted {
+            target: "*".into(),
+            operation_count: 3,
+            merged: 2,
+            expired: 1,
+        },
+        EventPayload::MemoryMaintenanceFailed {
+            target: "users/alice".into(),
+            error: "the store is read-only".into(),
         },
         EventPayload::Narration {
             text: "Running read_file {\"path\":\"notes.txt\"}…".into(),

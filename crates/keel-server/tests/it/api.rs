@@ -233,8 +233,6 @@ async fn sse_follows_a_live_run_to_its_end() {
 
 fn pending(request_id: &RequestId) -> ApprovalRecord {
     keel_test_support::fixtures::approval(request_id, "assistant")
-    memory: None,
-    memory_record: None,
 }
 
 #[tokio::test]

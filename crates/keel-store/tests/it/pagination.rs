@@ -155,5 +155,8 @@ async fn a_store_from_before_run_owners_gains_the_column_and_keeps_its_runs() {
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 6, "0005 added skill candidates, 0006 memory");
+    assert_eq!(
+        SCHEMA_VERSION, 6,
+        "0005 added skill candidates, 0006 memory"
+    );
 }
