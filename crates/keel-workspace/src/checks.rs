@@ -12,6 +12,7 @@
 //! the wrong type are skipped here (schema validation reports them).
 
 mod mcp;
+mod memory;
 mod skills;
 
 pub(crate) use skills::check_agent_skills;
@@ -23,6 +24,7 @@ use serde_json::Value;
 
 use crate::documents::{Document, Documents, Kind};
 use crate::mcp::{MCP_TOOL_PREFIX, READ_MCP_RESOURCE_TOOL, has_glob_chars, split_mcp_tool};
+use crate::memory::{MEMORY_SEARCH_TOOL, MEMORY_TOOLS, REMEMBER_TOOL};
 use crate::skills::{PROPOSE_SKILL_TOOL, SKILL_TOOLS};
 use crate::suggest::{closest, list};
 use crate::validate::{Reporter, segments};
@@ -49,6 +51,7 @@ pub(crate) fn check_all(docs: &Documents, provided: &BTreeSet<String>, out: &mut
             Kind::Policy => checker.policy(),
             Kind::Hook => checker.hook(),
             Kind::McpServer => checker.mcp_server(),
+            Kind::Memory => checker.memory(),
         }
     }
 }
@@ -231,6 +234,8 @@ impl<'a> Checker<'a> {
             format!("tool `{name}` has the name of the tool that reads MCP resources")
         } else if SKILL_TOOLS.contains(&name.as_str()) || name == PROPOSE_SKILL_TOOL {
             format!("tool `{name}` has the name of one of Keel's skill tools")
+        } else if MEMORY_TOOLS.contains(&name.as_str()) {
+            format!("tool `{name}` has the name of one of Keel's memory tools")
         } else {
             return;
         };
@@ -429,6 +434,8 @@ impl<'a> Checker<'a> {
             }
             if SKILL_TOOLS.contains(tool) || *tool == PROPOSE_SKILL_TOOL {
                 self.skill_tool_entry(&agent, tool, node);
+            } else if MEMORY_TOOLS.contains(tool) {
+                self.memory_tool_entry(&agent, tool, node);
             } else if *tool == READ_MCP_RESOURCE_TOOL {
                 self.read_mcp_resource_entry(&agent, node, &prefixes);
             } else if tool.starts_with(MCP_TOOL_PREFIX) {
@@ -453,6 +460,40 @@ impl<'a> Checker<'a> {
                 Some(
                     "list the skills it may use in `skills` (it then has this tool anyway)".into(),
                 ),
+            );
+        }
+    }
+
+    /// A memory tool in an agent's `tools`: a `Memory` document must let the agent search
+    /// (`memory_search`) or write (`remember`).
+    fn memory_tool_entry(&mut self, agent: &str, tool: &str, node: &Node) {
+        let field = if tool == REMEMBER_TOOL {
+            "writers"
+        } else {
+            "readers"
+        };
+        debug_assert!(tool == REMEMBER_TOOL || tool == MEMORY_SEARCH_TOOL);
+        let allowed = self
+            .docs
+            .list
+            .iter()
+            .filter(|d| d.kind == Kind::Memory)
+            .filter_map(|d| d.spec.as_ref())
+            .any(|spec| {
+                strings(spec.get(field))
+                    .iter()
+                    .any(|(entry, _)| crate::skills::glob_matches(entry, agent))
+            });
+        if !allowed {
+            let loc = node.loc.clone();
+            self.push(
+                &loc,
+                format!(
+                    "agent `{agent}` lists `{tool}` but no `Memory` document has it in `{field}`"
+                ),
+                Some(format!(
+                    "add `{agent}` to a Memory document's `{field}` (it then has this tool anyway)"
+                )),
             );
         }
     }

@@ -27,10 +27,11 @@ pub(crate) enum Kind {
     Policy,
     Hook,
     McpServer,
+    Memory,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Runtime,
         Kind::Model,
         Kind::Tool,
@@ -38,6 +39,7 @@ impl Kind {
         Kind::Policy,
         Kind::Hook,
         Kind::McpServer,
+        Kind::Memory,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,6 +51,7 @@ impl Kind {
             Kind::Policy => "Policy",
             Kind::Hook => "Hook",
             Kind::McpServer => "McpServer",
+            Kind::Memory => "Memory",
         }
     }
 

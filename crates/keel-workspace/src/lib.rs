@@ -14,6 +14,7 @@ mod explain;
 mod interpolate;
 mod load;
 mod mcp;
+pub mod memory;
 pub mod skills;
 pub mod spec;
 mod suggest;
@@ -29,12 +30,13 @@ use serde_json::Value;
 pub use mcp::{MCP_TOOL_PREFIX, READ_MCP_RESOURCE_TOOL, mcp_filter_allows, mcp_tool_name};
 pub use spec::{
     AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, BuiltinToolSettings, CliEvents, CliSpec,
-    ContractSpec, DEFAULT_STORE_URL, Duration, FileChangeSettings, GatewayMode, GatewayOverride,
-    GatewaySpec, HookEvent, HookHandler, HookOnError, HookSpec, HttpFetchSettings, HttpMethod,
-    Limits, McpServerSpec, McpToolFilter, McpTransport, ModelParamsSpec, ModelSpec, NarrationSpec,
-    NarrationStyle, PermissionMode, PolicyDecision, PolicyRule, PolicySpec, ProgressSpec,
-    ProviderKind, RedactionSpec, RetryPolicy, RetrySpec, RuntimeSpec, ServerSpec, ShellSettings,
-    StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
+    ContractSpec, DEFAULT_STORE_URL, Duration, EmbeddingsSpec, FileChangeSettings, GatewayMode,
+    GatewayOverride, GatewaySpec, HookEvent, HookHandler, HookOnError, HookSpec, HttpFetchSettings,
+    HttpMethod, Limits, McpServerSpec, McpToolFilter, McpTransport, MemorySpec, ModelParamsSpec,
+    ModelSpec, NarrationSpec, NarrationStyle, PermissionMode, PolicyDecision, PolicyRule,
+    PolicySpec, ProgressSpec, ProviderKind, RecallSpec, RedactionSpec, RetryPolicy, RetrySpec,
+    RuntimeSpec, ServerSpec, ShellSettings, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
+    WritePolicy,
 };
 pub use suggest::closest;
 
@@ -135,6 +137,8 @@ pub struct Workspace {
     pub hooks: Vec<(String, HookSpec)>,
     /// `McpServer` documents by name.
     pub mcp_servers: BTreeMap<String, McpServerSpec>,
+    /// `Memory` documents by name.
+    pub memories: BTreeMap<String, MemorySpec>,
     /// Skills found in `resources/skills/` and the Runtime's `skills.roots`: the load's scan,
     /// scanned again when their files change ([`skills::SkillLibrary::refresh`]).
     pub skills: std::sync::Arc<skills::SkillLibrary>,

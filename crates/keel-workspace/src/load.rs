@@ -15,7 +15,8 @@ use crate::documents::{Document, Documents, Kind, read_envelope};
 use crate::env::load_env;
 use crate::explain::explain_document;
 use crate::interpolate::interpolate_tree;
-use crate::skills::{SKILL_TOOLS, SkillLibrary, SkillRoot, scan_skills};
+use crate::memory::{MEMORY_SEARCH_TOOL, REMEMBER_TOOL};
+use crate::skills::{SKILL_TOOLS, SkillLibrary, SkillRoot, glob_matches, scan_skills};
 use crate::validate::validate_spec;
 use crate::yaml::{Loc, Node, Source, parse_documents};
 use crate::{
@@ -33,6 +34,7 @@ pub(crate) enum Typed {
     Policy(PolicySpec),
     Hook(HookSpec),
     McpServer(McpServerSpec),
+    Memory(crate::MemorySpec),
 }
 
 /// Loads the workspace at `root`.
@@ -300,6 +302,7 @@ fn compile(doc: &Document, diagnostics: &mut Vec<Diagnostic>) -> Option<Typed> {
         Kind::Policy => deserialize(doc, json, diagnostics).map(Typed::Policy),
         Kind::Hook => deserialize(doc, json, diagnostics).map(Typed::Hook),
         Kind::McpServer => deserialize(doc, json, diagnostics).map(Typed::McpServer),
+        Kind::Memory => deserialize(doc, json, diagnostics).map(Typed::Memory),
     }
 }
 
@@ -337,6 +340,7 @@ fn build(
     let mut policies = BTreeMap::new();
     let mut hooks = Vec::new();
     let mut mcp_servers = BTreeMap::new();
+    let mut memories = BTreeMap::new();
     let mut explained: Vec<(Kind, &str, Option<&Node>, Value)> = Vec::new();
     for (doc, typed) in docs.list.iter().zip(typed) {
         let Some(typed) = typed else { continue };
@@ -348,6 +352,7 @@ fn build(
             Typed::Policy(spec) => serde_json::to_value(spec),
             Typed::Hook(spec) => serde_json::to_value(spec),
             Typed::McpServer(spec) => serde_json::to_value(spec),
+            Typed::Memory(spec) => serde_json::to_value(spec),
         };
         if let Ok(value) = value {
             explained.push((doc.kind, &doc.name, doc.spec.as_ref(), value));
@@ -373,6 +378,23 @@ fn build(
             // order and an overlay changes a hook in place.
             Typed::Hook(spec) => hooks.push((name, spec)),
             Typed::McpServer(spec) => drop(mcp_servers.insert(name, spec)),
+            Typed::Memory(spec) => drop(memories.insert(name, spec)),
+        }
+    }
+    // Readers of a memory search it, writers submit to it.
+    for memory in memories.values() {
+        let memory: &crate::MemorySpec = memory;
+        for (name, agent) in &mut agents {
+            let agent: &mut AgentSpec = agent;
+            let listed = |entries: &[String]| entries.iter().any(|e| glob_matches(e, name));
+            for (tool, granted) in [
+                (MEMORY_SEARCH_TOOL, listed(&memory.readers)),
+                (REMEMBER_TOOL, listed(&memory.writers)),
+            ] {
+                if granted && !agent.tools.iter().any(|t| t == tool) {
+                    agent.tools.push(tool.to_owned());
+                }
+            }
         }
     }
     let runtime = runtime.unwrap_or_else(|| {
@@ -396,6 +418,7 @@ fn build(
         policies,
         hooks,
         mcp_servers,
+        memories,
         skills,
         env,
         explain,

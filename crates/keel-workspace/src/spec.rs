@@ -10,7 +10,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+mod memory;
 mod skill_settings;
+pub use memory::{EmbeddingsSpec, MemorySpec, RecallSpec, WritePolicy};
 pub use skill_settings::{SkillRootSpec, SkillsSettings};
 
 /// The governance vocabulary the documents use. It lives in `keel-types`, where events and

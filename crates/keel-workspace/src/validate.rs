@@ -46,6 +46,7 @@ fn schema_of(kind: Kind) -> Value {
         Kind::Policy => schemars::schema_for!(PolicySpec).to_value(),
         Kind::Hook => schemars::schema_for!(HookSpec).to_value(),
         Kind::McpServer => schemars::schema_for!(McpServerSpec).to_value(),
+        Kind::Memory => schemars::schema_for!(crate::MemorySpec).to_value(),
     };
     if let Some(duration) = schema.pointer_mut("/$defs/Duration") {
         *duration = json!({ "type": "string", "format": DURATION_FORMAT });

@@ -192,6 +192,14 @@ impl Node {
         }
     }
 
+    /// The number of a scalar that resolves to one.
+    pub fn as_f64(&self) -> Option<f64> {
+        match &self.value {
+            NodeValue::Scalar(s) => s.resolve().as_f64(),
+            _ => None,
+        }
+    }
+
     /// Whether this is a null scalar (`~`, `null` or nothing).
     pub fn is_null(&self) -> bool {
         matches!(&self.value, NodeValue::Scalar(s) if s.resolve().is_null())

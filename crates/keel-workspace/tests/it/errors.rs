@@ -79,12 +79,12 @@ metadata: { name: f }
     assert_eq!(
         diagnostics[0].hint.as_deref(),
         Some(
-            "did you mean `Agent`? valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`"
+            "did you mean `Agent`? valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`, `Memory`"
         )
     );
     assert_eq!(
         diagnostics[2].hint.as_deref(),
-        Some("valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`")
+        Some("valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`, `Memory`")
     );
 }
 
