@@ -22,7 +22,7 @@ use std::time::Duration;
 use keel_types::{ModelParams, ModelProvider};
 use keel_workspace::{ModelSpec, ProviderKind, Workspace};
 
-pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use openai::{OpenAiConfig, OpenAiEmbedder, OpenAiProvider};
 pub use scripted::ScriptedProvider;
 
 /// Why a provider could not be built from its configuration.
@@ -73,6 +73,70 @@ pub fn provider_for(
     provider_from_spec(model_name, spec, &workspace.root, &workspace.env)
 }
 
+/// The endpoint settings of an `openai` model document.
+fn openai_config(
+    model_name: &str,
+    spec: &ModelSpec,
+    env: &BTreeMap<String, String>,
+) -> Result<OpenAiConfig, ProviderError> {
+    let model = spec.model.clone().ok_or(ProviderError::MissingField {
+        model: model_name.to_owned(),
+        provider: "openai",
+        field: "model",
+    })?;
+    let api_key = match &spec.api_key_env {
+        None => None,
+        Some(var) => Some(
+            env.get(var)
+                .filter(|key| !key.is_empty())
+                .cloned()
+                .ok_or_else(|| ProviderError::MissingApiKey {
+                    model: model_name.to_owned(),
+                    var: var.clone(),
+                })?,
+        ),
+    };
+    let config = OpenAiConfig {
+        base_url: spec
+            .base_url
+            .clone()
+            .unwrap_or_else(|| openai::DEFAULT_BASE_URL.to_owned()),
+        model,
+        api_key,
+        params: ModelParams {
+            temperature: spec.params.temperature,
+            max_tokens: spec.params.max_tokens,
+        },
+        timeout: spec
+            .timeout
+            .map_or(openai::DEFAULT_TIMEOUT, |t| t.0)
+            .max(Duration::from_millis(1)),
+        allow_stream: spec.stream,
+    };
+    Ok(config)
+}
+
+/// The embeddings client of `Model` document `model_name` (provider `openai`; its server
+/// must serve `/embeddings`).
+pub fn embedder_for(
+    workspace: &Workspace,
+    model_name: &str,
+) -> Result<Arc<dyn keel_types::Embedder>, ProviderError> {
+    let spec = workspace
+        .models
+        .get(model_name)
+        .ok_or_else(|| ProviderError::UnknownModel(model_name.to_owned()))?;
+    if spec.provider != ProviderKind::Openai {
+        return Err(ProviderError::MissingField {
+            model: model_name.to_owned(),
+            provider: "openai",
+            field: "provider",
+        });
+    }
+    let config = openai_config(model_name, spec, &workspace.env)?;
+    Ok(Arc::new(openai::OpenAiEmbedder::new(config)?))
+}
+
 /// Builds a provider from one `Model` spec: `root` resolves a script path, `env` holds the
 /// variable named by `apiKeyEnv`. [`provider_for`] is this with a workspace's values.
 pub fn provider_from_spec(
@@ -83,40 +147,7 @@ pub fn provider_from_spec(
 ) -> Result<Arc<dyn ModelProvider>, ProviderError> {
     match spec.provider {
         ProviderKind::Openai => {
-            let model = spec.model.clone().ok_or(ProviderError::MissingField {
-                model: model_name.to_owned(),
-                provider: "openai",
-                field: "model",
-            })?;
-            let api_key = match &spec.api_key_env {
-                None => None,
-                Some(var) => Some(
-                    env.get(var)
-                        .filter(|key| !key.is_empty())
-                        .cloned()
-                        .ok_or_else(|| ProviderError::MissingApiKey {
-                            model: model_name.to_owned(),
-                            var: var.clone(),
-                        })?,
-                ),
-            };
-            let config = OpenAiConfig {
-                base_url: spec
-                    .base_url
-                    .clone()
-                    .unwrap_or_else(|| openai::DEFAULT_BASE_URL.to_owned()),
-                model,
-                api_key,
-                params: ModelParams {
-                    temperature: spec.params.temperature,
-                    max_tokens: spec.params.max_tokens,
-                },
-                timeout: spec
-                    .timeout
-                    .map_or(openai::DEFAULT_TIMEOUT, |t| t.0)
-                    .max(Duration::from_millis(1)),
-                allow_stream: spec.stream,
-            };
+            let config = openai_config(model_name, spec, env)?;
             Ok(Arc::new(OpenAiProvider::new(config)?))
         }
         ProviderKind::Scripted => {

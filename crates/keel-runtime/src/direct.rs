@@ -256,6 +256,8 @@ impl Kernel {
             // An operator's call: no read-before-edit check.
             seen_files: None,
             progress: None,
+            metadata: Default::default(),
+            call_id: None,
         };
         let call = ToolCall {
             id: task.task_id.clone(),

@@ -28,6 +28,11 @@ pub enum RuntimeError {
     /// use, or a skill the run needs cannot be read (HTTP 400, CLI exit 2).
     #[error("{0}")]
     Skill(String),
+    /// A memory operation or a run's memory is invalid: a namespace that cannot be rendered
+    /// (missing request metadata) or is unknown, a text too long, a bad tag (HTTP 400, CLI
+    /// exit 2). Nothing is stored.
+    #[error("{0}")]
+    Memory(String),
     /// What the operation names does not exist, e.g. ``no run `run_…` `` (HTTP 404).
     #[error("{0}")]
     NotFound(String),

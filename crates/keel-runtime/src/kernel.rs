@@ -2,7 +2,7 @@
 //! agent loop. Holds what all runs share (workspace, providers, gateway, store) and the
 //! cancellation tokens of active runs.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -26,6 +26,7 @@ use crate::narrator::Narrator;
 use crate::rebuild::rebuild;
 use crate::redact::Redactor;
 use crate::replay::{Divergence, ReplayProvider, diverge};
+use crate::memory::{MemoryPrompt, MemoryService};
 use crate::skills::{SkillCache, SkillPrompt};
 
 /// Everything the kernel is assembled from.
@@ -41,6 +42,8 @@ pub struct KernelParts {
     pub hooks: Vec<Arc<dyn keel_tools::hooks::InProcessHook>>,
     /// Called with every stored event of every run.
     pub observers: Vec<Arc<dyn EventObserver>>,
+    /// Long-term memory, when the workspace declares `Memory` documents.
+    pub memory: Option<Arc<MemoryService>>,
 }
 
 /// The runtime kernel. Cheap to clone.
@@ -108,6 +111,9 @@ pub struct RequestOptions {
     pub timeout: Option<Duration>,
     /// The principal creating the run (recorded as [`RunRecord::owner`]).
     pub owner: Option<String>,
+    /// The request's metadata (e.g. `user`), recorded in `runtime.request.started`; memory
+    /// namespaces are rendered from it (`users/{metadata.user}`).
+    pub metadata: BTreeMap<String, String>,
 }
 
 impl Kernel {
@@ -121,6 +127,7 @@ impl Kernel {
             artifacts,
             hooks,
             observers,
+            memory,
         } = parts;
         let runtime = &workspace.runtime;
         let pipeline = Pipeline {
@@ -140,6 +147,7 @@ impl Kernel {
                     artifacts,
                     governance,
                     skills: SkillCache::default(),
+                    memory,
                 }),
                 models,
                 pipeline,
@@ -159,6 +167,20 @@ impl Kernel {
     /// The run store.
     pub fn store(&self) -> &Arc<dyn RunStore> {
         &self.inner.services.store
+    }
+
+    /// Long-term memory; an error when the workspace declares no `Memory` document.
+    pub fn memory(&self) -> Result<&Arc<MemoryService>, RuntimeError> {
+        self.inner.services.memory.as_ref().ok_or_else(|| {
+            RuntimeError::Memory(
+                "the workspace declares no memory; add a `kind: Memory` document".into(),
+            )
+        })
+    }
+
+    /// Where every run's events go.
+    pub(crate) fn pipeline(&self) -> &Pipeline {
+        &self.inner.pipeline
     }
 
     /// The artifact store.
@@ -210,7 +232,7 @@ impl Kernel {
                 "run `{id}` is a direct tool call; call the tool again instead"
             )));
         }
-        let (history, mode) = opening(&events);
+        let (history, mode, metadata) = opening(&events);
         let options = RequestOptions {
             input: original.input,
             agent: Some(original.agent),
@@ -219,6 +241,7 @@ impl Kernel {
             history,
             timeout: None,
             owner,
+            metadata,
         };
         let links = RunLinks {
             retry_of: Some(id.clone()),
@@ -249,6 +272,19 @@ impl Kernel {
         let agent = self.agent(&agent_name)?;
         let provider = self.provider(&agent_name, &agent)?;
         let skills = self.skill_prompt(&agent_name, &agent, &options.input)?;
+        let memory = match &self.inner.services.memory {
+            Some(memory) => {
+                memory
+                    .recall(
+                        &agent_name,
+                        options.session_id.as_ref(),
+                        &options.metadata,
+                        &options.input,
+                    )
+                    .await?
+            }
+            None => MemoryPrompt::default(),
+        };
         let store = &self.inner.services.store;
         let history = match &options.session_id {
             Some(session) => {
@@ -280,6 +316,8 @@ impl Kernel {
             timeout: options.timeout,
             mode: options.mode,
             skills,
+            memory,
+            metadata: options.metadata,
             ..Launch::new(record, agent, provider, Start::Fresh)
         }))
     }
@@ -302,6 +340,13 @@ impl Kernel {
         let events = store.events(id, 0).await?;
         let rebuilt = rebuild(&events).map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
         let skills = self.skill_prompt(&before.agent, &agent, &before.input)?;
+        // The log already holds the recall; the prompt gets the same context again.
+        let memory = MemoryPrompt::recorded(&events)
+            .map(|(_, prompt)| MemoryPrompt {
+                events: Vec::new(),
+                ..prompt
+            })
+            .unwrap_or_default();
         let record = store.claim(id).await?;
         let history = self.history_of(&record).await?;
         let start = Start::Resumed {
@@ -311,8 +356,10 @@ impl Kernel {
             history,
             request_history: rebuilt.history.clone(),
             mode: rebuilt.mode,
+            metadata: rebuilt.metadata.clone(),
             rebuilt: Some(rebuilt),
             skills,
+            memory,
             ..Launch::new(record, agent, provider, start)
         }))
     }
@@ -338,9 +385,19 @@ impl Kernel {
         }
         let agent = self.agent(&original.agent)?;
         let provider = self.provider(&original.agent, &agent)?;
-        let prefix: Vec<Event> = events.into_iter().filter(|e| e.seq <= at_seq).collect();
+        let prefix: Vec<Event> = events.iter().filter(|e| e.seq <= at_seq).cloned().collect();
         let rebuilt = rebuild(&prefix).map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
         let skills = self.skill_prompt(&original.agent, &agent, &rebuilt.input)?;
+        // The fork sees the context the original recalled; the copied events record it when
+        // they reach that far, the fork's own log otherwise.
+        let memory = match MemoryPrompt::recorded(&events) {
+            Some((seq, prompt)) if seq <= at_seq => MemoryPrompt {
+                events: Vec::new(),
+                ..prompt
+            },
+            Some((_, prompt)) => prompt,
+            None => MemoryPrompt::default(),
+        };
         let mut record = RunRecord::new(
             RequestId::generate(),
             None,
@@ -367,8 +424,10 @@ impl Kernel {
         Ok(self.launch(Launch {
             request_history: rebuilt.history.clone(),
             mode: rebuilt.mode,
+            metadata: rebuilt.metadata.clone(),
             rebuilt: Some(rebuilt),
             skills,
+            memory,
             ..Launch::new(record, agent, provider, start)
         }))
     }
@@ -382,8 +441,11 @@ impl Kernel {
         let events = store.events(id, 0).await?;
         let agent = self.agent(&original.agent)?;
         let provider: Arc<dyn ModelProvider> = Arc::new(ReplayProvider::from_events(&events));
-        let (history, mode) = opening(&events);
+        let (history, mode, metadata) = opening(&events);
         let skills = self.skill_prompt(&original.agent, &agent, &original.input)?;
+        let memory = MemoryPrompt::recorded(&events)
+            .map(|(_, prompt)| prompt)
+            .unwrap_or_default();
         let mut record =
             RunRecord::new(RequestId::generate(), None, original.agent, original.input);
         record.links.replay_of = Some(id.clone());
@@ -392,6 +454,8 @@ impl Kernel {
             request_history: history,
             mode,
             skills,
+            memory,
+            metadata,
             ..Launch::new(record, agent, provider, Start::Fresh)
         }))
     }
@@ -710,9 +774,20 @@ impl Drop for Tracked {
 
 /// The supplied history and the mode recorded in a log's opening event (a mode this version
 /// does not know already reads as none: see `EventPayload::RequestStarted`).
-fn opening(events: &[Event]) -> (Vec<Message>, Option<PermissionMode>) {
+fn opening(
+    events: &[Event],
+) -> (
+    Vec<Message>,
+    Option<PermissionMode>,
+    BTreeMap<String, String>,
+) {
     match events.first().map(|e| &e.payload) {
-        Some(EventPayload::RequestStarted { history, mode, .. }) => (history.clone(), *mode),
-        _ => (Vec::new(), None),
+        Some(EventPayload::RequestStarted {
+            history,
+            mode,
+            metadata,
+            ..
+        }) => (history.clone(), *mode, metadata.clone()),
+        _ => (Vec::new(), None, BTreeMap::new()),
     }
 }

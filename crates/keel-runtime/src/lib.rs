@@ -13,6 +13,7 @@ mod error;
 pub mod governance;
 mod handle;
 pub mod history;
+pub mod memory;
 mod kernel;
 pub mod narrator;
 pub mod rebuild;

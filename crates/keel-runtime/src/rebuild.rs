@@ -27,6 +27,8 @@ pub struct Rebuilt {
     pub history: Vec<Message>,
     /// The run's permission mode as recorded (`plan`, `dontAsk`, …).
     pub mode: Option<keel_types::PermissionMode>,
+    /// The request's metadata as recorded.
+    pub metadata: std::collections::BTreeMap<String, String>,
     /// Assistant and tool messages after the input, in order.
     pub messages: Vec<Message>,
     /// Completed model rounds.
@@ -71,6 +73,7 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
         input,
         history,
         mode,
+        metadata,
     } = &first.payload
     else {
         return Err(RebuildError::NoStart);
@@ -79,6 +82,7 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
         input: input.clone(),
         history: history.clone(),
         mode: *mode,
+        metadata: metadata.clone(),
         ..Rebuilt::default()
     };
     // Answers with their calls, and what became of each call.
@@ -202,6 +206,7 @@ mod tests {
             input: input.into(),
             history: Vec::new(),
             mode: None,
+            metadata: Default::default(),
         }
     }
 
@@ -366,6 +371,7 @@ mod tests {
                 input: "hi".into(),
                 history: history.clone(),
                 mode: Some(keel_types::PermissionMode::Plan),
+                metadata: Default::default(),
             },
             started(1),
             EventPayload::RequestInterrupted {

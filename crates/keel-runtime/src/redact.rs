@@ -387,6 +387,7 @@ mod tests {
             input: "my key is sk-test-1234567890, home /home/someone-long".into(),
             history: vec![keel_types::Message::user("earlier: sk-test-1234567890")],
             mode: None,
+            metadata: Default::default(),
         };
         redactor.redact(&mut payload);
         assert_eq!(
@@ -395,6 +396,7 @@ mod tests {
                 input: "my key is [REDACTED], home /home/someone-long".into(),
                 history: vec![keel_types::Message::user("earlier: [REDACTED]")],
                 mode: None,
+                metadata: Default::default(),
             }
         );
     }

@@ -90,6 +90,8 @@ fn main() {
         max_output_bytes: 64 * 1024,
         seen_files: None,
         progress: None,
+        metadata: Default::default(),
+        call_id: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()

@@ -606,6 +606,8 @@ mod tests {
             max_output_bytes: 1024,
             seen_files: None,
             progress: None,
+            metadata: Default::default(),
+            call_id: None,
         }
     }
 
@@ -751,6 +753,8 @@ mod tests {
             max_output_bytes: 1024,
             seen_files: None,
             progress: None,
+            metadata: Default::default(),
+            call_id: None,
         };
         let err = gw.execute(&ctx, &g).await.unwrap_err();
         assert!(matches!(err, ToolError::InvalidArguments(_)));

@@ -235,6 +235,10 @@ pub enum EventPayload {
             deserialize_with = "recorded_mode"
         )]
         mode: Option<PermissionMode>,
+        /// The request's metadata (memory namespaces are rendered from it). Absent in older
+        /// logs and when the request had none.
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        metadata: std::collections::BTreeMap<String, String>,
     },
     #[serde(rename = "runtime.request.completed", rename_all = "camelCase")]
     RequestCompleted {

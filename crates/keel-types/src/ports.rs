@@ -135,6 +135,10 @@ pub struct ToolContext {
     /// call runs (the runtime records each report as `agent.tool.progress`); `None` when
     /// nobody listens.
     pub progress: Option<ProgressSink>,
+    /// The request's metadata (`metadata` of the request; memory namespaces read it).
+    pub metadata: Arc<std::collections::BTreeMap<String, String>>,
+    /// The call being executed, when a run makes it (its tool events carry this id).
+    pub call_id: Option<String>,
 }
 
 /// One progress report of a running tool call.

@@ -87,6 +87,7 @@ fn examples() -> Vec<EventPayload> {
             input: "Summarize notes.txt".into(),
             history: vec![Message::user("Hi"), Message::assistant("Hello.", vec![])],
             mode: Some(PermissionMode::DontAsk),
+            metadata: Default::default(),
         },
         EventPayload::RequestCompleted {
             output: "Done.".into(),

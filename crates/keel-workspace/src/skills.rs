@@ -325,7 +325,7 @@ pub fn skill_matcher(patterns: &[String]) -> impl Fn(&str) -> bool + use<> {
 }
 
 /// Whether glob `pattern` matches `name` (an invalid glob matches nothing).
-pub(crate) fn glob_matches(pattern: &str, name: &str) -> bool {
+pub fn glob_matches(pattern: &str, name: &str) -> bool {
     globset::Glob::new(pattern).is_ok_and(|g| g.compile_matcher().is_match(name))
 }
 

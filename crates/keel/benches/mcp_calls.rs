@@ -229,6 +229,8 @@ impl Standalone {
             max_output_bytes: 64 * 1024,
             seen_files: None,
             progress: None,
+            metadata: Default::default(),
+            call_id: None,
         };
         Self {
             workspace,

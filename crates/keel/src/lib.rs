@@ -31,6 +31,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use keel_runtime::memory::{
+    Draft as MemoryDraft, MaintenanceReport, MaintenanceRequest, MemoryService,
+};
 pub use keel_runtime::{
     Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError, ShutdownReport, TaskRequest,
 };
@@ -38,10 +41,10 @@ pub use keel_tools::hooks::{self, HookInput, HookOutcome, InProcessHook};
 pub use keel_tools::policy;
 pub use keel_types::{
     self as types, ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, ArtifactStore,
-    Event, EventObserver, EventPayload, Message, ModelProvider, RequestId, RunCursor, RunFilter,
-    RunRecord, RunStatus, RunStore, SessionId, SessionMessage, SessionRecord, StoreHealth,
-    TaskDecision, TaskRecord, TaskStatus, Tool, ToolCall, ToolContext, ToolError, ToolOutput,
-    ToolSpec, ToolStats,
+    Embedder, Event, EventObserver, EventPayload, MemoryStore, Message, ModelProvider, RequestId,
+    RunCursor, RunFilter, RunRecord, RunStatus, RunStore, SessionId, SessionMessage, SessionRecord,
+    StoreHealth, TaskDecision, TaskRecord, TaskStatus, Tool, ToolCall, ToolContext, ToolError,
+    ToolOutput, ToolSpec, ToolStats,
 };
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
@@ -90,9 +93,24 @@ pub struct RuntimeBuilder {
     artifacts: Option<Arc<dyn ArtifactStore>>,
     hooks: Vec<Arc<dyn InProcessHook>>,
     observers: Vec<Arc<dyn EventObserver>>,
+    memory_store: Option<Arc<dyn MemoryStore>>,
+    embedders: BTreeMap<String, Arc<dyn Embedder>>,
 }
 
 impl RuntimeBuilder {
+    /// Uses this store for long-term memory (default: the workspace's SQLite store; needed
+    /// with an injected run store when the workspace declares `Memory` documents).
+    pub fn memory_store(mut self, store: Arc<dyn MemoryStore>) -> Self {
+        self.memory_store = Some(store);
+        self
+    }
+
+    /// Uses this embeddings model for the `Model` document `name` (instead of its endpoint).
+    pub fn embedder(mut self, name: impl Into<String>, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedders.insert(name.into(), embedder);
+        self
+    }
+
     /// The workspace folder to load.
     pub fn workspace(mut self, root: impl AsRef<Path>) -> Self {
         self.root = Some(root.as_ref().to_path_buf());
@@ -198,10 +216,16 @@ impl RuntimeBuilder {
             .filter_map(|(name, provider)| Some((name.clone(), provider.as_ref().err()?.clone())))
             .collect();
 
-        let store = match self.store {
-            Some(store) => store,
+        let (store, default_memory) = match self.store {
+            Some(store) => (store, None),
             None => default_store(&workspace.root)?,
         };
+        let memory = memory_service(
+            &workspace,
+            self.memory_store.or(default_memory),
+            &store,
+            self.embedders,
+        )?;
         let mut tools = self.tools;
         let proposes = |agent: &keel_workspace::AgentSpec| {
             agent
@@ -209,6 +233,14 @@ impl RuntimeBuilder {
                 .iter()
                 .any(|t| t == keel_workspace::skills::PROPOSE_SKILL_TOOL)
         };
+        if let Some(memory) = &memory {
+            tools.push(Arc::new(keel_runtime::memory::MemorySearchTool::new(
+                memory.clone(),
+            )));
+            tools.push(Arc::new(keel_runtime::memory::RememberTool::new(
+                memory.clone(),
+            )));
+        }
         if workspace.agents.values().any(proposes) {
             tools.insert(
                 0,
@@ -263,6 +295,7 @@ impl RuntimeBuilder {
             artifacts,
             hooks: self.hooks,
             observers: self.observers,
+            memory,
         });
         Ok(Runtime {
             kernel,
@@ -273,15 +306,56 @@ impl RuntimeBuilder {
     }
 }
 
-/// The workspace's SQLite store, `.keel/keel.db`.
+/// The store the runs and the memory share by default.
+type DefaultStores = (Arc<dyn RunStore>, Option<Arc<dyn MemoryStore>>);
+
+/// The workspace's SQLite store, `.keel/keel.db`, for runs and memory.
 #[cfg(feature = "sqlite")]
-fn default_store(root: &Path) -> Result<Arc<dyn RunStore>, Error> {
-    Ok(Arc::new(keel_store::SqliteStore::open(root)?))
+fn default_store(root: &Path) -> Result<DefaultStores, Error> {
+    let store = Arc::new(keel_store::SqliteStore::open(root)?);
+    Ok((store.clone(), Some(store)))
 }
 
 #[cfg(not(feature = "sqlite"))]
-fn default_store(_root: &Path) -> Result<Arc<dyn RunStore>, Error> {
+fn default_store(_root: &Path) -> Result<DefaultStores, Error> {
     Err(Error::NoStore("run store", "store"))
+}
+
+/// The memory of a workspace that declares `Memory` documents: their store and embeddings
+/// models (injected, or from the `Model` documents they name).
+fn memory_service(
+    workspace: &Arc<Workspace>,
+    store: Option<Arc<dyn MemoryStore>>,
+    runs: &Arc<dyn RunStore>,
+    mut embedders: BTreeMap<String, Arc<dyn Embedder>>,
+) -> Result<Option<Arc<MemoryService>>, Error> {
+    if workspace.memories.is_empty() {
+        return Ok(None);
+    }
+    let Some(store) = store else {
+        return Err(Error::NoStore("memory store", "memory_store"));
+    };
+    for spec in workspace.memories.values() {
+        let Some(embeddings) = &spec.embeddings else {
+            continue;
+        };
+        if embedders.contains_key(&embeddings.model) {
+            continue;
+        }
+        let embedder = keel_models::embedder_for(workspace, &embeddings.model).map_err(|e| {
+            Error::InvalidInput(format!(
+                "the embeddings model `{}` is unavailable: {e}",
+                embeddings.model
+            ))
+        })?;
+        embedders.insert(embeddings.model.clone(), embedder);
+    }
+    Ok(Some(Arc::new(MemoryService::new(
+        workspace.clone(),
+        store,
+        runs.clone(),
+        embedders,
+    ))))
 }
 
 /// The workspace's artifact folder, `.keel/artifacts`.

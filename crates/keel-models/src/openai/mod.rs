@@ -9,8 +9,11 @@
 //! classification.
 
 mod decode;
+mod embeddings;
 mod http_error;
 mod wire;
+
+pub use embeddings::OpenAiEmbedder;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -116,16 +119,8 @@ impl OpenAiProvider {
         config: OpenAiConfig,
         client: reqwest::Client,
     ) -> Result<Self, ProviderError> {
-        let url = chat_url(&config.base_url)?;
-        let auth = match &config.api_key {
-            Some(key) => {
-                let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
-                    .map_err(|_| ProviderError::InvalidApiKey)?;
-                value.set_sensitive(true);
-                Some(value)
-            }
-            None => None,
-        };
+        let url = endpoint(&config.base_url, "chat/completions")?;
+        let auth = bearer(config.api_key.as_deref())?;
         Ok(Self {
             client,
             url,
@@ -138,17 +133,23 @@ impl OpenAiProvider {
     }
 }
 
-/// `{base_url}/chat/completions`, validated.
-fn chat_url(base_url: &str) -> Result<reqwest::Url, ProviderError> {
+/// The `Authorization` header for a key, marked sensitive.
+fn bearer(key: Option<&str>) -> Result<Option<HeaderValue>, ProviderError> {
+    let Some(key) = key else { return Ok(None) };
+    let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+        .map_err(|_| ProviderError::InvalidApiKey)?;
+    value.set_sensitive(true);
+    Ok(Some(value))
+}
+
+/// `{base_url}/{path}`, validated.
+fn endpoint(base_url: &str, path: &str) -> Result<reqwest::Url, ProviderError> {
     let invalid = |reason: String| ProviderError::InvalidBaseUrl {
         url: base_url.to_owned(),
         reason,
     };
-    let url = reqwest::Url::parse(&format!(
-        "{}/chat/completions",
-        base_url.trim_end_matches('/')
-    ))
-    .map_err(|e| invalid(e.to_string()))?;
+    let url = reqwest::Url::parse(&format!("{}/{path}", base_url.trim_end_matches('/')))
+        .map_err(|e| invalid(e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(invalid("the scheme must be http or https".into()));
     }

@@ -49,6 +49,8 @@ pub(crate) struct Services {
     pub governance: Governance,
     /// The skills' catalogues and bodies, per scan.
     pub skills: SkillCache,
+    /// Long-term memory, when the workspace declares any.
+    pub memory: Option<Arc<crate::memory::MemoryService>>,
 }
 
 /// What one run is launched with: the recorded run and everything that shapes its loop.
@@ -72,6 +74,10 @@ pub(crate) struct Launch {
     pub mode: Option<PermissionMode>,
     /// What skills add to the prompt (catalogue, bodies) and the events that say so.
     pub skills: SkillPrompt,
+    /// What memory recall adds to the prompt, and the event that says so.
+    pub memory: crate::memory::MemoryPrompt,
+    /// The request's metadata.
+    pub metadata: std::collections::BTreeMap<String, String>,
 }
 
 impl Launch {
@@ -94,6 +100,8 @@ impl Launch {
             direct: None,
             mode: None,
             skills: SkillPrompt::default(),
+            memory: crate::memory::MemoryPrompt::default(),
+            metadata: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -138,6 +146,8 @@ pub(crate) struct AgentRun {
     /// Where the skills' messages (catalogue, bodies) start in `messages`: after the
     /// instructions, before the history.
     skills_at: usize,
+    /// Where the recalled memory starts (after the skills).
+    memory_at: usize,
     /// `runtime.skill.offered|injected`, recorded when the run starts.
     skill_events: Vec<EventPayload>,
     /// Where the history (the session's, then the request's) starts and ends in `messages`;
@@ -204,6 +214,8 @@ impl AgentRun {
             direct,
             mode,
             skills,
+            memory,
+            metadata,
         } = launch;
         let workspace = &services.workspace;
         let tool_ctx = ToolContext {
@@ -217,6 +229,8 @@ impl AgentRun {
             // (docs/tool-gateway.md#read-before-edit).
             seen_files: direct.is_none().then(SeenFiles::default),
             progress: None,
+            metadata: Arc::new(metadata),
+            call_id: None,
         };
         let stream = workspace
             .models
@@ -236,7 +250,8 @@ impl AgentRun {
             messages: Vec::new(),
             history_span: (0, 0),
             skills_at: 0,
-            skill_events: skills.events,
+            memory_at: 0,
+            skill_events: skills.events.into_iter().chain(memory.events).collect(),
             input_at: 0,
             pending: Vec::new(),
             direct,
@@ -246,7 +261,7 @@ impl AgentRun {
             timeout,
             services,
         };
-        run.assemble_prompt(skills.messages, history);
+        run.assemble_prompt(skills.messages, memory.messages, history);
         if let Some(rebuilt) = rebuilt {
             run.remember_seen(&rebuilt.seen_paths);
             run.messages.extend(rebuilt.messages);
@@ -277,13 +292,20 @@ impl AgentRun {
     /// and the bodies of always-on and mentioned skills → (policy text, memory context: later
     /// features) → the session's trimmed history → the history the request supplied → the
     /// current input.
-    fn assemble_prompt(&mut self, skills: Vec<Message>, session_history: Vec<Message>) {
+    fn assemble_prompt(
+        &mut self,
+        skills: Vec<Message>,
+        memory: Vec<Message>,
+        session_history: Vec<Message>,
+    ) {
         if !self.agent.instructions.trim().is_empty() {
             self.messages
                 .push(Message::system(self.agent.instructions.clone()));
         }
         self.skills_at = self.messages.len();
         self.messages.extend(skills);
+        self.memory_at = self.messages.len();
+        self.messages.extend(memory);
         let history_at = self.messages.len();
         self.messages.extend(session_history);
         self.messages.extend(self.request_history.iter().cloned());
@@ -641,6 +663,7 @@ pub(crate) async fn execute(
             input: run.record.input.clone(),
             history: std::mem::take(&mut run.request_history),
             mode: run.mode,
+            metadata: (*run.tool_ctx.metadata).clone(),
         },
         &Start::Resumed { cut_off_round } => {
             let (rerun, abandoned): (Vec<&PendingCall>, Vec<&PendingCall>) = run

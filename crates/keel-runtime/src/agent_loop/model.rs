@@ -89,7 +89,8 @@ impl AgentRun {
         let input_end = (self.input_at + 1).min(self.messages.len());
         let spans = [
             ("instructions", 0, self.skills_at),
-            ("skills", self.skills_at, history_at),
+            ("skills", self.skills_at, self.memory_at),
+            ("memory", self.memory_at, history_at),
             ("history", history_at, history_end),
             ("hook_context", history_end, self.input_at),
             ("input", self.input_at, input_end),

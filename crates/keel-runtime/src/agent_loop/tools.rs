@@ -312,7 +312,13 @@ impl AgentRun {
         let started = Instant::now();
         let result = match gateway.reports_progress(verdict.tool()) {
             true => self.execute_with_progress(verdict).await?,
-            false => gateway.execute(&self.tool_ctx, verdict).await,
+            false => {
+                let ctx = ToolContext {
+                    call_id: Some(verdict.call_id().to_owned()),
+                    ..self.tool_ctx.clone()
+                };
+                gateway.execute(&ctx, verdict).await
+            }
         };
         let duration_ms = millis(started.elapsed());
         let (error, mut output) = match result {
@@ -356,6 +362,7 @@ impl AgentRun {
             progress: Some(ProgressSink::new(move |report| {
                 let _ = sender.send(report);
             })),
+            call_id: Some(verdict.call_id().to_owned()),
             ..self.tool_ctx.clone()
         };
         let call = self.services.gateway.execute(&ctx, verdict);
@@ -403,7 +410,9 @@ impl AgentRun {
             events,
         } = output;
         for mut event in events {
-            if let EventPayload::SkillCandidateCreated { call_id, .. } = &mut event {
+            if let EventPayload::SkillCandidateCreated { call_id, .. }
+            | EventPayload::MemoryCandidateSubmitted { call_id, .. } = &mut event
+            {
                 call_id.get_or_insert_with(|| verdict.call_id().to_owned());
             }
             self.emitter.emit(event)?;

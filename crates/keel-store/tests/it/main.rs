@@ -50,6 +50,7 @@ pub fn started(id: &str, seq: u64) -> Event {
             input: format!("input {seq}"),
             history: Vec::new(),
             mode: None,
+            metadata: Default::default(),
         },
     )
 }

@@ -45,6 +45,8 @@ pub fn ctx_with_cap(root: &Path, max_output_bytes: usize) -> ToolContext {
         max_output_bytes,
         seen_files: None,
         progress: None,
+        metadata: Default::default(),
+        call_id: None,
     }
 }
 

@@ -39,6 +39,7 @@ fn opened(id: &RequestId, input: &str, mode: Option<keel::types::PermissionMode>
             input: input.into(),
             history: vec![],
             mode,
+            metadata: Default::default(),
         },
     )
 }
@@ -232,6 +233,7 @@ async fn a_cut_off_model_round_is_asked_again() {
                     input: "Hi".into(),
                     history: vec![],
                     mode: None,
+                    metadata: Default::default(),
                 },
             ),
             event(

@@ -1,0 +1,258 @@
+//! The agent tools of memory, governed like any tool: `memory_search {query, namespace?}`
+//! over the namespaces the agent reads, and `remember {text, kind, tags}`, which submits a
+//! candidate that the memory's write policy decides (the run never waits for a person).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use keel_types::{
+    Issue, MemoryKind, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, WriteDecision,
+};
+use serde_json::{Value, json};
+
+use super::{Access, Draft, MemoryService, Origin};
+
+pub(crate) const SEARCH: &str = keel_workspace::memory::MEMORY_SEARCH_TOOL;
+pub(crate) const REMEMBER: &str = keel_workspace::memory::REMEMBER_TOOL;
+
+fn schema(properties: Value, required: &[&str]) -> Value {
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false
+    })
+}
+
+fn runtime_error(error: crate::RuntimeError) -> ToolError {
+    match error {
+        crate::RuntimeError::Memory(message) => ToolError::InvalidArguments(message),
+        other => ToolError::Failed(other.to_string()),
+    }
+}
+
+/// The namespaces of the calling run (`write`: those it may write).
+fn accesses(
+    memory: &MemoryService,
+    ctx: &ToolContext,
+    write: bool,
+) -> Result<Vec<Access>, ToolError> {
+    memory
+        .namespaces(&ctx.agent, ctx.session_id.as_ref(), &ctx.metadata, write)
+        .map_err(runtime_error)
+}
+
+/// `memory_search`.
+#[derive(Debug)]
+pub struct MemorySearchTool {
+    spec: ToolSpec,
+    memory: Arc<MemoryService>,
+}
+
+impl MemorySearchTool {
+    pub fn new(memory: Arc<MemoryService>) -> Self {
+        Self {
+            spec: ToolSpec {
+                name: SEARCH.to_owned(),
+                description: "Search your long-term memory for records about a topic (full-text; \
+                              best first). Give `namespace` to search only one of yours."
+                    .to_owned(),
+                parameters: schema(
+                    json!({
+                        "query": {"type": "string", "minLength": 1, "description": "What to look for."},
+                        "namespace": {"type": "string", "description": "One of your memory namespaces (default: all of them)."},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "The most records to return (default 5)."}
+                    }),
+                    &["query"],
+                ),
+            },
+            memory,
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for MemorySearchTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn idempotent(&self) -> bool {
+        true
+    }
+
+    fn check(&self, ctx: &ToolContext, args: &Value) -> Vec<Issue> {
+        let Some(wanted) = args.get("namespace").and_then(Value::as_str) else {
+            return Vec::new();
+        };
+        match accesses(&self.memory, ctx, false) {
+            Ok(list) if list.iter().any(|a| a.namespace == wanted) => Vec::new(),
+            Ok(list) => vec![issue(
+                wanted,
+                format!("unknown namespace `{wanted}`; yours are {}", names(&list)),
+            )],
+            Err(error) => vec![issue(wanted, error.to_string())],
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let query = args.get("query").and_then(Value::as_str).unwrap_or_default();
+        let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(5).clamp(1, 50) as usize;
+        let mut list = accesses(&self.memory, ctx, false)?;
+        if let Some(wanted) = args.get("namespace").and_then(Value::as_str) {
+            list.retain(|a| a.namespace == wanted);
+        }
+        let mut hits = Vec::new();
+        for access in &list {
+            hits.extend(self.memory.rank(access, query, limit).await.map_err(runtime_error)?);
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        hits.truncate(limit);
+        let records: Vec<Value> = hits
+            .iter()
+            .map(|h| {
+                json!({
+                    "id": h.record.id,
+                    "namespace": h.record.namespace,
+                    "kind": h.record.kind.as_str(),
+                    "text": h.record.text,
+                    "tags": h.record.tags,
+                    "score": (h.score * 1000.0).round() / 1000.0,
+                })
+            })
+            .collect();
+        Ok(ToolOutput::json(&json!({ "records": records })))
+    }
+}
+
+fn issue(found: &str, message: String) -> Issue {
+    Issue {
+        path: "/namespace".to_owned(),
+        expected: "one of the agent's memory namespaces".to_owned(),
+        found: found.to_owned(),
+        message,
+    }
+}
+
+fn names(list: &[Access]) -> String {
+    match list.is_empty() {
+        true => "none".to_owned(),
+        false => list
+            .iter()
+            .map(|a| format!("`{}`", a.namespace))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// `remember`.
+#[derive(Debug)]
+pub struct RememberTool {
+    spec: ToolSpec,
+    memory: Arc<MemoryService>,
+}
+
+impl RememberTool {
+    pub fn new(memory: Arc<MemoryService>) -> Self {
+        let kinds: Vec<&str> = MemoryKind::ALL.iter().map(|k| k.as_str()).collect();
+        Self {
+            spec: ToolSpec {
+                name: REMEMBER.to_owned(),
+                description: "Keep something worth knowing in later conversations: a fact, a \
+                              preference, a standing instruction or an episode, in one short \
+                              self-contained sentence. Depending on policy it is kept at once, \
+                              after a person approves it, or not at all; you are told which."
+                    .to_owned(),
+                parameters: schema(
+                    json!({
+                        "text": {"type": "string", "minLength": 1, "description": "What to remember, self-contained."},
+                        "kind": {"type": "string", "enum": kinds, "description": "What it is (default fact)."},
+                        "tags": {"type": "array", "items": {"type": "string"}, "description": "A few one-word tags."},
+                        "namespace": {"type": "string", "description": "One of your writable namespaces (default: the first)."}
+                    }),
+                    &["text"],
+                ),
+            },
+            memory,
+        }
+    }
+
+    fn target(&self, ctx: &ToolContext, args: &Value) -> Result<Access, ToolError> {
+        let list = accesses(&self.memory, ctx, true)?;
+        match args.get("namespace").and_then(Value::as_str) {
+            Some(wanted) => list.into_iter().find(|a| a.namespace == wanted).ok_or_else(|| {
+                ToolError::InvalidArguments(format!("unknown namespace `{wanted}`"))
+            }),
+            None => list.into_iter().next().ok_or_else(|| {
+                ToolError::Failed(format!("agent `{}` may write no memory", ctx.agent))
+            }),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for RememberTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        // It only submits a candidate; the write policy governs what is kept.
+        true
+    }
+
+    fn check(&self, ctx: &ToolContext, args: &Value) -> Vec<Issue> {
+        match self.target(ctx, args) {
+            Ok(_) => Vec::new(),
+            Err(error) => {
+                let found = args.get("namespace").and_then(Value::as_str).unwrap_or("");
+                vec![issue(found, error.to_string())]
+            }
+        }
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let access = self.target(ctx, &args)?;
+        let kind = match args.get("kind").and_then(Value::as_str) {
+            Some(kind) => kind
+                .parse::<MemoryKind>()
+                .map_err(|e| ToolError::InvalidArguments(e.to_string()))?,
+            None => MemoryKind::default(),
+        };
+        let tags = args
+            .get("tags")
+            .and_then(Value::as_array)
+            .map(|tags| tags.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        let draft = Draft {
+            kind,
+            text: args.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            tags,
+        };
+        let origin = Origin {
+            request_id: ctx.request_id.clone(),
+            session_id: ctx.session_id.clone(),
+            agent: ctx.agent.clone(),
+            call_id: ctx.call_id.clone(),
+        };
+        let submitted = self
+            .memory
+            .submit(&access, draft, origin)
+            .await
+            .map_err(runtime_error)?;
+        let mut output = ToolOutput::json(&json!({
+            "decision": submitted.decision.as_str(),
+            "message": submitted.message,
+        }));
+        if submitted.decision == WriteDecision::Reject {
+            output.content = submitted.message;
+        }
+        output.events = submitted.events;
+        Ok(output)
+    }
+}
