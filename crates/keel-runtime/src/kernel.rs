@@ -22,11 +22,11 @@ use crate::emitter::{Emitter, Pipeline};
 use crate::governance::{Governance, HookResult};
 use crate::handle::RunHandle;
 use crate::history::{trim_history, validate_history};
+use crate::memory::{MemoryPrompt, MemoryService};
 use crate::narrator::Narrator;
 use crate::rebuild::rebuild;
 use crate::redact::Redactor;
 use crate::replay::{Divergence, ReplayProvider, diverge};
-use crate::memory::{MemoryPrompt, MemoryService};
 use crate::skills::{SkillCache, SkillPrompt};
 
 /// Everything the kernel is assembled from.

@@ -78,6 +78,10 @@ struct Shared {
     queue: Mutex<VecDeque<MockResponse>>,
     requests: Mutex<Vec<RecordedRequest>>,
     default: Mutex<Responder>,
+    /// Words the embeddings endpoint treats as another word (`puppy` → `dog`).
+    synonyms: Mutex<BTreeMap<String, String>>,
+    /// Requests to `/v1/embeddings`.
+    embeddings: Mutex<u64>,
 }
 
 /// Locks a mutex, ignoring poisoning (a panicking test must not hide the recorded requests).
@@ -118,6 +122,8 @@ impl MockLlm {
             queue: Mutex::new(VecDeque::new()),
             requests: Mutex::new(Vec::new()),
             default: Mutex::new(Arc::new(|_: &RecordedRequest| empty_queue_response())),
+            synonyms: Mutex::new(BTreeMap::new()),
+            embeddings: Mutex::new(0),
         });
         let app = Router::new()
             .fallback(handle)
@@ -135,6 +141,18 @@ impl MockLlm {
             shared,
             shutdown: Some(shutdown),
         })
+    }
+
+    /// Makes `POST /v1/embeddings` treat `word` as `concept` (e.g. `puppy` as `dog`), so a
+    /// test can show embeddings finding what full-text search cannot.
+    pub fn embedding_synonym(&self, word: &str, concept: &str) -> &Self {
+        lock(&self.shared.synonyms).insert(word.to_lowercase(), concept.to_lowercase());
+        self
+    }
+
+    /// How many `POST /v1/embeddings` requests were served.
+    pub fn embedding_requests(&self) -> u64 {
+        *lock(&self.shared.embeddings)
     }
 
     /// `http://127.0.0.1:PORT/v1`.
@@ -208,10 +226,13 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if method == Method::POST && uri.path() == "/v1/embeddings" {
+        return embeddings(&shared, &body);
+    }
     if method != Method::POST || uri.path() != "/v1/chat/completions" {
         return plain(
             StatusCode::NOT_FOUND,
-            "mock LLM serves POST /v1/chat/completions",
+            "mock LLM serves POST /v1/chat/completions and /v1/embeddings",
         );
     }
     let recorded = record(&method, &uri, &headers, &body);
@@ -298,6 +319,67 @@ fn sse_body(frames: Vec<Bytes>, abort: bool, chunk_delay: Duration) -> Body {
         ))
     });
     Body::from_stream(frames.chain(ending))
+}
+
+/// Dimensions of the mock's embeddings.
+const EMBEDDING_DIMS: usize = 64;
+
+/// `POST /v1/embeddings`, deterministically: each word (after synonyms) adds 1 to one of 64
+/// dimensions picked by its FNV-1a hash; the vector is normalised. Texts sharing words (or
+/// synonyms) are similar; others are not.
+fn embeddings(shared: &Shared, body: &[u8]) -> Response {
+    *lock(&shared.embeddings) += 1;
+    let request: Value = match serde_json::from_slice(body) {
+        Ok(value) => value,
+        Err(_) => return plain(StatusCode::BAD_REQUEST, "the body is not JSON"),
+    };
+    let inputs: Vec<String> = match &request["input"] {
+        Value::String(text) => vec![text.clone()],
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        _ => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "`input` must be a string or strings",
+            );
+        }
+    };
+    let synonyms = lock(&shared.synonyms).clone();
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            let mut vector = [0f32; EMBEDDING_DIMS];
+            for word in text
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .map(str::to_lowercase)
+            {
+                let word = synonyms.get(&word).cloned().unwrap_or(word);
+                let hash = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                });
+                vector[(hash % EMBEDDING_DIMS as u64) as usize] += 1.0;
+            }
+            let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-6);
+            let vector: Vec<f32> = vector.iter().map(|v| v / norm).collect();
+            serde_json::json!({"object": "embedding", "index": index, "embedding": vector})
+        })
+        .collect();
+    let body = serde_json::json!({
+        "object": "list",
+        "data": data,
+        "model": request["model"],
+        "usage": {"prompt_tokens": 0, "total_tokens": 0},
+    });
+    let mut out = Response::new(Body::from(body.to_string()));
+    out.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    out
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response {

@@ -54,6 +54,7 @@ pub use keel_mcp::client::{
 };
 use keel_runtime::{Kernel, KernelParts};
 
+mod memory;
 mod skills;
 use keel_tools::gateway::{Gateway, GatewayError};
 

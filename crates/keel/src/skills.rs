@@ -97,7 +97,7 @@ impl Runtime {
             .map_err(|error| conflict(error.to_string()))
     }
 
-    fn store(&self) -> &Arc<dyn keel_types::RunStore> {
+    pub(crate) fn store(&self) -> &Arc<dyn keel_types::RunStore> {
         self.kernel.store()
     }
 

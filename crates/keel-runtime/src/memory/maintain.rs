@@ -87,10 +87,7 @@ impl MemoryService {
         }
         let mut report = MaintenanceReport::default();
         if request.expire {
-            report.expired = self
-                .store
-                .expire_memory(&keel_types::now_rfc3339())
-                .await?;
+            report.expired = self.store.expire_memory(&keel_types::now_rfc3339()).await?;
             for record in &report.expired {
                 emit(lifecycle(MemoryAction::Expired, record, None));
             }
@@ -146,7 +143,10 @@ impl MemoryService {
                 }
                 let reason = match same {
                     true => "the same text".to_owned(),
-                    false => format!("near duplicate ({:.0}% of words shared)", similarity * 100.0),
+                    false => format!(
+                        "near duplicate ({:.0}% of words shared)",
+                        similarity * 100.0
+                    ),
                 };
                 let text = match other.text.chars().count() > kept.text.chars().count() {
                     true => other.text.clone(),

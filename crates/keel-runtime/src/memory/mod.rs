@@ -9,8 +9,8 @@
 //! in `tools.rs`.
 
 mod maintain;
-mod run;
 mod recall;
+mod run;
 mod tools;
 
 use std::collections::BTreeMap;
@@ -193,9 +193,12 @@ impl MemoryService {
             let Some(template) = self.templates.get(name) else {
                 continue;
             };
-            let namespace = template
-                .render(&scope)
-                .map_err(|why| invalid(format!("Memory `{name}` (namespace `{}`): {why}", spec.namespace)))?;
+            let namespace = template.render(&scope).map_err(|why| {
+                invalid(format!(
+                    "Memory `{name}` (namespace `{}`): {why}",
+                    spec.namespace
+                ))
+            })?;
             out.push(Access {
                 memory: name.clone(),
                 namespace,
@@ -266,7 +269,10 @@ impl MemoryService {
     }
 
     fn expires_at(&self, memory: &str) -> Result<Option<String>, RuntimeError> {
-        Ok(self.spec(memory)?.ttl.map(|ttl| keel_types::time_after(ttl.0)))
+        Ok(self
+            .spec(memory)?
+            .ttl
+            .map(|ttl| keel_types::time_after(ttl.0)))
     }
 
     /// A candidate from a run, decided by its memory's write policy: stored (`auto`), queued
@@ -553,10 +559,13 @@ impl MemoryService {
             if line.trim().is_empty() {
                 continue;
             }
-            let at = |why: String| invalid(format!("line {}: {why}; nothing was imported", index + 1));
+            let at =
+                |why: String| invalid(format!("line {}: {why}; nothing was imported", index + 1));
             let mut record: MemoryRecord =
                 serde_json::from_str(line).map_err(|e| at(format!("not a memory record: {e}")))?;
-            let memory = self.memory_of(&record.namespace).map_err(|e| at(e.to_string()))?;
+            let memory = self
+                .memory_of(&record.namespace)
+                .map_err(|e| at(e.to_string()))?;
             if memory != record.memory {
                 return Err(at(format!(
                     "namespace `{}` belongs to Memory `{memory}`, not `{}`",

@@ -101,13 +101,16 @@ impl MemoryService {
                 continue;
             }
             hybrid |= spec.embeddings.is_some();
-            let hits = self
-                .rank(access, input, spec.recall.top_k as usize)
-                .await?;
+            let hits = self.rank(access, input, spec.recall.top_k as usize).await?;
             let mut used = 0usize;
             for hit in hits {
                 let record = hit.record;
-                let line = format!("- [{}] ({}) {}", record.id, record.kind.as_str(), record.text);
+                let line = format!(
+                    "- [{}] ({}) {}",
+                    record.id,
+                    record.kind.as_str(),
+                    record.text
+                );
                 let chars = line.chars().count();
                 if used + chars > spec.recall.max_chars as usize {
                     omitted += 1;

@@ -101,15 +101,27 @@ impl Tool for MemorySearchTool {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let query = args.get("query").and_then(Value::as_str).unwrap_or_default();
-        let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(5).clamp(1, 50) as usize;
+        let query = args
+            .get("query")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(5)
+            .clamp(1, 50) as usize;
         let mut list = accesses(&self.memory, ctx, false)?;
         if let Some(wanted) = args.get("namespace").and_then(Value::as_str) {
             list.retain(|a| a.namespace == wanted);
         }
         let mut hits = Vec::new();
         for access in &list {
-            hits.extend(self.memory.rank(access, query, limit).await.map_err(runtime_error)?);
+            hits.extend(
+                self.memory
+                    .rank(access, query, limit)
+                    .await
+                    .map_err(runtime_error)?,
+            );
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         hits.truncate(limit);
@@ -185,9 +197,12 @@ impl RememberTool {
     fn target(&self, ctx: &ToolContext, args: &Value) -> Result<Access, ToolError> {
         let list = accesses(&self.memory, ctx, true)?;
         match args.get("namespace").and_then(Value::as_str) {
-            Some(wanted) => list.into_iter().find(|a| a.namespace == wanted).ok_or_else(|| {
-                ToolError::InvalidArguments(format!("unknown namespace `{wanted}`"))
-            }),
+            Some(wanted) => list
+                .into_iter()
+                .find(|a| a.namespace == wanted)
+                .ok_or_else(|| {
+                    ToolError::InvalidArguments(format!("unknown namespace `{wanted}`"))
+                }),
             None => list.into_iter().next().ok_or_else(|| {
                 ToolError::Failed(format!("agent `{}` may write no memory", ctx.agent))
             }),
@@ -227,11 +242,20 @@ impl Tool for RememberTool {
         let tags = args
             .get("tags")
             .and_then(Value::as_array)
-            .map(|tags| tags.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .map(|tags| {
+                tags.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default();
         let draft = Draft {
             kind,
-            text: args.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            text: args
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
             tags,
         };
         let origin = Origin {

@@ -84,7 +84,9 @@ metadata: { name: f }
     );
     assert_eq!(
         diagnostics[2].hint.as_deref(),
-        Some("valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`, `Memory`")
+        Some(
+            "valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`, `Memory`"
+        )
     );
 }
 

@@ -13,6 +13,7 @@ mod in_process_hooks;
 mod lifecycle;
 mod loop_budgets;
 mod mcp_faults;
+mod memory;
 mod openai_runs;
 mod redaction;
 mod reference_run;
