@@ -13,6 +13,7 @@ mod error;
 mod follow;
 mod init;
 mod mcp;
+mod memory;
 mod out;
 mod policy;
 mod run;
@@ -129,6 +130,14 @@ enum Command {
         #[command(subcommand)]
         command: skills::SkillsCommand,
     },
+    /// Long-term memory: list, search, add, update, rm, history, candidates, maintain,
+    /// export, import, backup.
+    Memory {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(subcommand)]
+        command: memory::MemoryCommand,
+    },
     /// List, show and delete sessions.
     Sessions {
         #[command(flatten)]
@@ -205,6 +214,7 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
         Command::Tools { ws, command } => tools::tools(&ws.workspace, command).await,
         Command::Skills { ws, command } => skills::skills(&ws.workspace, command).await,
+        Command::Memory { ws, command } => memory::memory(&ws.workspace, command).await,
         Command::Tasks { ws, command } => tools::tasks(&ws.workspace, command).await,
         Command::Approvals { ws, command } => {
             approvals::approvals(&workspace::open_store(&ws.workspace)?, command).await

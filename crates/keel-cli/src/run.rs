@@ -29,6 +29,10 @@ pub struct RunArgs {
     /// `dontAsk` (what would ask is denied) or `plan` (nothing with side effects runs).
     #[arg(long)]
     mode: Option<String>,
+    /// Request metadata, `KEY=VALUE` (repeat for several); memory namespaces are rendered
+    /// from it (`users/{metadata.user}`).
+    #[arg(long = "meta", value_name = "KEY=VALUE")]
+    meta: Vec<String>,
     /// Answer approvals here, on the terminal (the default when stdin is a terminal); with
     /// `--no-approve-here` they wait for `keel approvals` from anywhere.
     #[arg(long, overrides_with = "no_approve_here")]
@@ -38,6 +42,21 @@ pub struct RunArgs {
     /// The prompt.
     #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
     prompt: Vec<String>,
+}
+
+/// `--meta KEY=VALUE` pairs as a map; a pair without `=` or with an empty key is an error.
+fn metadata(pairs: &[String]) -> Result<std::collections::BTreeMap<String, String>, CliError> {
+    pairs
+        .iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((key, value)) if !key.trim().is_empty() => {
+                Ok((key.trim().to_owned(), value.to_owned()))
+            }
+            _ => Err(CliError::usage(format!(
+                "--meta `{pair}`: write KEY=VALUE, e.g. --meta user=alice"
+            ))),
+        })
+        .collect()
 }
 
 pub async fn run(args: RunArgs) -> Result<(), CliError> {
@@ -53,6 +72,7 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
         agent: args.agent.clone(),
         session_id: session,
         mode,
+        metadata: metadata(&args.meta)?,
         ..Default::default()
     };
     let handle = start_run(&runtime, options).await?;

@@ -307,7 +307,9 @@ pub(crate) fn runtime_error(error: keel::Error) -> ApiError {
             param: Some("agent"),
         },
         keel::Error::Runtime(
-            RuntimeError::InvalidInput(message) | RuntimeError::Skill(message),
+            RuntimeError::InvalidInput(message)
+            | RuntimeError::Skill(message)
+            | RuntimeError::Memory(message),
         ) => ApiError::BadRequest {
             message,
             param: None,

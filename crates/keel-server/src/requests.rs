@@ -107,6 +107,10 @@ pub(crate) struct CreateRequest {
     /// The run's permission mode (`default`, `acceptEdits`, `dontAsk`, `plan`).
     #[serde(default)]
     mode: Option<PermissionMode>,
+    /// Request metadata (string values), e.g. `{"user": "alice"}`: memory namespaces are
+    /// rendered from it (`users/{metadata.user}`).
+    #[serde(default)]
+    metadata: std::collections::BTreeMap<String, String>,
 }
 
 /// `POST /api/requests`: 202 `{requestId}` (the run goes on in the background), or with
@@ -128,6 +132,7 @@ pub(crate) async fn create_request(
         session_id,
         mode: request.mode,
         timeout: request.timeout.map(|t| t.0),
+        metadata: request.metadata,
         ..Default::default()
     };
     let (handle, ticket) = start_run(&state, &principal, options).await?;

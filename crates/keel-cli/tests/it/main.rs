@@ -10,6 +10,7 @@ mod crash;
 mod governance;
 mod mcp_client;
 mod mcp_server;
+mod memory_cli;
 mod openai_clients;
 mod openapi_tester;
 mod policy;

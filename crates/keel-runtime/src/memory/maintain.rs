@@ -138,7 +138,8 @@ impl MemoryService {
                 }
                 let same = normalise(&other.text) == normalise(&kept.text);
                 let similarity = jaccard(&other.text, &kept.text);
-                if !same && similarity < request.similarity {
+                // At 1.0 only equal normalised texts merge (not merely the same words).
+                if !same && (request.similarity >= 1.0 || similarity < request.similarity) {
                     continue;
                 }
                 let reason = match same {

@@ -121,6 +121,7 @@ pub(crate) async fn chat_completions(
         history,
         agent: Some(request.model.clone()),
         session_id: keel.session,
+        metadata: request_metadata(&request),
         ..Default::default()
     };
     let (handle, ticket) = start_run(&state, &principal, options).await?;
@@ -152,4 +153,16 @@ fn unix_now() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+/// The run's metadata: the request's `metadata`, with `user` as `metadata.user` when it has
+/// none.
+fn request_metadata(request: &wire::ChatRequest) -> std::collections::BTreeMap<String, String> {
+    let mut metadata = request.metadata.clone();
+    if let Some(user) = &request.user {
+        metadata
+            .entry("user".to_owned())
+            .or_insert_with(|| user.clone());
+    }
+    metadata
 }

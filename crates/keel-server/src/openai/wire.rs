@@ -25,6 +25,12 @@ pub(crate) struct ChatRequest {
     pub(super) stream: Option<bool>,
     #[serde(default)]
     pub(super) stream_options: Option<StreamOptions>,
+    /// OpenAI's request metadata (string values): the run's metadata.
+    #[serde(default)]
+    pub(super) metadata: std::collections::BTreeMap<String, String>,
+    /// OpenAI's end-user id: the run's `metadata.user` unless `metadata` has one.
+    #[serde(default)]
+    pub(super) user: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
