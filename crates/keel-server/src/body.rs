@@ -18,8 +18,9 @@ use crate::ApiError;
 
 /// The middleware of every route: a request that carries a body must say it is JSON
 /// (`Content-Type: application/json`, with or without parameters such as `charset`, or a
-/// `+json` type such as `application/merge-patch+json`); anything else is a 415. A request
-/// without a body needs no type.
+/// `+json` type such as `application/merge-patch+json`, or JSON lines —
+/// `application/x-ndjson`, which `POST /api/memory/import` takes); anything else is a 415. A
+/// request without a body needs no type.
 pub(crate) async fn require_json(request: Request, next: Next) -> Result<Response, ApiError> {
     let body = request.body();
     let has_body = !body.is_end_stream() && body.size_hint().exact() != Some(0);
@@ -48,7 +49,9 @@ fn is_json(headers: &HeaderMap) -> bool {
         .trim()
         .to_ascii_lowercase();
     match essence.split_once('/') {
-        Some(("application", subtype)) => subtype == "json" || subtype.ends_with("+json"),
+        Some(("application", subtype)) => {
+            matches!(subtype, "json" | "x-ndjson" | "jsonl") || subtype.ends_with("+json")
+        }
         _ => false,
     }
 }

@@ -36,6 +36,7 @@ mod health;
 mod inventory;
 mod live;
 mod mcp;
+mod memory;
 mod metrics;
 mod openai;
 mod openapi;

@@ -301,6 +301,7 @@ mod health;
 mod hooked;
 mod malformed;
 mod mcp;
+mod memory;
 mod routes;
 mod session_ids;
 mod slow_clients;
