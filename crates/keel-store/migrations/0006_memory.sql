@@ -20,5 +20,7 @@ CREATE INDEX memory_expiring ON memory_records (expires_at)
     WHERE status = 'active' AND expires_at IS NOT NULL;
 
 -- Full-text index of the ACTIVE versions only (rowid = memory_records.seq): a version enters
--- when it is stored and leaves when it is closed, in the same transaction.
-CREATE VIRTUAL TABLE memory_fts USING fts5 (text, tags, tokenize = 'unicode61 remove_diacritics 2');
+-- when it is stored and leaves when it is closed, in the same transaction. `ns` holds one
+-- token naming the record's namespace (`n` + a 64-bit hash in hex), so a recall filters by
+-- namespace inside the index and ranks only its own records (bm25 weight 0 for `ns`).
+CREATE VIRTUAL TABLE memory_fts USING fts5 (text, tags, ns, tokenize = 'unicode61 remove_diacritics 2');

@@ -41,8 +41,17 @@ fn insert(conn: &Connection, db: &Path, record: &MemoryRecord) -> Result<i64, St
     .map_err(|e| sql_error(db, &e))?;
     let seq = conn.last_insert_rowid();
     if record.status == MemoryStatus::Active {
-        conn.prepare_cached("INSERT INTO memory_fts (rowid, text, tags) VALUES (?1, ?2, ?3)")
-            .and_then(|mut stmt| stmt.execute(params![seq, record.text, record.tags.join(" ")]))
+        conn.prepare_cached(
+            "INSERT INTO memory_fts (rowid, text, tags, ns) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                seq,
+                record.text,
+                record.tags.join(" "),
+                namespace_token(&record.namespace)
+            ])
+        })
             .map_err(|e| sql_error(db, &e))?;
     }
     Ok(seq)
@@ -302,14 +311,50 @@ fn placeholders(n: usize, first: usize) -> String {
         .join(", ")
 }
 
-/// The FTS5 query for free text: each word quoted (so no word is read as syntax), any of them.
+/// The index token of a namespace: `n` and the FNV-1a hash of its bytes in hex. Two
+/// namespaces sharing a token (a hash collision) are told apart when the records are read.
+fn namespace_token(namespace: &str) -> String {
+    let hash = namespace.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("n{hash:016x}")
+}
+
+/// Words that say nothing about a record; left out of a recall query unless it has no other
+/// word (they match nearly every record and only cost time).
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
+    "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her",
+    "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "no",
+    "not", "of", "on", "or", "our", "please", "she", "should", "so", "some", "tell", "than",
+    "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "up", "us",
+    "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with",
+    "would", "you", "your",
+];
+
+/// The FTS5 query for free text: each word quoted (so no word is read as syntax), any of them,
+/// stop words left out when other words remain.
 pub fn fts_query(text: &str) -> Option<String> {
     let words: Vec<String> = text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
-        .map(|w| format!("\"{}\"", w.to_lowercase()))
+        .map(str::to_lowercase)
         .collect();
-    (!words.is_empty()).then(|| words.join(" OR "))
+    let mut kept: Vec<&String> = words
+        .iter()
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .collect();
+    if kept.is_empty() {
+        kept = words.iter().collect();
+    }
+    kept.sort();
+    kept.dedup();
+    (!kept.is_empty()).then(|| {
+        kept.iter()
+            .map(|w| format!("\"{w}\""))
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    })
 }
 
 fn search(
@@ -319,42 +364,51 @@ fn search(
     query: &str,
     limit: usize,
 ) -> Result<Vec<MemoryHit>, StoreError> {
-    let Some(fts) = fts_query(query) else {
+    let Some(words) = fts_query(query) else {
         return Ok(Vec::new());
     };
     if namespaces.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
-    let sql = format!(
-        "SELECT r.record, bm25(memory_fts) AS rank FROM memory_fts \
-         JOIN memory_records r ON r.seq = memory_fts.rowid \
-         WHERE memory_fts MATCH ?1 AND r.namespace IN ({}) ORDER BY rank LIMIT ?2",
-        placeholders(namespaces.len(), 3)
-    );
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let mut values: Vec<&dyn rusqlite::ToSql> = vec![&fts, &limit];
-    values.extend(namespaces.iter().map(|n| n as &dyn rusqlite::ToSql));
-    let mut stmt = conn.prepare_cached(&sql).map_err(|e| sql_error(db, &e))?;
-    let rows: Vec<(String, f64)> = stmt
-        .query_map(params_from_iter(values), |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })
-        .and_then(Iterator::collect)
+    // Only the namespaces' own records are matched and ranked, inside the index; the rest
+    // of the work is reading the `limit` best.
+    let tokens: Vec<String> = namespaces.iter().map(|n| namespace_token(n)).collect();
+    let fts = format!("ns : ({}) AND ({words})", tokens.join(" OR "));
+    let ranked: Vec<(i64, f64)> = {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT rowid, bm25(memory_fts, 1.0, 1.0, 0.0) AS score FROM memory_fts \
+                 WHERE memory_fts MATCH ?1 ORDER BY score LIMIT ?2",
+            )
+            .map_err(|e| sql_error(db, &e))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        stmt.query_map(params![fts, limit], |row| Ok((row.get(0)?, row.get(1)?)))
+            .and_then(Iterator::collect)
+            .map_err(|e| sql_error(db, &e))?
+    };
+    let mut hits = Vec::with_capacity(ranked.len());
+    let mut read = conn
+        .prepare_cached("SELECT record FROM memory_records WHERE seq = ?1")
         .map_err(|e| sql_error(db, &e))?;
-    rows.into_iter()
-        .map(|(json, rank)| {
-            let record =
-                serde_json::from_str(&json).map_err(|e| json_rows::corrupt(db, TABLE, e))?;
-            // bm25() is lower for better matches; flip it so higher is better.
-            let score = -rank;
-            Ok(MemoryHit {
-                record,
-                text_score: Some(score),
-                similarity: None,
-                score,
-            })
-        })
-        .collect()
+    for (seq, rank) in ranked {
+        let json: String = read
+            .query_row([seq], |row| row.get(0))
+            .map_err(|e| sql_error(db, &e))?;
+        let record: MemoryRecord =
+            serde_json::from_str(&json).map_err(|e| json_rows::corrupt(db, TABLE, e))?;
+        if !namespaces.contains(&record.namespace) {
+            continue;
+        }
+        // bm25() is lower for better matches; flip it so higher is better.
+        let score = -rank;
+        hits.push(MemoryHit {
+            record,
+            text_score: Some(score),
+            similarity: None,
+            score,
+        });
+    }
+    Ok(hits)
 }
 
 fn encode_vector(vector: &[f32]) -> Vec<u8> {
