@@ -258,6 +258,7 @@ impl Kernel {
             progress: None,
             metadata: Default::default(),
             call_id: None,
+            call_seq: None,
         };
         let call = ToolCall {
             id: task.task_id.clone(),

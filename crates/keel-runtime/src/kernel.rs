@@ -178,6 +178,29 @@ impl Kernel {
         })
     }
 
+    /// The provider of `Model` document `name`, if it is usable.
+    pub(crate) fn model_provider(&self, name: &str) -> Option<Arc<dyn ModelProvider>> {
+        self.inner.models.get(name)?.as_ref().ok().cloned()
+    }
+
+    /// What a post-run extraction needs of a run about to start, when its agent writes a
+    /// memory with `extraction` (nothing is cloned otherwise).
+    fn extraction_of(&self, launch: &Launch) -> Option<(RunRecord, BTreeMap<String, String>)> {
+        let memory = self.inner.services.memory.as_ref()?;
+        if launch.direct.is_some() {
+            return None;
+        }
+        let agent = &launch.record.agent;
+        let wants = memory.memories().values().any(|spec| {
+            spec.extraction.is_some()
+                && spec
+                    .writers
+                    .iter()
+                    .any(|w| keel_workspace::skills::glob_matches(w, agent))
+        });
+        wants.then(|| (launch.record.clone(), launch.metadata.clone()))
+    }
+
     /// Where every run's events go.
     pub(crate) fn pipeline(&self) -> &Pipeline {
         &self.inner.pipeline
@@ -581,6 +604,7 @@ impl Kernel {
     pub(crate) fn launch(&self, launch: Launch) -> RunHandle {
         let last_seq = launch.rebuilt.as_ref().map_or(0, |r| r.last_seq);
         let request_id = launch.record.request_id.clone();
+        let extraction = self.extraction_of(&launch);
         let (tx, rx) = mpsc::unbounded_channel();
         let emitter = Emitter::new(&self.inner.pipeline, &launch.record, last_seq, Some(tx));
         let run = AgentRun::new(self.inner.services.clone(), emitter, launch);
@@ -604,6 +628,16 @@ impl Kernel {
             };
             let response = agent_loop::execute(run, token, interrupt).await;
             drop(permit);
+            if let (Some((record, metadata)), RunStatus::Completed, Some(output)) =
+                (extraction, response.status, &response.output)
+            {
+                // In the background: the run's answer does not wait for it.
+                tracked.kernel.extract_after(crate::memory::Finished {
+                    record,
+                    metadata,
+                    output: output.clone(),
+                });
+            }
             drop(tracked);
             response
         });

@@ -92,6 +92,7 @@ fn main() {
         progress: None,
         metadata: Default::default(),
         call_id: None,
+        call_seq: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()

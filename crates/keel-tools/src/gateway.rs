@@ -608,6 +608,7 @@ mod tests {
             progress: None,
             metadata: Default::default(),
             call_id: None,
+            call_seq: None,
         }
     }
 
@@ -755,6 +756,7 @@ mod tests {
             progress: None,
             metadata: Default::default(),
             call_id: None,
+            call_seq: None,
         };
         let err = gw.execute(&ctx, &g).await.unwrap_err();
         assert!(matches!(err, ToolError::InvalidArguments(_)));

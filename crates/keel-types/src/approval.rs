@@ -61,7 +61,7 @@ pub struct ApprovalRecord {
     /// For a memory write a write policy sent for approval: the candidate. Approving it
     /// stores the record (in the same transaction as the decision).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<crate::MemoryCandidate>,
+    pub memory: Option<Box<crate::MemoryCandidate>>,
     /// The memory record an approved candidate became.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_record: Option<String>,

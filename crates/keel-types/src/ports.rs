@@ -139,6 +139,8 @@ pub struct ToolContext {
     pub metadata: Arc<std::collections::BTreeMap<String, String>>,
     /// The call being executed, when a run makes it (its tool events carry this id).
     pub call_id: Option<String>,
+    /// The `seq` of that call's start event in the run's log (memory provenance points at it).
+    pub call_seq: Option<u64>,
 }
 
 /// One progress report of a running tool call.

@@ -87,7 +87,7 @@ fn examples() -> Vec<EventPayload> {
             input: "Summarize notes.txt".into(),
             history: vec![Message::user("Hi"), Message::assistant("Hello.", vec![])],
             mode: Some(PermissionMode::DontAsk),
-            metadata: Default::default(),
+            metadata: std::collections::BTreeMap::from([("user".to_owned(), "alice".to_owned())]),
         },
         EventPayload::RequestCompleted {
             output: "Done.".into(),

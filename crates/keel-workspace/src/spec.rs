@@ -12,7 +12,7 @@ use serde_json::Value;
 
 mod memory;
 mod skill_settings;
-pub use memory::{EmbeddingsSpec, MemorySpec, RecallSpec, WritePolicy};
+pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};
 pub use skill_settings::{SkillRootSpec, SkillsSettings};
 
 /// The governance vocabulary the documents use. It lives in `keel-types`, where events and

@@ -231,6 +231,7 @@ impl Standalone {
             progress: None,
             metadata: Default::default(),
             call_id: None,
+            call_seq: None,
         };
         Self {
             workspace,

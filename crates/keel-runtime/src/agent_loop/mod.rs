@@ -231,6 +231,7 @@ impl AgentRun {
             progress: None,
             metadata: Arc::new(metadata),
             call_id: None,
+            call_seq: None,
         };
         let stream = workspace
             .models

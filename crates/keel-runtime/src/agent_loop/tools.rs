@@ -304,21 +304,19 @@ impl AgentRun {
                 arguments,
             },
         };
-        if gateway.is_read_only(verdict.tool()) {
-            self.emitter.emit(start)?;
-        } else {
-            self.emitter.emit_durable(start).await?;
-        }
+        let start_seq = match gateway.is_read_only(verdict.tool()) {
+            true => self.emitter.emit(start)?,
+            false => self.emitter.emit_durable(start).await?,
+        };
         let started = Instant::now();
+        let ctx = ToolContext {
+            call_id: Some(verdict.call_id().to_owned()),
+            call_seq: Some(start_seq),
+            ..self.tool_ctx.clone()
+        };
         let result = match gateway.reports_progress(verdict.tool()) {
-            true => self.execute_with_progress(verdict).await?,
-            false => {
-                let ctx = ToolContext {
-                    call_id: Some(verdict.call_id().to_owned()),
-                    ..self.tool_ctx.clone()
-                };
-                gateway.execute(&ctx, verdict).await
-            }
+            true => self.execute_with_progress(verdict, ctx).await?,
+            false => gateway.execute(&ctx, verdict).await,
         };
         let duration_ms = millis(started.elapsed());
         let (error, mut output) = match result {
@@ -356,14 +354,14 @@ impl AgentRun {
     async fn execute_with_progress(
         &self,
         verdict: &Guarded,
+        ctx: ToolContext,
     ) -> Result<Result<ToolOutput, ToolError>, StoreError> {
         let (sender, mut reports) = tokio::sync::mpsc::unbounded_channel::<ToolProgress>();
         let ctx = ToolContext {
             progress: Some(ProgressSink::new(move |report| {
                 let _ = sender.send(report);
             })),
-            call_id: Some(verdict.call_id().to_owned()),
-            ..self.tool_ctx.clone()
+            ..ctx
         };
         let call = self.services.gateway.execute(&ctx, verdict);
         tokio::pin!(call);

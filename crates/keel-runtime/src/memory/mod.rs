@@ -8,6 +8,7 @@
 //! (`maintain.rs`: expiry and compaction). The agent tools `memory_search` and `remember` are
 //! in `tools.rs`.
 
+mod extract;
 mod maintain;
 mod recall;
 mod run;
@@ -28,6 +29,7 @@ use keel_workspace::{MemorySpec, Workspace};
 use crate::RuntimeError;
 use crate::redact::Redactor;
 
+pub(crate) use extract::Finished;
 pub use maintain::{MaintenanceReport, MaintenanceRequest};
 pub use run::MAINTENANCE_AGENT;
 pub use tools::{MemorySearchTool, RememberTool};
@@ -83,6 +85,8 @@ pub struct Origin {
     pub session_id: Option<SessionId>,
     pub agent: String,
     pub call_id: Option<String>,
+    /// The event of the run the candidate came from (the call's start).
+    pub seq: Option<u64>,
 }
 
 /// What became of a submitted candidate.
@@ -283,6 +287,18 @@ impl MemoryService {
         draft: Draft,
         origin: Origin,
     ) -> Result<Submitted, RuntimeError> {
+        self.submit_from(access, draft, origin, keel_types::MemorySource::Tool)
+            .await
+    }
+
+    /// [`Self::submit`] for a candidate from `source` (the tool, or post-run extraction).
+    pub async fn submit_from(
+        &self,
+        access: &Access,
+        draft: Draft,
+        origin: Origin,
+        source: keel_types::MemorySource,
+    ) -> Result<Submitted, RuntimeError> {
         let spec = self.spec(&access.memory)?;
         let text = self.checked_text(&access.memory, &draft.text)?;
         let tags = Self::checked_tags(&draft.tags)?;
@@ -294,10 +310,10 @@ impl MemoryService {
             text: text.clone(),
             tags: tags.clone(),
             provenance: Provenance {
-                source: keel_types::MemorySource::Tool,
+                source,
                 request_id: Some(origin.request_id.clone()),
                 agent: Some(origin.agent.clone()),
-                seq: None,
+                seq: origin.seq,
                 call_id: origin.call_id.clone(),
                 at: keel_types::now_rfc3339(),
                 approved_by: None,
@@ -362,7 +378,7 @@ impl MemoryService {
                     decided_at: None,
                     decision_reason: None,
                     created_at: keel_types::now_rfc3339(),
-                    memory: Some(candidate),
+                    memory: Some(Box::new(candidate)),
                     memory_record: None,
                 };
                 self.runs.create_approval(&approval).await?;

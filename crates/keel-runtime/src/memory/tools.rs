@@ -263,6 +263,7 @@ impl Tool for RememberTool {
             session_id: ctx.session_id.clone(),
             agent: ctx.agent.clone(),
             call_id: ctx.call_id.clone(),
+            seq: ctx.call_seq,
         };
         let submitted = self
             .memory

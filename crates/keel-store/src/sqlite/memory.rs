@@ -52,7 +52,7 @@ fn insert(conn: &Connection, db: &Path, record: &MemoryRecord) -> Result<i64, St
                 namespace_token(&record.namespace)
             ])
         })
-            .map_err(|e| sql_error(db, &e))?;
+        .map_err(|e| sql_error(db, &e))?;
     }
     Ok(seq)
 }
@@ -324,12 +324,12 @@ fn namespace_token(namespace: &str) -> String {
 /// word (they match nearly every record and only cost time).
 const STOP_WORDS: &[&str] = &[
     "a", "about", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
-    "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her",
-    "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "no",
-    "not", "of", "on", "or", "our", "please", "she", "should", "so", "some", "tell", "than",
-    "that", "the", "their", "them", "then", "there", "these", "they", "this", "to", "up", "us",
-    "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with",
-    "would", "you", "your",
+    "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "him",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "no", "not",
+    "of", "on", "or", "our", "please", "she", "should", "so", "some", "tell", "than", "that",
+    "the", "their", "them", "then", "there", "these", "they", "this", "to", "up", "us", "was",
+    "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you",
+    "your",
 ];
 
 /// The FTS5 query for free text: each word quoted (so no word is read as syntax), any of them,

@@ -48,7 +48,7 @@ fn approval(id: &str, text: &str) -> ApprovalRecord {
         decided_at: None,
         decision_reason: None,
         created_at: "2026-11-24T10:00:00.000Z".into(),
-        memory: Some(candidate("users/alice", text)),
+        memory: Some(Box::new(candidate("users/alice", text))),
         memory_record: None,
     }
 }

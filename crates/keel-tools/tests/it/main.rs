@@ -47,6 +47,7 @@ pub fn ctx_with_cap(root: &Path, max_output_bytes: usize) -> ToolContext {
         progress: None,
         metadata: Default::default(),
         call_id: None,
+        call_seq: None,
     }
 }
 

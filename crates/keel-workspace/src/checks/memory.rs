@@ -39,6 +39,21 @@ impl Checker<'_> {
             }
         }
         self.memory_limits();
+        if let Some((model, node)) = self
+            .spec
+            .get("extraction")
+            .and_then(|e| e.get("model"))
+            .and_then(|n| Some((n.as_str()?, n)))
+            && !self.docs.contains(Kind::Model, model)
+        {
+            let hint = missing_hint(model, self.docs.names(Kind::Model), "Model", "models");
+            let loc = node.loc.clone();
+            self.push(
+                &loc,
+                format!("`extraction.model` names model `{model}`, which is not defined"),
+                Some(hint),
+            );
+        }
         let model = self
             .spec
             .get("embeddings")

@@ -35,6 +35,25 @@ pub struct MemorySpec {
     /// reciprocal rank).
     #[serde(default)]
     pub embeddings: Option<EmbeddingsSpec>,
+    /// After each completed run of a writer, ask this model for candidates from the
+    /// conversation (a run of its own; the answer never waits for it).
+    #[serde(default)]
+    pub extraction: Option<ExtractionSpec>,
+}
+
+/// Post-run extraction of memory candidates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExtractionSpec {
+    /// A `Model` document.
+    pub model: String,
+    /// The most candidates taken from one run.
+    #[serde(default = "default_max_candidates")]
+    pub max_candidates: u32,
+}
+
+fn default_max_candidates() -> u32 {
+    5
 }
 
 fn default_max_chars() -> u32 {

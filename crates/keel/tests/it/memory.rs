@@ -157,7 +157,7 @@ async fn recall_puts_the_users_own_records_in_the_prompt_and_never_anothers() {
     let events = stored(&runtime, &response).await;
     let (namespaces, ids, mode) = recalled(&events);
     assert_eq!(namespaces, ["users/alice"]);
-    assert_eq!(ids, [tea.id.clone()]);
+    assert_eq!(ids, std::slice::from_ref(&tea.id));
     assert_eq!(mode, "fulltext");
     let sections: Vec<String> = events
         .iter()
@@ -258,6 +258,12 @@ async fn remember_under_auto_stores_at_once_with_provenance_and_no_secret() {
     assert_eq!(origin.request_id.as_ref(), Some(&response.request_id));
     assert_eq!(origin.agent.as_deref(), Some("assistant"));
     assert_eq!(origin.call_id.as_deref(), Some("call_1"));
+    // The source event: the call's start in the run's log.
+    let start = events
+        .iter()
+        .find(|e| e.seq == origin.seq.unwrap())
+        .unwrap();
+    assert_eq!(start.payload.type_name(), "runtime.adapter.event");
     assert_eq!(origin.approved_by.as_deref(), Some("auto"));
 }
 
@@ -615,4 +621,105 @@ async fn hybrid_recall_finds_by_meaning_what_full_text_misses() {
     assert!(mock.embedding_requests() >= 2);
     let prompt = transcript(&mock);
     assert!(prompt.iter().any(|l| l.contains("dog Rex")), "{prompt:?}");
+}
+
+/// The extraction run of `parent`, once it has ended.
+async fn extraction_run(runtime: &Runtime, parent: &keel::RequestId) -> keel::RunRecord {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let runs = runtime.list_requests(&RunFilter::default()).await.unwrap();
+        if let Some(run) = runs
+            .into_iter()
+            .find(|r| r.links.parent_id.as_ref() == Some(parent) && r.status.is_terminal())
+        {
+            return run;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no extraction run ended for {parent}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn post_run_extraction_submits_candidates_after_the_answer_as_a_run_of_its_own() {
+    let mock = MockLlm::start().await;
+    let ws = memory_workspace(
+        &mock,
+        "auto",
+        "  extraction: { model: mock, maxCandidates: 2 }\n",
+    );
+    let runtime = runtime(&ws);
+    mock.push(MockResponse::text(["Noted, no sugar."]));
+    mock.push(MockResponse::text([json!({"memories": [
+        {"text": "Alice takes her tea without sugar.", "kind": "preference", "tags": ["tea"]},
+        {"text": "Alice asked about tea.", "kind": "episode"},
+        {"text": "A third one, over the limit.", "kind": "fact"}
+    ]})
+    .to_string()]));
+    let response = run_as(&runtime, "alice", "I take my tea without sugar.")
+        .await
+        .unwrap();
+    assert_eq!(response.status, RunStatus::Completed);
+    assert_eq!(response.output.as_deref(), Some("Noted, no sugar."));
+
+    let extraction = extraction_run(&runtime, &response.request_id).await;
+    assert_eq!(extraction.status, RunStatus::Completed, "{extraction:?}");
+    assert_eq!(extraction.agent, "memory");
+    let events = runtime.events(&extraction.request_id, 0).await.unwrap();
+    let submitted = events
+        .iter()
+        .filter(|e| matches!(e.payload, EventPayload::MemoryCandidateSubmitted { .. }))
+        .count();
+    assert_eq!(submitted, 2, "maxCandidates caps what is taken");
+    let records = runtime
+        .memory()
+        .unwrap()
+        .list(&MemoryFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(records.len(), 2);
+    for record in &records {
+        let origin = &record.provenance[0];
+        assert_eq!(origin.source, keel::types::MemorySource::Extraction);
+        assert_eq!(origin.request_id.as_ref(), Some(&response.request_id));
+        assert_eq!(record.namespace, "users/alice");
+    }
+    // The extraction model saw the conversation.
+    let asked = transcript(&mock);
+    assert!(
+        asked
+            .iter()
+            .any(|l| l.contains("I take my tea without sugar.") && l.contains("Noted, no sugar.")),
+        "{asked:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_extraction_answer_that_is_not_the_json_asked_for_fails_its_run_and_stores_nothing() {
+    let mock = MockLlm::start().await;
+    let ws = memory_workspace(&mock, "auto", "  extraction: { model: mock }\n");
+    let runtime = runtime(&ws);
+    mock.push(MockResponse::text(["Noted."]));
+    mock.push(MockResponse::text(["Sure! Alice likes tea."]));
+    let response = run_as(&runtime, "alice", "I like tea.").await.unwrap();
+    assert_eq!(response.status, RunStatus::Completed);
+    let extraction = extraction_run(&runtime, &response.request_id).await;
+    assert_eq!(extraction.status, RunStatus::Failed);
+    let message = extraction.error.unwrap().message;
+    assert!(message.contains("not JSON of the form"), "{message}");
+    let all = MemoryFilter {
+        all_versions: true,
+        ..MemoryFilter::default()
+    };
+    assert!(
+        runtime
+            .memory()
+            .unwrap()
+            .list(&all)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
