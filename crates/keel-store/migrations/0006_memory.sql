@@ -24,3 +24,11 @@ CREATE INDEX memory_expiring ON memory_records (expires_at)
 -- token naming the record's namespace (`n` + a 64-bit hash in hex), so a recall filters by
 -- namespace inside the index and ranks only its own records (bm25 weight 0 for `ns`).
 CREATE VIRTUAL TABLE memory_fts USING fts5 (text, tags, ns, tokenize = 'unicode61 remove_diacritics 2');
+
+-- How many active versions each namespace holds ('' = all of them): recall asks the index
+-- for a namespace's records only when the namespace is a small part of it, and otherwise
+-- ranks without the filter (cheaper) and drops other namespaces' records.
+CREATE TABLE memory_namespaces (
+    namespace TEXT PRIMARY KEY,
+    active    INTEGER NOT NULL
+) WITHOUT ROWID;

@@ -20,6 +20,34 @@ use super::json_rows;
 
 const TABLE: &str = "memory_records";
 
+/// Adds `delta` to the active count of `namespace` and of the whole index.
+fn count_active(
+    conn: &Connection,
+    db: &Path,
+    namespace: &str,
+    delta: i64,
+) -> Result<(), StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "INSERT INTO memory_namespaces (namespace, active) VALUES (?1, ?2) \
+             ON CONFLICT (namespace) DO UPDATE SET active = active + ?2",
+        )
+        .map_err(|e| sql_error(db, &e))?;
+    for key in [namespace, ""] {
+        stmt.execute(params![key, delta])
+            .map_err(|e| sql_error(db, &e))?;
+    }
+    Ok(())
+}
+
+/// The active versions `namespace` holds (`""`: all of them).
+fn active_count(conn: &Connection, db: &Path, namespace: &str) -> Result<i64, StoreError> {
+    conn.prepare_cached("SELECT active FROM memory_namespaces WHERE namespace = ?1")
+        .and_then(|mut stmt| stmt.query_row([namespace], |row| row.get(0)).optional())
+        .map(Option::unwrap_or_default)
+        .map_err(|e| sql_error(db, &e))
+}
+
 /// Inserts one version (and indexes it when active); returns its row's `seq`.
 fn insert(conn: &Connection, db: &Path, record: &MemoryRecord) -> Result<i64, StoreError> {
     let json = json_rows::encode(record)?;
@@ -53,6 +81,7 @@ fn insert(conn: &Connection, db: &Path, record: &MemoryRecord) -> Result<i64, St
             ])
         })
         .map_err(|e| sql_error(db, &e))?;
+        count_active(conn, db, &record.namespace, 1)?;
     }
     Ok(seq)
 }
@@ -114,6 +143,7 @@ fn close(
     conn.prepare_cached("DELETE FROM memory_fts WHERE rowid = ?1")
         .and_then(|mut stmt| stmt.execute([seq]))
         .map_err(|e| sql_error(db, &e))?;
+    count_active(conn, db, &record.namespace, -1)?;
     Ok(record)
 }
 
@@ -370,27 +400,61 @@ fn search(
     if namespaces.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
-    // Only the namespaces' own records are matched and ranked, inside the index; the rest
-    // of the work is reading the `limit` best.
+    let total = active_count(conn, db, "")?;
+    let mut own = 0;
+    for namespace in namespaces {
+        own += active_count(conn, db, namespace)?;
+    }
+    if own == 0 {
+        return Ok(Vec::new());
+    }
+    // A namespace that is most of the index is ranked without the filter (walking its whole
+    // token list costs more than ranking a few other records), reading a little more than
+    // `limit` and dropping the others' records; a small one is filtered inside the index.
+    if own * 2 >= total {
+        let fetch = limit.saturating_mul(usize::try_from((total + own - 1) / own).unwrap_or(2) + 1);
+        let (hits, exhausted) = ranked(conn, db, namespaces, &words, fetch, limit)?;
+        // Enough, or every match was read: nothing better is left for the filter to find.
+        if hits.len() >= limit || exhausted {
+            return Ok(hits);
+        }
+    }
     let tokens: Vec<String> = namespaces.iter().map(|n| namespace_token(n)).collect();
     let fts = format!("ns : ({}) AND ({words})", tokens.join(" OR "));
-    let ranked: Vec<(i64, f64)> = {
+    Ok(ranked(conn, db, namespaces, &fts, limit, limit)?.0)
+}
+
+/// The best `limit` records of `namespaces` among the `fetch` best matches of `fts`, and
+/// whether those were all the matches there are.
+fn ranked(
+    conn: &Connection,
+    db: &Path,
+    namespaces: &[String],
+    fts: &str,
+    fetch: usize,
+    limit: usize,
+) -> Result<(Vec<MemoryHit>, bool), StoreError> {
+    let rows: Vec<(i64, f64)> = {
         let mut stmt = conn
             .prepare_cached(
                 "SELECT rowid, bm25(memory_fts, 1.0, 1.0, 0.0) AS score FROM memory_fts \
                  WHERE memory_fts MATCH ?1 ORDER BY score LIMIT ?2",
             )
             .map_err(|e| sql_error(db, &e))?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        stmt.query_map(params![fts, limit], |row| Ok((row.get(0)?, row.get(1)?)))
+        let fetch = i64::try_from(fetch).unwrap_or(i64::MAX);
+        stmt.query_map(params![fts, fetch], |row| Ok((row.get(0)?, row.get(1)?)))
             .and_then(Iterator::collect)
             .map_err(|e| sql_error(db, &e))?
     };
-    let mut hits = Vec::with_capacity(ranked.len());
+    let exhausted = rows.len() < fetch;
+    let mut hits = Vec::with_capacity(limit);
     let mut read = conn
         .prepare_cached("SELECT record FROM memory_records WHERE seq = ?1")
         .map_err(|e| sql_error(db, &e))?;
-    for (seq, rank) in ranked {
+    for (seq, rank) in rows {
+        if hits.len() == limit {
+            break;
+        }
         let json: String = read
             .query_row([seq], |row| row.get(0))
             .map_err(|e| sql_error(db, &e))?;
@@ -408,7 +472,7 @@ fn search(
             score,
         });
     }
-    Ok(hits)
+    Ok((hits, exhausted))
 }
 
 fn encode_vector(vector: &[f32]) -> Vec<u8> {

@@ -373,3 +373,45 @@ async fn embeddings_rank_by_cosine_and_missing_ones_are_listed() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn a_large_namespace_still_finds_its_own_record_when_others_rank_higher() {
+    let (_dir, store) = sqlite_store();
+    for i in 0..10 {
+        store
+            .store_memory(
+                &candidate("users/ana", &format!("Ana note {i} alpha")),
+                "auto",
+            )
+            .await
+            .unwrap();
+    }
+    let own = store
+        .store_memory(
+            &candidate("users/ana", "Ana once drank a tea in the alpha garden"),
+            "auto",
+        )
+        .await
+        .unwrap();
+    for i in 0..8 {
+        store
+            .store_memory(&candidate("users/bo", &format!("tea tea tea {i}")), "auto")
+            .await
+            .unwrap();
+    }
+    // Ana's namespace is most of the index and ranked without the filter first; Bo's records
+    // rank higher for "tea", so the search asks the index again, filtered.
+    let hits = store
+        .search_memory(&ns(&["users/ana"]), "tea", 1)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].record.id, own.id);
+    // The small namespace is filtered inside the index from the start.
+    let hits = store
+        .search_memory(&ns(&["users/bo"]), "tea", 3)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 3);
+    assert!(hits.iter().all(|h| h.record.namespace == "users/bo"));
+}
