@@ -2,6 +2,8 @@
 //! agent loop. Holds what all runs share (workspace, providers, gateway, store) and the
 //! cancellation tokens of active runs.
 
+mod memory_runs;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -24,7 +26,7 @@ use crate::handle::RunHandle;
 use crate::history::{trim_history, validate_history};
 use crate::memory::{MemoryPrompt, MemoryService};
 use crate::narrator::Narrator;
-use crate::rebuild::rebuild;
+use crate::rebuild::{opening, rebuild};
 use crate::redact::Redactor;
 use crate::replay::{Divergence, ReplayProvider, diverge};
 use crate::skills::{SkillCache, SkillPrompt};
@@ -169,36 +171,14 @@ impl Kernel {
         &self.inner.services.store
     }
 
-    /// Long-term memory; an error when the workspace declares no `Memory` document.
-    pub fn memory(&self) -> Result<&Arc<MemoryService>, RuntimeError> {
-        self.inner.services.memory.as_ref().ok_or_else(|| {
-            RuntimeError::Memory(
-                "the workspace declares no memory; add a `kind: Memory` document".into(),
-            )
-        })
+    /// What every run shares.
+    pub(crate) fn services(&self) -> &Services {
+        &self.inner.services
     }
 
-    /// The provider of `Model` document `name`, if it is usable.
-    pub(crate) fn model_provider(&self, name: &str) -> Option<Arc<dyn ModelProvider>> {
-        self.inner.models.get(name)?.as_ref().ok().cloned()
-    }
-
-    /// What a post-run extraction needs of a run about to start, when its agent writes a
-    /// memory with `extraction` (nothing is cloned otherwise).
-    fn extraction_of(&self, launch: &Launch) -> Option<(RunRecord, BTreeMap<String, String>)> {
-        let memory = self.inner.services.memory.as_ref()?;
-        if launch.direct.is_some() {
-            return None;
-        }
-        let agent = &launch.record.agent;
-        let wants = memory.memories().values().any(|spec| {
-            spec.extraction.is_some()
-                && spec
-                    .writers
-                    .iter()
-                    .any(|w| keel_workspace::skills::glob_matches(w, agent))
-        });
-        wants.then(|| (launch.record.clone(), launch.metadata.clone()))
+    /// Providers by `Model` document name.
+    pub(crate) fn models(&self) -> &HashMap<String, Result<Arc<dyn ModelProvider>, String>> {
+        &self.inner.models
     }
 
     /// Where every run's events go.
@@ -604,7 +584,9 @@ impl Kernel {
     pub(crate) fn launch(&self, launch: Launch) -> RunHandle {
         let last_seq = launch.rebuilt.as_ref().map_or(0, |r| r.last_seq);
         let request_id = launch.record.request_id.clone();
-        let extraction = self.extraction_of(&launch);
+        // What a post-run extraction needs (cloned only when the agent has one).
+        let extraction = (launch.direct.is_none() && self.wants_extraction(&launch.record.agent))
+            .then(|| (launch.record.clone(), launch.metadata.clone()));
         let (tx, rx) = mpsc::unbounded_channel();
         let emitter = Emitter::new(&self.inner.pipeline, &launch.record, last_seq, Some(tx));
         let run = AgentRun::new(self.inner.services.clone(), emitter, launch);
@@ -803,25 +785,5 @@ struct Tracked {
 impl Drop for Tracked {
     fn drop(&mut self) {
         self.kernel.untrack(&self.id);
-    }
-}
-
-/// The supplied history and the mode recorded in a log's opening event (a mode this version
-/// does not know already reads as none: see `EventPayload::RequestStarted`).
-fn opening(
-    events: &[Event],
-) -> (
-    Vec<Message>,
-    Option<PermissionMode>,
-    BTreeMap<String, String>,
-) {
-    match events.first().map(|e| &e.payload) {
-        Some(EventPayload::RequestStarted {
-            history,
-            mode,
-            metadata,
-            ..
-        }) => (history.clone(), *mode, metadata.clone()),
-        _ => (Vec::new(), None, BTreeMap::new()),
     }
 }

@@ -66,6 +66,26 @@ pub enum RebuildError {
     Ended(u64),
 }
 
+/// The supplied history and the mode recorded in a log's opening event (a mode this version
+/// does not know already reads as none: see `EventPayload::RequestStarted`).
+pub(crate) fn opening(
+    events: &[Event],
+) -> (
+    Vec<Message>,
+    Option<keel_types::PermissionMode>,
+    std::collections::BTreeMap<String, String>,
+) {
+    match events.first().map(|e| &e.payload) {
+        Some(EventPayload::RequestStarted {
+            history,
+            mode,
+            metadata,
+            ..
+        }) => (history.clone(), *mode, metadata.clone()),
+        _ => (Vec::new(), None, std::collections::BTreeMap::new()),
+    }
+}
+
 /// Reads the log and returns the conversation state at its end.
 pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
     let first = events.first().ok_or(RebuildError::Empty)?;

@@ -31,10 +31,11 @@ fn memory(state: &AppState) -> Result<&std::sync::Arc<MemoryService>, ApiError> 
 struct ListQuery {
     #[serde(default)]
     namespace: Option<String>,
+    /// `true` or `false` (the route table checked it).
     #[serde(default)]
     all: Option<String>,
     #[serde(default)]
-    limit: Option<String>,
+    limit: Option<usize>,
 }
 
 /// `GET /api/memory?namespace=&all=&limit=` → `{object: "list", data: [MemoryRecord]}`.
@@ -43,13 +44,14 @@ pub(crate) async fn list(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let query: ListQuery = parse_query(query.as_deref())?;
+    let memory = memory(&state)?;
     let filter = MemoryFilter {
         namespace: query.namespace,
         all_versions: query.all.as_deref() == Some("true"),
-        limit: Some(query.limit.and_then(|l| l.parse().ok()).unwrap_or(100)),
+        limit: Some(query.limit.unwrap_or(100)),
         ..MemoryFilter::default()
     };
-    let records = memory(&state)?
+    let records = memory
         .list(&filter)
         .await
         .map_err(|e| runtime_error(e.into()))?;
@@ -58,11 +60,12 @@ pub(crate) async fn list(
 
 #[derive(Debug, Deserialize)]
 struct SearchQuery {
+    #[serde(default)]
     q: String,
     #[serde(default)]
     namespace: Option<String>,
     #[serde(default)]
-    limit: Option<String>,
+    limit: Option<usize>,
 }
 
 /// `GET /api/memory/search?q=&namespace=&limit=` → `{data: [MemoryHit]}`.
@@ -70,9 +73,10 @@ pub(crate) async fn search(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
+    let memory = memory(&state)?;
     let query: SearchQuery = parse_query(query.as_deref())?;
-    let limit = query.limit.and_then(|l| l.parse().ok()).unwrap_or(10);
-    let hits = memory(&state)?
+    let limit = query.limit.unwrap_or(10);
+    let hits = memory
         .search(query.namespace.as_deref(), &query.q, limit)
         .await
         .map_err(|e| runtime_error(e.into()))?;
@@ -81,6 +85,7 @@ pub(crate) async fn search(
 
 /// `GET /api/memory/candidates` → the pending approvals that carry a memory candidate.
 pub(crate) async fn candidates(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    memory(&state)?;
     let pending = state
         .runtime
         .memory_candidates()
@@ -118,7 +123,9 @@ pub(crate) async fn history(
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewRecord {
     /// A namespace of a `Memory` document, e.g. `users/alice`.
+    #[schemars(length(min = 1))]
     namespace: String,
+    #[schemars(length(min = 1))]
     text: String,
     /// `fact` (default), `preference`, `instruction` or `episode`.
     #[serde(default)]
@@ -142,13 +149,14 @@ pub(crate) async fn add(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let memory = memory(&state)?;
     let new: NewRecord = parse_body(body, false)?;
     let draft = MemoryDraft {
         kind: kind(new.kind.as_deref())?.unwrap_or_default(),
         text: new.text,
         tags: new.tags,
     };
-    let record = memory(&state)?
+    let record = memory
         .add(&new.namespace, draft, OPERATOR)
         .await
         .map_err(|e| runtime_error(e.into()))?;
@@ -173,13 +181,14 @@ pub(crate) async fn update(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let memory = memory(&state)?;
     let change: Change = parse_body(body, false)?;
     let update = MemoryUpdate {
         text: change.text,
         kind: kind(change.kind.as_deref())?,
         tags: change.tags,
     };
-    let record = memory(&state)?
+    let record = memory
         .update(&id, update, OPERATOR)
         .await
         .map_err(|e| runtime_error(e.into()))?;
@@ -221,6 +230,7 @@ pub(crate) async fn maintain(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    memory(&state)?;
     let body: Maintain = parse_body(body, true)?;
     let defaults = MaintenanceRequest::default();
     let request = MaintenanceRequest {
@@ -252,8 +262,9 @@ pub(crate) async fn export(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
+    let memory = memory(&state)?;
     let query: ExportQuery = parse_query(query.as_deref())?;
-    let jsonl = memory(&state)?
+    let jsonl = memory
         .export(query.namespace.as_deref())
         .await
         .map_err(|e| runtime_error(e.into()))?;
@@ -265,6 +276,7 @@ pub(crate) async fn import(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let memory = memory(&state)?;
     let bytes = body.map_err(|e| ApiError::BadRequest {
         message: e.body_text(),
         param: None,
@@ -273,7 +285,7 @@ pub(crate) async fn import(
         message: "the body is not UTF-8 JSONL".into(),
         param: None,
     })?;
-    let imported = memory(&state)?
+    let imported = memory
         .import(text)
         .await
         .map_err(|e| runtime_error(e.into()))?;

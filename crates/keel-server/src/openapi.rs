@@ -12,7 +12,9 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
 use crate::state::AppState;
-use crate::{approvals, inventory, memory, metrics, openai, requests, sessions, skills, tasks};
+use crate::{approvals, inventory, metrics, openai, requests, sessions, tasks};
+
+mod knowledge;
 
 /// Who may call a route when API keys are configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,15 +257,16 @@ const RUN_FILTERS: &[Param] = &[
 /// The largest `seq` the store keeps (a SQLite integer).
 const MAX_SEQ: u64 = i64::MAX as u64;
 
-/// Every route of the service.
-pub(crate) fn routes() -> Vec<Route> {
-    use Access::{Client, Operator, Public};
-    let route = |method: Method,
-                 path: &'static str,
-                 access: Access,
-                 summary: &'static str,
-                 answers: &'static str,
-                 handler: fn() -> MethodRouter<AppState>| Route {
+/// A documented route with no query parameters or body, taking any path parameter.
+fn route(
+    method: Method,
+    path: &'static str,
+    access: Access,
+    summary: &'static str,
+    answers: &'static str,
+    handler: fn() -> MethodRouter<AppState>,
+) -> Route {
+    Route {
         method,
         path,
         summary,
@@ -275,7 +278,12 @@ pub(crate) fn routes() -> Vec<Route> {
         answers,
         handler,
         documented: true,
-    };
+    }
+}
+
+/// Every route of the service.
+pub(crate) fn routes() -> Vec<Route> {
+    use Access::{Client, Operator, Public};
     // MCP's streamable HTTP: one service answers its three methods.
     let mcp = |method: Method,
                summary: &'static str,
@@ -606,164 +614,6 @@ pub(crate) fn routes() -> Vec<Route> {
             "`{agents, models, tools, policies, hooks, mcpServers}`",
             || routing::get(inventory::inventory),
         ),
-        Route {
-            query: const {
-                &[param(
-                    "agent",
-                    Accepts::Text,
-                    "only the skills this agent may use",
-                )]
-            },
-            ..route(
-                Method::GET,
-                "/api/skills",
-                Operator,
-                "The workspace's skills (latest scan), the problems of the broken ones and the overridden ones",
-                "`{data: [{name, description, file, extra?, alwaysOn?}], problems, overridden}`",
-                || routing::get(skills::list_skills),
-            )
-        },
-        Route {
-            path_param: SKILL_NAME,
-            ..route(
-                Method::GET,
-                "/api/skills/{name}",
-                Operator,
-                "A skill: its front matter, the files of its folder and its instructions",
-                "`{name, description, file, extra?, files: [{path, bytes}], body}`",
-                || routing::get(skills::get_skill),
-            )
-        },
-        Route {
-            query: const {
-                &[
-                    param("namespace", Accepts::Text, "only this namespace"),
-                    param("all", Accepts::Boolean, "closed versions too"),
-                    param(
-                        "limit",
-                        Accepts::Integer {
-                            min: 1,
-                            max: 10_000,
-                        },
-                        "at most this many (default 100)",
-                    ),
-                ]
-            },
-            ..route(
-                Method::GET,
-                "/api/memory",
-                Operator,
-                "Memory records, newest first",
-                "`{data: [MemoryRecord]}`",
-                || routing::get(memory::list),
-            )
-        },
-        Route {
-            body: Some(schema::<memory::NewRecord>),
-            ..route(
-                Method::POST,
-                "/api/memory",
-                Operator,
-                "Store a memory record (the operator is its approval)",
-                "201 and the MemoryRecord; 400 for an unknown namespace or a text too long",
-                || routing::post(memory::add),
-            )
-        },
-        Route {
-            query: const {
-                &[
-                    param("q", Accepts::Text, "the query (required)"),
-                    param("namespace", Accepts::Text, "only this namespace"),
-                    param(
-                        "limit",
-                        Accepts::Integer { min: 1, max: 100 },
-                        "at most this many (default 10)",
-                    ),
-                ]
-            },
-            ..route(
-                Method::GET,
-                "/api/memory/search",
-                Operator,
-                "Search memory as recall ranks it (full-text, or hybrid with embeddings)",
-                "`{data: [{record, textScore?, similarity?, score}]}`",
-                || routing::get(memory::search),
-            )
-        },
-        route(
-            Method::GET,
-            "/api/memory/candidates",
-            Operator,
-            "Memory candidates waiting for a person (decide them at /api/approvals/{id})",
-            "`{data: [ApprovalRecord]}`",
-            || routing::get(memory::candidates),
-        ),
-        Route {
-            body: Some(schema::<memory::Maintain>),
-            body_optional: true,
-            ..route(
-                Method::POST,
-                "/api/memory/maintain",
-                Operator,
-                "Expire records past their TTL and merge duplicates, recorded as a run",
-                "`{requestId, merged, expired}`",
-                || routing::post(memory::maintain),
-            )
-        },
-        Route {
-            query: const { &[param("namespace", Accepts::Text, "only this namespace")] },
-            ..route(
-                Method::GET,
-                "/api/memory/export",
-                Operator,
-                "Every version of every record as JSONL",
-                "`application/x-ndjson`, one MemoryRecord per line",
-                || routing::get(memory::export),
-            )
-        },
-        route(
-            Method::POST,
-            "/api/memory/import",
-            Operator,
-            "Import an export (JSONL body); all or nothing",
-            "`{imported}`; 400 naming the first bad line",
-            || routing::post(memory::import),
-        ),
-        route(
-            Method::GET,
-            "/api/memory/{id}",
-            Operator,
-            "A memory record (its latest version)",
-            "the MemoryRecord; 404 for an unknown id",
-            || routing::get(memory::show),
-        ),
-        Route {
-            body: Some(schema::<memory::Change>),
-            ..route(
-                Method::PATCH,
-                "/api/memory/{id}",
-                Operator,
-                "Update a record: a new version (the old one is kept)",
-                "the new MemoryRecord",
-                || routing::patch(memory::update),
-            )
-        },
-        route(
-            Method::DELETE,
-            "/api/memory/{id}",
-            Operator,
-            "Delete a record (its history stays)",
-            "the closed MemoryRecord",
-            || routing::delete(memory::delete),
-        ),
-        route(
-            Method::GET,
-            "/api/memory/{id}/history",
-            Operator,
-            "Every version of a record, oldest first",
-            "`{data: [MemoryRecord]}`",
-            || routing::get(memory::history),
-        ),
         mcp(
             Method::POST,
             "MCP (streamable HTTP): a JSON-RPC message of the session in `Mcp-Session-Id` (an `initialize` opens one)",
@@ -780,6 +630,9 @@ pub(crate) fn routes() -> Vec<Route> {
             routing::delete(crate::mcp::handle)
         }),
     ]
+    .into_iter()
+    .chain(knowledge::routes())
+    .collect()
 }
 
 /// The OpenAPI 3.1 document of [`routes`]; `secured` (API keys are configured) adds the

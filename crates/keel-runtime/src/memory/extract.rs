@@ -2,23 +2,18 @@
 //! document's `extraction.model` is asked for candidates from the conversation, and each is
 //! decided by the write policy like a `remember` call. It runs as a run of its own (agent
 //! `memory`, linked to the run as its parent), in the background: the run's answer has been
-//! delivered before it starts.
+//! delivered before it starts. This module is the model's side (instructions, asking,
+//! reading the answer); the run is recorded by the kernel (`kernel/memory_runs.rs`).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Instant;
 
 use futures_util::StreamExt;
 use keel_types::{
-    ErrorCode, ErrorInfo, EventPayload, FinishReason, MemoryKind, Message, ModelEvent, ModelParams,
-    ModelProvider, ModelRequest, RequestId, RunRecord, RunStatus, Usage,
+    MemoryKind, Message, ModelEvent, ModelParams, ModelProvider, ModelRequest, RunRecord,
 };
 use serde::Deserialize;
 
-use super::{Access, Draft, MemoryService, Origin, run::MAINTENANCE_AGENT};
-use crate::RuntimeError;
-use crate::emitter::Emitter;
-use crate::kernel::Kernel;
+use super::Draft;
 
 /// What the extraction model is asked to answer.
 #[derive(Debug, Deserialize)]
@@ -38,7 +33,7 @@ struct ExtractedMemory {
 }
 
 /// The instructions of the extraction model.
-fn instructions(max: u32) -> String {
+pub(crate) fn instructions(max: u32) -> String {
     format!(
         "You read a finished conversation between a user and an assistant and pick out what is \
          worth remembering about the user for later conversations: lasting facts, preferences, \
@@ -51,7 +46,7 @@ fn instructions(max: u32) -> String {
 }
 
 /// The candidates in a model's answer, or what is wrong with it.
-fn parse(answer: &str, max: u32) -> Result<Vec<Draft>, String> {
+pub(crate) fn parse(answer: &str, max: u32) -> Result<Vec<Draft>, String> {
     let trimmed = answer.trim();
     // A fenced block (```json … ```) is read for its content.
     let body = trimmed
@@ -88,7 +83,10 @@ fn parse(answer: &str, max: u32) -> Result<Vec<Draft>, String> {
 }
 
 /// The whole answer of one model round (text only).
-async fn ask(provider: &dyn ModelProvider, messages: Vec<Message>) -> Result<String, String> {
+pub(crate) async fn ask(
+    provider: &dyn ModelProvider,
+    messages: Vec<Message>,
+) -> Result<String, String> {
     let request = ModelRequest {
         messages,
         tools: Vec::new(),
@@ -115,163 +113,6 @@ pub(crate) struct Finished {
     pub record: RunRecord,
     pub metadata: BTreeMap<String, String>,
     pub output: String,
-}
-
-impl Kernel {
-    /// Starts the extraction runs a completed run calls for (none when its agent writes no
-    /// memory with `extraction`). Returns at once.
-    pub(crate) fn extract_after(&self, finished: Finished) {
-        let Ok(memory) = self.memory() else { return };
-        let Ok(accesses) = memory.namespaces(
-            &finished.record.agent,
-            finished.record.session_id.as_ref(),
-            &finished.metadata,
-            true,
-        ) else {
-            return;
-        };
-        let finished = Arc::new(finished);
-        for access in accesses {
-            let Some(extraction) = memory
-                .memories()
-                .get(&access.memory)
-                .and_then(|spec| spec.extraction.clone())
-            else {
-                continue;
-            };
-            let provider = match self.model_provider(&extraction.model) {
-                Some(provider) => provider,
-                None => {
-                    tracing::warn!(model = %extraction.model, "The memory extraction model is unavailable.");
-                    continue;
-                }
-            };
-            let (kernel, memory, finished) = (self.clone(), memory.clone(), finished.clone());
-            tokio::spawn(async move {
-                if let Err(error) = kernel
-                    .extract(
-                        &memory,
-                        &access,
-                        provider,
-                        &finished,
-                        extraction.max_candidates,
-                    )
-                    .await
-                {
-                    tracing::warn!(request_id = %finished.record.request_id, %error, "Memory extraction could not be recorded.");
-                }
-            });
-        }
-    }
-
-    /// One extraction, recorded as a run of its own.
-    async fn extract(
-        &self,
-        memory: &MemoryService,
-        access: &Access,
-        provider: Arc<dyn ModelProvider>,
-        finished: &Finished,
-        max: u32,
-    ) -> Result<RequestId, RuntimeError> {
-        let started = Instant::now();
-        let parent = &finished.record;
-        let input = format!(
-            "memory extraction for {} into {}",
-            parent.request_id, access.namespace
-        );
-        let mut record = RunRecord::new(RequestId::generate(), None, MAINTENANCE_AGENT, input);
-        record.links.parent_id = Some(parent.request_id.clone());
-        self.store().create_run(&record).await?;
-        let emitter = Emitter::new(self.pipeline(), &record, 0, None);
-        emitter.emit(EventPayload::RequestStarted {
-            input: record.input.clone(),
-            history: Vec::new(),
-            mode: None,
-            metadata: Default::default(),
-        })?;
-        let messages = vec![
-            Message::system(instructions(max)),
-            Message::user(format!(
-                "User: {}\n\nAssistant: {}",
-                parent.input, finished.output
-            )),
-        ];
-        let outcome = match ask(provider.as_ref(), messages).await {
-            Ok(answer) => parse(&answer, max),
-            Err(error) => Err(error),
-        };
-        let mut submitted = 0usize;
-        let result = match outcome {
-            Ok(drafts) => {
-                let mut failure = None;
-                for draft in drafts {
-                    let origin = Origin {
-                        request_id: parent.request_id.clone(),
-                        session_id: parent.session_id.clone(),
-                        agent: parent.agent.clone(),
-                        call_id: None,
-                        seq: None,
-                    };
-                    match memory
-                        .submit_from(access, draft, origin, keel_types::MemorySource::Extraction)
-                        .await
-                    {
-                        Ok(outcome) => {
-                            submitted += 1;
-                            for event in outcome.events {
-                                emitter.emit(event)?;
-                            }
-                        }
-                        // One bad candidate (too long, a bad tag) is left out, the rest kept.
-                        Err(RuntimeError::Memory(message)) => {
-                            tracing::info!(%message, "A memory candidate from extraction was left out.");
-                        }
-                        Err(error) => {
-                            failure = Some(error.to_string());
-                            break;
-                        }
-                    }
-                }
-                failure.map_or(Ok(()), Err)
-            }
-            Err(error) => Err(error),
-        };
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let terminal = match &result {
-            Ok(()) => {
-                let summary = format!("{submitted} candidate(s) submitted");
-                record.status = RunStatus::Completed;
-                record.output = Some(summary.clone());
-                record.finish_reason = Some(FinishReason::Completed);
-                EventPayload::RequestCompleted {
-                    output: summary,
-                    finish_reason: FinishReason::Completed,
-                    usage: Usage::default(),
-                    steps: 1,
-                    duration_ms,
-                }
-            }
-            Err(message) => {
-                let error = ErrorInfo::new(ErrorCode::Internal, message.clone());
-                record.status = RunStatus::Failed;
-                record.error = Some(error.clone());
-                record.finish_reason = Some(FinishReason::Internal);
-                EventPayload::RequestFailed {
-                    error,
-                    finish_reason: FinishReason::Internal,
-                    usage: Usage::default(),
-                    steps: 1,
-                    duration_ms,
-                }
-            }
-        };
-        emitter.emit_durable(terminal).await?;
-        record.steps = 1;
-        record.ended_at = Some(keel_types::now_rfc3339());
-        record.event_count = emitter.count();
-        self.store().update_run(&record).await?;
-        Ok(record.request_id)
-    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,6 @@
 mod extract;
 mod maintain;
 mod recall;
-mod run;
 mod tools;
 
 use std::collections::BTreeMap;
@@ -29,10 +28,12 @@ use keel_workspace::{MemorySpec, Workspace};
 use crate::RuntimeError;
 use crate::redact::Redactor;
 
-pub(crate) use extract::Finished;
+pub(crate) use extract::{Finished, ask, instructions, parse};
 pub use maintain::{MaintenanceReport, MaintenanceRequest};
-pub use run::MAINTENANCE_AGENT;
 pub use tools::{MemorySearchTool, RememberTool};
+
+/// The agent name memory maintenance and extraction runs are recorded under.
+pub const MAINTENANCE_AGENT: &str = "memory";
 
 /// One namespace an agent may use in a run: the `Memory` document and the rendered name.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,304 @@
+//! The kernel's memory operations that are runs of their own (agent `memory`): maintenance
+//! (`runtime.memory.maintenance.*` and a `runtime.memory.lifecycle` per change between the
+//! usual opening and terminal events) and post-run extraction (a background run linked to
+//! its parent; the parent's answer never waits for it).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use keel_types::{
+    ErrorCode, ErrorInfo, EventPayload, FinishReason, Message, ModelProvider, RequestId, RunRecord,
+    RunStatus, Usage,
+};
+
+use super::Kernel;
+use crate::RuntimeError;
+use crate::emitter::Emitter;
+use crate::memory::{
+    Access, Finished, MAINTENANCE_AGENT, MaintenanceReport, MaintenanceRequest, MemoryService,
+    Origin, ask, instructions, parse,
+};
+
+impl Kernel {
+    /// Long-term memory; [`RuntimeError::NotFound`] when the workspace declares no `Memory`
+    /// document.
+    pub fn memory(&self) -> Result<&Arc<MemoryService>, RuntimeError> {
+        self.services().memory.as_ref().ok_or_else(|| {
+            RuntimeError::NotFound(
+                "no memory: the workspace declares no `kind: Memory` document".into(),
+            )
+        })
+    }
+
+    /// The provider of `Model` document `name`, if it is usable.
+    pub(crate) fn model_provider(&self, name: &str) -> Option<Arc<dyn ModelProvider>> {
+        self.models().get(name)?.as_ref().ok().cloned()
+    }
+
+    /// Whether runs of `agent` are followed by a post-run extraction (it writes a memory
+    /// with `extraction`).
+    pub(crate) fn wants_extraction(&self, agent: &str) -> bool {
+        let Ok(memory) = self.memory() else {
+            return false;
+        };
+        memory.memories().values().any(|spec| {
+            spec.extraction.is_some()
+                && spec
+                    .writers
+                    .iter()
+                    .any(|w| keel_workspace::skills::glob_matches(w, agent))
+        })
+    }
+
+    /// Starts the extraction runs a completed run calls for (none when its agent writes no
+    /// memory with `extraction`). Returns at once.
+    pub(crate) fn extract_after(&self, finished: Finished) {
+        let Ok(memory) = self.memory() else { return };
+        let Ok(accesses) = memory.namespaces(
+            &finished.record.agent,
+            finished.record.session_id.as_ref(),
+            &finished.metadata,
+            true,
+        ) else {
+            return;
+        };
+        let finished = Arc::new(finished);
+        for access in accesses {
+            let Some(extraction) = memory
+                .memories()
+                .get(&access.memory)
+                .and_then(|spec| spec.extraction.clone())
+            else {
+                continue;
+            };
+            let provider = match self.model_provider(&extraction.model) {
+                Some(provider) => provider,
+                None => {
+                    tracing::warn!(model = %extraction.model, "The memory extraction model is unavailable.");
+                    continue;
+                }
+            };
+            let (kernel, memory, finished) = (self.clone(), memory.clone(), finished.clone());
+            tokio::spawn(async move {
+                if let Err(error) = kernel
+                    .extract(
+                        &memory,
+                        &access,
+                        provider,
+                        &finished,
+                        extraction.max_candidates,
+                    )
+                    .await
+                {
+                    tracing::warn!(request_id = %finished.record.request_id, %error, "Memory extraction could not be recorded.");
+                }
+            });
+        }
+    }
+
+    /// One extraction, recorded as a run of its own.
+    async fn extract(
+        &self,
+        memory: &MemoryService,
+        access: &Access,
+        provider: Arc<dyn ModelProvider>,
+        finished: &Finished,
+        max: u32,
+    ) -> Result<RequestId, RuntimeError> {
+        let started = Instant::now();
+        let parent = &finished.record;
+        let input = format!(
+            "memory extraction for {} into {}",
+            parent.request_id, access.namespace
+        );
+        let mut record = RunRecord::new(RequestId::generate(), None, MAINTENANCE_AGENT, input);
+        record.links.parent_id = Some(parent.request_id.clone());
+        self.store().create_run(&record).await?;
+        let emitter = Emitter::new(self.pipeline(), &record, 0, None);
+        emitter.emit(EventPayload::RequestStarted {
+            input: record.input.clone(),
+            history: Vec::new(),
+            mode: None,
+            metadata: Default::default(),
+        })?;
+        let messages = vec![
+            Message::system(instructions(max)),
+            Message::user(format!(
+                "User: {}\n\nAssistant: {}",
+                parent.input, finished.output
+            )),
+        ];
+        let outcome = match ask(provider.as_ref(), messages).await {
+            Ok(answer) => parse(&answer, max),
+            Err(error) => Err(error),
+        };
+        let mut submitted = 0usize;
+        let result = match outcome {
+            Ok(drafts) => {
+                let mut failure = None;
+                for draft in drafts {
+                    let origin = Origin {
+                        request_id: parent.request_id.clone(),
+                        session_id: parent.session_id.clone(),
+                        agent: parent.agent.clone(),
+                        call_id: None,
+                        seq: None,
+                    };
+                    match memory
+                        .submit_from(access, draft, origin, keel_types::MemorySource::Extraction)
+                        .await
+                    {
+                        Ok(outcome) => {
+                            submitted += 1;
+                            for event in outcome.events {
+                                emitter.emit(event)?;
+                            }
+                        }
+                        // One bad candidate (too long, a bad tag) is left out, the rest kept.
+                        Err(RuntimeError::Memory(message)) => {
+                            tracing::info!(%message, "A memory candidate from extraction was left out.");
+                        }
+                        Err(error) => {
+                            failure = Some(error.to_string());
+                            break;
+                        }
+                    }
+                }
+                failure.map_or(Ok(()), Err)
+            }
+            Err(error) => Err(error),
+        };
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let terminal = match &result {
+            Ok(()) => {
+                let summary = format!("{submitted} candidate(s) submitted");
+                record.status = RunStatus::Completed;
+                record.output = Some(summary.clone());
+                record.finish_reason = Some(FinishReason::Completed);
+                EventPayload::RequestCompleted {
+                    output: summary,
+                    finish_reason: FinishReason::Completed,
+                    usage: Usage::default(),
+                    steps: 1,
+                    duration_ms,
+                }
+            }
+            Err(message) => {
+                let error = ErrorInfo::new(ErrorCode::Internal, message.clone());
+                record.status = RunStatus::Failed;
+                record.error = Some(error.clone());
+                record.finish_reason = Some(FinishReason::Internal);
+                EventPayload::RequestFailed {
+                    error,
+                    finish_reason: FinishReason::Internal,
+                    usage: Usage::default(),
+                    steps: 1,
+                    duration_ms,
+                }
+            }
+        };
+        emitter.emit_durable(terminal).await?;
+        record.steps = 1;
+        record.ended_at = Some(keel_types::now_rfc3339());
+        record.event_count = emitter.count();
+        self.store().update_run(&record).await?;
+        Ok(record.request_id)
+    }
+}
+
+impl Kernel {
+    /// Runs memory maintenance as a recorded run; returns the run's id and what was done.
+    pub async fn maintain_memory(
+        &self,
+        request: &MaintenanceRequest,
+        owner: Option<String>,
+    ) -> Result<(RequestId, MaintenanceReport), RuntimeError> {
+        let memory = self.memory()?.clone();
+        let started = Instant::now();
+        let target = request.namespace.clone().unwrap_or_else(|| "*".to_owned());
+        let operations: Vec<String> = [("expire", request.expire), ("compact", request.compact)]
+            .into_iter()
+            .filter(|(_, on)| *on)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let input = format!("memory maintenance: {} on {target}", operations.join(", "));
+        let mut record = RunRecord::new(RequestId::generate(), None, MAINTENANCE_AGENT, input);
+        record.owner = owner;
+        self.store().create_run(&record).await?;
+        let emitter = Emitter::new(self.pipeline(), &record, 0, None);
+        emitter.emit(EventPayload::RequestStarted {
+            input: record.input.clone(),
+            history: Vec::new(),
+            mode: None,
+            metadata: Default::default(),
+        })?;
+        emitter.emit(EventPayload::MemoryMaintenanceStarted {
+            target: target.clone(),
+            operations,
+        })?;
+        let mut emit_error = None;
+        let mut emit = |payload: EventPayload| {
+            if let Err(error) = emitter.emit(payload) {
+                emit_error.get_or_insert(error);
+            }
+        };
+        let outcome = memory.maintain(request, &mut emit).await;
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let (terminal, result) = match outcome {
+            Ok(report) => {
+                let summary = format!(
+                    "{} merged, {} expired",
+                    report.merged.len(),
+                    report.expired.len()
+                );
+                emitter.emit(EventPayload::MemoryMaintenanceCompleted {
+                    target,
+                    operation_count: (report.merged.len() + report.expired.len()) as u64,
+                    merged: report.merged.len() as u64,
+                    expired: report.expired.len() as u64,
+                })?;
+                record.status = RunStatus::Completed;
+                record.output = Some(summary.clone());
+                record.finish_reason = Some(FinishReason::Completed);
+                (
+                    EventPayload::RequestCompleted {
+                        output: summary,
+                        finish_reason: FinishReason::Completed,
+                        usage: Usage::default(),
+                        steps: 0,
+                        duration_ms,
+                    },
+                    Ok(report),
+                )
+            }
+            Err(error) => {
+                emitter.emit(EventPayload::MemoryMaintenanceFailed {
+                    target,
+                    error: error.to_string(),
+                })?;
+                let info = ErrorInfo::new(ErrorCode::Internal, error.to_string());
+                record.status = RunStatus::Failed;
+                record.error = Some(info.clone());
+                record.finish_reason = Some(FinishReason::Internal);
+                (
+                    EventPayload::RequestFailed {
+                        error: info,
+                        finish_reason: FinishReason::Internal,
+                        usage: Usage::default(),
+                        steps: 0,
+                        duration_ms,
+                    },
+                    Err(error),
+                )
+            }
+        };
+        emitter.emit_durable(terminal).await?;
+        if let Some(error) = emit_error {
+            return Err(error.into());
+        }
+        record.ended_at = Some(keel_types::now_rfc3339());
+        record.event_count = emitter.count();
+        self.store().update_run(&record).await?;
+        result.map(|report| (record.request_id, report))
+    }
+}
