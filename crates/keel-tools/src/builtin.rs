@@ -317,6 +317,18 @@ fn io_error(what: &str, err: &std::io::Error) -> ToolError {
     }
 }
 
+/// The JSON Schema of a tool's arguments: an object with these properties, these required,
+/// nothing else.
+pub fn object_schema(properties: Value, required: &[&str]) -> Value {
+    serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,86 @@ use crate::memory::{
     Origin, ask, instructions, parse,
 };
 
+/// A run of the kernel's own (agent `memory`): recorded, opened, and closed with one
+/// terminal event from an outcome.
+struct OwnRun {
+    record: RunRecord,
+    emitter: Emitter,
+    started: Instant,
+}
+
+impl OwnRun {
+    /// Records the run and emits its opening event.
+    async fn open(
+        kernel: &Kernel,
+        input: String,
+        parent: Option<RequestId>,
+        owner: Option<String>,
+    ) -> Result<Self, RuntimeError> {
+        let started = Instant::now();
+        let mut record = RunRecord::new(RequestId::generate(), None, MAINTENANCE_AGENT, input);
+        record.links.parent_id = parent;
+        record.owner = owner;
+        kernel.store().create_run(&record).await?;
+        let emitter = Emitter::new(kernel.pipeline(), &record, 0, None);
+        emitter.emit(EventPayload::RequestStarted {
+            input: record.input.clone(),
+            history: Vec::new(),
+            mode: None,
+            metadata: Default::default(),
+        })?;
+        Ok(Self {
+            record,
+            emitter,
+            started,
+        })
+    }
+
+    /// Ends the run: completed with `Ok(summary)`, failed with `Err(message)`.
+    async fn close(
+        mut self,
+        kernel: &Kernel,
+        outcome: Result<String, String>,
+        steps: u32,
+    ) -> Result<RequestId, RuntimeError> {
+        let duration_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let record = &mut self.record;
+        let terminal = match outcome {
+            Ok(summary) => {
+                record.status = RunStatus::Completed;
+                record.output = Some(summary.clone());
+                record.finish_reason = Some(FinishReason::Completed);
+                EventPayload::RequestCompleted {
+                    output: summary,
+                    finish_reason: FinishReason::Completed,
+                    usage: Usage::default(),
+                    steps,
+                    duration_ms,
+                }
+            }
+            Err(message) => {
+                let error = ErrorInfo::new(ErrorCode::Internal, message);
+                record.status = RunStatus::Failed;
+                record.error = Some(error.clone());
+                record.finish_reason = Some(FinishReason::Internal);
+                EventPayload::RequestFailed {
+                    error,
+                    finish_reason: FinishReason::Internal,
+                    usage: Usage::default(),
+                    steps,
+                    duration_ms,
+                }
+            }
+        };
+        self.emitter.emit_durable(terminal).await?;
+        record.steps = steps;
+        record.ended_at = Some(keel_types::now_rfc3339());
+        record.event_count = self.emitter.count();
+        kernel.store().update_run(record).await?;
+        Ok(self.record.request_id)
+    }
+}
+
 impl Kernel {
     /// Long-term memory; [`RuntimeError::NotFound`] when the workspace declares no `Memory`
     /// document.
@@ -105,22 +185,12 @@ impl Kernel {
         finished: &Finished,
         max: u32,
     ) -> Result<RequestId, RuntimeError> {
-        let started = Instant::now();
         let parent = &finished.record;
         let input = format!(
             "memory extraction for {} into {}",
             parent.request_id, access.namespace
         );
-        let mut record = RunRecord::new(RequestId::generate(), None, MAINTENANCE_AGENT, input);
-        record.links.parent_id = Some(parent.request_id.clone());
-        self.store().create_run(&record).await?;
-        let emitter = Emitter::new(self.pipeline(), &record, 0, None);
-        emitter.emit(EventPayload::RequestStarted {
-            input: record.input.clone(),
-            history: Vec::new(),
-            mode: None,
-            metadata: Default::default(),
-        })?;
+        let run = OwnRun::open(self, input, Some(parent.request_id.clone()), None).await?;
         let messages = vec![
             Message::system(instructions(max)),
             Message::user(format!(
@@ -151,7 +221,7 @@ impl Kernel {
                         Ok(outcome) => {
                             submitted += 1;
                             for event in outcome.events {
-                                emitter.emit(event)?;
+                                run.emitter.emit(event)?;
                             }
                         }
                         // One bad candidate (too long, a bad tag) is left out, the rest kept.
@@ -168,41 +238,8 @@ impl Kernel {
             }
             Err(error) => Err(error),
         };
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let terminal = match &result {
-            Ok(()) => {
-                let summary = format!("{submitted} candidate(s) submitted");
-                record.status = RunStatus::Completed;
-                record.output = Some(summary.clone());
-                record.finish_reason = Some(FinishReason::Completed);
-                EventPayload::RequestCompleted {
-                    output: summary,
-                    finish_reason: FinishReason::Completed,
-                    usage: Usage::default(),
-                    steps: 1,
-                    duration_ms,
-                }
-            }
-            Err(message) => {
-                let error = ErrorInfo::new(ErrorCode::Internal, message.clone());
-                record.status = RunStatus::Failed;
-                record.error = Some(error.clone());
-                record.finish_reason = Some(FinishReason::Internal);
-                EventPayload::RequestFailed {
-                    error,
-                    finish_reason: FinishReason::Internal,
-                    usage: Usage::default(),
-                    steps: 1,
-                    duration_ms,
-                }
-            }
-        };
-        emitter.emit_durable(terminal).await?;
-        record.steps = 1;
-        record.ended_at = Some(keel_types::now_rfc3339());
-        record.event_count = emitter.count();
-        self.store().update_run(&record).await?;
-        Ok(record.request_id)
+        let outcome = result.map(|()| format!("{submitted} candidate(s) submitted"));
+        run.close(self, outcome, 1).await
     }
 }
 
@@ -214,7 +251,6 @@ impl Kernel {
         owner: Option<String>,
     ) -> Result<(RequestId, MaintenanceReport), RuntimeError> {
         let memory = self.memory()?.clone();
-        let started = Instant::now();
         let target = request.namespace.clone().unwrap_or_else(|| "*".to_owned());
         let operations: Vec<String> = [("expire", request.expire), ("compact", request.compact)]
             .into_iter()
@@ -222,16 +258,8 @@ impl Kernel {
             .map(|(name, _)| name.to_owned())
             .collect();
         let input = format!("memory maintenance: {} on {target}", operations.join(", "));
-        let mut record = RunRecord::new(RequestId::generate(), None, MAINTENANCE_AGENT, input);
-        record.owner = owner;
-        self.store().create_run(&record).await?;
-        let emitter = Emitter::new(self.pipeline(), &record, 0, None);
-        emitter.emit(EventPayload::RequestStarted {
-            input: record.input.clone(),
-            history: Vec::new(),
-            mode: None,
-            metadata: Default::default(),
-        })?;
+        let run = OwnRun::open(self, input, None, owner).await?;
+        let emitter = &run.emitter;
         emitter.emit(EventPayload::MemoryMaintenanceStarted {
             target: target.clone(),
             operations,
@@ -243,62 +271,33 @@ impl Kernel {
             }
         };
         let outcome = memory.maintain(request, &mut emit).await;
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let (terminal, result) = match outcome {
+        let (summary, result) = match outcome {
             Ok(report) => {
-                let summary = format!(
-                    "{} merged, {} expired",
-                    report.merged.len(),
-                    report.expired.len()
-                );
                 emitter.emit(EventPayload::MemoryMaintenanceCompleted {
                     target,
                     operation_count: (report.merged.len() + report.expired.len()) as u64,
                     merged: report.merged.len() as u64,
                     expired: report.expired.len() as u64,
                 })?;
-                record.status = RunStatus::Completed;
-                record.output = Some(summary.clone());
-                record.finish_reason = Some(FinishReason::Completed);
-                (
-                    EventPayload::RequestCompleted {
-                        output: summary,
-                        finish_reason: FinishReason::Completed,
-                        usage: Usage::default(),
-                        steps: 0,
-                        duration_ms,
-                    },
-                    Ok(report),
-                )
+                let summary = format!(
+                    "{} merged, {} expired",
+                    report.merged.len(),
+                    report.expired.len()
+                );
+                (Ok(summary), Ok(report))
             }
             Err(error) => {
                 emitter.emit(EventPayload::MemoryMaintenanceFailed {
                     target,
                     error: error.to_string(),
                 })?;
-                let info = ErrorInfo::new(ErrorCode::Internal, error.to_string());
-                record.status = RunStatus::Failed;
-                record.error = Some(info.clone());
-                record.finish_reason = Some(FinishReason::Internal);
-                (
-                    EventPayload::RequestFailed {
-                        error: info,
-                        finish_reason: FinishReason::Internal,
-                        usage: Usage::default(),
-                        steps: 0,
-                        duration_ms,
-                    },
-                    Err(error),
-                )
+                (Err(error.to_string()), Err(error))
             }
         };
-        emitter.emit_durable(terminal).await?;
         if let Some(error) = emit_error {
             return Err(error.into());
         }
-        record.ended_at = Some(keel_types::now_rfc3339());
-        record.event_count = emitter.count();
-        self.store().update_run(&record).await?;
-        result.map(|report| (record.request_id, report))
+        let id = run.close(self, summary, 0).await?;
+        result.map(|report| (id, report))
     }
 }

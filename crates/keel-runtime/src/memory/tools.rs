@@ -15,16 +15,6 @@ use super::{Access, Draft, MemoryService, Origin};
 pub(crate) const SEARCH: &str = keel_workspace::memory::MEMORY_SEARCH_TOOL;
 pub(crate) const REMEMBER: &str = keel_workspace::memory::REMEMBER_TOOL;
 
-fn schema(properties: Value, required: &[&str]) -> Value {
-    json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false
-    })
-}
-
 fn runtime_error(error: crate::RuntimeError) -> ToolError {
     match error {
         crate::RuntimeError::Memory(message) => ToolError::InvalidArguments(message),
@@ -58,7 +48,7 @@ impl MemorySearchTool {
                 description: "Search your long-term memory for records about a topic (full-text; \
                               best first). Give `namespace` to search only one of yours."
                     .to_owned(),
-                parameters: schema(
+                parameters: keel_tools::builtin::object_schema(
                     json!({
                         "query": {"type": "string", "minLength": 1, "description": "What to look for."},
                         "namespace": {"type": "string", "description": "One of your memory namespaces (default: all of them)."},
@@ -180,7 +170,7 @@ impl RememberTool {
                               self-contained sentence. Depending on policy it is kept at once, \
                               after a person approves it, or not at all; you are told which."
                     .to_owned(),
-                parameters: schema(
+                parameters: keel_tools::builtin::object_schema(
                     json!({
                         "text": {"type": "string", "minLength": 1, "description": "What to remember, self-contained."},
                         "kind": {"type": "string", "enum": kinds, "description": "What it is (default fact)."},

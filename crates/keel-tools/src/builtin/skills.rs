@@ -30,7 +30,7 @@ use keel_workspace::skills::{
 };
 use serde_json::{Value, json};
 
-use super::{arg_issue, content_budget, req_str};
+use super::{arg_issue, content_budget, object_schema, req_str};
 use crate::process::{self, Caps, RunError};
 
 /// The three tools, for a workspace whose agents have skills.
@@ -92,16 +92,6 @@ fn file_error(error: SkillFileError) -> ToolError {
     }
 }
 
-fn schema(properties: Value, required: &[&str]) -> Value {
-    json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false
-    })
-}
-
 /// `load_skill`: a skill's instructions.
 #[derive(Debug)]
 pub struct LoadSkill {
@@ -118,7 +108,7 @@ impl LoadSkill {
                               Skills part of your instructions) before doing a task it covers, \
                               then follow them."
                     .to_owned(),
-                parameters: schema(
+                parameters: object_schema(
                     json!({"name": {"type": "string", "minLength": 1, "description": "The skill's name."}}),
                     &["name"],
                 ),
@@ -184,7 +174,7 @@ impl ReadSkillResource {
                      to under references/. `path` is relative to the skill's folder; files \
                      over {cap} bytes are refused."
                 ),
-                parameters: schema(
+                parameters: object_schema(
                     json!({
                         "skill": {"type": "string", "minLength": 1, "description": "The skill's name."},
                         "path": {"type": "string", "minLength": 1, "description": "A path inside the skill's folder, e.g. references/guide.md."}
@@ -267,7 +257,7 @@ impl RunSkillScript {
                      approve the call.",
                     humantime::format_duration(timeout)
                 ),
-                parameters: schema(
+                parameters: object_schema(
                     json!({
                         "skill": {"type": "string", "minLength": 1, "description": "The skill's name."},
                         "script": {"type": "string", "minLength": 1, "description": "The script's path in the skill's folder, e.g. scripts/check.py."},
