@@ -167,3 +167,17 @@ pub async fn wait_for_pending(runtime: &Runtime) -> keel::ApprovalRecord {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// The messages of a recorded model request as `role: content` lines.
+pub fn transcript(messages: &[serde_json::Value]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["role"].as_str().unwrap_or_default(),
+                m["content"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}

@@ -16,7 +16,7 @@ use keel::{
 use keel_test_support::{MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder};
 use serde_json::json;
 
-use crate::common::stored;
+use crate::common::{self, stored};
 
 /// A workspace with `user-notes` (`users/{metadata.user}`, policy `write`) read and written
 /// by `assistant`, and an optional embeddings model on the same mock.
@@ -75,18 +75,7 @@ async fn run_as(runtime: &Runtime, who: &str, input: &str) -> Result<RunResponse
 
 /// The messages of the last model request as `role: content` lines.
 fn transcript(mock: &MockLlm) -> Vec<String> {
-    mock.last_request()
-        .unwrap()
-        .messages()
-        .iter()
-        .map(|m| {
-            format!(
-                "{}: {}",
-                m["role"].as_str().unwrap_or_default(),
-                m["content"].as_str().unwrap_or_default()
-            )
-        })
-        .collect()
+    common::transcript(mock.last_request().unwrap().messages())
 }
 
 fn recalled(events: &[keel::Event]) -> (Vec<String>, Vec<String>, String) {

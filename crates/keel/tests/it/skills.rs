@@ -88,20 +88,6 @@ fn runtime(ws: &TempWorkspace) -> Runtime {
     Runtime::builder().workspace(ws.path()).build().unwrap()
 }
 
-/// The messages of a recorded model request as `role: content` lines.
-fn transcript(messages: &[Value]) -> Vec<String> {
-    messages
-        .iter()
-        .map(|m| {
-            format!(
-                "{}: {}",
-                m["role"].as_str().unwrap_or_default(),
-                m["content"].as_str().unwrap_or_default()
-            )
-        })
-        .collect()
-}
-
 fn injected(events: &[keel::Event]) -> Vec<(String, SkillReason, bool)> {
     events
         .iter()
@@ -140,7 +126,7 @@ async fn the_prompt_carries_the_catalogue_the_always_on_body_and_a_mentioned_bod
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
 
     let request = mock.last_request().unwrap();
-    insta::assert_yaml_snapshot!("skills_prompt", transcript(request.messages()));
+    insta::assert_yaml_snapshot!("skills_prompt", common::transcript(request.messages()));
     let events = stored(&runtime, &response).await;
     assert_eq!(
         offered(&events),
@@ -372,7 +358,7 @@ async fn budgets_leave_skills_out_of_the_catalogue_and_cut_long_bodies_with_a_no
         injected(&events),
         [("deploy-checklist".to_owned(), SkillReason::AlwaysOn, true)]
     );
-    let prompt = transcript(mock.last_request().unwrap().messages()).join("\n");
+    let prompt = common::transcript(mock.last_request().unwrap().messages()).join("\n");
     assert!(
         prompt.contains("1 more skills are not listed here"),
         "{prompt}"
