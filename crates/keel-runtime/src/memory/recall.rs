@@ -43,38 +43,51 @@ impl MemoryService {
             )));
         };
         // Records stored elsewhere (an approval decided in another process, an import) get
-        // their embeddings here.
-        let missing = self
-            .store
-            .memory_without_embedding(namespaces, EMBED_BATCH)
-            .await?;
-        let embed_error = |e: keel_types::ModelError| {
-            RuntimeError::Memory(format!(
-                "the embeddings model `{}` failed: {e}",
-                embeddings.model
-            ))
-        };
-        if !missing.is_empty() {
-            let texts: Vec<String> = missing.iter().map(|(_, _, t)| t.clone()).collect();
-            let vectors = embedder.embed(&texts).await.map_err(embed_error)?;
-            for ((id, version, _), vector) in missing.iter().zip(vectors) {
-                self.store
-                    .set_memory_embedding(id, *version, &vector)
-                    .await?;
+        // their embeddings here. An embeddings model that fails leaves recall to full text:
+        // a run does not fail because its memory ranks less well.
+        let query_vector = match self.embed_query(embedder.as_ref(), namespaces, query).await {
+            Ok(vector) => vector,
+            Err(error) => {
+                tracing::warn!(memory = %access.memory, model = %embeddings.model, %error, "Embeddings failed; recalling by full text only.");
+                text_hits.truncate(limit);
+                return Ok(text_hits);
             }
-        }
-        let query_vector = embedder
-            .embed(&[query.to_owned()])
-            .await
-            .map_err(embed_error)?
-            .pop()
-            .unwrap_or_default();
+        };
         let mut vector_hits = self
             .store
             .nearest_memory(namespaces, &query_vector, wide)
             .await?;
         vector_hits.retain(|h| h.similarity.unwrap_or(0.0) >= embeddings.min_similarity);
         Ok(fuse(text_hits, vector_hits, limit))
+    }
+
+    /// Embeds the namespace's records that lack an embedding (a batch), then the query.
+    async fn embed_query(
+        &self,
+        embedder: &dyn keel_types::Embedder,
+        namespaces: &[String],
+        query: &str,
+    ) -> Result<Vec<f32>, RuntimeError> {
+        let failed = |e: keel_types::ModelError| RuntimeError::Memory(e.to_string());
+        let missing = self
+            .store
+            .memory_without_embedding(namespaces, EMBED_BATCH)
+            .await?;
+        if !missing.is_empty() {
+            let texts: Vec<String> = missing.iter().map(|(_, _, t)| t.clone()).collect();
+            let vectors = embedder.embed(&texts).await.map_err(failed)?;
+            for ((id, version, _), vector) in missing.iter().zip(vectors) {
+                self.store
+                    .set_memory_embedding(id, *version, &vector)
+                    .await?;
+            }
+        }
+        Ok(embedder
+            .embed(&[query.to_owned()])
+            .await
+            .map_err(failed)?
+            .pop()
+            .unwrap_or_default())
     }
 
     /// The memory part of a run's prompt: the best records of each namespace the agent reads,

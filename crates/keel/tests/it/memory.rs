@@ -712,3 +712,48 @@ async fn an_extraction_answer_that_is_not_the_json_asked_for_fails_its_run_and_s
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn recall_falls_back_to_full_text_when_the_embeddings_model_fails() {
+    let mock = MockLlm::start().await;
+    // Nothing listens on the embeddings model's port: every embeddings call fails.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let ws = WorkspaceBuilder::new()
+        .model(
+            "mock",
+            &format!(
+                "{{ provider: openai, baseUrl: \"{}\", model: {}, timeout: 5s }}",
+                mock.base_url(),
+                keel_test_support::OPENAI_MOCK_MODEL
+            ),
+        )
+        .model(
+            "embedder",
+            &format!("{{ provider: openai, baseUrl: \"{dead}\", model: e, timeout: 2s }}"),
+        )
+        .agent("assistant", "  model: mock\n  instructions: Test.\n  tools: []\n")
+        .runtime("{ defaultAgent: assistant }")
+        .document(
+            "Memory",
+            "user-notes",
+            "  namespace: \"users/{metadata.user}\"\n  readers: [assistant]\n  writers: [assistant]\n  embeddings: { model: embedder }\n",
+        )
+        .build();
+    let runtime = runtime(&ws);
+    let tea = runtime
+        .memory()
+        .unwrap()
+        .add("users/alice", draft("Alice drinks green tea."), "ana")
+        .await
+        .unwrap();
+    mock.push(MockResponse::text(["Green tea."]));
+    let response = run_as(&runtime, "alice", "Which tea do I drink?")
+        .await
+        .unwrap();
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    let events = stored(&runtime, &response).await;
+    let (_, ids, _) = recalled(&events);
+    assert_eq!(ids, std::slice::from_ref(&tea.id));
+}
