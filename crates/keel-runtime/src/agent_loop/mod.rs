@@ -1,8 +1,8 @@
 //! The native agent loop: one home for everything a run does.
 //!
 //! Prompt order: system instructions → the skill catalogue and the bodies of always-on and
-//! `$mentioned` skills (`crate::skills`) → (policy text and memory arrive with later
-//! features) → the session's history → the history the request
+//! `$mentioned` skills (`crate::skills`) → the records recalled from memory (`crate::memory`)
+//! → (policy text arrives with a later feature) → the session's history → the history the request
 //! supplied → context from `PromptSubmit` hooks → the current input. Then model rounds
 //! (`model.rs`): stream the answer; if it asks for tools, every call takes the gateway's path
 //! (`tools.rs`: guard → govern → execute → post-call hooks; the hook rounds and approvals it
@@ -290,8 +290,8 @@ impl AgentRun {
     }
 
     /// Prompt assembly in the documented order: system instructions → the skill catalogue
-    /// and the bodies of always-on and mentioned skills → (policy text, memory context: later
-    /// features) → the session's trimmed history → the history the request supplied → the
+    /// and the bodies of always-on and mentioned skills → the recalled memory → (policy text:
+    /// a later feature) → the session's trimmed history → the history the request supplied → the
     /// current input.
     fn assemble_prompt(
         &mut self,
