@@ -135,6 +135,17 @@ fn print(records: &[MemoryRecord], json: bool) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Refuses an approval that carries no memory candidate (a tool call's: `keel approvals`).
+async fn memory_approval(runtime: &Runtime, id: &str) -> Result<(), CliError> {
+    match runtime.get_approval(id).await.map_err(CliError::failed)? {
+        Some(approval) if approval.memory.is_some() => Ok(()),
+        Some(_) => Err(CliError::usage(format!(
+            "approval `{id}` is a tool call's, not a memory candidate; decide it with `keel approvals`"
+        ))),
+        None => Err(CliError::usage(format!("no approval `{id}`"))),
+    }
+}
+
 pub async fn memory(root: &Path, command: MemoryCommand) -> Result<(), CliError> {
     let runtime = Runtime::builder()
         .workspace(root)
@@ -243,19 +254,19 @@ pub async fn memory(root: &Path, command: MemoryCommand) -> Result<(), CliError>
             }
         }
         MemoryCommand::Approve { approval_id } => {
+            memory_approval(&runtime, &approval_id).await?;
             let decided = runtime
                 .decide_approval(&approval_id, true, ApprovalScope::Once, &decider(), None)
                 .await
                 .map_err(CliError::usage)?;
-            match decided.memory_record {
-                Some(id) => out::line(&format!("{approval_id} approved: stored {id}")),
-                None => out::line(&format!("{approval_id} approved (not a memory candidate)")),
-            }
+            let stored = decided.memory_record.unwrap_or_default();
+            out::line(&format!("{approval_id} approved: stored {stored}"));
         }
         MemoryCommand::Reject {
             approval_id,
             reason,
         } => {
+            memory_approval(&runtime, &approval_id).await?;
             runtime
                 .decide_approval(
                     &approval_id,
