@@ -80,7 +80,11 @@ fn a_candidate_is_approved_by_another_process_and_becomes_searchable() {
     assert_eq!(hits[0]["record"]["text"], "Alice prefers oolong tea.");
     let unknown = keel.run(["memory", "approve", "apr_nope"]);
     assert_eq!(unknown.code, Some(2));
-    assert!(unknown.stderr.contains("no approval `apr_nope`"), "{}", unknown.stderr);
+    assert!(
+        unknown.stderr.contains("no approval `apr_nope`"),
+        "{}",
+        unknown.stderr
+    );
     let again = keel.run(["memory", "approve", &id]);
     assert_eq!(again.code, Some(2));
     assert!(
