@@ -432,6 +432,8 @@ pub trait MemoryStore: Send + Sync {
         &self,
         filter: &crate::MemoryFilter,
     ) -> Result<Vec<crate::MemoryRecord>, StoreError>;
+    /// The namespaces that hold active records, sorted.
+    async fn memory_namespaces(&self) -> Result<Vec<String>, StoreError>;
     /// Full-text search (bm25) over the active records of `namespaces`, best first.
     async fn search_memory(
         &self,

@@ -78,6 +78,11 @@ fn a_candidate_is_approved_by_another_process_and_becomes_searchable() {
         .json_lines();
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0]["record"]["text"], "Alice prefers oolong tea.");
+    // Without a namespace, every namespace that holds records is searched.
+    let everywhere: Vec<Value> = keel
+        .run(["memory", "search", "oolong", "--json"])
+        .json_lines();
+    assert_eq!(everywhere.len(), 1);
     let unknown = keel.run(["memory", "approve", "apr_nope"]);
     assert_eq!(unknown.code, Some(2));
     assert!(

@@ -100,6 +100,14 @@ pub struct Submitted {
     pub events: Vec<EventPayload>,
 }
 
+/// What a write policy's decision came to (one of them, by decision).
+#[derive(Default)]
+struct Decided {
+    record_id: Option<String>,
+    approval_id: Option<String>,
+    reason: Option<String>,
+}
+
 /// The memory of a runtime: the workspace's `Memory` documents over a store.
 pub struct MemoryService {
     workspace: Arc<Workspace>,
@@ -321,18 +329,9 @@ impl MemoryService {
             },
             expires_at: self.expires_at(&access.memory)?,
         };
-        let mut submitted = EventPayload::MemoryCandidateSubmitted {
-            memory: access.memory.clone(),
-            namespace: access.namespace.clone(),
-            kind: draft.kind,
-            text: text.clone(),
-            tags,
-            decision,
-            call_id: origin.call_id.clone(),
-            record_id: None,
-            approval_id: None,
-            reason: None,
-        };
+        // What the decision came to: the record, the approval or the reason, and the event
+        // that follows `runtime.memory.candidate.submitted`.
+        let mut decided = Decided::default();
         let (message, follow) = match decision {
             WriteDecision::Auto => {
                 let record = self
@@ -340,9 +339,7 @@ impl MemoryService {
                     .store_memory(&candidate, "auto")
                     .await
                     .map_err(store_error)?;
-                if let EventPayload::MemoryCandidateSubmitted { record_id, .. } = &mut submitted {
-                    *record_id = Some(record.id.clone());
-                }
+                decided.record_id = Some(record.id.clone());
                 (
                     format!("Remembered as {} in {}.", record.id, record.namespace),
                     Some(EventPayload::MemoryLifecycle {
@@ -383,9 +380,7 @@ impl MemoryService {
                     memory_record: None,
                 };
                 self.runs.create_approval(&approval).await?;
-                if let EventPayload::MemoryCandidateSubmitted { approval_id, .. } = &mut submitted {
-                    *approval_id = Some(approval.approval_id.clone());
-                }
+                decided.approval_id = Some(approval.approval_id.clone());
                 (
                     format!(
                         "Submitted for a person's approval ({}); it is kept once approved.",
@@ -395,7 +390,7 @@ impl MemoryService {
                         approval_id: approval.approval_id,
                         memory: access.memory.clone(),
                         namespace: access.namespace.clone(),
-                        text,
+                        text: text.clone(),
                     }),
                 )
             }
@@ -404,11 +399,22 @@ impl MemoryService {
                     "the write policy of Memory `{}` is `reject`: nothing is kept",
                     access.memory
                 );
-                if let EventPayload::MemoryCandidateSubmitted { reason: r, .. } = &mut submitted {
-                    *r = Some(reason.clone());
-                }
-                (format!("Not remembered: {reason}."), None)
+                let message = format!("Not remembered: {reason}.");
+                decided.reason = Some(reason);
+                (message, None)
             }
+        };
+        let submitted = EventPayload::MemoryCandidateSubmitted {
+            memory: access.memory.clone(),
+            namespace: access.namespace.clone(),
+            kind: draft.kind,
+            text,
+            tags,
+            decision,
+            call_id: origin.call_id,
+            record_id: decided.record_id,
+            approval_id: decided.approval_id,
+            reason: decided.reason,
         };
         Ok(Submitted {
             decision,
@@ -523,8 +529,18 @@ impl MemoryService {
             }],
             None => self.known_namespaces().await?,
         };
+        self.rank_all(&accesses, query, limit).await
+    }
+
+    /// The best `limit` records of all of `accesses` for `query`.
+    pub(crate) async fn rank_all(
+        &self,
+        accesses: &[Access],
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<MemoryHit>, RuntimeError> {
         let mut hits = Vec::new();
-        for access in &accesses {
+        for access in accesses {
             hits.extend(self.rank(access, query, limit).await?);
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
@@ -532,19 +548,17 @@ impl MemoryService {
         Ok(hits)
     }
 
-    /// Every namespace that holds an active record, with its memory.
+    /// Every namespace that holds an active record (and that a `Memory` document still
+    /// declares), with its memory.
     async fn known_namespaces(&self) -> Result<Vec<Access>, RuntimeError> {
-        let records = self.store.list_memory(&MemoryFilter::default()).await?;
-        let mut out: Vec<Access> = Vec::new();
-        for record in records {
-            if !out.iter().any(|a| a.namespace == record.namespace) {
-                out.push(Access {
-                    memory: record.memory,
-                    namespace: record.namespace,
-                });
-            }
-        }
-        Ok(out)
+        let namespaces = self.store.memory_namespaces().await?;
+        Ok(namespaces
+            .into_iter()
+            .filter_map(|namespace| {
+                let memory = self.memory_of(&namespace).ok()?.to_owned();
+                Some(Access { memory, namespace })
+            })
+            .collect())
     }
 
     /// Every version of every record (of one namespace), in the order they were stored: the

@@ -104,17 +104,11 @@ impl Tool for MemorySearchTool {
         if let Some(wanted) = args.get("namespace").and_then(Value::as_str) {
             list.retain(|a| a.namespace == wanted);
         }
-        let mut hits = Vec::new();
-        for access in &list {
-            hits.extend(
-                self.memory
-                    .rank(access, query, limit)
-                    .await
-                    .map_err(runtime_error)?,
-            );
-        }
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-        hits.truncate(limit);
+        let hits = self
+            .memory
+            .rank_all(&list, query, limit)
+            .await
+            .map_err(runtime_error)?;
         let records: Vec<Value> = hits
             .iter()
             .map(|h| {

@@ -333,9 +333,9 @@ fn import(conn: &Connection, db: &Path, records: &[MemoryRecord]) -> Result<u64,
     Ok(records.len() as u64)
 }
 
-/// `?, ?, …` for `n` values.
-fn placeholders(n: usize, first: usize) -> String {
-    (first..first + n)
+/// `?1, ?2, …` for `n` values.
+fn placeholders(n: usize) -> String {
+    (1..=n)
         .map(|i| format!("?{i}"))
         .collect::<Vec<_>>()
         .join(", ")
@@ -364,7 +364,7 @@ const STOP_WORDS: &[&str] = &[
 
 /// The FTS5 query for free text: each word quoted (so no word is read as syntax), any of them,
 /// stop words left out when other words remain.
-pub fn fts_query(text: &str) -> Option<String> {
+fn fts_query(text: &str) -> Option<String> {
     let words: Vec<String> = text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
@@ -448,18 +448,11 @@ fn ranked(
     };
     let exhausted = rows.len() < fetch;
     let mut hits = Vec::with_capacity(limit);
-    let mut read = conn
-        .prepare_cached("SELECT record FROM memory_records WHERE seq = ?1")
-        .map_err(|e| sql_error(db, &e))?;
     for (seq, rank) in rows {
         if hits.len() == limit {
             break;
         }
-        let json: String = read
-            .query_row([seq], |row| row.get(0))
-            .map_err(|e| sql_error(db, &e))?;
-        let record: MemoryRecord =
-            serde_json::from_str(&json).map_err(|e| json_rows::corrupt(db, TABLE, e))?;
+        let record = record_at(conn, db, seq)?;
         if !namespaces.contains(&record.namespace) {
             continue;
         }
@@ -475,6 +468,15 @@ fn ranked(
     Ok((hits, exhausted))
 }
 
+/// The version stored in row `seq`.
+fn record_at(conn: &Connection, db: &Path, seq: i64) -> Result<MemoryRecord, StoreError> {
+    let json: String = conn
+        .prepare_cached("SELECT record FROM memory_records WHERE seq = ?1")
+        .and_then(|mut stmt| stmt.query_row([seq], |row| row.get(0)))
+        .map_err(|e| sql_error(db, &e))?;
+    serde_json::from_str(&json).map_err(|e| json_rows::corrupt(db, TABLE, e))
+}
+
 fn encode_vector(vector: &[f32]) -> Vec<u8> {
     vector.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
@@ -487,7 +489,7 @@ fn decode_vector(bytes: &[u8]) -> Vec<f32> {
 }
 
 /// Cosine similarity; 0 when either vector is zero or their lengths differ.
-pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
     if a.len() != b.len() {
         return 0.0;
     }
@@ -515,16 +517,17 @@ fn nearest(
     if namespaces.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
+    // Score every embedding, then read only the best records.
     let sql = format!(
-        "SELECT record, embedding FROM memory_records WHERE status = 'active' \
+        "SELECT seq, embedding FROM memory_records WHERE status = 'active' \
          AND embedding IS NOT NULL AND namespace IN ({})",
-        placeholders(namespaces.len(), 1)
+        placeholders(namespaces.len())
     );
     let mut stmt = conn.prepare_cached(&sql).map_err(|e| sql_error(db, &e))?;
     let mut rows = stmt
         .query(params_from_iter(namespaces))
         .map_err(|e| sql_error(db, &e))?;
-    let mut scored: Vec<(f64, String)> = Vec::new();
+    let mut scored: Vec<(f64, i64)> = Vec::new();
     while let Some(row) = rows.next().map_err(|e| sql_error(db, &e))? {
         let bytes: Vec<u8> = row.get(1).map_err(|e| sql_error(db, &e))?;
         let similarity = cosine(embedding, &decode_vector(&bytes));
@@ -534,10 +537,9 @@ fn nearest(
     scored.truncate(limit);
     scored
         .into_iter()
-        .map(|(similarity, json)| {
+        .map(|(similarity, seq)| {
             Ok(MemoryHit {
-                record: serde_json::from_str(&json)
-                    .map_err(|e| json_rows::corrupt(db, TABLE, e))?,
+                record: record_at(conn, db, seq)?,
                 text_score: None,
                 similarity: Some(similarity),
                 score: similarity,
@@ -608,6 +610,21 @@ impl MemoryStore for SqliteStore {
     async fn list_memory(&self, filter: &MemoryFilter) -> Result<Vec<MemoryRecord>, StoreError> {
         let filter = filter.clone();
         self.read(move |conn, db| list(conn, db, &filter)).await
+    }
+
+    async fn memory_namespaces(&self) -> Result<Vec<String>, StoreError> {
+        self.read(|conn, db| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT namespace FROM memory_namespaces WHERE namespace <> '' AND active > 0 \
+                     ORDER BY namespace",
+                )
+                .map_err(|e| sql_error(db, &e))?;
+            stmt.query_map([], |row| row.get(0))
+                .and_then(Iterator::collect)
+                .map_err(|e| sql_error(db, &e))
+        })
+        .await
     }
 
     async fn search_memory(
@@ -685,7 +702,7 @@ impl MemoryStore for SqliteStore {
             let sql = format!(
                 "SELECT record FROM memory_records WHERE status = 'active' \
                  AND embedding IS NULL AND namespace IN ({}) ORDER BY seq LIMIT {limit}",
-                placeholders(namespaces.len(), 1)
+                placeholders(namespaces.len())
             );
             let records: Vec<MemoryRecord> =
                 json_rows::many(conn, db, TABLE, &sql, params_from_iter(&namespaces))?;

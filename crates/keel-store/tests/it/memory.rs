@@ -96,6 +96,10 @@ async fn recall_is_ranked_and_stays_inside_its_namespace() {
         .await
         .unwrap();
     assert_eq!(both.len(), 2);
+    assert_eq!(
+        store.memory_namespaces().await.unwrap(),
+        ["users/alice", "users/bob"]
+    );
     // Quotes, operators and punctuation in the query are words, not FTS syntax.
     let odd = store
         .search_memory(&ns(&["users/alice"]), "\"tea\" AND (NEAR* -", 5)
