@@ -342,6 +342,18 @@ async fn events(store: &SqliteStore, id: &RequestId, json: bool) -> Result<(), C
     Ok(())
 }
 
+/// `[2]`, `#3` or `[2]#3`: a node's loop iteration (after the first) and map item.
+fn node_key(key: &keel::types::NodeKey) -> String {
+    let mut text = String::new();
+    if key.iteration > 1 {
+        text.push_str(&format!("[{}]", key.iteration));
+    }
+    if let Some(item) = key.item {
+        text.push_str(&format!("#{item}"));
+    }
+    text
+}
+
 /// A short description of an event for the table view.
 fn summary(event: &Event) -> String {
     let text = match &event.payload {
@@ -443,6 +455,82 @@ fn summary(event: &Event) -> String {
             } => {
                 format!("agent.tool.result {tool} ok={ok} {duration_ms}ms")
             }
+            AdapterEvent::Handoff {
+                agent,
+                child_request_id,
+                ..
+            } => format!("agent.handoff {agent} → {child_request_id}"),
+        },
+        EventPayload::OutputRejected {
+            attempt,
+            max_retries,
+            issues,
+        } => format!(
+            "attempt={attempt}/{} {}",
+            max_retries + 1,
+            issues
+                .iter()
+                .map(|i| format!("{} {}", i.path, i.message))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        EventPayload::WorkflowStarted(started) => {
+            format!("{} input={}", started.workflow, started.input)
+        }
+        EventPayload::WorkflowCompleted(done) => {
+            format!("{} output={}", done.workflow, done.output)
+        }
+        EventPayload::WorkflowFailed(failed) => match &failed.node {
+            Some(node) => format!("{} at {node}: {}", failed.workflow, failed.error),
+            None => format!("{}: {}", failed.workflow, failed.error),
+        },
+        EventPayload::NodeStarted(started) => format!(
+            "{}{} {} attempt={}{}",
+            started.node,
+            node_key(&started.key),
+            started.kind,
+            started.attempt,
+            started
+                .child_request_id
+                .as_ref()
+                .map(|id| format!(" run={id}"))
+                .unwrap_or_default()
+        ),
+        EventPayload::NodeCompleted(done) => format!(
+            "{}{} {}ms output={}",
+            done.node,
+            node_key(&done.key),
+            done.duration_ms,
+            done.output
+        ),
+        EventPayload::NodeFailed(failed) => format!(
+            "{}{} attempt={} retry={}: {}",
+            failed.node,
+            node_key(&failed.key),
+            failed.attempt,
+            failed.will_retry,
+            failed.error
+        ),
+        EventPayload::NodeSkipped(skipped) => format!(
+            "{}{} {}",
+            skipped.node,
+            node_key(&skipped.key),
+            skipped.reason
+        ),
+        EventPayload::PhaseStarted(phase)
+        | EventPayload::PhaseBlocked(phase)
+        | EventPayload::PhaseCompleted(phase)
+        | EventPayload::PhaseVerified(phase) => match &phase.reason {
+            Some(reason) => format!(
+                "{} gate={}: {reason}",
+                phase.phase,
+                phase.gate.as_deref().unwrap_or("none")
+            ),
+            None => format!(
+                "{} gate={}",
+                phase.phase,
+                phase.gate.as_deref().unwrap_or("none")
+            ),
         },
         EventPayload::Narration { text, .. } => text.clone(),
         EventPayload::McpLifecycle {

@@ -16,6 +16,10 @@ pub struct RunResponse {
     pub request_id: RequestId,
     pub status: RunStatus,
     pub output: Option<String>,
+    /// The structured output, when the agent declares `output.schema` (or the run is a
+    /// workflow's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
     pub error: Option<ErrorInfo>,
     pub finish_reason: FinishReason,
     pub usage: Usage,
@@ -75,8 +79,10 @@ impl RunHandle {
 
     /// Waits for the run to end. Undelivered events are dropped.
     pub async fn wait(self) -> Result<RunResponse, RuntimeError> {
-        self.task
-            .await
+        // Nobody reads the events any more: stop queueing them.
+        let Self { events, task, .. } = self;
+        drop(events);
+        task.await
             .map_err(|e| RuntimeError::Internal(e.to_string()))
     }
 }

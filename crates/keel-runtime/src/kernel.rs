@@ -2,6 +2,7 @@
 //! agent loop. Holds what all runs share (workspace, providers, gateway, store) and the
 //! cancellation tokens of active runs.
 
+mod children;
 mod memory_runs;
 
 use std::collections::{BTreeMap, HashMap};
@@ -141,7 +142,7 @@ impl Kernel {
         let permits = Arc::new(Semaphore::new(runtime.limits.max_concurrent_runs as usize));
         let governance = Governance::new(&workspace, hooks);
         Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|inner| Inner {
                 services: Arc::new(Services {
                     workspace,
                     gateway,
@@ -150,6 +151,7 @@ impl Kernel {
                     governance,
                     skills: SkillCache::default(),
                     memory,
+                    delegate: Arc::new(children::KernelRef(inner.clone())),
                 }),
                 models,
                 pipeline,
@@ -204,7 +206,7 @@ impl Kernel {
     /// Starts a run. The run is recorded before this returns; its events flow to the handle.
     pub async fn request(&self, options: RequestOptions) -> Result<RunHandle, RuntimeError> {
         self.accepting()?;
-        self.start_run(options, RunLinks::default(), None).await
+        self.start_run(options, Origin::default()).await
     }
 
     /// Starts a new run with the agent, input, session, supplied history and mode of ended
@@ -246,21 +248,29 @@ impl Kernel {
             owner,
             metadata,
         };
-        let links = RunLinks {
-            retry_of: Some(id.clone()),
-            ..RunLinks::default()
+        let origin = Origin {
+            links: RunLinks {
+                retry_of: Some(id.clone()),
+                ..RunLinks::default()
+            },
+            skip_turn_of: Some(id.clone()),
+            ..Origin::default()
         };
-        self.start_run(options, links, Some(id)).await
+        self.start_run(options, origin).await
     }
 
-    /// Records and launches a new run; `skip_turn_of` leaves that run's turn out of the
-    /// session history.
+    /// Records and launches a new run.
     async fn start_run(
         &self,
         options: RequestOptions,
-        links: RunLinks,
-        skip_turn_of: Option<&RequestId>,
+        origin: Origin,
     ) -> Result<RunHandle, RuntimeError> {
+        let Origin {
+            links,
+            skip_turn_of,
+            narrowing,
+            depth,
+        } = origin;
         validate_history(&options.history).map_err(RuntimeError::InvalidInput)?;
         // The one rule for session ids holds for embedders too, not only the CLI and HTTP.
         if let Some(session) = &options.session_id {
@@ -296,7 +306,7 @@ impl Kernel {
                 trim_history(
                     transcript
                         .into_iter()
-                        .filter(|m| Some(&m.request_id) != skip_turn_of)
+                        .filter(|m| Some(&m.request_id) != skip_turn_of.as_ref())
                         .map(|m| m.message)
                         .collect(),
                     workspace.runtime.limits.history_tokens,
@@ -321,6 +331,8 @@ impl Kernel {
             skills,
             memory,
             metadata: options.metadata,
+            narrowing,
+            depth,
             ..Launch::new(record, agent, provider, Start::Fresh)
         }))
     }
@@ -352,11 +364,14 @@ impl Kernel {
             .unwrap_or_default();
         let record = store.claim(id).await?;
         let history = self.history_of(&record).await?;
+        let (depth, narrowing) = self.lineage(&record).await?;
         let start = Start::Resumed {
             cut_off_round: rebuilt.cut_off_round,
         };
         Ok(self.launch(Launch {
             history,
+            narrowing,
+            depth,
             request_history: rebuilt.history.clone(),
             mode: rebuilt.mode,
             metadata: rebuilt.metadata.clone(),
@@ -774,6 +789,17 @@ impl Kernel {
         }
         self.inner.live.send_replace(tracker.runs.len());
     }
+}
+
+/// Where a new run comes from besides its request.
+#[derive(Default)]
+struct Origin {
+    links: RunLinks,
+    /// Leave this run's turn out of the session history (a retry).
+    skip_turn_of: Option<RequestId>,
+    /// Narrowing layers (a child run: its ancestors' policies).
+    narrowing: Vec<keel_workspace::PolicySpec>,
+    depth: u32,
 }
 
 /// A live run; dropping it untracks the run.

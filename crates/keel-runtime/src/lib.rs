@@ -16,11 +16,13 @@ pub mod history;
 mod kernel;
 pub mod memory;
 pub mod narrator;
+mod output;
 pub mod rebuild;
 pub mod redact;
 pub mod replay;
 pub mod retry;
 pub mod skills;
+pub mod subagents;
 
 pub use direct::TaskRequest;
 pub use error::RuntimeError;

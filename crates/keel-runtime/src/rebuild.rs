@@ -106,7 +106,8 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
         ..Rebuilt::default()
     };
     // Answers with their calls, and what became of each call.
-    let mut answers: Vec<Message> = Vec::new();
+    // Each answer, and the re-ask that followed it when it did not match `output.schema`.
+    let mut answers: Vec<(Message, Option<String>)> = Vec::new();
     let mut results: HashMap<String, String> = HashMap::new();
     let mut started: HashSet<String> = HashSet::new();
     let mut file_paths: HashMap<String, String> = HashMap::new();
@@ -128,7 +129,15 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
                 round_open = false;
                 state.steps = *step;
                 state.usage.add(usage);
-                answers.push(Message::assistant(content.clone(), tool_calls.clone()));
+                answers.push((
+                    Message::assistant(content.clone(), tool_calls.clone()),
+                    None,
+                ));
+            }
+            EventPayload::OutputRejected { issues, .. } => {
+                if let Some((_, reask)) = answers.last_mut() {
+                    *reask = Some(crate::output::reask(issues));
+                }
             }
             EventPayload::ToolGuard {
                 call_id,
@@ -176,9 +185,12 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
     }
     state.cut_off_round = round_open;
     let last = answers.len().saturating_sub(1);
-    for (index, answer) in answers.into_iter().enumerate() {
+    for (index, (answer, reask)) in answers.into_iter().enumerate() {
         let calls = answer.tool_calls.clone();
         state.messages.push(answer);
+        if let Some(reask) = reask {
+            state.messages.push(Message::user(reask));
+        }
         for call in calls {
             match results.remove(&call.id) {
                 Some(output) => state.messages.push(Message::tool_result(&call.id, output)),

@@ -100,7 +100,12 @@ impl Redactor {
                 }
             }
             EventPayload::RequestInterrupted { reason, .. } => s(reason),
-            EventPayload::RequestCompleted { output, .. } => s(output),
+            EventPayload::RequestCompleted { output, value, .. } => {
+                s(output);
+                if let Some(value) = value {
+                    self.redact_value(value);
+                }
+            }
             EventPayload::RequestFailed { error, .. } => s(&mut error.message),
             EventPayload::RequestCancelled { reason, .. } => s(reason),
             EventPayload::ModelRetry { error, .. } => s(&mut error.message),
@@ -148,7 +153,29 @@ impl Redactor {
                         s(error);
                     }
                 }
+                AdapterEvent::Handoff { .. } => {}
             },
+            EventPayload::OutputRejected { issues, .. } => {
+                for issue in issues {
+                    s(&mut issue.found);
+                    s(&mut issue.message);
+                }
+            }
+            EventPayload::WorkflowStarted(started) => self.redact_value(&mut started.input),
+            EventPayload::WorkflowCompleted(completed) => self.redact_value(&mut completed.output),
+            EventPayload::WorkflowFailed(failed) => s(&mut failed.error),
+            EventPayload::NodeStarted(started) => self.redact_value(&mut started.input),
+            EventPayload::NodeCompleted(completed) => self.redact_value(&mut completed.output),
+            EventPayload::NodeFailed(failed) => s(&mut failed.error),
+            EventPayload::NodeSkipped(_) => {}
+            EventPayload::PhaseStarted(phase)
+            | EventPayload::PhaseBlocked(phase)
+            | EventPayload::PhaseCompleted(phase)
+            | EventPayload::PhaseVerified(phase) => {
+                if let Some(reason) = &mut phase.reason {
+                    s(reason);
+                }
+            }
             EventPayload::Narration { text, .. } => s(text),
             EventPayload::DirectStarted { arguments, .. } => self.redact_value(arguments),
             EventPayload::DirectCompleted { output, .. } => s(output),
@@ -406,6 +433,7 @@ mod tests {
         let pattern = Regex::new("tok_[a-z0-9]{6,}").unwrap();
         let redactor = Redactor::default().with_patterns([pattern]);
         let mut payload = EventPayload::RequestCompleted {
+            value: None,
             output: "use tok_abc123def or tok_zzzzzz9, not tok_ab".into(),
             finish_reason: keel_types::FinishReason::Completed,
             usage: keel_types::Usage::default(),

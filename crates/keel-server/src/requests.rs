@@ -206,6 +206,7 @@ pub(crate) async fn list_requests(
             .transpose()?,
         since: query.since,
         owner: principal.is_client().then(|| principal.owner()).flatten(),
+        parent: None,
         before,
         // One more than asked tells whether another page follows.
         limit: Some(limit + 1),

@@ -8,6 +8,7 @@ use serde_json::json;
 pub fn approval(request_id: &RequestId, agent: &str) -> ApprovalRecord {
     ApprovalRecord {
         approval_id: new_id("apr"),
+        root_request_id: None,
         request_id: request_id.clone(),
         session_id: None,
         agent: agent.into(),

@@ -37,6 +37,9 @@ pub enum ApprovalScope {
 pub struct ApprovalRecord {
     pub approval_id: String,
     pub request_id: RequestId,
+    /// The first run of the tree when the asking run is a subagent's or a workflow node's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_request_id: Option<RequestId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<SessionId>,
     pub agent: String,

@@ -213,6 +213,16 @@ pub enum AdapterEvent {
         error: Option<String>,
         duration_ms: u64,
     },
+    /// The run delegated to a subagent (`task`): the child run that answers the call.
+    #[serde(rename = "agent.handoff", rename_all = "camelCase")]
+    Handoff {
+        #[serde(default = "native_adapter")]
+        adapter: String,
+        call_id: String,
+        /// The subagent.
+        agent: String,
+        child_request_id: RequestId,
+    },
 }
 
 /// The payload of an event, tagged by its public `type` name.
@@ -243,6 +253,10 @@ pub enum EventPayload {
     #[serde(rename = "runtime.request.completed", rename_all = "camelCase")]
     RequestCompleted {
         output: String,
+        /// The structured output, when the agent declares `output.schema` (or the run is a
+        /// workflow's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<Value>,
         finish_reason: FinishReason,
         usage: Usage,
         steps: u32,
@@ -553,6 +567,36 @@ pub enum EventPayload {
     /// Memory maintenance stopped with an error; what it had done stays done.
     #[serde(rename = "runtime.memory.maintenance.failed", rename_all = "camelCase")]
     MemoryMaintenanceFailed { target: String, error: String },
+    /// The final answer did not match the agent's `output.schema`; the model is asked again
+    /// with the issues while `attempt` is within `maxRetries`.
+    #[serde(rename = "runtime.output.rejected", rename_all = "camelCase")]
+    OutputRejected {
+        attempt: u32,
+        max_retries: u32,
+        issues: Vec<Issue>,
+    },
+    #[serde(rename = "runtime.workflow.started")]
+    WorkflowStarted(crate::WorkflowStarted),
+    #[serde(rename = "runtime.workflow.completed")]
+    WorkflowCompleted(crate::WorkflowCompleted),
+    #[serde(rename = "runtime.workflow.failed")]
+    WorkflowFailed(crate::WorkflowFailed),
+    #[serde(rename = "runtime.workflow.node.started")]
+    NodeStarted(crate::NodeStarted),
+    #[serde(rename = "runtime.workflow.node.completed")]
+    NodeCompleted(crate::NodeCompleted),
+    #[serde(rename = "runtime.workflow.node.failed")]
+    NodeFailed(crate::NodeFailed),
+    #[serde(rename = "runtime.workflow.node.skipped")]
+    NodeSkipped(crate::NodeSkipped),
+    #[serde(rename = "runtime.specDriven.phase.started")]
+    PhaseStarted(crate::PhaseEvent),
+    #[serde(rename = "runtime.specDriven.phase.blocked")]
+    PhaseBlocked(crate::PhaseEvent),
+    #[serde(rename = "runtime.specDriven.phase.completed")]
+    PhaseCompleted(crate::PhaseEvent),
+    #[serde(rename = "runtime.specDriven.phase.verified")]
+    PhaseVerified(crate::PhaseEvent),
     /// A derived, human-readable view of progress; never stored.
     #[serde(rename = "runtime.progress.narration", rename_all = "camelCase")]
     Narration {
@@ -617,6 +661,18 @@ impl EventPayload {
             Self::MemoryMaintenanceStarted { .. } => "runtime.memory.maintenance.started",
             Self::MemoryMaintenanceCompleted { .. } => "runtime.memory.maintenance.completed",
             Self::MemoryMaintenanceFailed { .. } => "runtime.memory.maintenance.failed",
+            Self::OutputRejected { .. } => "runtime.output.rejected",
+            Self::WorkflowStarted(_) => "runtime.workflow.started",
+            Self::WorkflowCompleted(_) => "runtime.workflow.completed",
+            Self::WorkflowFailed(_) => "runtime.workflow.failed",
+            Self::NodeStarted(_) => "runtime.workflow.node.started",
+            Self::NodeCompleted(_) => "runtime.workflow.node.completed",
+            Self::NodeFailed(_) => "runtime.workflow.node.failed",
+            Self::NodeSkipped(_) => "runtime.workflow.node.skipped",
+            Self::PhaseStarted(_) => "runtime.specDriven.phase.started",
+            Self::PhaseBlocked(_) => "runtime.specDriven.phase.blocked",
+            Self::PhaseCompleted(_) => "runtime.specDriven.phase.completed",
+            Self::PhaseVerified(_) => "runtime.specDriven.phase.verified",
             Self::Narration { .. } => "runtime.progress.narration",
         }
     }

@@ -21,6 +21,7 @@ pub mod run;
 pub mod skill_candidate;
 pub mod task;
 mod wire_name;
+pub mod workflow;
 
 pub use approval::{ApprovalRecord, ApprovalScope, ApprovalStatus};
 pub use error::error_chain;
@@ -46,11 +47,15 @@ pub use ports::{
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,
-    SessionRecord,
+    SessionRecord, WORKFLOW_PREFIX,
 };
 pub use skill_candidate::{CandidateStatus, SkillCandidate};
 pub use task::{TaskDecision, TaskHook, TaskRecord, TaskStatus, ToolStats};
 pub use wire_name::UnknownName;
+pub use workflow::{
+    NodeCompleted, NodeFailed, NodeKey, NodeSkipped, NodeStarted, PhaseEvent, WorkflowCompleted,
+    WorkflowFailed, WorkflowStarted,
+};
 
 const TIMESTAMP: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
     "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"

@@ -390,6 +390,8 @@ pub struct RunFilter {
     pub since: Option<String>,
     /// Only runs created by this principal ([`RunRecord::owner`]).
     pub owner: Option<String>,
+    /// Only the runs this run started (subagents, workflow nodes).
+    pub parent: Option<crate::RequestId>,
     /// Only runs strictly after this position in the list order (the next page).
     pub before: Option<crate::RunCursor>,
     pub limit: Option<usize>,

@@ -57,6 +57,10 @@ wire_names! {
         Stopped = "stopped",
         /// The runtime shut down while the run was active; it can be resumed.
         Interrupted = "interrupted",
+        /// The final answer did not match the agent's `output.schema` within its retries.
+        InvalidOutput = "invalid_output",
+        /// A workflow node failed, or an approval node was denied.
+        NodeFailed = "node_failed",
     }
 }
 
@@ -85,6 +89,14 @@ pub enum ErrorCode {
     HookStopped,
     /// The runtime shut down before the run ended (it is `interrupted` and can be resumed).
     Shutdown,
+    /// The final answer did not match the agent's `output.schema` within its retry budget.
+    OutputInvalid,
+    /// A subagent could not be started (unknown agent, depth limit).
+    Delegation,
+    /// A workflow node failed (after its retries) or a workflow could not go on.
+    WorkflowFailed,
+    /// A human denied a workflow's approval node.
+    Denied,
     Store,
     Internal,
 }
@@ -107,6 +119,10 @@ impl ErrorInfo {
     }
 }
 
+/// How a workflow is named where an agent could be: a workflow run's `agent` and the `/v1`
+/// model `workflow/<name>`.
+pub const WORKFLOW_PREFIX: &str = "workflow/";
+
 /// The execution record of one request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -119,6 +135,10 @@ pub struct RunRecord {
     pub input: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// The structured output: the answer as JSON, valid against the agent's `output.schema`
+    /// (or a workflow's output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +162,12 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The workflow this run executes, when it is a workflow run (its `agent` is
+    /// `workflow/<name>`).
+    pub fn workflow(&self) -> Option<&str> {
+        self.agent.strip_prefix(WORKFLOW_PREFIX)
+    }
+
     /// A new `running` run started now.
     pub fn new(
         request_id: RequestId,
@@ -156,6 +182,7 @@ impl RunRecord {
             status: RunStatus::Running,
             input: input.into(),
             output: None,
+            value: None,
             error: None,
             finish_reason: None,
             usage: Usage::default(),
@@ -173,9 +200,16 @@ impl RunRecord {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunLinks {
-    /// The run that started this one as a subagent.
+    /// The run that started this one: the agent that delegated to it (`task`) or the
+    /// workflow whose node it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<RequestId>,
+    /// The first run of the tree this one belongs to (set with `parent_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_id: Option<RequestId>,
+    /// The parent's tool call (`task`) or workflow node this run answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_call: Option<String>,
     /// The run this one retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_of: Option<RequestId>,

@@ -15,6 +15,10 @@ use keel_types::{
     MemoryKind, Message, ModelStopReason, PermissionMode, PolicyDecision, PromptSection, Repair,
     RepairKind, RequestId, SessionId, SkillReason, ToolCall, Usage, WriteDecision,
 };
+use keel_types::{
+    NodeCompleted, NodeFailed, NodeKey, NodeSkipped, NodeStarted, PhaseEvent, WorkflowCompleted,
+    WorkflowFailed, WorkflowStarted,
+};
 use serde_json::{Value, json};
 
 /// The position of a variant in [`examples`]; exhaustive, so a new variant must be added here.
@@ -64,11 +68,26 @@ fn slot(payload: &EventPayload) -> usize {
         EventPayload::MemoryMaintenanceStarted { .. } => 33,
         EventPayload::MemoryMaintenanceCompleted { .. } => 34,
         EventPayload::MemoryMaintenanceFailed { .. } => 35,
-        EventPayload::Narration { .. } => 36,
+        EventPayload::Adapter {
+            event: AdapterEvent::Handoff { .. },
+        } => 36,
+        EventPayload::OutputRejected { .. } => 37,
+        EventPayload::WorkflowStarted(_) => 38,
+        EventPayload::WorkflowCompleted(_) => 39,
+        EventPayload::WorkflowFailed(_) => 40,
+        EventPayload::NodeStarted(_) => 41,
+        EventPayload::NodeCompleted(_) => 42,
+        EventPayload::NodeFailed(_) => 43,
+        EventPayload::NodeSkipped(_) => 44,
+        EventPayload::PhaseStarted(_) => 45,
+        EventPayload::PhaseBlocked(_) => 46,
+        EventPayload::PhaseCompleted(_) => 47,
+        EventPayload::PhaseVerified(_) => 48,
+        EventPayload::Narration { .. } => 49,
     }
 }
 
-const SLOTS: usize = 37;
+const SLOTS: usize = 50;
 
 fn usage() -> Usage {
     Usage {
@@ -90,6 +109,7 @@ fn examples() -> Vec<EventPayload> {
             metadata: std::collections::BTreeMap::from([("user".to_owned(), "alice".to_owned())]),
         },
         EventPayload::RequestCompleted {
+            value: Some(json!({"answer": 42})),
             output: "Done.".into(),
             finish_reason: FinishReason::Completed,
             usage: usage(),
@@ -213,6 +233,7 @@ fn examples() -> Vec<EventPayload> {
             approval: ApprovalRecord {
                 approval_id: "apr_1".into(),
                 request_id: RequestId::from("run_1"),
+                root_request_id: None,
                 session_id: None,
                 agent: "assistant".into(),
                 tool: "shell".into(),
@@ -362,6 +383,95 @@ fn examples() -> Vec<EventPayload> {
             target: "users/alice".into(),
             error: "the store is read-only".into(),
         },
+        EventPayload::Adapter {
+            event: AdapterEvent::Handoff {
+                adapter: "native".into(),
+                call_id: call(),
+                agent: "researcher".into(),
+                child_request_id: RequestId::from("run_2"),
+            },
+        },
+        EventPayload::OutputRejected {
+            attempt: 1,
+            max_retries: 2,
+            issues: vec![Issue {
+                path: "/severity".into(),
+                expected: "one of [\"low\",\"high\"]".into(),
+                found: "\"urgent\"".into(),
+                message: "\"urgent\" is not one of [\"low\",\"high\"]".into(),
+            }],
+        },
+        EventPayload::WorkflowStarted(WorkflowStarted {
+            workflow: "triage".into(),
+            input: json!({"tickets": [1, 2]}),
+        }),
+        EventPayload::WorkflowCompleted(WorkflowCompleted {
+            workflow: "triage".into(),
+            output: json!({"done": 2}),
+        }),
+        EventPayload::WorkflowFailed(WorkflowFailed {
+            workflow: "triage".into(),
+            node: Some("classify".into()),
+            error: "the agent run failed: timeout".into(),
+        }),
+        EventPayload::NodeStarted(NodeStarted {
+            node: "classify".into(),
+            kind: "agent".into(),
+            key: NodeKey {
+                iteration: 1,
+                item: Some(0),
+            },
+            attempt: 1,
+            input: json!("Classify ticket 1"),
+            child_request_id: Some(RequestId::from("run_3")),
+        }),
+        EventPayload::NodeCompleted(NodeCompleted {
+            node: "classify".into(),
+            key: NodeKey {
+                iteration: 1,
+                item: Some(0),
+            },
+            output: json!({"severity": "high"}),
+            duration_ms: 12,
+        }),
+        EventPayload::NodeFailed(NodeFailed {
+            node: "fetch".into(),
+            key: NodeKey {
+                iteration: 1,
+                item: None,
+            },
+            attempt: 1,
+            error: "tool `fetch` failed: timeout".into(),
+            will_retry: true,
+        }),
+        EventPayload::NodeSkipped(NodeSkipped {
+            node: "escalate".into(),
+            key: NodeKey {
+                iteration: 1,
+                item: None,
+            },
+            reason: "no edge into it was taken".into(),
+        }),
+        EventPayload::PhaseStarted(PhaseEvent {
+            phase: "plan".into(),
+            gate: None,
+            reason: None,
+        }),
+        EventPayload::PhaseBlocked(PhaseEvent {
+            phase: "verify".into(),
+            gate: Some("command".into()),
+            reason: Some("`cargo test` exited with 101".into()),
+        }),
+        EventPayload::PhaseCompleted(PhaseEvent {
+            phase: "plan".into(),
+            gate: Some("agent".into()),
+            reason: None,
+        }),
+        EventPayload::PhaseVerified(PhaseEvent {
+            phase: "plan".into(),
+            gate: Some("agent".into()),
+            reason: None,
+        }),
         EventPayload::Narration {
             text: "Running read_file {\"path\":\"notes.txt\"}…".into(),
             provider: "template".into(),

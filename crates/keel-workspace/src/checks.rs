@@ -14,6 +14,7 @@
 mod mcp;
 mod memory;
 mod skills;
+mod workflow;
 
 pub(crate) use skills::check_agent_skills;
 
@@ -52,6 +53,7 @@ pub(crate) fn check_all(docs: &Documents, provided: &BTreeSet<String>, out: &mut
             Kind::Hook => checker.hook(),
             Kind::McpServer => checker.mcp_server(),
             Kind::Memory => checker.memory(),
+            Kind::Workflow => checker.workflow(),
         }
     }
 }
@@ -236,6 +238,8 @@ impl<'a> Checker<'a> {
             format!("tool `{name}` has the name of one of Keel's skill tools")
         } else if MEMORY_TOOLS.contains(&name.as_str()) {
             format!("tool `{name}` has the name of one of Keel's memory tools")
+        } else if name == crate::TASK_TOOL {
+            format!("tool `{name}` has the name of the tool agents delegate to subagents with")
         } else {
             return;
         };
@@ -432,6 +436,9 @@ impl<'a> Checker<'a> {
             {
                 continue;
             }
+            if *tool == crate::TASK_TOOL {
+                continue;
+            }
             if SKILL_TOOLS.contains(tool) || *tool == PROPOSE_SKILL_TOOL {
                 self.skill_tool_entry(&agent, tool, node);
             } else if MEMORY_TOOLS.contains(tool) {
@@ -447,6 +454,7 @@ impl<'a> Checker<'a> {
             }
         }
         self.required_tools(&agent, &tools, &prefixes);
+        self.agent_delegation(&agent);
     }
 
     /// A skill tool in an agent's `tools`: the skill tools need skills to use.

@@ -28,10 +28,11 @@ pub(crate) enum Kind {
     Hook,
     McpServer,
     Memory,
+    Workflow,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Runtime,
         Kind::Model,
         Kind::Tool,
@@ -40,6 +41,7 @@ impl Kind {
         Kind::Hook,
         Kind::McpServer,
         Kind::Memory,
+        Kind::Workflow,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -52,6 +54,7 @@ impl Kind {
             Kind::Hook => "Hook",
             Kind::McpServer => "McpServer",
             Kind::Memory => "Memory",
+            Kind::Workflow => "Workflow",
         }
     }
 

@@ -18,7 +18,9 @@ pub mod memory;
 pub mod skills;
 pub mod spec;
 mod suggest;
+pub mod template;
 mod validate;
+pub mod workflow;
 mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -38,7 +40,12 @@ pub use spec::{
     RuntimeSpec, ServerSpec, ShellSettings, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
     WritePolicy,
 };
+pub use spec::{
+    Condition, EdgeSpec, GateKind, GateSpec, InputSpec, NodeKind, NodeOutput, NodeRetry, NodeSpec,
+    OnDeny, OutputSpec, PhaseSpec, WorkflowOutput, WorkflowSpec,
+};
 pub use suggest::closest;
+pub use workflow::{WorkflowGraph, approval_output_schema, schema_at};
 
 /// A built-in tool: one an agent may list without declaring it. This enum is the one list of
 /// them: validation reads the names from it, `keel-tools` builds a tool for each variant (an
@@ -98,6 +105,10 @@ impl BuiltinTool {
     }
 }
 
+/// The tool an agent with `subagents` delegates with: `{agent, prompt}`, each call a child
+/// run.
+pub const TASK_TOOL: &str = "task";
+
 /// Names of the built-in tools, in the order of [`BuiltinTool::ALL`].
 pub const BUILTIN_TOOLS: &[&str] = &{
     let mut names = [""; BuiltinTool::ALL.len()];
@@ -139,6 +150,8 @@ pub struct Workspace {
     pub mcp_servers: BTreeMap<String, McpServerSpec>,
     /// `Memory` documents by name.
     pub memories: BTreeMap<String, MemorySpec>,
+    /// `Workflow` documents by name.
+    pub workflows: BTreeMap<String, WorkflowSpec>,
     /// Skills found in `resources/skills/` and the Runtime's `skills.roots`: the load's scan,
     /// scanned again when their files change ([`skills::SkillLibrary::refresh`]).
     pub skills: std::sync::Arc<skills::SkillLibrary>,

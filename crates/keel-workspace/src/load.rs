@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::TASK_TOOL;
 use crate::checks::{check_agent_skills, check_all, check_runnable};
 use crate::documents::{Document, Documents, Kind, read_envelope};
 use crate::env::load_env;
@@ -35,6 +36,7 @@ pub(crate) enum Typed {
     Hook(HookSpec),
     McpServer(McpServerSpec),
     Memory(crate::MemorySpec),
+    Workflow(Box<crate::WorkflowSpec>),
 }
 
 /// Loads the workspace at `root`.
@@ -303,6 +305,7 @@ fn compile(doc: &Document, diagnostics: &mut Vec<Diagnostic>) -> Option<Typed> {
         Kind::Hook => deserialize(doc, json, diagnostics).map(Typed::Hook),
         Kind::McpServer => deserialize(doc, json, diagnostics).map(Typed::McpServer),
         Kind::Memory => deserialize(doc, json, diagnostics).map(Typed::Memory),
+        Kind::Workflow => deserialize(doc, json, diagnostics).map(|s| Typed::Workflow(Box::new(s))),
     }
 }
 
@@ -341,6 +344,7 @@ fn build(
     let mut hooks = Vec::new();
     let mut mcp_servers = BTreeMap::new();
     let mut memories = BTreeMap::new();
+    let mut workflows = BTreeMap::new();
     let mut explained: Vec<(Kind, &str, Option<&Node>, Value)> = Vec::new();
     for (doc, typed) in docs.list.iter().zip(typed) {
         let Some(typed) = typed else { continue };
@@ -353,6 +357,7 @@ fn build(
             Typed::Hook(spec) => serde_json::to_value(spec),
             Typed::McpServer(spec) => serde_json::to_value(spec),
             Typed::Memory(spec) => serde_json::to_value(spec),
+            Typed::Workflow(spec) => serde_json::to_value(spec),
         };
         if let Ok(value) = value {
             explained.push((doc.kind, &doc.name, doc.spec.as_ref(), value));
@@ -363,6 +368,10 @@ fn build(
             Typed::Model(spec) => drop(models.insert(name, spec)),
             Typed::Tool(spec) => drop(tools.insert(name, spec)),
             Typed::Agent(mut spec) => {
+                // An agent with subagents has the tool that delegates to them.
+                if !spec.subagents.is_empty() && !spec.tools.iter().any(|t| t == TASK_TOOL) {
+                    spec.tools.push(TASK_TOOL.to_owned());
+                }
                 // An agent with skills has the tools that use them.
                 if !spec.skills.is_empty() {
                     for tool in SKILL_TOOLS {
@@ -379,6 +388,7 @@ fn build(
             Typed::Hook(spec) => hooks.push((name, spec)),
             Typed::McpServer(spec) => drop(mcp_servers.insert(name, spec)),
             Typed::Memory(spec) => drop(memories.insert(name, spec)),
+            Typed::Workflow(spec) => drop(workflows.insert(name, *spec)),
         }
     }
     // Readers of a memory search it, writers submit to it.
@@ -419,6 +429,7 @@ fn build(
         hooks,
         mcp_servers,
         memories,
+        workflows,
         skills,
         env,
         explain,

@@ -12,8 +12,13 @@ use serde_json::Value;
 
 mod memory;
 mod skill_settings;
+mod workflow;
 pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};
 pub use skill_settings::{SkillRootSpec, SkillsSettings};
+pub use workflow::{
+    Condition, EdgeSpec, GateKind, GateSpec, InputSpec, NodeKind, NodeOutput, NodeRetry, NodeSpec,
+    OnDeny, OutputSpec, PhaseSpec, WorkflowOutput, WorkflowSpec,
+};
 
 /// The governance vocabulary the documents use. It lives in `keel-types`, where events and
 /// the surfaces share it; re-exported so workspace users find it next to the documents.
@@ -318,6 +323,10 @@ pub struct Limits {
     pub history_tokens: u64,
     /// How long a call waits for a human decision before it is denied.
     pub approval_timeout: Duration,
+    /// How deep subagents and nested workflows may go: a run started by a run started by
+    /// the request has depth 2.
+    #[schemars(range(min = 1, max = 16))]
+    pub max_depth: u32,
 }
 
 impl Default for Limits {
@@ -331,6 +340,7 @@ impl Default for Limits {
             max_parallel_tools: 8,
             history_tokens: 8000,
             approval_timeout: Duration::from_secs(600),
+            max_depth: 3,
         }
     }
 }
@@ -750,6 +760,12 @@ pub struct AgentSpec {
     /// Overrides the runtime's gateway mode for this agent's calls.
     #[serde(default)]
     pub gateway: GatewayOverride,
+    /// The structured output its final answer must be (`{schema, maxRetries}`).
+    #[serde(default)]
+    pub output: Option<OutputSpec>,
+    /// Agents it may delegate to with the `task` tool (each call a child run).
+    #[serde(default)]
+    pub subagents: Vec<String>,
 }
 
 /// Per-agent budgets; unset values come from the runtime's limits.

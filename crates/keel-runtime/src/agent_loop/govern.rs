@@ -162,6 +162,7 @@ impl AgentRun {
         ApprovalRecord {
             approval_id: keel_types::new_id("apr"),
             request_id: self.record.request_id.clone(),
+            root_request_id: self.record.links.root_id.clone(),
             session_id: self.record.session_id.clone(),
             agent: self.record.agent.clone(),
             tool: tool.to_owned(),

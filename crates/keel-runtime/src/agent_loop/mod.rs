@@ -27,8 +27,10 @@ use keel_types::{
 use keel_workspace::{AgentSpec, Workspace};
 use tokio_util::sync::CancellationToken;
 
+mod delegation;
 mod govern;
 mod model;
+mod structured;
 mod tools;
 
 use crate::emitter::Emitter;
@@ -37,6 +39,7 @@ use crate::handle::RunResponse;
 use crate::rebuild::{PendingCall, Rebuilt};
 use crate::skills::{SkillCache, SkillPrompt};
 use model::{Answer, RoundError};
+use structured::Structured;
 
 /// What every run of a kernel shares.
 pub(crate) struct Services {
@@ -51,6 +54,8 @@ pub(crate) struct Services {
     pub skills: SkillCache,
     /// Long-term memory, when the workspace declares any.
     pub memory: Option<Arc<crate::memory::MemoryService>>,
+    /// Starts child runs (the kernel).
+    pub delegate: Arc<dyn crate::subagents::Delegate>,
 }
 
 /// What one run is launched with: the recorded run and everything that shapes its loop.
@@ -78,6 +83,11 @@ pub(crate) struct Launch {
     pub memory: crate::memory::MemoryPrompt,
     /// The request's metadata.
     pub metadata: std::collections::BTreeMap<String, String>,
+    /// Policies that may only narrow this run's decisions: its ancestors' effective
+    /// policies (a subagent has no more permission than its parent).
+    pub narrowing: Vec<keel_workspace::PolicySpec>,
+    /// How deep in a tree of runs this one is (the request's own run: 0).
+    pub depth: u32,
 }
 
 impl Launch {
@@ -102,6 +112,8 @@ impl Launch {
             skills: SkillPrompt::default(),
             memory: crate::memory::MemoryPrompt::default(),
             metadata: std::collections::BTreeMap::new(),
+            narrowing: Vec::new(),
+            depth: 0,
         }
     }
 }
@@ -159,18 +171,30 @@ pub(crate) struct AgentRun {
     direct: Option<DirectCall>,
     /// Set when a hook stops the run; the loop ends with it.
     stop: Option<String>,
+    /// How often the final answer was rejected for not matching `output.schema`.
+    output_rejections: u32,
     /// The run's permission mode, if the request set one.
     mode: Option<PermissionMode>,
     /// The earlier conversation the request supplied (recorded in its opening event).
     request_history: Vec<Message>,
     /// The request's own time budget; the smaller of it and `runTimeout` applies.
     timeout: Option<Duration>,
+    /// Policies that may only narrow this run's decisions (its ancestors').
+    narrowing: Vec<keel_workspace::PolicySpec>,
+    /// How deep in a tree of runs this one is.
+    depth: u32,
+    /// Set when the runtime shuts down: children are left to be interrupted, not cancelled.
+    interrupt: CancellationToken,
+    /// What this run's children used, counted into its own usage after each tool round.
+    delegated: std::sync::Mutex<Usage>,
 }
 
 /// How the loop ended, before the terminal event is written.
 enum End {
     Answer {
         output: String,
+        /// The structured output, when the agent declares `output.schema`.
+        value: Option<serde_json::Value>,
         finish_reason: FinishReason,
     },
     Failed {
@@ -216,6 +240,8 @@ impl AgentRun {
             skills,
             memory,
             metadata,
+            narrowing,
+            depth,
         } = launch;
         let workspace = &services.workspace;
         let tool_ctx = ToolContext {
@@ -257,9 +283,14 @@ impl AgentRun {
             pending: Vec::new(),
             direct,
             stop: None,
+            output_rejections: 0,
             mode,
             request_history,
             timeout,
+            narrowing,
+            depth,
+            interrupt: CancellationToken::new(),
+            delegated: std::sync::Mutex::new(Usage::default()),
             services,
         };
         run.assemble_prompt(skills.messages, memory.messages, history);
@@ -299,9 +330,15 @@ impl AgentRun {
         memory: Vec<Message>,
         session_history: Vec<Message>,
     ) {
-        if !self.agent.instructions.trim().is_empty() {
-            self.messages
-                .push(Message::system(self.agent.instructions.clone()));
+        let mut instructions = self.agent.instructions.clone();
+        if let Some(output) = &self.agent.output {
+            if !instructions.trim().is_empty() {
+                instructions.push_str("\n\n");
+            }
+            instructions.push_str(&crate::output::instruction(&output.schema));
+        }
+        if !instructions.trim().is_empty() {
+            self.messages.push(Message::system(instructions));
         }
         self.skills_at = self.messages.len();
         self.messages.extend(skills);
@@ -410,7 +447,12 @@ impl AgentRun {
                 Err(RoundError::Store(error)) => return End::store(error),
             };
             if answer.calls.is_empty() {
-                return self.final_answer(answer).await;
+                let value = match self.structured(&answer.text) {
+                    Structured::Valid(value) => value,
+                    Structured::Reask => continue,
+                    Structured::End(end) => return end,
+                };
+                return self.final_answer(answer, value).await;
             }
             // Calls the run could no longer follow up on are not made.
             if let Some(end) = self.token_budget_spent() {
@@ -459,7 +501,7 @@ impl AgentRun {
         Ok(None)
     }
 
-    async fn final_answer(&mut self, answer: Answer) -> End {
+    async fn final_answer(&mut self, answer: Answer, value: Option<serde_json::Value>) -> End {
         let missing: Vec<String> = self
             .agent
             .contract
@@ -496,6 +538,7 @@ impl AgentRun {
         }
         End::Answer {
             output: answer.text,
+            value,
             finish_reason,
         }
     }
@@ -542,6 +585,7 @@ impl AgentRun {
         let (status, output, error, finish_reason, payload) = match end {
             End::Answer {
                 output,
+                value,
                 finish_reason,
             } => (
                 RunStatus::Completed,
@@ -550,6 +594,7 @@ impl AgentRun {
                 finish_reason,
                 EventPayload::RequestCompleted {
                     output,
+                    value: value.inspect(|v| self.record.value = Some(v.clone())),
                     finish_reason,
                     usage: self.usage,
                     steps: self.steps,
@@ -642,6 +687,7 @@ impl AgentRun {
             request_id: self.record.request_id,
             status,
             output,
+            value: self.record.value,
             error,
             finish_reason,
             usage: self.usage,
@@ -659,6 +705,7 @@ pub(crate) async fn execute(
     interrupt: CancellationToken,
 ) -> RunResponse {
     let started = Instant::now();
+    run.interrupt = interrupt.clone();
     let opening = match &run.start {
         Start::Fresh => EventPayload::RequestStarted {
             input: run.record.input.clone(),

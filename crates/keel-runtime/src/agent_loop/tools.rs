@@ -54,6 +54,7 @@ impl AgentRun {
             self.govern(verdict).await?;
         }
         let outcomes = self.execute(&verdicts).await;
+        self.count_delegated();
         let mut messages = Vec::with_capacity(outcomes.len());
         for (outcome, verdict) in outcomes.into_iter().zip(&verdicts) {
             let (message, succeeded) = outcome?;
@@ -123,7 +124,7 @@ impl AgentRun {
                 read_only: self.services.gateway.is_read_only(&tool),
                 mode: self.mode,
             },
-            &[],
+            &self.narrowing.iter().collect::<Vec<_>>(),
         );
         let mut ask: Option<(String, Option<String>)> = None;
         if policy.decision != PolicyDecision::Allow {
@@ -314,9 +315,12 @@ impl AgentRun {
             call_seq: Some(start_seq),
             ..self.tool_ctx.clone()
         };
-        let result = match gateway.reports_progress(verdict.tool()) {
-            true => self.execute_with_progress(verdict, ctx).await?,
-            false => gateway.execute(&ctx, verdict).await,
+        let result = if verdict.tool() == keel_workspace::TASK_TOOL {
+            self.run_task(verdict).await?
+        } else if gateway.reports_progress(verdict.tool()) {
+            self.execute_with_progress(verdict, ctx).await?
+        } else {
+            gateway.execute(&ctx, verdict).await
         };
         let duration_ms = millis(started.elapsed());
         let (error, mut output) = match result {
@@ -537,6 +541,7 @@ impl AgentRun {
         Ok(match (ok, guard_blocked) {
             (true, _) => End::Answer {
                 output,
+                value: None,
                 finish_reason: FinishReason::Completed,
             },
             (false, true) => End::failed(ErrorCode::ToolBlocked, output, FinishReason::Completed),

@@ -70,6 +70,7 @@ impl OwnRun {
                 record.finish_reason = Some(FinishReason::Completed);
                 EventPayload::RequestCompleted {
                     output: summary,
+                    value: None,
                     finish_reason: FinishReason::Completed,
                     usage: Usage::default(),
                     steps,

@@ -355,6 +355,7 @@ impl MemoryService {
                 let approval = ApprovalRecord {
                     approval_id: keel_types::new_id("apr"),
                     request_id: origin.request_id,
+                    root_request_id: None,
                     session_id: origin.session_id,
                     agent: origin.agent,
                     tool: crate::memory::tools::REMEMBER.to_owned(),

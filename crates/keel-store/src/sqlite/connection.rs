@@ -26,6 +26,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0004_run_owner.sql"),
     include_str!("../../migrations/0005_skill_candidates.sql"),
     include_str!("../../migrations/0006_memory.sql"),
+    include_str!("../../migrations/0007_run_tree.sql"),
 ];
 
 /// The newest schema version this build knows.

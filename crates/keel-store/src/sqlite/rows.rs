@@ -17,7 +17,7 @@ use crate::mirror::StoredLine;
 /// The `runs` columns a [`RunRecord`] is made of, in the order [`run_from_row`] reads them.
 pub(crate) const RUN_COLUMNS: &str = "request_id, session_id, agent, status, input, output, \
      error, finish_reason, usage, steps, started_at, ended_at, event_count, parent_id, \
-     retry_of, replay_of, forked_from, fork_seq, resumed, owner";
+     retry_of, replay_of, forked_from, fork_seq, resumed, owner, root_id, parent_call, value";
 
 /// A run record as column values, ready to bind.
 pub(crate) struct RunColumns {
@@ -41,6 +41,9 @@ pub(crate) struct RunColumns {
     pub fork_seq: Option<u64>,
     pub resumed: u32,
     pub owner: Option<String>,
+    pub root_id: Option<String>,
+    pub parent_call: Option<String>,
+    pub value: Option<String>,
 }
 
 impl RunColumns {
@@ -68,11 +71,14 @@ impl RunColumns {
             fork_seq: links.fork_seq,
             resumed: links.resumed,
             owner: run.owner.clone(),
+            root_id: links.root_id.as_ref().map(|r| r.0.clone()),
+            parent_call: links.parent_call.clone(),
+            value: run.value.as_ref().map(to_json).transpose()?,
         })
     }
 
     /// The values in [`RUN_COLUMNS`] order.
-    pub(crate) fn values(&self) -> [&dyn ToSql; 20] {
+    pub(crate) fn values(&self) -> [&dyn ToSql; 23] {
         [
             &self.request_id,
             &self.session_id,
@@ -94,6 +100,9 @@ impl RunColumns {
             &self.fork_seq,
             &self.resumed,
             &self.owner,
+            &self.root_id,
+            &self.parent_call,
+            &self.value,
         ]
     }
 }
@@ -135,6 +144,9 @@ struct RawRun {
     fork_seq: Option<u64>,
     resumed: u32,
     owner: Option<String>,
+    root_id: Option<String>,
+    parent_call: Option<String>,
+    value: Option<String>,
 }
 
 fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -159,6 +171,9 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
         fork_seq: row.get(17)?,
         resumed: row.get(18)?,
         owner: row.get(19)?,
+        root_id: row.get(20)?,
+        parent_call: row.get(21)?,
+        value: row.get(22)?,
     })
 }
 
@@ -177,6 +192,12 @@ impl RawRun {
             status,
             input: self.input,
             output: self.output,
+            value: self
+                .value
+                .as_deref()
+                .map(from_json)
+                .transpose()
+                .map_err(&corrupt)?,
             error: self
                 .error
                 .as_deref()
@@ -201,6 +222,8 @@ impl RawRun {
                 forked_from: self.forked_from.map(RequestId),
                 fork_seq: self.fork_seq,
                 resumed: self.resumed,
+                root_id: self.root_id.map(RequestId),
+                parent_call: self.parent_call,
             },
             owner: self.owner,
         })
@@ -244,6 +267,10 @@ pub(crate) fn list_runs(
     if let Some(since) = &filter.since {
         values.push(Box::new(since.clone()));
         sql.push_str(&format!(" AND started_at >= ?{}", values.len()));
+    }
+    if let Some(parent) = &filter.parent {
+        values.push(Box::new(parent.0.clone()));
+        sql.push_str(&format!(" AND parent_id = ?{}", values.len()));
     }
     if let Some(owner) = &filter.owner {
         values.push(Box::new(owner.clone()));

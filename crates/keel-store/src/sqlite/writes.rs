@@ -61,8 +61,8 @@ pub(super) fn update_run(
             "UPDATE runs SET session_id = ?2, agent = ?3, status = ?4, input = ?5, output = ?6, \
              error = ?7, finish_reason = ?8, usage = ?9, steps = ?10, started_at = ?11, \
              ended_at = ?12, event_count = ?13, parent_id = ?14, retry_of = ?15, \
-             replay_of = ?16, forked_from = ?17, fork_seq = ?18, resumed = ?19, owner = ?20 \
-             WHERE request_id = ?1",
+             replay_of = ?16, forked_from = ?17, fork_seq = ?18, resumed = ?19, owner = ?20, \
+             root_id = ?21, parent_call = ?22, value = ?23 WHERE request_id = ?1",
         )
         .and_then(|mut stmt| stmt.execute(columns.values()))
         .map_err(|e| sql_error(db, &e))?;

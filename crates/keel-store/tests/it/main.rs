@@ -77,6 +77,7 @@ pub fn completed(id: &str, seq: u64) -> Event {
         seq,
         EventPayload::RequestCompleted {
             output: "done".into(),
+            value: None,
             finish_reason: FinishReason::Completed,
             usage: Usage::default(),
             steps: 1,

@@ -35,6 +35,7 @@ fn approval(id: &str, text: &str) -> ApprovalRecord {
     ApprovalRecord {
         approval_id: id.into(),
         request_id: RequestId::from("run_1"),
+        root_request_id: None,
         session_id: None,
         agent: "assistant".into(),
         tool: "remember".into(),

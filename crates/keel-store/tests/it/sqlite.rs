@@ -56,7 +56,10 @@ async fn a_run_record_round_trips_with_every_field() {
         forked_from: Some(RequestId::from("run_forked")),
         fork_seq: Some(7),
         resumed: 2,
+        root_id: Some(RequestId::from("run_root")),
+        parent_call: Some("call_7".into()),
     };
+    run.value = Some(serde_json::json!({"severity": "high", "files": [1, 2]}));
     store.update_run(&run).await.unwrap();
     assert_eq!(store.get_run(&run.request_id).await.unwrap(), Some(run));
 }

@@ -143,3 +143,21 @@ pub(super) fn oversized_issue(oversized: &Oversized) -> Issue {
         ),
     }
 }
+
+/// What is wrong with `value` under JSON Schema `schema` (none when it is valid), bounded
+/// like the gateway's own issues: for outputs that must match a schema (an agent's
+/// `output.schema`, a workflow node's).
+pub fn schema_issues(schema: &Value, value: &Value) -> Vec<Issue> {
+    match jsonschema::validator_for(schema) {
+        Ok(validator) => validator
+            .iter_errors(value)
+            .map(|e| bounded_issue(issue_from(&e)))
+            .collect(),
+        Err(error) => vec![Issue {
+            path: String::new(),
+            expected: "a usable JSON Schema".into(),
+            found: "an invalid schema".into(),
+            message: error.to_string(),
+        }],
+    }
+}

@@ -1,0 +1,124 @@
+//! A `task` call inside a run: the child run it starts (through the kernel's
+//! [`Delegate`](crate::subagents::Delegate)), the `agent.handoff` event that links it, and
+//! the child's answer as the call's result. Dropping the call (the parent cancelled, timed
+//! out or stopped) cancels the child; a shutdown leaves it to be interrupted with its parent
+//! and resumed with it.
+
+use keel_tools::gateway::Guarded;
+use keel_types::{
+    AdapterEvent, EventPayload, NATIVE_ADAPTER, StoreError, ToolError, ToolOutput, Usage,
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::AgentRun;
+use crate::RuntimeError;
+use crate::subagents::{Child, ChildRequest, child_result, layers_of};
+
+/// Cancels a child run when its parent's call is dropped before the child ended, unless the
+/// runtime is shutting down (then the child is interrupted like its parent).
+struct CancelChild {
+    child: Option<CancellationToken>,
+    shutdown: CancellationToken,
+}
+
+impl Drop for CancelChild {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.take()
+            && !self.shutdown.is_cancelled()
+        {
+            child.cancel();
+        }
+    }
+}
+
+impl AgentRun {
+    /// Runs a governed `task` call: the child's answer, or why there is none.
+    pub(super) async fn run_task(
+        &self,
+        verdict: &Guarded,
+    ) -> Result<Result<ToolOutput, ToolError>, StoreError> {
+        let arguments = verdict.arguments().cloned().unwrap_or(Value::Null);
+        let text = |key: &str| {
+            arguments
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let agent = text("agent");
+        let mut narrowing = self.narrowing.clone();
+        narrowing.extend(layers_of(
+            &self.services.workspace,
+            &self.record.agent,
+            self.mode,
+        ));
+        let request = ChildRequest {
+            parent: self.record.clone(),
+            call: verdict.call_id().to_owned(),
+            agent: agent.clone(),
+            prompt: text("prompt"),
+            narrowing,
+            depth: self.depth + 1,
+            metadata: (*self.tool_ctx.metadata).clone(),
+        };
+        let child = match self.services.delegate.delegate(request).await {
+            Ok(child) => child,
+            Err(RuntimeError::Store(error)) => return Err(error),
+            Err(error) => return Ok(Err(ToolError::Failed(error.to_string()))),
+        };
+        let handoff = |id| {
+            self.emitter.emit(EventPayload::Adapter {
+                event: AdapterEvent::Handoff {
+                    adapter: NATIVE_ADAPTER.to_owned(),
+                    call_id: verdict.call_id().to_owned(),
+                    agent: agent.clone(),
+                    child_request_id: id,
+                },
+            })
+        };
+        let record = match child {
+            Child::Ended(record) => *record,
+            Child::Live(handle) => {
+                let id = handle.request_id().clone();
+                handoff(id.clone())?;
+                let mut guard = CancelChild {
+                    child: Some(handle.cancel_token()),
+                    shutdown: self.interrupt.clone(),
+                };
+                let response = handle.wait().await;
+                guard.child = None;
+                if let Ok(response) = &response {
+                    self.add_delegated(&response.usage);
+                }
+                match self.services.store.get_run(&id).await? {
+                    Some(record) => record,
+                    None => {
+                        return Ok(Err(ToolError::Failed(format!(
+                            "subagent run {id} left no record"
+                        ))));
+                    }
+                }
+            }
+        };
+        Ok(match child_result(&agent, &record) {
+            Ok(answer) => Ok(ToolOutput::text(answer)),
+            Err(error) => Err(ToolError::Failed(error)),
+        })
+    }
+
+    fn add_delegated(&self, usage: &Usage) {
+        if let Ok(mut total) = self.delegated.lock() {
+            total.add(usage);
+        }
+    }
+
+    /// Counts what the children of the last tool round used into this run's usage (and so
+    /// into its token budget).
+    pub(super) fn count_delegated(&mut self) {
+        if let Ok(mut total) = self.delegated.lock() {
+            let used = std::mem::take(&mut *total);
+            self.usage.add(&used);
+        }
+    }
+}
