@@ -4,6 +4,7 @@
 
 mod children;
 mod memory_runs;
+mod workflow;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -265,6 +266,13 @@ impl Kernel {
         options: RequestOptions,
         origin: Origin,
     ) -> Result<RunHandle, RuntimeError> {
+        if let Some(name) = options
+            .agent
+            .as_deref()
+            .and_then(|a| a.strip_prefix(keel_types::WORKFLOW_PREFIX))
+        {
+            return self.start_workflow(&name.to_owned(), options, origin).await;
+        }
         let Origin {
             links,
             skip_turn_of,
@@ -349,6 +357,9 @@ impl Kernel {
                 "run `{id}` is {}, only interrupted runs can be resumed",
                 before.status.as_str()
             )));
+        }
+        if before.workflow().is_some() {
+            return self.resume_workflow(before).await;
         }
         let agent = self.agent(&before.agent)?;
         let provider = self.provider(&before.agent, &agent)?;
@@ -598,6 +609,7 @@ impl Kernel {
     /// Spawns the agent loop for a recorded run.
     pub(crate) fn launch(&self, launch: Launch) -> RunHandle {
         let last_seq = launch.rebuilt.as_ref().map_or(0, |r| r.last_seq);
+        let depth = launch.depth;
         let request_id = launch.record.request_id.clone();
         // What a post-run extraction needs (cloned only when the agent has one).
         let extraction = (launch.direct.is_none() && self.wants_extraction(&launch.record.agent))
@@ -608,7 +620,9 @@ impl Kernel {
         let cancel = CancellationToken::new();
         let interrupt = CancellationToken::new();
         self.track(&request_id, &cancel, &interrupt);
-        let permits = self.inner.permits.clone();
+        // A child run does not wait for a slot: its parent holds one and waits for it (a
+        // tree cannot starve itself), and its parent's own limits bound how many there are.
+        let permits = (depth == 0).then(|| self.inner.permits.clone());
         let token = cancel.clone();
         // Untracks the run when its task ends, however it ends.
         let tracked = Tracked {
@@ -618,10 +632,13 @@ impl Kernel {
         let task = tokio::spawn(async move {
             // Waiting for a slot is part of the run: cancelling (or a shutdown) while queued
             // still records it.
-            let permit = tokio::select! {
-                permit = permits.acquire_owned() => permit.ok(),
-                _ = token.cancelled() => None,
-                _ = interrupt.cancelled() => None,
+            let permit = match permits {
+                Some(permits) => tokio::select! {
+                    permit = permits.acquire_owned() => permit.ok(),
+                    _ = token.cancelled() => None,
+                    _ = interrupt.cancelled() => None,
+                },
+                None => None,
             };
             let response = agent_loop::execute(run, token, interrupt).await;
             drop(permit);

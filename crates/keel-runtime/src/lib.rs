@@ -7,6 +7,7 @@
 //! the CLI or a concrete store.
 
 mod agent_loop;
+mod approval_wait;
 mod direct;
 pub mod emitter;
 mod error;

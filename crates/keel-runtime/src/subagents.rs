@@ -54,6 +54,38 @@ pub(crate) enum Child {
     Ended(Box<RunRecord>),
 }
 
+/// Cancels a child run when its parent's wait for it is dropped before the child ended,
+/// unless the runtime is shutting down (then the child is interrupted like its parent, and
+/// resumed with it).
+pub(crate) struct CancelChild {
+    child: Option<tokio_util::sync::CancellationToken>,
+    shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl CancelChild {
+    pub(crate) fn new(child: &RunHandle, shutdown: &tokio_util::sync::CancellationToken) -> Self {
+        Self {
+            child: Some(child.cancel_token()),
+            shutdown: shutdown.clone(),
+        }
+    }
+
+    /// The child ended: nothing to cancel.
+    pub(crate) fn disarm(mut self) {
+        self.child = None;
+    }
+}
+
+impl Drop for CancelChild {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.take()
+            && !self.shutdown.is_cancelled()
+        {
+            child.cancel();
+        }
+    }
+}
+
 /// The narrowing layers a run of `agent` under permission `mode` passes to its children:
 /// every `Policy` that applies to it, for any agent, and its mode.
 pub(crate) fn layers_of(

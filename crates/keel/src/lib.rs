@@ -34,6 +34,7 @@ use std::sync::Arc;
 pub use keel_runtime::memory::{
     Draft as MemoryDraft, MaintenanceReport, MaintenanceRequest, MemoryService,
 };
+pub use keel_runtime::subagents::RunTree;
 pub use keel_runtime::{
     Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError, ShutdownReport, TaskRequest,
 };
@@ -56,6 +57,7 @@ use keel_runtime::{Kernel, KernelParts};
 
 mod memory;
 mod skills;
+mod workflows;
 use keel_tools::gateway::{Gateway, GatewayError};
 
 /// Why the runtime could not be assembled or used.
@@ -240,6 +242,11 @@ impl RuntimeBuilder {
             )));
             tools.push(Arc::new(keel_runtime::memory::RememberTool::new(
                 memory.clone(),
+            )));
+        }
+        if workspace.agents.values().any(|a| !a.subagents.is_empty()) {
+            tools.push(Arc::new(keel_runtime::subagents::TaskTool::new(
+                workspace.clone(),
             )));
         }
         if workspace.agents.values().any(proposes) {

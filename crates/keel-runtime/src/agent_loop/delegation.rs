@@ -9,28 +9,10 @@ use keel_types::{
     AdapterEvent, EventPayload, NATIVE_ADAPTER, StoreError, ToolError, ToolOutput, Usage,
 };
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use super::AgentRun;
 use crate::RuntimeError;
-use crate::subagents::{Child, ChildRequest, child_result, layers_of};
-
-/// Cancels a child run when its parent's call is dropped before the child ended, unless the
-/// runtime is shutting down (then the child is interrupted like its parent).
-struct CancelChild {
-    child: Option<CancellationToken>,
-    shutdown: CancellationToken,
-}
-
-impl Drop for CancelChild {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.take()
-            && !self.shutdown.is_cancelled()
-        {
-            child.cancel();
-        }
-    }
-}
+use crate::subagents::{CancelChild, Child, ChildRequest, child_result, layers_of};
 
 impl AgentRun {
     /// Runs a governed `task` call: the child's answer, or why there is none.
@@ -82,12 +64,9 @@ impl AgentRun {
             Child::Live(handle) => {
                 let id = handle.request_id().clone();
                 handoff(id.clone())?;
-                let mut guard = CancelChild {
-                    child: Some(handle.cancel_token()),
-                    shutdown: self.interrupt.clone(),
-                };
+                let guard = CancelChild::new(&handle, &self.interrupt);
                 let response = handle.wait().await;
-                guard.child = None;
+                guard.disarm();
                 if let Ok(response) = &response {
                     self.add_delegated(&response.usage);
                 }

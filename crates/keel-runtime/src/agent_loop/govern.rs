@@ -13,7 +13,6 @@
 //! hooks are in `mod.rs`.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use keel_tools::hooks::{self, HookInput};
 use keel_types::{
@@ -25,7 +24,6 @@ use super::AgentRun;
 use crate::governance::{HookCall, HookResult, HookRound};
 
 /// How often the store is asked for an approval's decision.
-const APPROVAL_POLL: Duration = Duration::from_millis(200);
 
 /// What a human decided about a call.
 pub(super) struct Decision {
@@ -131,15 +129,12 @@ impl AgentRun {
             });
         }
         // A resumed run goes back to waiting on the approval its dead process had asked for.
-        let existing = self
-            .services
-            .store
-            .list_approvals(Some(ApprovalStatus::Pending))
-            .await?
-            .into_iter()
-            .find(|a| {
-                a.request_id == self.record.request_id && a.call_id.as_deref() == Some(call_id)
-            });
+        let existing = crate::approval_wait::pending(
+            self.services.store.as_ref(),
+            &self.record.request_id,
+            call_id,
+        )
+        .await?;
         let approval = match existing {
             Some(existing) => existing,
             None => {
@@ -194,35 +189,8 @@ impl AgentRun {
             })
             .await?;
         let timeout = self.services.workspace.runtime.limits.approval_timeout.0;
-        let deadline = tokio::time::Instant::now() + timeout;
-        let decided = loop {
-            if let Some(current) = store.get_approval(&approval.approval_id).await?
-                && current.status != ApprovalStatus::Pending
-            {
-                break current;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                let reason = format!(
-                    "nobody decided within {}",
-                    humantime::format_duration(timeout)
-                );
-                if let Ok(expired) = store
-                    .decide_approval(
-                        &approval.approval_id,
-                        ApprovalStatus::Expired,
-                        ApprovalScope::Once,
-                        "timeout",
-                        Some(&reason),
-                    )
-                    .await
-                {
-                    break expired;
-                }
-                // Someone decided at the last moment: the next look reads it.
-                continue;
-            }
-            tokio::time::sleep(APPROVAL_POLL).await;
-        };
+        let decided =
+            crate::approval_wait::decision(store.as_ref(), &approval.approval_id, timeout).await?;
         self.emitter.emit(EventPayload::ApprovalResolved {
             approval_id: decided.approval_id.clone(),
             status: decided.status,

@@ -1,0 +1,234 @@
+//! Workflow runs (`docs/workflows.md`): a `Workflow` document executed as a run of its own
+//! (`agent: workflow/<name>`), whose log holds `runtime.workflow.*` events between the usual
+//! opening and terminal events. Agent, tool and nested-workflow nodes run as child runs
+//! linked to it; approval nodes wait durably like a tool's approval.
+//!
+//! Durable execution: a node's output is recorded in `runtime.workflow.node.completed`
+//! before anything reads it. A resumed workflow run replays its scheduler against the log:
+//! a node whose completion is recorded is not run again (its output is taken from the log,
+//! so its side effects happen once); a node that was running picks up its child run (the
+//! child is found by the node's key, resumed when interrupted, read when it ended); a
+//! pending approval is waited on again.
+
+mod engine;
+mod gates;
+mod nodes;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use keel_types::{Event, EventPayload, NodeKey, RequestId, RunRecord, WORKFLOW_PREFIX};
+use keel_workspace::WorkflowSpec;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Kernel, Origin, RequestOptions, Tracked};
+use crate::RuntimeError;
+use crate::emitter::Emitter;
+use crate::handle::RunHandle;
+use engine::Engine;
+
+/// What a resumed workflow run takes from its log instead of doing again.
+#[derive(Debug, Default)]
+struct Recorded {
+    /// `runtime.workflow.started` is there.
+    started: bool,
+    /// Node outputs by node id and key.
+    completed: HashMap<(String, NodeKey), Value>,
+    /// The last attempt of each node key that started.
+    attempts: HashMap<(String, NodeKey), u32>,
+    skipped: HashSet<(String, NodeKey)>,
+    /// Phase events already written: `(phase, type)`.
+    phases: HashSet<(String, &'static str)>,
+    /// The `seq` of the last event: the run goes on after it.
+    last_seq: u64,
+}
+
+impl Recorded {
+    fn from_events(events: &[Event]) -> Self {
+        let mut recorded = Self::default();
+        for event in events {
+            recorded.last_seq = event.seq;
+            match &event.payload {
+                EventPayload::WorkflowStarted(_) => recorded.started = true,
+                EventPayload::NodeStarted(started) => {
+                    recorded
+                        .attempts
+                        .insert((started.node.clone(), started.key), started.attempt);
+                }
+                EventPayload::NodeCompleted(done) => {
+                    recorded
+                        .completed
+                        .insert((done.node.clone(), done.key), done.output.clone());
+                }
+                EventPayload::NodeSkipped(skipped) => {
+                    recorded.skipped.insert((skipped.node.clone(), skipped.key));
+                }
+                payload @ (EventPayload::PhaseStarted(phase)
+                | EventPayload::PhaseCompleted(phase)
+                | EventPayload::PhaseVerified(phase)) => {
+                    recorded
+                        .phases
+                        .insert((phase.phase.clone(), payload.type_name()));
+                }
+                _ => {}
+            }
+        }
+        recorded
+    }
+}
+
+/// Reads a request's input as the workflow's input: text, or JSON when the workflow's input
+/// schema asks for something other than a string; checked against that schema.
+fn parse_input(name: &str, spec: &WorkflowSpec, input: &str) -> Result<Value, RuntimeError> {
+    let Some(schema) = spec.input.as_ref().map(|i| &i.schema) else {
+        return Ok(Value::String(input.to_owned()));
+    };
+    let value = match schema.get("type").and_then(Value::as_str) {
+        Some("string") => Value::String(input.to_owned()),
+        _ => serde_json::from_str(input).map_err(|e| {
+            RuntimeError::InvalidInput(format!("the input of workflow `{name}` must be JSON ({e})"))
+        })?,
+    };
+    let issues = keel_tools::gateway::schema_issues(schema, &value);
+    if let Some(first) = issues.first() {
+        let at = match first.path.is_empty() {
+            true => String::new(),
+            false => format!(" at `{}`", first.path),
+        };
+        return Err(RuntimeError::InvalidInput(format!(
+            "the input of workflow `{name}` does not match its schema{at}: {}",
+            first.message
+        )));
+    }
+    Ok(value)
+}
+
+impl Kernel {
+    /// The workflow named, or an error listing the workflows there are.
+    fn workflow(&self, name: &str) -> Result<Arc<WorkflowSpec>, RuntimeError> {
+        let workflows = &self.workspace().workflows;
+        match workflows.get(name) {
+            Some(spec) => Ok(Arc::new(spec.clone())),
+            None => Err(RuntimeError::InvalidInput(format!(
+                "unknown workflow `{name}`; the workspace has: {}",
+                match workflows.is_empty() {
+                    true => "none".to_owned(),
+                    false => workflows.keys().cloned().collect::<Vec<_>>().join(", "),
+                }
+            ))),
+        }
+    }
+
+    /// Records and starts a run of workflow `name`.
+    pub(super) async fn start_workflow(
+        &self,
+        name: &str,
+        options: RequestOptions,
+        origin: Origin,
+    ) -> Result<RunHandle, RuntimeError> {
+        let spec = self.workflow(name)?;
+        if options.session_id.is_some() {
+            return Err(RuntimeError::InvalidInput(format!(
+                "workflow `{name}` cannot run in a session; send it without one"
+            )));
+        }
+        let input = parse_input(name, &spec, &options.input)?;
+        let mut record = RunRecord::new(
+            RequestId::generate(),
+            None,
+            format!("{WORKFLOW_PREFIX}{name}"),
+            options.input,
+        );
+        record.owner = options.owner;
+        record.links = origin.links;
+        self.store().create_run(&record).await?;
+        let parts = Parts {
+            record,
+            name: name.to_owned(),
+            spec,
+            input,
+            depth: origin.depth,
+            metadata: options.metadata,
+            timeout: options.timeout,
+        };
+        Ok(self.launch_workflow(parts, Recorded::default()))
+    }
+
+    /// Continues an interrupted workflow run from its log.
+    pub(super) async fn resume_workflow(
+        &self,
+        before: RunRecord,
+    ) -> Result<RunHandle, RuntimeError> {
+        let name = before.workflow().unwrap_or_default().to_owned();
+        let spec = self.workflow(&name)?;
+        let id = before.request_id.clone();
+        let events = self.store().events(&id, 0).await?;
+        let (_, _, metadata) = crate::rebuild::opening(&events);
+        if let Some(last) = events.last().filter(|e| e.payload.is_final()) {
+            return Err(RuntimeError::InvalidInput(format!(
+                "run `{id}` already ended (event {} is terminal)",
+                last.seq
+            )));
+        }
+        let input = parse_input(&name, &spec, &before.input)?;
+        let recorded = Recorded::from_events(&events);
+        let record = self.store().claim(&id).await?;
+        let (depth, _) = self.lineage(&record).await?;
+        let parts = Parts {
+            record,
+            name,
+            spec,
+            input,
+            depth,
+            metadata,
+            timeout: None,
+        };
+        Ok(self.launch_workflow(parts, recorded))
+    }
+
+    /// Spawns a workflow run's engine, tracked like any run.
+    fn launch_workflow(&self, parts: Parts, recorded: Recorded) -> RunHandle {
+        let request_id = parts.record.request_id.clone();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let emitter = Emitter::new(self.pipeline(), &parts.record, recorded.last_seq, Some(tx));
+        let depth = parts.depth;
+        let engine = Engine::new(self.clone(), parts, emitter, recorded);
+        let cancel = CancellationToken::new();
+        let interrupt = CancellationToken::new();
+        self.track(&request_id, &cancel, &interrupt);
+        let permits = (depth == 0).then(|| self.inner.permits.clone());
+        let tracked = Tracked {
+            kernel: self.clone(),
+            id: request_id.clone(),
+        };
+        let token = cancel.clone();
+        let task = tokio::spawn(async move {
+            let permit = match permits {
+                Some(permits) => tokio::select! {
+                    permit = permits.acquire_owned() => permit.ok(),
+                    _ = token.cancelled() => None,
+                    _ = interrupt.cancelled() => None,
+                },
+                None => None,
+            };
+            let response = engine.run(token, interrupt).await;
+            drop(permit);
+            drop(tracked);
+            response
+        });
+        RunHandle::new(request_id, rx, cancel, task)
+    }
+}
+
+/// What a workflow run is made of.
+struct Parts {
+    record: RunRecord,
+    name: String,
+    spec: Arc<WorkflowSpec>,
+    input: Value,
+    depth: u32,
+    metadata: std::collections::BTreeMap<String, String>,
+    timeout: Option<std::time::Duration>,
+}
