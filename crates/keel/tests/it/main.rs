@@ -23,5 +23,6 @@ mod sdk;
 mod sessions;
 mod skills;
 mod stop_hooks;
+mod subagents;
 mod task_guard;
 mod tidy;
