@@ -22,6 +22,7 @@ mod serve;
 mod sessions;
 mod skills;
 mod tools;
+mod workflows;
 mod workspace;
 
 use std::path::PathBuf;
@@ -123,6 +124,13 @@ enum Command {
         #[command(subcommand)]
         command: artifacts::ArtifactsCommand,
     },
+    /// The workspace's workflows: list, show, graph (Mermaid), run.
+    Workflows {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(subcommand)]
+        command: workflows::WorkflowsCommand,
+    },
     /// The workspace's skills: list, show, validate.
     Skills {
         #[command(flatten)]
@@ -214,6 +222,7 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
         Command::Tools { ws, command } => tools::tools(&ws.workspace, command).await,
         Command::Skills { ws, command } => skills::skills(&ws.workspace, command).await,
+        Command::Workflows { ws, command } => workflows::workflows(&ws.workspace, command).await,
         Command::Memory { ws, command } => memory::memory(&ws.workspace, command).await,
         Command::Tasks { ws, command } => tools::tasks(&ws.workspace, command).await,
         Command::Approvals { ws, command } => {

@@ -42,6 +42,9 @@ pub enum RunsCommand {
         id: String,
         #[arg(long)]
         json: bool,
+        /// The run and every run it started (subagents, workflow nodes), as a tree.
+        #[arg(long)]
+        tree: bool,
     },
     /// Print one run's events in order.
     Events {
@@ -124,7 +127,12 @@ async fn inspect(store: &SqliteStore, command: RunsCommand) -> Result<(), CliErr
             };
             list(store, &filter, json).await
         }
-        RunsCommand::Show { id, json } => show(store, &RequestId::from(id), json).await,
+        RunsCommand::Show {
+            id,
+            json,
+            tree: true,
+        } => tree(store, &RequestId::from(id), json).await,
+        RunsCommand::Show { id, json, .. } => show(store, &RequestId::from(id), json).await,
         RunsCommand::Events { id, json } => events(store, &RequestId::from(id), json).await,
         RunsCommand::Export { id, output } => export(store, &RequestId::from(id), output).await,
         _ => Ok(()),
@@ -268,6 +276,39 @@ async fn list(store: &SqliteStore, filter: &RunFilter, json: bool) -> Result<(),
             one_line(&run.input, 50)
         ));
     }
+    Ok(())
+}
+
+/// `runs show --tree`: the run and its descendants, one line each, indented by depth.
+async fn tree(store: &SqliteStore, id: &RequestId, json: bool) -> Result<(), CliError> {
+    let tree = keel::run_tree(store, id)
+        .await?
+        .ok_or_else(|| CliError::failed(format!("no run `{id}`")))?;
+    if json {
+        out::line(&serde_json::to_string_pretty(&tree)?);
+        return Ok(());
+    }
+    fn print(node: &keel::RunTree, depth: usize) {
+        let run = &node.run;
+        let call = run
+            .links
+            .parent_call
+            .as_deref()
+            .map(|c| format!("  ({c})"))
+            .unwrap_or_default();
+        out::line(&format!(
+            "{}{}  {}  {}  {} tokens{call}",
+            "  ".repeat(depth),
+            run.request_id,
+            run.agent,
+            run.status.as_str(),
+            run.usage.total_tokens
+        ));
+        for child in &node.children {
+            print(child, depth + 1);
+        }
+    }
+    print(&tree, 0);
     Ok(())
 }
 

@@ -24,6 +24,7 @@ mod mock_response;
 pub mod process;
 mod temp_workspace;
 pub mod test_clients;
+pub mod workflows;
 mod workspace_builder;
 
 pub use cli::{Cli, CliOutput, Serving};

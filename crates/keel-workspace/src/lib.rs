@@ -45,7 +45,7 @@ pub use spec::{
     OnDeny, OutputSpec, PhaseSpec, WorkflowOutput, WorkflowSpec,
 };
 pub use suggest::closest;
-pub use workflow::{WorkflowGraph, approval_output_schema, schema_at};
+pub use workflow::{WorkflowGraph, approval_output_schema, describe_condition, mermaid, schema_at};
 
 /// A built-in tool: one an agent may list without declaring it. This enum is the one list of
 /// them: validation reads the names from it, `keel-tools` builds a tool for each variant (an

@@ -273,6 +273,107 @@ pub fn approval_output_schema() -> Value {
     })
 }
 
+/// The workflow as a Mermaid flowchart: each node with its kind and what it runs, each edge
+/// with its condition, loop edges dotted with their bound, phases as subgraphs.
+pub fn mermaid(spec: &WorkflowSpec) -> String {
+    let mut out = String::from("flowchart TD\n");
+    let label = |node: &crate::NodeSpec| {
+        let what = node
+            .agent
+            .as_deref()
+            .or(node.tool.as_deref())
+            .or(node.workflow.as_deref())
+            .or(node.items.as_deref())
+            .map(|w| format!(": {w}"))
+            .unwrap_or_default();
+        format!(
+            "{}[\"{} ({}{})\"]",
+            node.id,
+            node.id,
+            node.kind.as_str(),
+            quote(&what)
+        )
+    };
+    let mut placed = BTreeSet::new();
+    for (i, phase) in spec.phases.iter().enumerate() {
+        out.push_str(&format!(
+            "  subgraph phase{i}[\"phase {}\"]\n",
+            quote(&phase.name)
+        ));
+        for node in spec.nodes.iter().filter(|n| phase.nodes.contains(&n.id)) {
+            out.push_str(&format!("    {}\n", label(node)));
+            placed.insert(node.id.clone());
+        }
+        out.push_str("  end\n");
+    }
+    for node in spec.nodes.iter().filter(|n| !placed.contains(&n.id)) {
+        out.push_str(&format!("  {}\n", label(node)));
+    }
+    for edge in &spec.edges {
+        let condition = edge.when.as_ref().map(describe_condition);
+        let line = match (edge.max_iterations, condition) {
+            (Some(max), Some(c)) => format!(
+                "  {} -. \"{} (at most {max}×)\" .-> {}",
+                edge.from,
+                quote(&c),
+                edge.to
+            ),
+            (Some(max), None) => format!("  {} -. \"at most {max}×\" .-> {}", edge.from, edge.to),
+            (None, Some(c)) => format!("  {} -- \"{}\" --> {}", edge.from, quote(&c), edge.to),
+            (None, None) => format!("  {} --> {}", edge.from, edge.to),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// A condition in words: `/severity == "high"`, `all(…)`.
+pub fn describe_condition(condition: &crate::Condition) -> String {
+    let path = condition.path.as_deref().unwrap_or("");
+    let list = |items: &[crate::Condition]| {
+        items
+            .iter()
+            .map(describe_condition)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(all) = &condition.all {
+        return format!("all({})", list(all));
+    }
+    if let Some(any) = &condition.any {
+        return format!("any({})", list(any));
+    }
+    if let Some(not) = &condition.not {
+        return format!("not({})", describe_condition(not));
+    }
+    if let Some(v) = &condition.equals {
+        return format!("{path} == {v}");
+    }
+    if let Some(v) = &condition.not_equals {
+        return format!("{path} != {v}");
+    }
+    if let Some(v) = &condition.one_of {
+        return format!("{path} in {}", Value::Array(v.clone()));
+    }
+    if let Some(v) = condition.greater_than {
+        return format!("{path} > {v}");
+    }
+    if let Some(v) = condition.less_than {
+        return format!("{path} < {v}");
+    }
+    match condition.exists {
+        Some(true) => format!("{path} exists"),
+        Some(false) => format!("{path} is absent"),
+        None => path.to_owned(),
+    }
+}
+
+/// Text safe inside a Mermaid quoted label.
+fn quote(text: &str) -> String {
+    text.replace('"', "#quot;")
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

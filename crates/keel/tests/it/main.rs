@@ -26,3 +26,4 @@ mod stop_hooks;
 mod subagents;
 mod task_guard;
 mod tidy;
+mod workflows;

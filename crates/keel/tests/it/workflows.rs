@@ -1,0 +1,322 @@
+//! Workflows end to end through the SDK: a map over ten items, a condition on a typed field,
+//! an approval node and a nested workflow; the other branch skipped; the side-effect log
+//! written once per node; spec-driven phases with gates; loops with a bound.
+
+use keel::types::EventPayload;
+use keel::{ApprovalScope, ApprovalStatus, RunStatus, Runtime};
+use keel_test_support::workflows::triage_workspace;
+use keel_test_support::{MockLlm, MockResponse, OPENAI_MOCK_MODEL, WorkspaceBuilder};
+use serde_json::json;
+
+use crate::common::{assert_well_formed, types};
+
+async fn pending_approval(runtime: &Runtime) -> keel::ApprovalRecord {
+    loop {
+        let pending = runtime
+            .list_approvals(Some(ApprovalStatus::Pending))
+            .await
+            .unwrap();
+        if let Some(approval) = pending.into_iter().next() {
+            return approval;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_workflow_maps_branches_waits_for_approval_and_nests() {
+    let mock = MockLlm::start().await;
+    mock.respond_with(|_| MockResponse::text([r#"{"severity": "high"}"#]));
+    let ws = triage_workspace(&mock.base_url()).build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let handle = runtime
+        .run_workflow("triage", r#"{"ticket": "T-1"}"#, None)
+        .await
+        .unwrap();
+    let id = handle.request_id().clone();
+
+    let approval = pending_approval(&runtime).await;
+    assert_eq!(approval.request_id, id);
+    assert_eq!(
+        approval.ask_reason.as_deref(),
+        Some("Ship the high fix for T-1?")
+    );
+    assert_eq!(
+        runtime.get_run(&id).await.unwrap().unwrap().status,
+        RunStatus::WaitingApproval
+    );
+    runtime
+        .decide_approval(
+            &approval.approval_id,
+            true,
+            ApprovalScope::Once,
+            "ops",
+            None,
+        )
+        .await
+        .unwrap();
+    let response = handle.wait().await.unwrap();
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+
+    // The single sink `done` joined what reached it: the nested workflow's output.
+    assert_eq!(response.value, Some(json!({"notify": {"recorded": true}})));
+    let effects = std::fs::read_to_string(ws.join("effects.log")).unwrap();
+    let mut lines: Vec<&str> = effects.lines().collect();
+    lines.sort_unstable();
+    let mut expected: Vec<String> = (1..=10)
+        .map(|i| format!(r#"{{"entry":"item {i}"}}"#))
+        .chain([r#"{"entry":"notify T-1"}"#.to_owned()])
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(lines, expected, "each side effect exactly once");
+
+    let events = runtime.events(&id, 0).await.unwrap();
+    assert_well_formed(&events);
+    let names = types(&events);
+    assert_eq!(names[1], "runtime.workflow.started");
+    assert!(names.contains(&"runtime.approval.requested"));
+    assert!(names.contains(&"runtime.workflow.completed"));
+    let skipped: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::NodeSkipped(s) => Some(s.node.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(skipped, ["low"]);
+    let items = events
+        .iter()
+        .filter(|e| matches!(&e.payload, EventPayload::NodeCompleted(c) if c.node == "each" && c.key.item.is_some()))
+        .count();
+    assert_eq!(items, 10);
+
+    let tree = runtime.run_tree(&id).await.unwrap().unwrap();
+    // plan, ten items, classify, notify.
+    assert_eq!(tree.children.len(), 13);
+    let nested = tree
+        .children
+        .iter()
+        .find(|c| c.run.agent == "workflow/notify")
+        .unwrap();
+    assert_eq!(nested.children.len(), 1);
+    assert_eq!(nested.children[0].run.links.root_id.as_ref(), Some(&id));
+}
+
+#[tokio::test]
+async fn the_other_branch_runs_when_the_typed_field_differs() {
+    let mock = MockLlm::start().await;
+    mock.respond_with(|_| MockResponse::text([r#"{"severity": "low"}"#]));
+    let ws = triage_workspace(&mock.base_url()).build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let response = runtime
+        .run_workflow("triage", r#"{"ticket": "T-2"}"#, None)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    assert_eq!(
+        response.value,
+        Some(json!({"low": {"classify": {"severity": "low"}}}))
+    );
+    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    let skipped: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::NodeSkipped(s) => Some(s.node.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(skipped, ["gate", "notify"]);
+    assert!(
+        !std::fs::read_to_string(ws.join("effects.log"))
+            .unwrap()
+            .contains("notify")
+    );
+}
+
+#[tokio::test]
+async fn a_bad_input_is_refused_before_the_run_starts() {
+    let mock = MockLlm::start().await;
+    let ws = triage_workspace(&mock.base_url()).build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let error = runtime
+        .run_workflow("triage", r#"{"ticket": 7}"#, None)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        error
+            .to_string()
+            .contains("does not match its schema at `/ticket`"),
+        "{error}"
+    );
+    let error = runtime.run_workflow("nope", "", None).await.err().unwrap();
+    assert!(
+        error.to_string().contains("unknown workflow `nope`"),
+        "{error}"
+    );
+}
+
+/// A spec-driven workflow: `spec` writes a file, `implement` runs once the `spec` phase's
+/// command gate saw it; `verify`'s agent verdict decides.
+fn phased(mock: &MockLlm, gate_file: &str) -> WorkspaceBuilder {
+    WorkspaceBuilder::new()
+        .model(
+            "mock",
+            &format!(
+                "{{ provider: openai, baseUrl: \"{}\", model: {OPENAI_MOCK_MODEL}, timeout: 5s }}",
+                mock.base_url()
+            ),
+        )
+        .agent(
+            "reviewer",
+            "  model: mock\n  instructions: You review.\n  output:\n    schema: { type: object, properties: { pass: { type: boolean } }, required: [pass] }\n",
+        )
+        .tool(
+            "write_spec",
+            "description: Writes the spec.\nschema: { type: object }\nimpl: { kind: command, command: [\"sh\", \"-c\", \"cat > /dev/null; echo spec > spec.md; echo written\"] }\npolicy: allow\n",
+        )
+        .yaml(&format!(
+            r#"
+apiVersion: keel/v1
+kind: Workflow
+metadata: {{ name: feature }}
+spec:
+  nodes:
+    - {{ id: spec, kind: tool, tool: write_spec }}
+    - {{ id: implement, kind: tool, tool: write_spec }}
+  edges:
+    - {{ from: spec, to: implement }}
+  phases:
+    - name: spec
+      nodes: [spec]
+      gate: {{ kind: command, command: ["test", "-f", "{gate_file}"] }}
+    - name: implement
+      nodes: [implement]
+      gate: {{ kind: agent, agent: reviewer, input: "Review {{{{ outputs.implement }}}}", pass: {{ path: /pass, equals: true }} }}
+"#
+        ))
+}
+
+#[tokio::test]
+async fn phases_pass_their_gates_in_order() {
+    let mock = MockLlm::start().await;
+    mock.respond_with(|_| MockResponse::text([r#"{"pass": true}"#]));
+    let ws = phased(&mock, "spec.md").build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let response = runtime
+        .run_workflow("feature", "", None)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    let phases: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::PhaseStarted(p) => Some(format!("started {}", p.phase)),
+            EventPayload::PhaseCompleted(p) => Some(format!("completed {}", p.phase)),
+            EventPayload::PhaseVerified(p) => Some(format!("verified {}", p.phase)),
+            EventPayload::PhaseBlocked(p) => Some(format!("blocked {}", p.phase)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "started spec",
+            "completed spec",
+            "verified spec",
+            "started implement",
+            "completed implement",
+            "verified implement"
+        ]
+    );
+    assert!(
+        mock.requests()[0]
+            .last_content_of("user")
+            .unwrap()
+            .contains("Review written")
+    );
+}
+
+#[tokio::test]
+async fn a_gate_that_refuses_blocks_its_phase_and_fails_the_run() {
+    let mock = MockLlm::start().await;
+    let ws = phased(&mock, "missing.md").build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let response = runtime
+        .run_workflow("feature", "", None)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(response.status, RunStatus::Failed);
+    let error = response.error.unwrap();
+    assert!(
+        error
+            .message
+            .contains("phase `spec` is blocked by its command gate"),
+        "{}",
+        error.message
+    );
+    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    assert_well_formed(&events);
+    let names = types(&events);
+    assert!(names.contains(&"runtime.specDriven.phase.blocked"));
+    // `implement` never ran.
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(&e.payload, EventPayload::NodeStarted(s) if s.node == "implement"))
+    );
+}
+
+#[tokio::test]
+async fn a_loop_runs_again_until_its_condition_stops_holding() {
+    let mock = MockLlm::start().await;
+    // The reviewer fails the first two drafts.
+    mock.push(MockResponse::text([r#"{"pass": false}"#]));
+    mock.push(MockResponse::text([r#"{"pass": false}"#]));
+    mock.push(MockResponse::text([r#"{"pass": true}"#]));
+    let ws = phased(&mock, "spec.md")
+        .yaml(
+            r#"
+apiVersion: keel/v1
+kind: Workflow
+metadata: { name: drafts }
+spec:
+  nodes:
+    - { id: draft, kind: tool, tool: write_spec }
+    - { id: review, kind: agent, agent: reviewer, input: "Review the draft." }
+  edges:
+    - { from: draft, to: review }
+    - { from: review, to: draft, when: { path: /pass, equals: false }, maxIterations: 3 }
+"#,
+        )
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let response = runtime
+        .run_workflow("drafts", "", None)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    assert_eq!(response.value, Some(json!({"pass": true})));
+    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    let reviews: Vec<u32> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::NodeCompleted(c) if c.node == "review" => Some(c.key.iteration),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reviews, [1, 2, 3]);
+}
