@@ -19,4 +19,5 @@ mod sessions;
 mod skill_mentions;
 mod skills_cli;
 mod tools;
+mod workflows_cli;
 mod workspace_errors;

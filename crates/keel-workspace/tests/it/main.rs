@@ -14,4 +14,5 @@ mod overlays;
 mod positions;
 mod skills;
 mod support;
+mod workflows;
 mod yaml_value;
