@@ -91,8 +91,6 @@ pub enum ErrorCode {
     Shutdown,
     /// The final answer did not match the agent's `output.schema` within its retry budget.
     OutputInvalid,
-    /// A subagent could not be started (unknown agent, depth limit).
-    Delegation,
     /// A workflow node failed (after its retries) or a workflow could not go on.
     WorkflowFailed,
     /// A human denied a workflow's approval node.

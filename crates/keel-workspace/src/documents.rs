@@ -15,7 +15,7 @@ pub(crate) const API_VERSION: &str = "keel/v1";
 
 const ENVELOPE_FIELDS: &[&str] = &["apiVersion", "kind", "metadata", "spec"];
 const METADATA_FIELDS: &[&str] = &["name"];
-const UNSUPPORTED_KINDS: &[&str] = &["Skill", "Workflow"];
+const UNSUPPORTED_KINDS: &[&str] = &["Skill"];
 
 /// The kinds of document Keel reads, in explain order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

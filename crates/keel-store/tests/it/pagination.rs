@@ -156,7 +156,7 @@ async fn a_store_from_before_run_owners_gains_the_column_and_keeps_its_runs() {
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
     assert_eq!(
-        SCHEMA_VERSION, 6,
-        "0005 added skill candidates, 0006 memory"
+        SCHEMA_VERSION, 7,
+        "0005 added skill candidates, 0006 memory, 0007 run trees and structured output"
     );
 }

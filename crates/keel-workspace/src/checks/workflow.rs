@@ -132,9 +132,12 @@ impl Checker<'_> {
             }
             self.node(node, true);
         }
-        if nodes.is_empty() {
+        // A missing `nodes` is the schema's to report.
+        if nodes.is_empty() && spec.get("nodes").is_some() {
             let loc = spec.loc.clone();
             self.push(&loc, format!("workflow `{name}` has no nodes"), None);
+        }
+        if nodes.is_empty() {
             return;
         }
         let known = |id: &str| ids.iter().any(|(i, _)| *i == id);

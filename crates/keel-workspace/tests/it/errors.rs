@@ -58,7 +58,7 @@ metadata: { name: a }
 spec: {}
 ---
 apiVersion: keel/v1
-kind: Workflow
+kind: Skill
 metadata: { name: audit }
 spec: {}
 ---
@@ -72,20 +72,20 @@ metadata: { name: f }
         located(&diagnostics),
         [
             "config/a.yaml:2:7: unknown kind `Agnet`",
-            "config/a.yaml:7:7: kind `Workflow` is not supported yet",
+            "config/a.yaml:7:7: kind `Skill` is not supported yet",
             "config/a.yaml:12:7: unknown kind `Frobnicator`",
         ]
     );
     assert_eq!(
         diagnostics[0].hint.as_deref(),
         Some(
-            "did you mean `Agent`? valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`, `Memory`"
+            "did you mean `Agent`? valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`, `Memory`, `Workflow`"
         )
     );
     assert_eq!(
         diagnostics[2].hint.as_deref(),
         Some(
-            "valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`, `Memory`"
+            "valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`, `Memory`, `Workflow`"
         )
     );
 }
