@@ -46,6 +46,7 @@ mod skills;
 mod state;
 mod tasks;
 mod telemetry;
+mod workflows;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -366,14 +366,23 @@ pub(crate) fn routes() -> Vec<Route> {
                 || routing::get(requests::list_requests),
             )
         },
-        route(
-            Method::GET,
-            "/api/requests/{id}",
-            Client,
-            "One request",
-            "the RunRecord",
-            || routing::get(requests::get_request),
-        ),
+        Route {
+            query: const {
+                &[param(
+                    "tree",
+                    Accepts::Boolean,
+                    "with the runs it started, recursively (`children`)",
+                )]
+            },
+            ..route(
+                Method::GET,
+                "/api/requests/{id}",
+                Client,
+                "One request (with `tree=true`: and every run it started)",
+                "the RunRecord (with `tree`: and its `children`)",
+                || routing::get(requests::get_request),
+            )
+        },
         Route {
             query: const {
                 &[

@@ -111,6 +111,10 @@ pub(crate) struct CreateRequest {
     /// rendered from it (`users/{metadata.user}`).
     #[serde(default)]
     metadata: std::collections::BTreeMap<String, String>,
+    /// Run this workflow instead of an agent (its input: text, or JSON when its input
+    /// schema asks for it). Not with `agent` or `sessionId`.
+    #[serde(default)]
+    workflow: Option<String>,
 }
 
 /// `POST /api/requests`: 202 `{requestId}` (the run goes on in the background), or with
@@ -126,9 +130,26 @@ pub(crate) async fn create_request(
         .as_deref()
         .map(|id| session_id(id, "sessionId"))
         .transpose()?;
+    let agent = match (request.agent, request.workflow) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::BadRequest {
+                message: "give `agent` or `workflow`, not both".into(),
+                param: Some("workflow"),
+            });
+        }
+        (_, Some(workflow)) => {
+            if !state.runtime.workflows().contains_key(&workflow) {
+                return Err(ApiError::ResourceNotFound(format!(
+                    "no workflow `{workflow}`"
+                )));
+            }
+            Some(format!("{}{workflow}", keel::types::WORKFLOW_PREFIX))
+        }
+        (agent, None) => agent,
+    };
     let options = RequestOptions {
         input: request.input,
-        agent: request.agent,
+        agent,
         session_id,
         mode: request.mode,
         timeout: request.timeout.map(|t| t.0),
@@ -240,14 +261,38 @@ async fn visible_run(
     Ok(run)
 }
 
-/// `GET /api/requests/{id}` → the RunRecord.
+#[derive(Debug, Deserialize)]
+struct GetQuery {
+    #[serde(default)]
+    tree: Option<String>,
+}
+
+/// `GET /api/requests/{id}[?tree=true]` → the RunRecord; with `tree`, also `children`: the
+/// runs it started (subagents, workflow nodes), recursively, oldest first.
 pub(crate) async fn get_request(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
-) -> Result<Json<RunRecord>, ApiError> {
-    let run = visible_run(&state.runtime, &principal, &RequestId::from(id)).await?;
-    Ok(Json(run))
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let query: GetQuery = parse_query(query.as_deref())?;
+    let id = RequestId::from(id);
+    let run = visible_run(&state.runtime, &principal, &id).await?;
+    let json = |value: serde_json::Result<Value>| {
+        value
+            .map(Json)
+            .map_err(|e| ApiError::Internal(e.to_string()))
+    };
+    if query.tree.as_deref() != Some("true") {
+        return json(serde_json::to_value(run));
+    }
+    let tree = state
+        .runtime
+        .run_tree(&id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| ApiError::ResourceNotFound(format!("no request `{id}`")))?;
+    json(serde_json::to_value(tree))
 }
 
 /// `POST /api/requests/{id}/cancel` → `{cancelled}` (whether a live run was signalled; a

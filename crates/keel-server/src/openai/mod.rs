@@ -32,13 +32,22 @@ use crate::ApiError;
 use crate::requests::{start_run, wait_for};
 use crate::state::{AppState, Principal};
 
-/// `GET /v1/models`: every agent of the workspace, as an OpenAI model.
+/// `GET /v1/models`: every agent of the workspace, and every workflow as
+/// `workflow/<name>`, as an OpenAI model.
 pub(crate) async fn models(State(state): State<AppState>) -> Json<Value> {
     let data: Vec<Value> = state
         .runtime
         .workspace()
         .agents
         .keys()
+        .cloned()
+        .chain(
+            state
+                .runtime
+                .workflows()
+                .keys()
+                .map(|name| format!("{}{name}", keel::types::WORKFLOW_PREFIX)),
+        )
         .map(|name| json!({ "id": name, "object": "model", "created": 0, "owned_by": "keel" }))
         .collect();
     Json(json!({ "object": "list", "data": data }))
@@ -106,16 +115,28 @@ pub(crate) async fn chat_completions(
             message: format!("invalid request body: {e}"),
             param: None,
         })?;
-    if !state
-        .runtime
-        .workspace()
-        .agents
-        .contains_key(&request.model)
+    let workflow = request
+        .model
+        .strip_prefix(keel::types::WORKFLOW_PREFIX)
+        .filter(|name| state.runtime.workflows().contains_key(*name));
+    if workflow.is_none()
+        && !state
+            .runtime
+            .workspace()
+            .agents
+            .contains_key(&request.model)
     {
         return Err(ApiError::ModelNotFound(request.model));
     }
     let keel = KeelOptions::from_headers(&headers)?;
     let (input, history) = map_messages(&request.messages, keel.session.is_some())?;
+    if workflow.is_some() && !history.is_empty() {
+        return Err(ApiError::BadRequest {
+            message: "a workflow model takes one user message, its input (no earlier messages)"
+                .into(),
+            param: Some("messages"),
+        });
+    }
     let options = RequestOptions {
         input,
         history,

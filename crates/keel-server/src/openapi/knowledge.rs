@@ -1,16 +1,35 @@
-//! The route table's rows of what agents know: skills (`/api/skills…`) and memory
-//! (`/api/memory…`), operator keys.
+//! The route table's rows of what agents know and do: skills (`/api/skills…`), workflows
+//! (`/api/workflows…`) and memory (`/api/memory…`), operator keys.
 
 use axum::http::Method;
 use axum::routing;
 
 use super::{Accepts, Access, Route, SKILL_NAME, param, route, schema};
-use crate::{memory, skills};
+use crate::{memory, skills, workflows};
 
-/// The `/api/skills…` and `/api/memory…` routes.
+/// The `/api/skills…`, `/api/workflows…` and `/api/memory…` routes.
 pub(super) fn routes() -> Vec<Route> {
     use Access::Operator;
     vec![
+        route(
+            Method::GET,
+            "/api/workflows",
+            Operator,
+            "The workspace's workflows",
+            "`{data: [{name, description, nodes, phases}]}`",
+            || routing::get(workflows::list_workflows),
+        ),
+        Route {
+            path_param: Accepts::Text,
+            ..route(
+                Method::GET,
+                "/api/workflows/{name}",
+                Operator,
+                "A workflow: its nodes, edges and phases, and its graph as a Mermaid flowchart",
+                "`{name, spec, mermaid}`",
+                || routing::get(workflows::get_workflow),
+            )
+        },
         Route {
             query: const {
                 &[param(

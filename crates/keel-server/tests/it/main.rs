@@ -307,3 +307,4 @@ mod session_ids;
 mod slow_clients;
 mod socket;
 mod wire;
+mod workflows;
