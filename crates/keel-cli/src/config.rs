@@ -10,8 +10,12 @@ use crate::out;
 
 pub fn validate(root: &Path) -> Result<(), CliError> {
     let ws = Workspace::load(root)?;
+    let workflows = match ws.workflows.len() {
+        0 => String::new(),
+        n => format!(", {n} workflow(s)"),
+    };
     out::line(&format!(
-        "ok: {} agent(s), {} model(s), {} tool(s) in {}",
+        "ok: {} agent(s), {} model(s), {} tool(s){workflows} in {}",
         ws.agents.len(),
         ws.models.len(),
         ws.tools.len(),

@@ -29,6 +29,10 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../../../examples/quickstart/config/tools.yaml"),
     ),
     (
+        "config/workflows.yaml",
+        include_str!("../../../examples/quickstart/config/workflows.yaml"),
+    ),
+    (
         "resources/scripts/offline.yaml",
         include_str!("../../../examples/quickstart/resources/scripts/offline.yaml"),
     ),

@@ -90,6 +90,11 @@ pub(crate) async fn wait_for(handle: RunHandle, ticket: Ticket) -> Result<RunRes
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+// A workflow run is neither an agent's nor a session's turn.
+#[schemars(extend("not" = {"anyOf": [
+    {"required": ["agent", "workflow"]},
+    {"required": ["sessionId", "workflow"]}
+]}))]
 pub(crate) struct CreateRequest {
     input: String,
     #[serde(default)]

@@ -161,9 +161,11 @@ pub struct RunRecord {
 
 impl RunRecord {
     /// The workflow this run executes, when it is a workflow run (its `agent` is
-    /// `workflow/<name>`).
+    /// `workflow/<name>`; a tool node's call runs as `workflow/<name>/<node>`, which is not).
     pub fn workflow(&self) -> Option<&str> {
-        self.agent.strip_prefix(WORKFLOW_PREFIX)
+        self.agent
+            .strip_prefix(WORKFLOW_PREFIX)
+            .filter(|name| !name.contains('/'))
     }
 
     /// A new `running` run started now.

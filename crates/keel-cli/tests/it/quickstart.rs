@@ -110,10 +110,39 @@ fn init_creates_a_valid_workspace_and_refuses_to_overwrite() {
     assert_eq!(created.code, Some(0), "{}", created.stderr);
     let valid = keel_at(&dir.join("agents")).run(["validate"]);
     assert_eq!(valid.code, Some(0), "{}", valid.stderr);
-    assert!(valid.stdout.starts_with("ok: 1 agent(s)"));
+    assert!(
+        valid
+            .stdout
+            .starts_with("ok: 2 agent(s), 1 model(s), 1 tool(s), 1 workflow(s)"),
+        "{}",
+        valid.stdout
+    );
+    // The example workflow runs offline: a map over a command tool, a typed verdict, a branch.
+    let inside = keel_at(&dir.join("agents"));
+    let reviewed = inside.run([
+        "workflows",
+        "run",
+        "notes-review",
+        "--input",
+        r#"{"files": ["notes/ideas.md"]}"#,
+    ]);
+    assert_eq!(reviewed.code, Some(0), "{}", reviewed.stderr);
+    let output: Value = serde_json::from_str(reviewed.stdout.trim()).unwrap();
+    assert_eq!(output["review"]["verdict"], "ready", "{output}");
+    let runs = inside.json_lines(["runs", "list", "--json"]);
+    let workflow_run = runs
+        .iter()
+        .find(|r| r["agent"] == "workflow/notes-review")
+        .unwrap();
+    let id = workflow_run["requestId"].as_str().unwrap();
+    let events = inside.json_lines(["runs", "events", id, "--json"]);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "runtime.workflow.node.skipped" && e["node"] == "revise")
+    );
     let again = keel.run(["init", "agents"]);
     // The example skill is there, valid, and works once the agent is given it.
-    let inside = keel_at(&dir.join("agents"));
     let skills = inside.run(["skills", "validate"]);
     assert_eq!(skills.code, Some(0), "{}", skills.stderr);
     assert!(
@@ -216,7 +245,7 @@ fn an_unknown_agent_is_a_usage_error() {
     assert!(
         output
             .stderr
-            .contains("unknown agent `nobody` (agents: assistant)"),
+            .contains("unknown agent `nobody` (agents: assistant, reviewer)"),
         "{}",
         output.stderr
     );

@@ -513,7 +513,7 @@ impl Kernel {
     }
 
     /// A tool node's call: a direct call in a child run, governed like any call, under the
-    /// workflow's name (`workflow/<name>`: policies may name it in `agents`). A call an
+    /// name `workflow/<name>/<node>` (policies may name it in `agents`). A call an
     /// interrupted process left without a result is not made again: its outcome is unknown
     /// (the node's `retry` makes a new one).
     async fn node_call(
@@ -553,7 +553,13 @@ impl Kernel {
             tool_call.name,
             crate::redact::recorded_arguments(&tool_call)
         );
-        let mut record = RunRecord::new(RequestId::generate(), None, parent.agent.clone(), input);
+        // Named after the workflow and the node, so policies can govern a node's calls.
+        let node = call
+            .strip_prefix("node:")
+            .and_then(|key| key.split('#').next())
+            .unwrap_or(call);
+        let agent = format!("{}/{node}", parent.agent);
+        let mut record = RunRecord::new(RequestId::generate(), None, agent, input);
         record.owner = parent.owner.clone();
         record.links = Self::child_links(parent, call);
         self.store().create_run(&record).await?;
