@@ -355,6 +355,10 @@ async fn show(store: &SqliteStore, id: &RequestId, json: bool) -> Result<(), Cli
     if let Some(output) = &run.output {
         out::line(&format!("output:    {output}"));
     }
+    if let Some(parent) = &run.links.parent_id {
+        let call = run.links.parent_call.as_deref().unwrap_or("?");
+        out::line(&format!("parent:    {parent} ({call})"));
+    }
     if let Some(error) = &run.error {
         out::line(&format!(
             "error:     {} ({})",

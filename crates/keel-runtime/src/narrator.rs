@@ -208,6 +208,39 @@ impl Narrator {
                 from_request_id,
                 at_seq,
             } => format!("Forked from {from_request_id} at event {at_seq}."),
+            EventPayload::Adapter {
+                event: AdapterEvent::Handoff { agent, .. },
+            } => format!("Delegating to {agent}…"),
+            EventPayload::OutputRejected {
+                attempt, issues, ..
+            } => format!(
+                "The answer does not match the output schema ({} issue(s)); asking again (attempt {}).",
+                issues.len(),
+                attempt + 1
+            ),
+            EventPayload::WorkflowStarted(started) => {
+                format!("Running workflow {}…", started.workflow)
+            }
+            EventPayload::NodeStarted(started) => match started.key.item {
+                Some(item) => format!("Node {} item {item} ({})…", started.node, started.kind),
+                None => format!("Node {} ({})…", started.node, started.kind),
+            },
+            EventPayload::NodeFailed(failed) => format!(
+                "Node {} failed: {}{}",
+                failed.node,
+                failed.error,
+                if failed.will_retry { " (retrying)" } else { "" }
+            ),
+            EventPayload::NodeSkipped(skipped) => format!("Skipped {}.", skipped.node),
+            EventPayload::WorkflowFailed(failed) => {
+                format!("Workflow {} failed: {}", failed.workflow, failed.error)
+            }
+            EventPayload::PhaseVerified(phase) => format!("Phase {} verified.", phase.phase),
+            EventPayload::PhaseBlocked(phase) => format!(
+                "Phase {} blocked: {}",
+                phase.phase,
+                phase.reason.as_deref().unwrap_or("its gate refused")
+            ),
             _ => return None,
         };
         Some(line)

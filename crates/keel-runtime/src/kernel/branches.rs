@@ -21,6 +21,7 @@ impl Kernel {
         self.accepting()?;
         let store = &self.inner.services.store;
         let original = self.existing_run(id).await?;
+        agent_run_only(&original, "forked")?;
         let events = store.events(id, 0).await?;
         let last = events.iter().map(|e| e.seq).max().unwrap_or(0);
         // The end of the log; an interruption followed by a resume is not an end.
@@ -89,6 +90,7 @@ impl Kernel {
         self.accepting()?;
         let store = &self.inner.services.store;
         let original = self.existing_run(id).await?;
+        agent_run_only(&original, "replayed")?;
         let events = store.events(id, 0).await?;
         let agent = self.agent(&original.agent)?;
         let provider: Arc<dyn ModelProvider> = Arc::new(ReplayProvider::from_events(&events));
@@ -122,5 +124,17 @@ impl Kernel {
         let a = store.events(original, 0).await?;
         let b = store.events(new, 0).await?;
         Ok(diverge(&a, &b))
+    }
+}
+
+/// Fork and replay re-run an agent's model rounds: a workflow run has none (resume or retry
+/// it instead).
+fn agent_run_only(run: &RunRecord, verb: &str) -> Result<(), RuntimeError> {
+    match run.workflow() {
+        Some(name) => Err(RuntimeError::InvalidInput(format!(
+            "run `{}` is a run of workflow `{name}` and cannot be {verb}; resume or retry it",
+            run.request_id
+        ))),
+        None => Ok(()),
     }
 }
