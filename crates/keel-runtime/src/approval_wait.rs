@@ -23,6 +23,20 @@ pub(crate) async fn pending(
         .find(|a| &a.request_id == request_id && a.call_id.as_deref() == Some(call_id)))
 }
 
+/// The approval run `request_id` asked for call `call_id`, whatever its status (newest
+/// first): a decision made while the run's process was down still counts.
+pub(crate) async fn asked(
+    store: &dyn RunStore,
+    request_id: &RequestId,
+    call_id: &str,
+) -> Result<Option<ApprovalRecord>, StoreError> {
+    Ok(store
+        .list_approvals(None)
+        .await?
+        .into_iter()
+        .find(|a| &a.request_id == request_id && a.call_id.as_deref() == Some(call_id)))
+}
+
 /// Waits until approval `id` is decided; after `timeout` it expires (unless someone decided
 /// at the last moment). Returns the decided record.
 pub(crate) async fn decision(

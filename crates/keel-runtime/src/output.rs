@@ -54,6 +54,17 @@ pub(crate) fn check(schema: &Value, text: &str) -> Result<Value, Vec<Issue>> {
     }
 }
 
+/// Where `value` first fails `schema`, as ` at `/path`: message` (empty path: `: message`);
+/// `None` when it is valid.
+pub(crate) fn mismatch(schema: &Value, value: &Value) -> Option<String> {
+    let issues = keel_tools::gateway::schema_issues(schema, value);
+    let first = issues.first()?;
+    Some(match first.path.is_empty() {
+        true => format!(": {}", first.message),
+        false => format!(" at `{}`: {}", first.path, first.message),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -181,3 +181,17 @@ pub fn transcript(messages: &[serde_json::Value]) -> Vec<String> {
         })
         .collect()
 }
+
+/// The first pending approval, once there is one.
+pub async fn pending_approval(runtime: &Runtime) -> keel::ApprovalRecord {
+    loop {
+        let pending = runtime
+            .list_approvals(Some(keel::ApprovalStatus::Pending))
+            .await
+            .unwrap();
+        if let Some(approval) = pending.into_iter().next() {
+            return approval;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

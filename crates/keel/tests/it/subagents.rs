@@ -4,12 +4,12 @@
 //! agent with `output.schema` is asked again until its answer matches.
 
 use keel::types::{AdapterEvent, ErrorCode, EventPayload, FinishReason};
-use keel::{ApprovalStatus, RequestOptions, RunStatus, Runtime};
+use keel::{RequestOptions, RunStatus, Runtime};
 use keel_test_support::process::{alive, read_pid, wait_gone};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall, OPENAI_MOCK_MODEL, WorkspaceBuilder};
 use serde_json::{Value, json};
 
-use crate::common::{assert_well_formed, types};
+use crate::common::{self, assert_well_formed, types};
 
 /// The system prompt of a recorded model request.
 fn system(messages: &[Value]) -> String {
@@ -363,16 +363,7 @@ async fn a_childs_approval_names_the_root_request() {
         .await
         .unwrap();
     let root = handle.request_id().clone();
-    let pending = loop {
-        let pending = runtime
-            .list_approvals(Some(ApprovalStatus::Pending))
-            .await
-            .unwrap();
-        if let Some(approval) = pending.into_iter().next() {
-            break approval;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let pending = common::pending_approval(&runtime).await;
     assert_ne!(pending.request_id, root, "the child asks");
     assert_eq!(pending.root_request_id.as_ref(), Some(&root));
     runtime

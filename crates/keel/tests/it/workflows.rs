@@ -3,25 +3,12 @@
 //! written once per node; spec-driven phases with gates; loops with a bound.
 
 use keel::types::EventPayload;
-use keel::{ApprovalScope, ApprovalStatus, RunStatus, Runtime};
+use keel::{ApprovalScope, RunStatus, Runtime};
 use keel_test_support::workflows::triage_workspace;
 use keel_test_support::{MockLlm, MockResponse, OPENAI_MOCK_MODEL, WorkspaceBuilder};
 use serde_json::json;
 
-use crate::common::{assert_well_formed, types};
-
-async fn pending_approval(runtime: &Runtime) -> keel::ApprovalRecord {
-    loop {
-        let pending = runtime
-            .list_approvals(Some(ApprovalStatus::Pending))
-            .await
-            .unwrap();
-        if let Some(approval) = pending.into_iter().next() {
-            return approval;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
+use crate::common::{self, assert_well_formed, types};
 
 #[tokio::test]
 async fn a_workflow_maps_branches_waits_for_approval_and_nests() {
@@ -35,7 +22,7 @@ async fn a_workflow_maps_branches_waits_for_approval_and_nests() {
         .unwrap();
     let id = handle.request_id().clone();
 
-    let approval = pending_approval(&runtime).await;
+    let approval = common::pending_approval(&runtime).await;
     assert_eq!(approval.request_id, id);
     assert_eq!(
         approval.ask_reason.as_deref(),

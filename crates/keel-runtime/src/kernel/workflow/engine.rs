@@ -465,14 +465,16 @@ impl Engine {
                 }
             }
         };
-        if let Some(schema) = self.spec.output.as_ref().and_then(|o| o.schema.as_ref()) {
-            let issues = keel_tools::gateway::schema_issues(schema, &output);
-            if let Some(first) = issues.first() {
-                return Err(Failure::failed(format!(
-                    "the workflow's output does not match `output.schema` at `{}`: {}",
-                    first.path, first.message
-                )));
-            }
+        if let Some(mismatch) = self
+            .spec
+            .output
+            .as_ref()
+            .and_then(|o| o.schema.as_ref())
+            .and_then(|schema| crate::output::mismatch(schema, &output))
+        {
+            return Err(Failure::failed(format!(
+                "the workflow's output does not match `output.schema`{mismatch}"
+            )));
         }
         Ok(output)
     }

@@ -91,15 +91,9 @@ fn parse_input(name: &str, spec: &WorkflowSpec, input: &str) -> Result<Value, Ru
             RuntimeError::InvalidInput(format!("the input of workflow `{name}` must be JSON ({e})"))
         })?,
     };
-    let issues = keel_tools::gateway::schema_issues(schema, &value);
-    if let Some(first) = issues.first() {
-        let at = match first.path.is_empty() {
-            true => String::new(),
-            false => format!(" at `{}`", first.path),
-        };
+    if let Some(mismatch) = crate::output::mismatch(schema, &value) {
         return Err(RuntimeError::InvalidInput(format!(
-            "the input of workflow `{name}` does not match its schema{at}: {}",
-            first.message
+            "the input of workflow `{name}` does not match its schema{mismatch}"
         )));
     }
     Ok(value)

@@ -195,9 +195,7 @@ impl Engine {
                 let record = self
                     .follow(id, node.kind, key, attempt, input, child)
                     .await?;
-                Ok(record
-                    .value
-                    .unwrap_or_else(|| Value::String(record.output.unwrap_or_default())))
+                Ok(answer(record))
             }
             NodeKind::Tool => {
                 let arguments = node
@@ -220,14 +218,14 @@ impl Engine {
                     .await?;
                 let text = record.output.unwrap_or_default();
                 let output = serde_json::from_str(&text).unwrap_or(Value::String(text));
-                if let Some(schema) = node.output.as_ref().map(|o| &o.schema) {
-                    let issues = keel_tools::gateway::schema_issues(schema, &output);
-                    if let Some(first) = issues.first() {
-                        return Err(Failure::failed(format!(
-                            "the tool's output does not match the node's `output.schema` at `{}`: {}",
-                            first.path, first.message
-                        )));
-                    }
+                if let Some(mismatch) = node
+                    .output
+                    .as_ref()
+                    .and_then(|o| crate::output::mismatch(&o.schema, &output))
+                {
+                    return Err(Failure::failed(format!(
+                        "the tool's output does not match the node's `output.schema`{mismatch}"
+                    )));
                 }
                 Ok(output)
             }
@@ -245,9 +243,7 @@ impl Engine {
                 let record = self
                     .follow(id, node.kind, key, attempt, input, child)
                     .await?;
-                Ok(record
-                    .value
-                    .unwrap_or_else(|| Value::String(record.output.unwrap_or_default())))
+                Ok(answer(record))
             }
             NodeKind::Approval => {
                 let message = node
@@ -410,8 +406,21 @@ impl Engine {
     ) -> Result<ApprovalRecord, Failure> {
         let store = self.kernel.store();
         let record = self.record();
+        // Asked before this process: waited on again, or taken as decided while it was down.
         let existing =
-            crate::approval_wait::pending(store.as_ref(), &record.request_id, call_id).await?;
+            crate::approval_wait::asked(store.as_ref(), &record.request_id, call_id).await?;
+        if let Some(decided) = existing
+            .as_ref()
+            .filter(|a| a.status != ApprovalStatus::Pending)
+        {
+            self.emitter.emit(EventPayload::ApprovalResolved {
+                approval_id: decided.approval_id.clone(),
+                status: decided.status,
+                decided_by: decided.decided_by.clone(),
+                reason: decided.decision_reason.clone(),
+            })?;
+            return Ok(decided.clone());
+        }
         let fresh = existing.is_none();
         let approval = existing.unwrap_or_else(|| ApprovalRecord {
             approval_id: keel_types::new_id("apr"),
@@ -469,6 +478,13 @@ impl Engine {
         })?;
         Ok(decided)
     }
+}
+
+/// What a completed child run gives its node: its structured output, else its answer.
+fn answer(record: RunRecord) -> Value {
+    record
+        .value
+        .unwrap_or_else(|| Value::String(record.output.unwrap_or_default()))
 }
 
 /// A kernel error starting a child, as a node failure.
