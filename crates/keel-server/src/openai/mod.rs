@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 pub(crate) use wire::ChatRequest;
 
 use self::messages::map_messages;
-use self::stream::stream_response;
+use self::stream::{StreamOptions, stream_response};
 use self::wire::Completion;
 use crate::ApiError;
 use crate::requests::{start_run, wait_for};
@@ -118,7 +118,8 @@ pub(crate) async fn chat_completions(
     let workflow = request
         .model
         .strip_prefix(keel::types::WORKFLOW_PREFIX)
-        .filter(|name| state.runtime.workflows().contains_key(*name));
+        .filter(|name| state.runtime.workflows().contains_key(*name))
+        .map(str::to_owned);
     if workflow.is_none()
         && !state
             .runtime
@@ -156,12 +157,22 @@ pub(crate) async fn chat_completions(
             .stream_options
             .and_then(|o| o.include_usage)
             .unwrap_or(false);
+        let whole_answer = workflow.is_some()
+            || state
+                .runtime
+                .workspace()
+                .agents
+                .get(&completion.model)
+                .is_some_and(|agent| agent.output.is_some());
         Ok(stream_response(
             completion,
             handle,
             ticket,
-            include_usage,
-            keel.progress,
+            StreamOptions {
+                include_usage,
+                progress: keel.progress,
+                whole_answer,
+            },
         ))
     } else {
         let response = wait_for(handle, ticket).await?;

@@ -103,15 +103,14 @@ async fn pump(
     ticket: Ticket,
     shared: Arc<Shared>,
     completion: Arc<Completion>,
-    include_usage: bool,
-    progress: bool,
+    options: StreamOptions,
 ) {
     while let Some(event) = handle.next_event().await {
         match &event.payload {
             EventPayload::Adapter {
                 event: AdapterEvent::OutputDelta { text, .. },
-            } if !text.is_empty() => shared.push(Item::Text(text.clone())),
-            payload if progress && is_progress(payload) => {
+            } if !text.is_empty() && !options.whole_answer => shared.push(Item::Text(text.clone())),
+            payload if options.progress && is_progress(payload) => {
                 shared.push(Item::Frame(progress_frame(&event)));
             }
             _ => {}
@@ -119,7 +118,28 @@ async fn pump(
     }
     let response = handle.wait().await;
     drop(ticket);
-    shared.close(closing_frames(&completion, response, include_usage));
+    if options.whole_answer
+        && let Ok(RunResponse {
+            output: Some(output),
+            ..
+        }) = &response
+    {
+        shared.push(Item::Text(output.clone()));
+    }
+    shared.close(closing_frames(&completion, response, options.include_usage));
+}
+
+/// How a facade stream is made.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StreamOptions {
+    /// A usage chunk before `[DONE]` (`stream_options.include_usage`).
+    pub include_usage: bool,
+    /// Keel progress events too (`X-Keel-Progress`).
+    pub progress: bool,
+    /// Send the answer in one piece at the end instead of as it streams: for a structured
+    /// output (an answer the model is asked to correct must not reach the client) and for a
+    /// workflow (whose answer is its result, not a model's text).
+    pub whole_answer: bool,
 }
 
 /// The Keel events an opted-in stream carries: narration, tool progress, approvals and
@@ -237,8 +257,7 @@ pub(super) fn stream_response(
     completion: Completion,
     handle: RunHandle,
     ticket: Ticket,
-    include_usage: bool,
-    progress: bool,
+    options: StreamOptions,
 ) -> Response {
     let completion = Arc::new(completion);
     let first = completion.chunk(json!({ "role": "assistant", "content": "" }), None);
@@ -257,14 +276,7 @@ pub(super) fn stream_response(
         guard: Some(handle.cancel_token().drop_guard()),
         finished: false,
     };
-    tokio::spawn(pump(
-        handle,
-        ticket,
-        shared,
-        completion,
-        include_usage,
-        progress,
-    ));
+    tokio::spawn(pump(handle, ticket, shared, completion, options));
     sse_response(futures_util::stream::unfold(
         streaming,
         |mut streaming| async move {

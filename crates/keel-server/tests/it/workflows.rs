@@ -78,8 +78,23 @@ async fn workflows_are_models_routes_and_requests() {
         completion["choices"][0]["message"]["content"],
         r#"{"recorded":true}"#
     );
+    // Streamed, the result comes whole before the finish chunk.
+    let streamed = json!({"model": "workflow/notify", "stream": true, "messages": [{"role": "user", "content": r#"{"ticket": "T-5"}"#}]});
+    let (status, _, bytes) = send(
+        app.clone(),
+        request_with("POST", "/v1/chat/completions", None, Some(&streamed)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let body = String::from_utf8(bytes).unwrap();
+    assert!(
+        body.contains(r#""content":"{\"recorded\":true}""#),
+        "{body}"
+    );
+    assert!(body.trim_end().ends_with("data: [DONE]"), "{body}");
     let effects = std::fs::read_to_string(ws.join("effects.log")).unwrap();
     assert!(effects.contains("notify T-4"), "{effects}");
+    assert!(effects.contains("notify T-5"), "{effects}");
 }
 
 #[tokio::test]
@@ -131,4 +146,27 @@ async fn bad_workflow_requests_are_refused_with_what_is_wrong() {
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_streamed_structured_answer_carries_only_the_answer_that_matched() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["Probably ", "low."]));
+    mock.push(MockResponse::text([r#"{"severity": "low"}"#]));
+    let ws = triage_workspace(&mock.base_url()).build();
+    let app = app(&ws);
+    let streamed = json!({"model": "classifier", "stream": true, "messages": [{"role": "user", "content": "Classify T-6"}]});
+    let (status, _, bytes) = send(
+        app.clone(),
+        request_with("POST", "/v1/chat/completions", None, Some(&streamed)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let body = String::from_utf8(bytes).unwrap();
+    assert!(
+        !body.contains("Probably"),
+        "a rejected answer leaked: {body}"
+    );
+    assert!(body.contains(r#"{\"severity\": \"low\"}"#), "{body}");
+    assert_eq!(mock.request_count(), 2);
 }
