@@ -179,6 +179,11 @@ impl Kernel {
         &self.inner.services
     }
 
+    /// What every run shares, to hold (a workflow's tool calls).
+    pub(crate) fn shared_services(&self) -> Arc<Services> {
+        self.inner.services.clone()
+    }
+
     /// Providers by `Model` document name.
     pub(crate) fn models(&self) -> &HashMap<String, Result<Arc<dyn ModelProvider>, String>> {
         &self.inner.models
@@ -507,7 +512,7 @@ impl Kernel {
             .then(|| (launch.record.clone(), launch.metadata.clone()));
         let (tx, rx) = mpsc::unbounded_channel();
         let emitter = Emitter::new(&self.inner.pipeline, &launch.record, last_seq, Some(tx));
-        let run = AgentRun::new(self.inner.services.clone(), emitter, launch);
+        let run = AgentRun::new(self.inner.services.clone(), Arc::new(emitter), launch);
         let cancel = CancellationToken::new();
         let interrupt = CancellationToken::new();
         self.track(&request_id, &cancel, &interrupt);

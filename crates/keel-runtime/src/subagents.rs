@@ -38,6 +38,9 @@ pub(crate) struct ChildRequest {
     /// The child's depth (the request's own run has depth 0).
     pub depth: u32,
     pub metadata: std::collections::BTreeMap<String, String>,
+    /// The parent continues after an interruption: it may have started this child before
+    /// (looked up by `call` then; otherwise no lookup is made).
+    pub resumed: bool,
 }
 
 /// How the agent loop starts child runs: implemented by the kernel.

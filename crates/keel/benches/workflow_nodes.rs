@@ -6,9 +6,9 @@
 //!   (create the run, guard, govern, execute, 6 events, the record) plus the workflow's node
 //!   events. The tool is in-process and does nothing, so what is measured is Keel.
 //! - **per subagent call**: an agent on a scripted model that calls `task` 16 times in one
-//!   answer; each child is an agent run on the same scripted model answering at once. The
-//!   delegation's own cost is that per-call CPU minus the CPU of running the child agent by
-//!   itself (measured alongside).
+//!   answer (4 such runs a round); each child is an agent run on the same scripted model
+//!   answering at once. The delegation's own cost is that per-call CPU minus the CPU of
+//!   running the child agent by itself, one at a time (measured alongside).
 //!
 //! Reports the median over rounds of CPU time (user + system, this process) per node / call.
 //!
@@ -34,6 +34,8 @@ use serde_json::{Value, json};
 
 const NODES: usize = 100;
 const CALLS: usize = 16;
+/// Lead runs per round (each makes `CALLS` task calls).
+const LEADS: usize = 4;
 
 /// A tool that does nothing, in-process.
 struct Noop(ToolSpec);
@@ -51,17 +53,17 @@ impl Tool for Noop {
     }
 }
 
+/// User + system CPU time of this process (getrusage: microsecond resolution, where
+/// /proc's clock ticks are 10 ms).
+#[allow(unsafe_code)]
 fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    let utime: u64 = fields[11].parse().unwrap();
-    let stime: u64 = fields[12].parse().unwrap();
-    Duration::from_millis((utime + stime) * 10)
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a zeroed rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    assert_eq!(rc, 0);
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
 }
 
 fn bench_parent() -> PathBuf {
@@ -172,17 +174,23 @@ fn main() {
             let (cpu, wall) = timed(workflow("fan", items.clone())).await;
             fan_cpu.push(per(cpu, NODES));
             fan_wall.push(per(wall, NODES));
-            let (cpu, wall) = timed(agent("lead", "delegate")).await;
-            task_cpu.push(per(cpu, CALLS));
-            task_wall.push(per(wall, CALLS));
+            let (cpu, wall) = timed(async {
+                for _ in 0..LEADS {
+                    assert_eq!(agent("lead", "delegate").await, RunStatus::Completed);
+                }
+                RunStatus::Completed
+            })
+            .await;
+            task_cpu.push(per(cpu, CALLS * LEADS));
+            task_wall.push(per(wall, CALLS * LEADS));
             let (cpu, _) = timed(async {
-                for _ in 0..CALLS {
+                for _ in 0..CALLS * LEADS {
                     assert_eq!(agent("helper", "sub task").await, RunStatus::Completed);
                 }
                 RunStatus::Completed
             })
             .await;
-            child_cpu.push(per(cpu, CALLS));
+            child_cpu.push(per(cpu, CALLS * LEADS));
         }
         println!("workflow_nodes: {rounds} rounds, median per node / call (ms)");
         println!(
@@ -197,7 +205,7 @@ fn main() {
         );
         let (task, child) = (median(task_cpu), median(child_cpu));
         println!(
-            "  {CALLS} parallel task calls: {task:.3} ms CPU/call ({:.3} ms wall/call); the child agent run alone: {child:.3} ms CPU; delegation overhead: {:.3} ms CPU/call",
+            "  {CALLS} parallel task calls (x{LEADS}): {task:.3} ms CPU/call ({:.3} ms wall/call); the child agent run alone: {child:.3} ms CPU; delegation overhead: {:.3} ms CPU/call",
             median(task_wall),
             task - child
         );

@@ -43,6 +43,7 @@ impl AgentRun {
             narrowing,
             depth: self.depth + 1,
             metadata: (*self.tool_ctx.metadata).clone(),
+            resumed: matches!(self.start, super::Start::Resumed { .. }),
         };
         let child = match self.services.delegate.delegate(request).await {
             Ok(child) => child,

@@ -223,6 +223,10 @@ impl AgentRun {
 
     /// Records a status change of the run (waiting for approval and back) in the store.
     async fn set_status(&mut self, status: RunStatus) -> Result<(), StoreError> {
+        // An embedded call's run (a workflow's) keeps its own status.
+        if self.embedded {
+            return Ok(());
+        }
         self.record.status = status;
         self.record.event_count = self.emitter.count();
         self.services.store.update_run(&self.record).await

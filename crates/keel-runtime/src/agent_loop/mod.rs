@@ -28,6 +28,7 @@ use keel_workspace::{AgentSpec, Workspace};
 use tokio_util::sync::CancellationToken;
 
 mod delegation;
+mod embedded;
 mod govern;
 mod model;
 mod structured;
@@ -38,6 +39,7 @@ use crate::governance::Governance;
 use crate::handle::RunResponse;
 use crate::rebuild::{PendingCall, Rebuilt};
 use crate::skills::{SkillCache, SkillPrompt};
+pub(crate) use embedded::embedded_call;
 use model::{Answer, RoundError};
 use structured::Structured;
 
@@ -138,7 +140,7 @@ pub(crate) enum Start {
 /// One run in progress.
 pub(crate) struct AgentRun {
     services: Arc<Services>,
-    emitter: Emitter,
+    emitter: Arc<Emitter>,
     provider: Arc<dyn ModelProvider>,
     agent: AgentSpec,
     /// Whether model answers are streamed (the model document's `stream`).
@@ -187,6 +189,9 @@ pub(crate) struct AgentRun {
     interrupt: CancellationToken,
     /// What this run's children used, counted into its own usage after each tool round.
     delegated: std::sync::Mutex<Usage>,
+    /// A tool call made inside another run (a workflow's tool node): its events go to that
+    /// run's log, and that run keeps its own record and status.
+    embedded: bool,
 }
 
 /// How the loop ended, before the terminal event is written.
@@ -225,7 +230,7 @@ impl End {
 
 impl AgentRun {
     /// A run ready to execute, its prompt assembled.
-    pub(crate) fn new(services: Arc<Services>, emitter: Emitter, launch: Launch) -> Self {
+    pub(crate) fn new(services: Arc<Services>, emitter: Arc<Emitter>, launch: Launch) -> Self {
         let Launch {
             record,
             agent,
@@ -291,6 +296,7 @@ impl AgentRun {
             depth,
             interrupt: CancellationToken::new(),
             delegated: std::sync::Mutex::new(Usage::default()),
+            embedded: false,
             services,
         };
         run.assemble_prompt(skills.messages, memory.messages, history);

@@ -332,8 +332,9 @@ impl AgentRun {
             }
         };
         let ok = error.is_none();
-        // The model sees what the gateway changed, so it can send it right next time.
-        if let Some(note) = verdict.repair_note() {
+        // The model sees what the gateway changed, so it can send it right next time (a
+        // workflow node reads the output itself; its guard event records the repairs).
+        if let Some(note) = verdict.repair_note().filter(|_| !self.embedded) {
             output.push_str("\n[");
             output.push_str(&note);
             output.push(']');

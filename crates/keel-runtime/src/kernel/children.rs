@@ -28,15 +28,13 @@ impl Delegate for KernelRef {
 impl Kernel {
     /// Starts the child run for a parent's call, or picks up the one it had started.
     pub(crate) async fn start_child(&self, child: ChildRequest) -> Result<Child, RuntimeError> {
-        let store = self.store();
-        let earlier = store
-            .list_runs(&RunFilter {
-                parent: Some(child.parent.request_id.clone()),
-                ..RunFilter::default()
-            })
-            .await?
-            .into_iter()
-            .find(|run| run.links.parent_call.as_deref() == Some(child.call.as_str()));
+        let earlier = match child.resumed {
+            true => {
+                self.earlier_child(&child.parent.request_id, &child.call)
+                    .await?
+            }
+            false => None,
+        };
         if let Some(earlier) = earlier {
             return match earlier.status {
                 RunStatus::Interrupted => Ok(Child::Live(self.resume(&earlier.request_id).await?)),
@@ -83,6 +81,23 @@ impl Kernel {
             ..Origin::default()
         };
         Ok(Child::Live(self.start_run(options, origin).await?))
+    }
+
+    /// The child run `parent` started for `call`, if it started one.
+    pub(super) async fn earlier_child(
+        &self,
+        parent: &keel_types::RequestId,
+        call: &str,
+    ) -> Result<Option<RunRecord>, RuntimeError> {
+        Ok(self
+            .store()
+            .list_runs(&RunFilter {
+                parent: Some(parent.clone()),
+                ..RunFilter::default()
+            })
+            .await?
+            .into_iter()
+            .find(|run| run.links.parent_call.as_deref() == Some(call)))
     }
 
     /// A run's depth and the narrowing layers its ancestors impose, from their records and

@@ -10,8 +10,8 @@
 //! loop still wanting to go on after its bound fails the run. With phases, a phase's nodes
 //! wait until every earlier phase was verified by its gate.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use futures_util::StreamExt;
@@ -98,7 +98,7 @@ enum End {
 /// One workflow run in progress.
 pub(super) struct Engine {
     pub(super) kernel: Kernel,
-    pub(super) emitter: Emitter,
+    pub(super) emitter: Arc<Emitter>,
     /// The run's record, updated as its status changes.
     pub(super) record: Mutex<RunRecord>,
     pub(super) name: String,
@@ -122,7 +122,12 @@ pub(super) struct Engine {
 }
 
 impl Engine {
-    pub(super) fn new(kernel: Kernel, parts: Parts, emitter: Emitter, recorded: Recorded) -> Self {
+    pub(super) fn new(
+        kernel: Kernel,
+        parts: Parts,
+        emitter: Arc<Emitter>,
+        recorded: Recorded,
+    ) -> Self {
         let graph = WorkflowGraph::of(&parts.spec);
         Self {
             kernel,

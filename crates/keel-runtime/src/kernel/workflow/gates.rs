@@ -107,6 +107,7 @@ impl Engine {
                         narrowing: Vec::new(),
                         depth: self.depth + 1,
                         metadata: self.metadata.clone(),
+                        resumed: self.recorded.last_seq > 0,
                     })
                     .await
                     .map_err(|e| Failure::failed(e.to_string()))?;

@@ -17,7 +17,9 @@ mod nodes;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use keel_types::{Event, EventPayload, NodeKey, RequestId, RunRecord, WORKFLOW_PREFIX};
+use keel_types::{
+    AdapterEvent, Event, EventPayload, NodeKey, RequestId, RunRecord, WORKFLOW_PREFIX,
+};
 use keel_workspace::WorkflowSpec;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -39,6 +41,9 @@ struct Recorded {
     /// The last attempt of each node key that started.
     attempts: HashMap<(String, NodeKey), u32>,
     skipped: HashSet<(String, NodeKey)>,
+    /// Tool calls of tool nodes that started, and the results recorded, by call id.
+    tool_started: HashSet<String>,
+    tool_results: HashMap<String, (bool, String)>,
     /// Phase events already written: `(phase, type)`.
     phases: HashSet<(String, &'static str)>,
     /// The `seq` of the last event: the run goes on after it.
@@ -64,6 +69,24 @@ impl Recorded {
                 }
                 EventPayload::NodeSkipped(skipped) => {
                     recorded.skipped.insert((skipped.node.clone(), skipped.key));
+                }
+                EventPayload::Adapter {
+                    event: AdapterEvent::ToolStart { call_id, .. },
+                } => {
+                    recorded.tool_started.insert(call_id.clone());
+                }
+                EventPayload::Adapter {
+                    event:
+                        AdapterEvent::ToolResult {
+                            call_id,
+                            ok,
+                            output,
+                            ..
+                        },
+                } => {
+                    recorded
+                        .tool_results
+                        .insert(call_id.clone(), (*ok, output.clone()));
                 }
                 payload @ (EventPayload::PhaseStarted(phase)
                 | EventPayload::PhaseCompleted(phase)
@@ -188,7 +211,7 @@ impl Kernel {
         let (tx, rx) = mpsc::unbounded_channel();
         let emitter = Emitter::new(self.pipeline(), &parts.record, recorded.last_seq, Some(tx));
         let depth = parts.depth;
-        let engine = Engine::new(self.clone(), parts, emitter, recorded);
+        let engine = Engine::new(self.clone(), parts, Arc::new(emitter), recorded);
         let cancel = CancellationToken::new();
         let interrupt = CancellationToken::new();
         self.track(&request_id, &cancel, &interrupt);

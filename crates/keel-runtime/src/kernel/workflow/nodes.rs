@@ -9,14 +9,22 @@ use keel_types::{
     ApprovalRecord, ApprovalScope, ApprovalStatus, ErrorCode, EventPayload, NodeCompleted,
     NodeFailed, NodeKey, NodeStarted, RequestId, RunLinks, RunRecord, RunStatus, ToolCall,
 };
-use keel_workspace::{AgentSpec, NodeKind, NodeSpec, OnDeny, template};
+use keel_workspace::{NodeKind, NodeSpec, OnDeny, template};
 use serde_json::{Value, json};
 
 use super::engine::{Engine, Failure};
 use crate::RuntimeError;
-use crate::agent_loop::{DirectCall, Launch, Start};
 use crate::kernel::{Kernel, Origin, RequestOptions};
 use crate::subagents::{CancelChild, Child, ChildRequest};
+
+/// Which child run of a workflow run a node's attempt is, and whether it may have been
+/// started before (the workflow was resumed at that attempt).
+pub(super) struct ChildKey<'a> {
+    parent: &'a RunRecord,
+    call: &'a str,
+    depth: u32,
+    resumed: bool,
+}
 
 /// `node#iteration[.item]@attempt`: the key a child run of a node is found by again.
 fn call_key(prefix: &str, id: &str, key: NodeKey, attempt: u32) -> String {
@@ -55,6 +63,27 @@ impl Engine {
         }
     }
 
+    /// Whether a process before this one started this attempt of node `id`.
+    pub(super) fn started_before(&self, id: &str, key: NodeKey, attempt: u32) -> bool {
+        self.recorded.attempts.get(&(id.to_owned(), key)) == Some(&attempt)
+    }
+
+    fn child_key<'a>(
+        &self,
+        parent: &'a RunRecord,
+        call: &'a str,
+        id: &str,
+        key: NodeKey,
+        attempt: u32,
+    ) -> ChildKey<'a> {
+        ChildKey {
+            parent,
+            call,
+            depth: self.depth + 1,
+            resumed: self.started_before(id, key, attempt),
+        }
+    }
+
     fn started(
         &self,
         id: &str,
@@ -65,7 +94,7 @@ impl Engine {
         child: Option<RequestId>,
     ) -> Result<(), Failure> {
         // A resumed run that had started this attempt says so once.
-        if self.recorded.attempts.get(&(id.to_owned(), key)) == Some(&attempt) {
+        if self.started_before(id, key, attempt) {
             return Ok(());
         }
         self.emitter
@@ -171,6 +200,7 @@ impl Engine {
             template::render(value, context).map_err(|e| Failure::failed(format!("template: {e}")))
         };
         let call = call_key("node", id, key, attempt);
+        let record = self.record();
         let default_input = || self.input.clone();
         match node.kind {
             NodeKind::Agent => {
@@ -182,13 +212,14 @@ impl Engine {
                 let child = self
                     .kernel
                     .start_child(ChildRequest {
-                        parent: self.record(),
+                        parent: record.clone(),
                         call,
                         agent,
                         prompt: text_of(&input),
                         narrowing: Vec::new(),
                         depth: self.depth + 1,
                         metadata: self.metadata.clone(),
+                        resumed: self.started_before(id, key, attempt),
                     })
                     .await
                     .map_err(runtime_failure)?;
@@ -208,15 +239,9 @@ impl Engine {
                     )));
                 }
                 let tool = node.tool.clone().unwrap_or_default();
-                let child = self
-                    .kernel
-                    .node_call(&self.record(), &call, &tool, &arguments, self.depth + 1)
-                    .await
-                    .map_err(runtime_failure)?;
-                let record = self
-                    .follow(id, node.kind, key, attempt, arguments, child)
+                let text = self
+                    .tool_call(id, key, attempt, &call, &tool, arguments)
                     .await?;
-                let text = record.output.unwrap_or_default();
                 let output = serde_json::from_str(&text).unwrap_or(Value::String(text));
                 if let Some(mismatch) = node
                     .output
@@ -237,7 +262,11 @@ impl Engine {
                 let workflow = node.workflow.clone().unwrap_or_default();
                 let child = self
                     .kernel
-                    .nested_workflow(&self.record(), &call, &workflow, &input, self.depth + 1)
+                    .nested_workflow(
+                        self.child_key(&record, &call, id, key, attempt),
+                        &workflow,
+                        &input,
+                    )
                     .await
                     .map_err(runtime_failure)?;
                 let record = self
@@ -295,6 +324,53 @@ impl Engine {
                 "a map's node must be an agent, tool or workflow",
             )),
         }
+    }
+
+    /// A tool node's call, in this run's log (the path of every direct call: gateway,
+    /// policy, hooks, a human when asked). A resumed run takes a recorded result; a call cut
+    /// off before its result is made again only when its tool is idempotent (its outcome is
+    /// unknown otherwise, and the attempt fails — `retry` makes a new call).
+    async fn tool_call(
+        &self,
+        id: &str,
+        key: NodeKey,
+        attempt: u32,
+        call: &str,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<String, Failure> {
+        if self.started_before(id, key, attempt) {
+            if let Some((ok, output)) = self.recorded.tool_results.get(call) {
+                return match ok {
+                    true => Ok(output.clone()),
+                    false => Err(Failure::failed(output.clone())),
+                };
+            }
+            let gateway = &self.kernel.services().gateway;
+            if self.recorded.tool_started.contains(call) && !gateway.is_idempotent(tool) {
+                return Err(Failure::failed(format!(
+                    "the call of `{tool}` was interrupted; its outcome is unknown and it is not made again (the tool is not idempotent)"
+                )));
+            }
+        }
+        self.started(id, NodeKind::Tool, key, attempt, arguments.clone(), None)?;
+        let record = self.record();
+        let agent = format!("{}/{id}", record.agent);
+        let call = ToolCall {
+            id: call.to_owned(),
+            name: tool.to_owned(),
+            arguments: arguments.to_string(),
+        };
+        let outcome = crate::agent_loop::embedded_call(
+            self.kernel.shared_services(),
+            self.emitter.clone(),
+            record,
+            &agent,
+            call,
+            self.shutdown.clone(),
+        )
+        .await?;
+        outcome.map_err(Failure::failed)
     }
 
     /// Waits for a child run: records which it is, cancels it if this node is dropped, and
@@ -496,21 +572,17 @@ fn runtime_failure(error: RuntimeError) -> Failure {
 }
 
 impl Kernel {
-    /// The earlier child run of `parent` for `call`, if it started one.
-    pub(super) async fn earlier_child(
+    /// The earlier child for `call` when the workflow was resumed (no lookup otherwise).
+    async fn earlier_of(
         &self,
-        parent: &RequestId,
+        resumed: bool,
+        parent: &RunRecord,
         call: &str,
     ) -> Result<Option<RunRecord>, RuntimeError> {
-        Ok(self
-            .store()
-            .list_runs(&keel_types::RunFilter {
-                parent: Some(parent.clone()),
-                ..Default::default()
-            })
-            .await?
-            .into_iter()
-            .find(|run| run.links.parent_call.as_deref() == Some(call)))
+        match resumed {
+            true => self.earlier_child(&parent.request_id, call).await,
+            false => Ok(None),
+        }
     }
 
     fn child_links(parent: &RunRecord, call: &str) -> RunLinks {
@@ -528,78 +600,20 @@ impl Kernel {
         }
     }
 
-    /// A tool node's call: a direct call in a child run, governed like any call, under the
-    /// name `workflow/<name>/<node>` (policies may name it in `agents`). A call an
-    /// interrupted process left without a result is not made again: its outcome is unknown
-    /// (the node's `retry` makes a new one).
-    async fn node_call(
-        &self,
-        parent: &RunRecord,
-        call: &str,
-        tool: &str,
-        arguments: &Value,
-        depth: u32,
-    ) -> Result<Child, RuntimeError> {
-        if let Some(earlier) = self.earlier_child(&parent.request_id, call).await? {
-            return match earlier.status {
-                RunStatus::Interrupted => Err(RuntimeError::InvalidInput(format!(
-                    "the call of `{tool}` (run {}) was interrupted; its outcome is unknown and it is not made again",
-                    earlier.request_id
-                ))),
-                _ => Ok(Child::Ended(Box::new(earlier))),
-            };
-        }
-        self.accepting()?;
-        let max = self.workspace().runtime.limits.max_depth;
-        if depth > max {
-            return Err(RuntimeError::InvalidInput(format!(
-                "cannot call `{tool}`: runs may nest only {max} deep (limits.maxDepth)"
-            )));
-        }
-        // The call's inventory is the one tool; it needs no model.
-        let spec: AgentSpec = serde_json::from_value(json!({"model": "", "tools": [tool]}))
-            .map_err(|e| RuntimeError::Internal(e.to_string()))?;
-        let tool_call = ToolCall {
-            id: keel_types::new_id("call"),
-            name: tool.to_owned(),
-            arguments: arguments.to_string(),
-        };
-        let input = format!(
-            "{} {}",
-            tool_call.name,
-            crate::redact::recorded_arguments(&tool_call)
-        );
-        // Named after the workflow and the node, so policies can govern a node's calls.
-        let node = call
-            .strip_prefix("node:")
-            .and_then(|key| key.split('#').next())
-            .unwrap_or(call);
-        let agent = format!("{}/{node}", parent.agent);
-        let mut record = RunRecord::new(RequestId::generate(), None, agent, input);
-        record.owner = parent.owner.clone();
-        record.links = Self::child_links(parent, call);
-        self.store().create_run(&record).await?;
-        let provider = std::sync::Arc::new(crate::replay::ReplayProvider::from_events(&[]));
-        Ok(Child::Live(self.launch(Launch {
-            direct: Some(DirectCall {
-                call: tool_call,
-                task: None,
-            }),
-            depth,
-            ..Launch::new(record, spec, provider, Start::Fresh)
-        })))
-    }
-
     /// A nested workflow node's run (or the one an interrupted process had started).
     async fn nested_workflow(
         &self,
-        parent: &RunRecord,
-        call: &str,
+        key: ChildKey<'_>,
         workflow: &str,
         input: &Value,
-        depth: u32,
     ) -> Result<Child, RuntimeError> {
-        if let Some(earlier) = self.earlier_child(&parent.request_id, call).await? {
+        let ChildKey {
+            parent,
+            call,
+            depth,
+            resumed,
+        } = key;
+        if let Some(earlier) = self.earlier_of(resumed, parent, call).await? {
             return match earlier.status {
                 RunStatus::Interrupted => Ok(Child::Live(self.resume(&earlier.request_id).await?)),
                 status if status.is_terminal() => Ok(Child::Ended(Box::new(earlier))),
