@@ -2,13 +2,16 @@
 //! JSONL mirror):
 //!
 //! - **per workflow node**: a workflow of 100 no-op tool nodes in a chain, and one `map` of
-//!   100 no-op tool items (at most 16 at a time). Each node is a child run with its own log
-//!   (create the run, guard, govern, execute, 6 events, the record) plus the workflow's node
-//!   events. The tool is in-process and does nothing, so what is measured is Keel.
+//!   100 no-op tool items (at most 16 at a time). Each node is a governed direct call in the
+//!   workflow's log (node started, direct started, guard, tool start and result, direct
+//!   completed, node completed: 7 events). The tool is in-process and does nothing, so what
+//!   is measured is Keel. A read-only tool's events are group-committed; a tool with side
+//!   effects (`noop_write`, a third workflow) waits for its start to be on disk before it
+//!   runs, one commit per node.
 //! - **per subagent call**: an agent on a scripted model that calls `task` 16 times in one
 //!   answer (4 such runs a round); each child is an agent run on the same scripted model
 //!   answering at once. The delegation's own cost is that per-call CPU minus the CPU of
-//!   running the child agent by itself, one at a time (measured alongside).
+//!   running the same child agent runs without a parent, 16 at a time (measured alongside).
 //!
 //! Reports the median over rounds of CPU time (user + system, this process) per node / call.
 //!
@@ -37,8 +40,9 @@ const CALLS: usize = 16;
 /// Lead runs per round (each makes `CALLS` task calls).
 const LEADS: usize = 4;
 
-/// A tool that does nothing, in-process.
-struct Noop(ToolSpec);
+/// A tool that does nothing, in-process; `read_only: false` makes it one with side effects
+/// (its start is written ahead, durably, before it runs).
+struct Noop(ToolSpec, bool);
 
 #[async_trait]
 impl Tool for Noop {
@@ -46,7 +50,7 @@ impl Tool for Noop {
         &self.0
     }
     fn read_only(&self) -> bool {
-        true
+        self.1
     }
     async fn call(&self, _ctx: &ToolContext, _args: Value) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::text("{}"))
@@ -78,9 +82,12 @@ fn bench_parent() -> PathBuf {
 }
 
 fn workspace() -> TempWorkspace {
-    let chain: Vec<String> = (0..NODES)
-        .map(|i| format!("    - {{ id: n{i}, kind: tool, tool: noop }}"))
-        .collect();
+    let chain = |tool: &str| -> String {
+        (0..NODES)
+            .map(|i| format!("    - {{ id: n{i}, kind: tool, tool: {tool} }}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     let edges: Vec<String> = (1..NODES)
         .map(|i| format!("    - {{ from: n{}, to: n{i} }}", i - 1))
         .collect();
@@ -96,10 +103,12 @@ fn workspace() -> TempWorkspace {
         .scripted_model("m", &script)
         .agent("lead", "{ model: m, subagents: [helper] }")
         .agent("helper", "{ model: m }")
+        .policy("effects", "rules: [{ tool: noop_write, decision: allow }]")
         .yaml(&format!(
-            "apiVersion: keel/v1\nkind: Workflow\nmetadata: {{ name: chain }}\nspec:\n  nodes:\n{}\n  edges:\n{}\n---\napiVersion: keel/v1\nkind: Workflow\nmetadata: {{ name: fan }}\nspec:\n  input: {{ schema: {{ type: array }} }}\n  nodes:\n    - {{ id: each, kind: map, items: input, concurrency: 16, node: {{ kind: tool, tool: noop }} }}\n",
-            chain.join("\n"),
-            edges.join("\n")
+            "apiVersion: keel/v1\nkind: Workflow\nmetadata: {{ name: chain }}\nspec:\n  nodes:\n{}\n  edges:\n{edges}\n---\napiVersion: keel/v1\nkind: Workflow\nmetadata: {{ name: chain_write }}\nspec:\n  nodes:\n{}\n  edges:\n{edges}\n---\napiVersion: keel/v1\nkind: Workflow\nmetadata: {{ name: fan }}\nspec:\n  input: {{ schema: {{ type: array }} }}\n  nodes:\n    - {{ id: each, kind: map, items: input, concurrency: 16, node: {{ kind: tool, tool: noop }} }}\n",
+            chain("noop"),
+            chain("noop_write"),
+            edges = edges.join("\n")
         ))
         .build_in(bench_parent())
 }
@@ -127,14 +136,20 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let noop = Noop(ToolSpec {
-            name: "noop".into(),
-            description: "Does nothing.".into(),
-            parameters: json!({"type": "object"}),
-        });
+        let noop = |name: &str, read_only: bool| {
+            Arc::new(Noop(
+                ToolSpec {
+                    name: name.into(),
+                    description: "Does nothing.".into(),
+                    parameters: json!({"type": "object"}),
+                },
+                read_only,
+            ))
+        };
         let runtime = Runtime::builder()
             .workspace(ws.path())
-            .tool(Arc::new(noop))
+            .tool(noop("noop", true))
+            .tool(noop("noop_write", false))
             .build()
             .unwrap();
         let items = serde_json::to_string(&(0..NODES).collect::<Vec<_>>()).unwrap();
@@ -165,12 +180,16 @@ fn main() {
 
         let (mut chain_cpu, mut chain_wall, mut fan_cpu, mut fan_wall) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut write_cpu, mut write_wall) = (Vec::new(), Vec::new());
         let (mut task_cpu, mut child_cpu, mut task_wall) = (Vec::new(), Vec::new(), Vec::new());
         let per = |d: Duration, n: usize| d.as_secs_f64() * 1e3 / n as f64;
         for _ in 0..rounds {
             let (cpu, wall) = timed(workflow("chain", String::new())).await;
             chain_cpu.push(per(cpu, NODES));
             chain_wall.push(per(wall, NODES));
+            let (cpu, wall) = timed(workflow("chain_write", String::new())).await;
+            write_cpu.push(per(cpu, NODES));
+            write_wall.push(per(wall, NODES));
             let (cpu, wall) = timed(workflow("fan", items.clone())).await;
             fan_cpu.push(per(cpu, NODES));
             fan_wall.push(per(wall, NODES));
@@ -183,9 +202,13 @@ fn main() {
             .await;
             task_cpu.push(per(cpu, CALLS * LEADS));
             task_wall.push(per(wall, CALLS * LEADS));
+            // The same child runs without delegation, as many at a time as the task calls.
             let (cpu, _) = timed(async {
-                for _ in 0..CALLS * LEADS {
-                    assert_eq!(agent("helper", "sub task").await, RunStatus::Completed);
+                for _ in 0..LEADS {
+                    let children = (0..CALLS).map(|_| agent("helper", "sub task"));
+                    for status in futures_util::future::join_all(children).await {
+                        assert_eq!(status, RunStatus::Completed);
+                    }
                 }
                 RunStatus::Completed
             })
@@ -199,13 +222,18 @@ fn main() {
             median(chain_wall)
         );
         println!(
+            "  chain of {NODES} no-op tool nodes with side effects (start written ahead, fsync each): {:.3} ms CPU/node, {:.3} ms wall/node",
+            median(write_cpu),
+            median(write_wall)
+        );
+        println!(
             "  map over {NODES} no-op tool items (16 at a time): {:.3} ms CPU/item, {:.3} ms wall/item",
             median(fan_cpu),
             median(fan_wall)
         );
         let (task, child) = (median(task_cpu), median(child_cpu));
         println!(
-            "  {CALLS} parallel task calls (x{LEADS}): {task:.3} ms CPU/call ({:.3} ms wall/call); the child agent run alone: {child:.3} ms CPU; delegation overhead: {:.3} ms CPU/call",
+            "  {CALLS} parallel task calls (x{LEADS}): {task:.3} ms CPU/call ({:.3} ms wall/call); the same child runs without a parent: {child:.3} ms CPU/run; delegation overhead: {:.3} ms CPU/call",
             median(task_wall),
             task - child
         );
