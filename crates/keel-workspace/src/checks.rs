@@ -593,17 +593,18 @@ fn regex_reason(error: regex::Error) -> String {
     }
 }
 
-/// A workspace must define an agent: without one nothing can run. `docs` is every document
-/// read; the error points at the first of them (or at `config/` when there is none).
+/// A workspace must define an agent or a workflow: without one nothing can run. `docs` is
+/// every document read; the error points at the first of them (or at `config/` when there
+/// is none).
 pub(crate) fn check_runnable(
     docs: &Documents,
     config: &std::path::Path,
     out: &mut Vec<Diagnostic>,
 ) {
-    if docs.names(Kind::Agent).next().is_some() {
+    if docs.names(Kind::Agent).next().is_some() || docs.names(Kind::Workflow).next().is_some() {
         return;
     }
-    let message = "the workspace defines no agent, so nothing can run".to_owned();
+    let message = "the workspace defines no agent (nor workflow), so nothing can run".to_owned();
     let hint = Some(
         "add a `kind: Agent` document naming a model and its tools (`keel init` writes one)"
             .to_owned(),

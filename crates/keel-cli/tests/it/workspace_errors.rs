@@ -82,7 +82,7 @@ fn validate_refuses_a_workspace_with_nothing_to_run_and_locates_bad_bytes() {
     assert_eq!(no_agent.code, Some(2));
     assert!(
         no_agent.stderr.contains(
-            "config/models.yaml:1:1: error: the workspace defines no agent, so nothing can run"
+            "config/models.yaml:1:1: error: the workspace defines no agent (nor workflow), so nothing can run"
         ),
         "{}",
         no_agent.stderr

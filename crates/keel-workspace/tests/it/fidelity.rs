@@ -138,7 +138,7 @@ fn a_workspace_without_an_agent_cannot_run() {
     let diagnostics = ws.diagnostics(&required);
     assert_eq!(
         located(&diagnostics),
-        ["config:1:1: the workspace defines no agent, so nothing can run"]
+        ["config:1:1: the workspace defines no agent (nor workflow), so nothing can run"]
     );
     ws.write(
         "config/model.yaml",
@@ -147,7 +147,9 @@ fn a_workspace_without_an_agent_cannot_run() {
     let diagnostics = ws.diagnostics(&required);
     assert_eq!(
         located(&diagnostics),
-        ["config/model.yaml:2:1: the workspace defines no agent, so nothing can run"]
+        [
+            "config/model.yaml:2:1: the workspace defines no agent (nor workflow), so nothing can run"
+        ]
     );
     assert!(
         diagnostics[0]

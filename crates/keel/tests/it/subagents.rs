@@ -425,3 +425,77 @@ async fn an_answer_that_never_matches_fails_the_run_with_the_issues() {
     assert!(error.message.contains("/severity"), "{}", error.message);
     assert_eq!(mock.request_count(), 2);
 }
+
+#[tokio::test]
+async fn a_shutdown_interrupts_parent_and_child_and_resuming_the_parent_resumes_the_child() {
+    let mock = MockLlm::start().await;
+    mock.respond_with(|request| {
+        let messages = request.messages();
+        let results = tool_results(messages);
+        match (system(messages).contains("You are lead."), results.first()) {
+            (true, None) => MockResponse::tool_calls([task("t", "helper", "Be slow.")]),
+            (true, Some(result)) => MockResponse::text([format!("lead got: {result}")]),
+            (false, None) => MockResponse::tool_calls([MockToolCall::new("s", "slow", ["{}"])]),
+            (false, Some(_)) => MockResponse::text(["helper resumed"]),
+        }
+    });
+    let ws = workspace(&mock, "  subagents: [helper]\n")
+        .agent("helper", &agent("helper", "  tools: [slow]\n"))
+        .tool("slow", SLOW_TOOL)
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let handle = runtime
+        .request(RequestOptions {
+            input: "Delegate something slow".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let parent = handle.request_id().clone();
+    let pid = read_pid(&ws.join("child.pid")).await;
+    let report = runtime
+        .shutdown(std::time::Duration::from_millis(100))
+        .await;
+    assert_eq!(report.interrupted, 2, "the parent and its child");
+    assert_eq!(handle.wait().await.unwrap().status, RunStatus::Interrupted);
+    assert!(wait_gone(pid).await);
+    let tree = runtime.run_tree(&parent).await.unwrap().unwrap();
+    let child = tree.children[0].run.clone();
+    assert_eq!(child.status, RunStatus::Interrupted);
+
+    // A restarted process resumes the parent, which resumes the same child (not a new one).
+    let restarted = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let resumed = restarted
+        .resume(&parent)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status, RunStatus::Completed, "{resumed:?}");
+    assert_eq!(resumed.output.as_deref(), Some("lead got: helper resumed"));
+    let tree = restarted.run_tree(&parent).await.unwrap().unwrap();
+    assert_eq!(tree.children.len(), 1, "no second child");
+    assert_eq!(tree.children[0].run.request_id, child.request_id);
+    assert_eq!(tree.children[0].run.status, RunStatus::Completed);
+    assert_eq!(tree.children[0].run.links.resumed, 1);
+    for id in [&parent, &child.request_id] {
+        assert_well_formed_resumed(&restarted.events(id, 0).await.unwrap());
+    }
+}
+
+/// Dense from 1, opened by `runtime.request.started`, interrupted once, resumed, completed.
+fn assert_well_formed_resumed(events: &[keel::Event]) {
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(event.seq, i as u64 + 1);
+    }
+    let names = types(events);
+    assert_eq!(names[0], "runtime.request.started");
+    assert!(names.contains(&"runtime.request.interrupted"), "{names:?}");
+    assert!(names.contains(&"runtime.request.resumed"), "{names:?}");
+    assert_eq!(
+        names.last(),
+        Some(&"runtime.request.completed"),
+        "{names:?}"
+    );
+}

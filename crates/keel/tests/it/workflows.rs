@@ -315,3 +315,72 @@ spec:
         .collect();
     assert_eq!(reviews, [1, 2, 3]);
 }
+
+#[tokio::test]
+async fn a_failed_attempt_is_retried_and_a_slow_one_times_out() {
+    let mock = MockLlm::start().await;
+    let ws = WorkspaceBuilder::new()
+        .tool(
+            "flaky",
+            "description: Fails the first time.\nschema: { type: object }\nimpl: { kind: command, command: [\"sh\", \"-c\", \"cat > /dev/null; if [ -f once ]; then echo '{\\\"ok\\\": true}'; else touch once; echo broken >&2; exit 1; fi\"] }\npolicy: allow\n",
+        )
+        .tool(
+            "sleepy",
+            "description: Takes long.\nschema: { type: object }\nimpl: { kind: command, command: [\"sleep\", \"30\"], timeout: 60s }\npolicy: allow\n",
+        )
+        .yaml(
+            r#"
+apiVersion: keel/v1
+kind: Workflow
+metadata: { name: flaky }
+spec:
+  nodes:
+    - { id: try, kind: tool, tool: flaky, retry: { maxAttempts: 2, backoff: 10ms } }
+---
+apiVersion: keel/v1
+kind: Workflow
+metadata: { name: sleepy }
+spec:
+  nodes:
+    - { id: wait, kind: tool, tool: sleepy, timeout: 300ms }
+"#,
+        )
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let response = runtime
+        .run_workflow("flaky", "", None)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    assert_eq!(response.value, Some(json!({"ok": true})));
+    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    let failed: Vec<(u32, bool)> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::NodeFailed(f) => Some((f.attempt, f.will_retry)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed, [(1, true)]);
+
+    let response = runtime
+        .run_workflow("sleepy", "", None)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(response.status, RunStatus::Failed);
+    let error = response.error.unwrap();
+    assert!(
+        error
+            .message
+            .contains("node `wait`: the attempt took longer than its timeout of 300ms"),
+        "{}",
+        error.message
+    );
+    drop(mock);
+}
