@@ -288,7 +288,7 @@ metadata: { name: drafts }
 spec:
   nodes:
     - { id: draft, kind: tool, tool: write_spec }
-    - { id: review, kind: agent, agent: reviewer, input: "Review the draft." }
+    - { id: review, kind: agent, agent: reviewer, input: "Review the draft. Last verdict: {{ outputs.review.pass if outputs.review is defined else 'none' }}" }
   edges:
     - { from: draft, to: review }
     - { from: review, to: draft, when: { path: /pass, equals: false }, maxIterations: 3 }
@@ -314,6 +314,14 @@ spec:
         })
         .collect();
     assert_eq!(reviews, [1, 2, 3]);
+    // While a loop runs again, templates see the outputs of the iteration before.
+    let prompts: Vec<String> = mock
+        .requests()
+        .iter()
+        .map(|r| r.last_content_of("user").unwrap_or_default().to_owned())
+        .collect();
+    assert!(prompts[0].ends_with("Last verdict: none"), "{prompts:?}");
+    assert!(prompts[1].ends_with("Last verdict: False"), "{prompts:?}");
 }
 
 #[tokio::test]

@@ -236,6 +236,9 @@ impl Engine {
         let mut state = vec![State::Pending; count];
         let mut iteration = vec![1u32; count];
         let mut taken = vec![0u32; self.graph.edges.len()];
+        // Each node's latest output: what templates see, also while a loop runs it again (a
+        // draft can read the review that sent it back).
+        let mut latest: Vec<Option<Value>> = vec![None; count];
         let phase_of: Vec<Option<usize>> = self
             .graph
             .ids
@@ -282,7 +285,7 @@ impl Engine {
                         continue;
                     }
                     state[node] = State::Running;
-                    let context = self.context(&state);
+                    let context = self.context(&latest);
                     let upstream: Map<String, Value> = self
                         .graph
                         .incoming(node)
@@ -304,7 +307,7 @@ impl Engine {
             if running.is_empty() {
                 // Phases whose nodes are all resolved pass their gates, in order.
                 if let Some(phase) = (0..verified.len()).find(|k| !verified[*k]) {
-                    self.gate(phase, &state, &phase_of).await?;
+                    self.gate(phase, &state, &latest, &phase_of).await?;
                     verified[phase] = true;
                     continue;
                 }
@@ -316,6 +319,7 @@ impl Engine {
             let output = result.map_err(|failure| failure.at(&self.graph.ids[node]))?;
             self.steps.fetch_add(1, Ordering::Relaxed);
             state[node] = State::Done(output.clone());
+            latest[node] = Some(output.clone());
             self.loop_back(node, &output, &mut state, &mut iteration, &mut taken)?;
         }
         let stuck: Vec<&str> = (0..count)
@@ -328,7 +332,7 @@ impl Engine {
                 stuck.join(", ")
             )));
         }
-        self.output(&state)
+        self.output(&state, &latest)
     }
 
     /// Whether edge `edge`'s condition holds on its source's output.
@@ -430,16 +434,13 @@ impl Engine {
         self.emitter.emit(payload).map(drop)
     }
 
-    /// What templates see: `input`, `outputs` (each completed node's latest output),
-    /// `workflow` and, in a map, `item` and `index`.
-    pub(super) fn context(&self, state: &[State]) -> Value {
-        let outputs: Map<String, Value> = state
+    /// What templates see: `input`, `outputs` (each node's latest output), `workflow` and,
+    /// in a map, `item` and `index`.
+    pub(super) fn context(&self, latest: &[Option<Value>]) -> Value {
+        let outputs: Map<String, Value> = latest
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| match s {
-                State::Done(output) => Some((self.graph.ids[i].clone(), output.clone())),
-                _ => None,
-            })
+            .filter_map(|(i, output)| Some((self.graph.ids[i].clone(), output.clone()?)))
             .collect();
         json!({
             "input": self.input,
@@ -450,9 +451,9 @@ impl Engine {
 
     /// The workflow's result: `output.value` rendered, else the one completed sink's output,
     /// else an object of the completed sinks' outputs; checked against `output.schema`.
-    fn output(&self, state: &[State]) -> Result<Value, Failure> {
+    fn output(&self, state: &[State], latest: &[Option<Value>]) -> Result<Value, Failure> {
         let output = match self.spec.output.as_ref().and_then(|o| o.value.as_ref()) {
-            Some(template) => keel_workspace::template::render(template, &self.context(state))
+            Some(template) => keel_workspace::template::render(template, &self.context(latest))
                 .map_err(|e| Failure::failed(format!("`output.value`: {e}")))?,
             None => {
                 let mut done: Vec<(String, Value)> = self

@@ -22,6 +22,7 @@ impl Engine {
         &self,
         k: usize,
         state: &[State],
+        latest: &[Option<serde_json::Value>],
         phase_of: &[Option<usize>],
     ) -> Result<(), Failure> {
         let phase = &self.spec.phases[k];
@@ -45,7 +46,7 @@ impl Engine {
         self.phase_event(k, "runtime.specDriven.phase.started", None)?;
         self.phase_event(k, "runtime.specDriven.phase.completed", None)?;
         if let Some(gate) = &phase.gate {
-            let context = self.context(state);
+            let context = self.context(latest);
             if let Err(reason) = self.decide(&phase.name, gate, &context).await? {
                 self.phase_event(k, BLOCKED, Some(reason.clone()))?;
                 return Err(Failure::failed(format!(
