@@ -271,12 +271,13 @@ impl Kernel {
         options: RequestOptions,
         origin: Origin,
     ) -> Result<RunHandle, RuntimeError> {
-        if let Some(name) = options
+        let workflow = options
             .agent
             .as_deref()
             .and_then(|a| a.strip_prefix(keel_types::WORKFLOW_PREFIX))
-        {
-            return self.start_workflow(&name.to_owned(), options, origin).await;
+            .map(str::to_owned);
+        if let Some(name) = workflow {
+            return self.start_workflow(&name, options, origin).await;
         }
         let Origin {
             links,

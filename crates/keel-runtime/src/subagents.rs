@@ -3,8 +3,8 @@
 //!
 //! A `task {agent, prompt}` call passes the gateway like any call (schema, the semantic
 //! check that `agent` is one of the caller's subagents, policy, hooks); the agent loop then
-//! asks the kernel, through [`Delegate`], for a child run linked to its parent
-//! (`parentRequestId`, `rootRequestId`, the call id), limited in depth, and governed by the
+//! asks the kernel, through `Delegate`, for a child run linked to its parent
+//! (`links.parentId`, `links.rootId`, `links.parentCall`), limited in depth, and governed by the
 //! parent's effective policy as a narrowing layer (so it has no more permission than its
 //! parent). The parent's log records `agent.handoff` with the child's id; the call's result
 //! is the child's answer (its structured output when it has one). Dropping the call cancels

@@ -102,7 +102,7 @@ impl McpBackend {
                         if let (Some(ask), EventPayload::ApprovalRequested { approval }) =
                             (&cx.ask, &event.payload)
                         {
-                            asking.spawn(ask_user(self.runtime.clone(), ask.clone(), approval.clone()));
+                            asking.spawn(ask_user(self.runtime.clone(), ask.clone(), (**approval).clone()));
                         }
                     }
                     None => break,

@@ -368,7 +368,9 @@ pub enum EventPayload {
     Adapter { event: AdapterEvent },
     /// A call needs a human decision; the run waits (`waiting_approval`).
     #[serde(rename = "runtime.approval.requested", rename_all = "camelCase")]
-    ApprovalRequested { approval: crate::ApprovalRecord },
+    ApprovalRequested {
+        approval: Box<crate::ApprovalRecord>,
+    },
     /// The decision arrived (or the wait timed out).
     #[serde(rename = "runtime.approval.resolved", rename_all = "camelCase")]
     ApprovalResolved {

@@ -230,7 +230,7 @@ fn examples() -> Vec<EventPayload> {
             },
         },
         EventPayload::ApprovalRequested {
-            approval: ApprovalRecord {
+            approval: Box::new(ApprovalRecord {
                 approval_id: "apr_1".into(),
                 request_id: RequestId::from("run_1"),
                 root_request_id: None,
@@ -249,7 +249,7 @@ fn examples() -> Vec<EventPayload> {
                 created_at: "2026-11-22T12:00:00.000Z".into(),
                 memory: None,
                 memory_record: None,
-            },
+            }),
         },
         EventPayload::ApprovalResolved {
             approval_id: "apr_1".into(),

@@ -228,10 +228,9 @@ fn step<'a>(schema: &'a Value, token: &str) -> Option<&'a Value> {
         }
         if let (Ok(i), Some(Value::Array(prefix))) =
             (token.parse::<usize>(), schema.get("prefixItems"))
+            && let Some(item) = prefix.get(i)
         {
-            if let Some(item) = prefix.get(i) {
-                return Some(item);
-            }
+            return Some(item);
         }
     }
     for key in ["allOf", "anyOf", "oneOf"] {

@@ -73,7 +73,7 @@ async fn a_workflow_killed_at_its_approval_resumes_without_repeating_a_node() {
     assert_eq!(record["status"], "interrupted", "recovered as interrupted");
 
     // Resume in a new process; it waits on the same approval.
-    let mut resumed = keel
+    let resumed = keel
         .command(["runs", "resume", &run_id])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

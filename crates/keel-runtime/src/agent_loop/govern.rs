@@ -23,8 +23,6 @@ use serde_json::Value;
 use super::AgentRun;
 use crate::governance::{HookCall, HookResult, HookRound};
 
-/// How often the store is asked for an approval's decision.
-
 /// What a human decided about a call.
 pub(super) struct Decision {
     pub approved: bool,
@@ -185,7 +183,7 @@ impl AgentRun {
         self.set_status(RunStatus::WaitingApproval).await?;
         self.emitter
             .emit_durable(EventPayload::ApprovalRequested {
-                approval: approval.clone(),
+                approval: Box::new(approval.clone()),
             })
             .await?;
         let timeout = self.services.workspace.runtime.limits.approval_timeout.0;

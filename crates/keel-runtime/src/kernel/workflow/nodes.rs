@@ -531,7 +531,7 @@ impl Engine {
         if fresh {
             self.emitter
                 .emit_durable(EventPayload::ApprovalRequested {
-                    approval: approval.clone(),
+                    approval: Box::new(approval.clone()),
                 })
                 .await?;
         }
