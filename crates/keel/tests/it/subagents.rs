@@ -63,7 +63,7 @@ fn agent(name: &str, extra: &str) -> String {
     format!("  model: mock\n  instructions: You are {name}.\n{extra}")
 }
 
-async fn run(runtime: &Runtime, input: &str) -> keel::RunResponse {
+async fn start(runtime: &Runtime, input: &str) -> keel::RunHandle {
     runtime
         .request(RequestOptions {
             input: input.into(),
@@ -71,9 +71,10 @@ async fn run(runtime: &Runtime, input: &str) -> keel::RunResponse {
         })
         .await
         .unwrap()
-        .wait()
-        .await
-        .unwrap()
+}
+
+async fn run(runtime: &Runtime, input: &str) -> keel::RunResponse {
+    start(runtime, input).await.wait().await.unwrap()
 }
 
 #[tokio::test]
@@ -293,13 +294,7 @@ async fn cancelling_the_parent_kills_a_childs_running_tool() {
         .tool("slow", SLOW_TOOL)
         .build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
-    let handle = runtime
-        .request(RequestOptions {
-            input: "Delegate something slow".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let handle = start(&runtime, "Delegate something slow").await;
     let parent = handle.request_id().clone();
     let pid = read_pid(&ws.join("child.pid")).await;
     assert!(alive(pid));
@@ -355,13 +350,7 @@ async fn a_childs_approval_names_the_root_request() {
         .agent("helper", &agent("helper", "  tools: [write_file]\n"))
         .build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
-    let handle = runtime
-        .request(RequestOptions {
-            input: "Delegate a write".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let handle = start(&runtime, "Delegate a write").await;
     let root = handle.request_id().clone();
     let pending = common::pending_approval(&runtime).await;
     assert_ne!(pending.request_id, root, "the child asks");
@@ -444,13 +433,7 @@ async fn a_shutdown_interrupts_parent_and_child_and_resuming_the_parent_resumes_
         .tool("slow", SLOW_TOOL)
         .build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
-    let handle = runtime
-        .request(RequestOptions {
-            input: "Delegate something slow".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let handle = start(&runtime, "Delegate something slow").await;
     let parent = handle.request_id().clone();
     let pid = read_pid(&ws.join("child.pid")).await;
     let report = runtime

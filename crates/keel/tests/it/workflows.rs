@@ -10,6 +10,12 @@ use serde_json::json;
 
 use crate::common::{self, assert_well_formed, types};
 
+/// Runs workflow `name` with `input` to its end.
+async fn finish(runtime: &Runtime, name: &str, input: &str) -> keel::RunResponse {
+    let handle = runtime.run_workflow(name, input, None).await.unwrap();
+    handle.wait().await.unwrap()
+}
+
 #[tokio::test]
 async fn a_workflow_maps_branches_waits_for_approval_and_nests() {
     let mock = MockLlm::start().await;
@@ -103,13 +109,7 @@ async fn the_other_branch_runs_when_the_typed_field_differs() {
     mock.respond_with(|_| MockResponse::text([r#"{"severity": "low"}"#]));
     let ws = triage_workspace(&mock.base_url()).build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
-    let response = runtime
-        .run_workflow("triage", r#"{"ticket": "T-2"}"#, None)
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let response = finish(&runtime, "triage", r#"{"ticket": "T-2"}"#).await;
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
     assert_eq!(
         response.value,
@@ -201,13 +201,7 @@ async fn phases_pass_their_gates_in_order() {
     mock.respond_with(|_| MockResponse::text([r#"{"pass": true}"#]));
     let ws = phased(&mock, "spec.md").build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
-    let response = runtime
-        .run_workflow("feature", "", None)
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let response = finish(&runtime, "feature", "").await;
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
     let events = runtime.events(&response.request_id, 0).await.unwrap();
     let phases: Vec<String> = events
@@ -244,13 +238,7 @@ async fn a_gate_that_refuses_blocks_its_phase_and_fails_the_run() {
     let mock = MockLlm::start().await;
     let ws = phased(&mock, "missing.md").build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
-    let response = runtime
-        .run_workflow("feature", "", None)
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let response = finish(&runtime, "feature", "").await;
     assert_eq!(response.status, RunStatus::Failed);
     let error = response.error.unwrap();
     assert!(
@@ -296,13 +284,7 @@ spec:
         )
         .build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
-    let response = runtime
-        .run_workflow("drafts", "", None)
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let response = finish(&runtime, "drafts", "").await;
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
     assert_eq!(response.value, Some(json!({"pass": true})));
     let events = runtime.events(&response.request_id, 0).await.unwrap();
@@ -355,13 +337,7 @@ spec:
         )
         .build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
-    let response = runtime
-        .run_workflow("flaky", "", None)
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let response = finish(&runtime, "flaky", "").await;
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
     assert_eq!(response.value, Some(json!({"ok": true})));
     let events = runtime.events(&response.request_id, 0).await.unwrap();
@@ -374,13 +350,7 @@ spec:
         .collect();
     assert_eq!(failed, [(1, true)]);
 
-    let response = runtime
-        .run_workflow("sleepy", "", None)
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let response = finish(&runtime, "sleepy", "").await;
     assert_eq!(response.status, RunStatus::Failed);
     let error = response.error.unwrap();
     assert!(
