@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::header;
+use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -19,6 +19,8 @@ use crate::state::Principal;
 #[derive(Default)]
 pub(crate) struct Keys {
     keys: Vec<(Vec<u8>, Principal)>,
+    /// The web console's signed-in sessions (cookie → principal and CSRF token).
+    pub(crate) sessions: crate::console::Sessions,
 }
 
 impl Keys {
@@ -41,11 +43,19 @@ impl Keys {
                 ),
             }
         }
-        Self { keys }
+        Self {
+            keys,
+            sessions: crate::console::Sessions::default(),
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
         self.keys.is_empty()
+    }
+
+    /// Whose key `presented` is (the console's sign-in).
+    pub(crate) fn principal_for(&self, presented: &[u8]) -> Option<Principal> {
+        self.principal_of(presented).cloned()
     }
 
     /// Whose key `presented` is, comparing against every key in constant time.
@@ -92,12 +102,29 @@ pub(crate) async fn require_key(
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-        .ok_or(ApiError::Unauthorized)?;
-    let principal = keys
-        .principal_of(presented)
-        .ok_or(ApiError::Unauthorized)?
-        .clone();
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+    let principal = match presented {
+        Some(presented) => keys
+            .principal_of(presented)
+            .ok_or(ApiError::Unauthorized)?
+            .clone(),
+        // The web console's session cookie; a state-changing request must also carry the
+        // session's CSRF token.
+        None => {
+            let token =
+                crate::console::cookie_token(request.headers()).ok_or(ApiError::Unauthorized)?;
+            let (principal, csrf) = keys.sessions.get(token).ok_or(ApiError::Unauthorized)?;
+            let safe = matches!(*request.method(), Method::GET | Method::HEAD);
+            let sent = request
+                .headers()
+                .get(crate::console::CSRF_HEADER)
+                .map(|v| v.as_bytes());
+            if !safe && !sent.is_some_and(|sent| constant_time_eq(sent, csrf.as_bytes())) {
+                return Err(ApiError::Csrf);
+            }
+            principal
+        }
+    };
     if access == Access::Operator && principal.is_client() {
         return Err(ApiError::Forbidden);
     }

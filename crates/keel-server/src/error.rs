@@ -55,6 +55,8 @@ pub enum ApiError {
     Unauthorized,
     /// The API key's role may not use this route.
     Forbidden,
+    /// A state-changing request made with the console's session cookie lacks its CSRF token.
+    Csrf,
     /// A named resource (request, approval) does not exist; the message names it.
     ResourceNotFound(String),
     /// The resource is not in a state that allows the operation (e.g. already decided).
@@ -170,6 +172,12 @@ impl ApiError {
                 None,
                 Some("forbidden"),
             ),
+            Self::Csrf => (
+                StatusCode::FORBIDDEN,
+                "invalid_request_error",
+                None,
+                Some("csrf"),
+            ),
             Self::ResourceNotFound(_) => (
                 StatusCode::NOT_FOUND,
                 "invalid_request_error",
@@ -248,6 +256,10 @@ impl ApiError {
                 "a valid API key is required (Authorization: Bearer <key>)".into()
             }
             Self::Forbidden => "this API key may not use this route".into(),
+            Self::Csrf => format!(
+                "a request made with the console's session cookie must carry its CSRF token in `{}`",
+                crate::console::CSRF_HEADER
+            ),
             Self::ResourceNotFound(message) | Self::Conflict(message) | Self::Timeout(message) => {
                 message.clone()
             }

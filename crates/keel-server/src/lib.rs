@@ -31,6 +31,7 @@ mod approvals;
 mod auth;
 mod body;
 mod conn;
+mod console;
 mod error;
 mod health;
 mod inventory;
@@ -117,16 +118,17 @@ fn build_router(runtime: keel::Runtime, telemetry: Telemetry, stop: Cancellation
             body_time,
             conn::limit_body_time,
         ))
-        .with_state(app_state(runtime, telemetry, !keys.is_empty(), stop))
+        .with_state(app_state(runtime, telemetry, keys, stop))
 }
 
 /// The state every route shares, `/mcp`'s service included.
 fn app_state(
     runtime: keel::Runtime,
     telemetry: Telemetry,
-    keys_configured: bool,
+    keys: Arc<auth::Keys>,
     stop: CancellationToken,
 ) -> AppState {
+    let keys_configured = !keys.is_empty();
     let admission = Arc::new(state::Admission::for_workspace(runtime.workspace()));
     let mcp = mcp::http_service(mcp::HttpMount {
         runtime: runtime.clone(),
@@ -140,6 +142,7 @@ fn app_state(
         openapi: openapi::openapi(keys_configured),
         admission,
         mcp,
+        keys,
     };
     AppState::new(runtime, parts)
 }

@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 use crate::state::AppState;
 use crate::{approvals, inventory, metrics, openai, requests, sessions, tasks};
 
+mod console;
 mod knowledge;
 
 /// Who may call a route when API keys are configured.
@@ -641,6 +642,7 @@ pub(crate) fn routes() -> Vec<Route> {
     ]
     .into_iter()
     .chain(knowledge::routes())
+    .chain(console::routes())
     .collect()
 }
 

@@ -1,0 +1,73 @@
+//! The route table's rows of the web console: its page and assets and its sign-in
+//! (`/console…`, public: the page holds no data, and sign-in is how a key becomes a session;
+//! left out of the OpenAPI document, which describes the API), and `GET /api/overview`, the
+//! figures its first page shows.
+
+use axum::http::Method;
+use axum::routing;
+
+use super::{Access, Route, route, schema};
+use crate::console;
+
+/// The `/console…` routes and `/api/overview`.
+pub(super) fn routes() -> Vec<Route> {
+    use Access::{Operator, Public};
+    let page = |method, path, summary, answers, handler| Route {
+        documented: false,
+        ..route(method, path, Public, summary, answers, handler)
+    };
+    vec![
+        page(
+            Method::GET,
+            "/console",
+            "The web console",
+            "the page",
+            || routing::get(console::index),
+        ),
+        page(
+            Method::GET,
+            "/console/app.js",
+            "The console's script",
+            "JavaScript",
+            || routing::get(console::script),
+        ),
+        page(
+            Method::GET,
+            "/console/app.css",
+            "The console's styles",
+            "CSS",
+            || routing::get(console::style),
+        ),
+        Route {
+            body: Some(schema::<console::Login>),
+            ..page(
+                Method::POST,
+                "/console/login",
+                "Sign in with an operator key: an HttpOnly session cookie and its CSRF token",
+                "`{authRequired, csrf}`",
+                || routing::post(console::login),
+            )
+        },
+        Route {
+            body_optional: true,
+            ..page(Method::POST, "/console/logout", "Sign out", "204", || {
+                routing::post(console::logout)
+            })
+        },
+        page(
+            Method::GET,
+            "/console/session",
+            "Whether the console needs a sign-in, and the session's CSRF token",
+            "`{authRequired, signedIn, csrf?}`",
+            || routing::get(console::session),
+        ),
+        route(
+            Method::GET,
+            "/api/overview",
+            Operator,
+            "What the console's first page shows: runs by status, live runs, pending approvals, the error rate of ended runs, agents and workflows",
+            "`{runs: {status: count}, live, pendingApprovals, errorRate, agents, workflows}`",
+            || routing::get(console::overview),
+        ),
+    ]
+}
