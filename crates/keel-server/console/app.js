@@ -1,7 +1,6 @@
 // The Keel web console: a small single-page app over the `/api` routes. Everything shown is
-// built with DOM nodes and textContent (never HTML from data). Live views poll or follow the
-// run's event stream (SSE, resumed by the browser with Last-Event-ID after a dropped
-// connection).
+// built with DOM nodes and textContent (never HTML from data). Live views poll, or follow the
+// run's event stream (SSE, resumed with Last-Event-ID after a dropped connection).
 "use strict";
 
 const state = { csrf: null, authRequired: false, timers: [], source: null };
@@ -63,7 +62,7 @@ function every(ms, fn) {
 function stopLive() {
   state.timers.forEach(clearInterval);
   state.timers = [];
-  if (state.source) { state.source.close(); state.source = null; }
+  if (state.source) { state.source.abort(); state.source = null; }
 }
 
 function show(...nodes) {
@@ -239,18 +238,20 @@ async function request(id) {
   const refresh = async () => {
     try {
       const run = await api(`/api/requests/${encodeURIComponent(id)}?tree=true`);
-      head.replaceChildren(el("table", {}, el("tbody", {},
+      const fields = [
         ["status", statusCell(run.status)], ["agent", run.agent], ["started", when(run.startedAt)],
         ["ended", when(run.endedAt)], ["tokens", run.usage ? run.usage.totalTokens : 0],
         ["input", el("pre", {}, run.input)],
         run.output !== undefined ? ["output", el("pre", { id: "output" }, run.output)] : null,
         run.error ? ["error", el("pre", { class: "error" }, `${run.error.code}: ${run.error.message}`)] : null,
         run.links && run.links.parentId ? ["parent", el("a", { href: "#/requests/" + run.links.parentId, class: "mono" }, run.links.parentId)] : null,
-      ).filter(Boolean).map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))))));
+      ].filter(Boolean);
+      head.replaceChildren(el("table", {}, el("tbody", {}, fields.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))))));
       const ended = ["completed", "failed", "cancelled", "interrupted"].includes(run.status);
-      actions.replaceChildren(
+      actions.replaceChildren(...[
         ended ? null : el("button", { class: "danger", type: "button", onclick: () => api(`/api/requests/${id}/cancel`, { method: "POST", body: {} }).then(refresh) }, "Cancel"),
-        ended ? el("button", { type: "button", onclick: async () => { const r = await api(`/api/requests/${id}/retry`, { method: "POST", body: {} }); location.hash = "#/requests/" + r.requestId; } }, "Retry") : null);
+        ended ? el("button", { type: "button", onclick: async () => { const r = await api(`/api/requests/${id}/retry`, { method: "POST", body: {} }); location.hash = "#/requests/" + r.requestId; } }, "Retry") : null,
+      ].filter(Boolean));
       const branch = (node) => el("li", {}, el("a", { href: "#/requests/" + node.requestId, class: "mono" }, node.requestId), ` ${node.agent} `, statusCell(node.status),
         node.children.length ? el("ul", { class: "tree" }, node.children.map(branch)) : null);
       tree.replaceChildren(...(run.children && run.children.length ? [el("h2", {}, "Runs it started"), el("ul", { class: "tree" }, run.children.map(branch))] : []));
@@ -274,18 +275,53 @@ async function request(id) {
     timeline.append(fragment);
     if (queue.length) { scheduled = true; requestAnimationFrame(flush); }
   };
-  const source = new EventSource(`/api/requests/${encodeURIComponent(id)}/events`, { withCredentials: true });
-  state.source = source;
-  source.onmessage = (message) => {
-    const event = JSON.parse(message.data);
+  const stream = new AbortController();
+  state.source = stream;
+  follow(id, stream.signal, (event) => {
     queue.push(event);
     if (!scheduled) { scheduled = true; requestAnimationFrame(flush); }
     if (/runtime\.(request\.(completed|failed|cancelled|interrupted)|approval\.)/.test(event.type)) refresh();
-  };
-  source.onerror = () => {
-    // The server closes the stream after the final event; the browser reconnects otherwise.
-    refresh().then((ended) => { if (ended && source.readyState !== EventSource.OPEN) source.close(); });
-  };
+  });
+}
+
+// Follows a run's event stream (SSE over fetch, so every event type arrives and a dropped
+// connection resumes after the last event seen, with Last-Event-ID) until its final event.
+async function follow(id, signal, onEvent) {
+  const final = /^runtime\.request\.(completed|failed|cancelled)$/;
+  let last = 0;
+  let done = false;
+  while (!done && !signal.aborted) {
+    try {
+      const headers = { "Accept": "text/event-stream" };
+      if (last) headers["Last-Event-ID"] = String(last);
+      const response = await fetch(`/api/requests/${encodeURIComponent(id)}/events`, { headers, credentials: "same-origin", signal });
+      if (!response.ok) throw new ApiError(response.status, response.statusText);
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done: closed } = await reader.read();
+        if (closed) break;
+        buffer += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const frame = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const data = frame.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
+          if (!data) continue;
+          const event = JSON.parse(data);
+          if (event.seq <= last) continue;
+          last = event.seq;
+          onEvent(event);
+          if (final.test(event.type)) done = true;
+        }
+      }
+    } catch (error) {
+      if (signal.aborted) return;
+      if (error instanceof ApiError && error.status < 500) return;
+    }
+    if (!done && !signal.aborted) await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
 }
 
 async function approvals() {
@@ -293,7 +329,7 @@ async function approvals() {
   show(el("h1", {}, "Approvals"), list);
   every(1500, async () => {
     try {
-      const page = await api("/api/approvals");
+      const page = await api("/api/approvals?status=pending");
       const pending = page.data.filter((a) => a.status === "pending");
       if (!pending.length) { list.replaceChildren(el("p", { class: "muted" }, "Nothing waits for a decision.")); return; }
       // Keep a row whose reason is being typed; drop those decided elsewhere.

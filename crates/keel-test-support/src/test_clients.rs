@@ -111,3 +111,31 @@ pub fn mcp_fault_server() -> PathBuf {
     assert!(path.exists(), "{} is missing", path.display());
     path
 }
+
+/// The system's Chromium for browser tests (Debian's `chromium` package at `/usr/bin/chromium`),
+/// installed with `apt-get` on first use when it is missing and this process may install
+/// packages. `Err` says why there is none (the caller skips with that reason).
+pub fn chromium() -> Result<PathBuf, String> {
+    let path = PathBuf::from("/usr/bin/chromium");
+    let ready = || path.exists();
+    install_once("chromium", ready, || {
+        let apt = |args: &[&str]| {
+            Command::new("apt-get")
+                .args(args)
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .stdout(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        // Best effort: a machine without apt or root access has no Chromium to offer.
+        let _ = apt(&["update"]) && apt(&["install", "-y", "chromium"]);
+    });
+    match ready() {
+        true => Ok(path),
+        false => Err(
+            "no Chromium: /usr/bin/chromium is missing and `apt-get install chromium` did not \
+             install it"
+                .to_owned(),
+        ),
+    }
+}

@@ -6,6 +6,7 @@ mod approvals;
 mod cancel;
 mod claude_hooks;
 mod common;
+mod console_browser;
 mod crash;
 mod governance;
 mod mcp_client;

@@ -1,0 +1,138 @@
+// The web console in headless Chromium (driven by playwright-core), against a live
+// `keel serve` with API keys. Run by crates/keel-cli/tests/it/console_browser.rs, which passes:
+// BASE (http://127.0.0.1:PORT), OPERATOR_KEY, CLIENT_KEY, CHROMIUM (its path), SHOTS (the
+// folder for screenshots). Any failed expectation throws: the process exits 1 with the reason.
+"use strict";
+
+const { chromium } = require("playwright-core");
+const assert = require("node:assert/strict");
+const path = require("node:path");
+
+const { BASE, OPERATOR_KEY, CLIENT_KEY, CHROMIUM, SHOTS } = process.env;
+const TIMEOUT = 60_000;
+
+async function api(method, route, body) {
+  const response = await fetch(BASE + route, {
+    method,
+    headers: { "Authorization": `Bearer ${OPERATOR_KEY}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+async function start(input) {
+  const started = await api("POST", "/api/requests", { input });
+  assert.equal(started.status, 202, JSON.stringify(started.body));
+  return started.body.requestId;
+}
+
+async function until(what, check) {
+  const deadline = Date.now() + TIMEOUT;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+async function ended(id) {
+  return until(`run ${id} to end`, async () => {
+    const run = await api("GET", `/api/requests/${id}`);
+    return ["completed", "failed", "cancelled"].includes(run.body.status) && run.body;
+  });
+}
+
+(async () => {
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  const errors = [];
+  page.on("pageerror", (error) => errors.push(error.message));
+
+  // A client key cannot open the console; an operator key can.
+  await page.goto(BASE + "/console");
+  await page.fill("#key", CLIENT_KEY);
+  await page.click("button[type=submit]");
+  await page.getByText("That key may not open the console").waitFor();
+  await page.fill("#key", OPERATOR_KEY);
+  await page.click("button[type=submit]");
+  await page.locator("#health .n").filter({ hasText: /ok|degraded/ }).waitFor();
+  const cookies = await context.cookies();
+  const session = cookies.find((c) => c.name === "keel_console");
+  assert.ok(session && session.httpOnly && session.sameSite === "Strict", JSON.stringify(cookies));
+  await page.screenshot({ path: path.join(SHOTS, "overview.png") });
+
+  // A state-changing request without the CSRF token is refused, even with the cookie.
+  const csrfless = await page.evaluate(() => fetch("/api/requests", {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json" }, body: JSON.stringify({ input: "Hi" }),
+  }).then((r) => r.status));
+  assert.equal(csrfless, 403);
+
+  // A run's events appear live, in order, while it runs.
+  const slow = await start("Answer slowly");
+  await page.goto(`${BASE}/console#/requests/${slow}`);
+  await page.locator('#timeline li[data-type="runtime.model.started"]').waitFor();
+  assert.equal(await page.locator('#timeline li[data-type="runtime.request.completed"]').count(), 0,
+    "the model's answer was still streaming when the page showed the run");
+  await page.locator('#timeline li[data-type="runtime.request.completed"]').waitFor();
+  const seqs = await page.locator("#timeline li").evaluateAll((rows) => rows.map((r) => Number(r.dataset.seq)));
+  assert.deepEqual(seqs, seqs.map((_, i) => i + 1), "events in order, none missing");
+  await page.locator("#output").filter({ hasText: "Slowly answering" }).waitFor();
+
+  // A repaired tool call shows what the gateway changed as a diff of its arguments.
+  const repaired = await start("Please repair this");
+  await ended(repaired);
+  await page.goto(`${BASE}/console#/requests/${repaired}`);
+  const diff = page.locator("[data-diff]");
+  await diff.waitFor();
+  assert.equal(await diff.locator("del").first().textContent(), '"5"');
+  assert.equal(await diff.locator("ins").first().textContent(), "5");
+  await page.screenshot({ path: path.join(SHOTS, "request-timeline.png"), fullPage: true });
+
+  // Approve a pending call and watch the run complete; deny another.
+  const approved = await start("Write the first file");
+  await page.goto(`${BASE}/console#/approvals`);
+  const card = page.locator("#approvals section.card");
+  await card.first().waitFor();
+  await page.screenshot({ path: path.join(SHOTS, "approvals.png") });
+  await card.first().getByRole("button", { name: "Approve", exact: true }).click();
+  await until("the approved card to go", async () => (await card.count()) === 0);
+  assert.equal((await ended(approved)).status, "completed");
+  const denied = await start("Write the second file");
+  await card.first().waitFor();
+  await card.first().getByLabel("Reason").fill("not today");
+  await card.first().getByRole("button", { name: "Deny" }).click();
+  await until("the denied card to go", async () => (await card.count()) === 0);
+  await ended(denied);
+  const decisions = (await api("GET", "/api/approvals")).body.data;
+  const statuses = decisions.map((a) => a.status).sort();
+  assert.deepEqual(statuses, ["approved", "denied"], JSON.stringify(decisions));
+
+  // A decision made elsewhere disappears from the inbox live.
+  await start("Write the third file");
+  await card.first().waitFor();
+  const pending = (await api("GET", "/api/approvals?status=pending")).body.data[0];
+  await api("POST", `/api/approvals/${pending.approvalId}/deny`, { reason: "from the API" });
+  await until("the card decided elsewhere to go", async () => (await card.count()) === 0);
+
+  // Readable on a phone-width screen: the requests list fits without horizontal scrolling.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(`${BASE}/console#/requests`);
+  await page.locator("#requests tbody tr").first().waitFor();
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 0, `the page is ${overflow}px wider than a phone screen`);
+
+  assert.deepEqual(errors, [], "no script errors");
+  await browser.close();
+})().catch((error) => {
+  console.error(error.stack || String(error));
+  process.exit(1);
+});
