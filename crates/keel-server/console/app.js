@@ -215,6 +215,10 @@ function summary(event) {
 // The details a timeline row shows under its summary: a repaired call's arguments as a diff,
 // a blocked call's issues.
 function details(event) {
+  if (event.type === "runtime.artifact.created") {
+    const a = event.artifact;
+    return el("div", {}, el("a", { href: `/api/artifacts/${encodeURIComponent(a.id)}`, target: "_blank", rel: "noopener" }, `${a.name} (${a.bytes} bytes)`));
+  }
   if (event.type !== "runtime.tool.guard") return null;
   const parts = [];
   if (event.repairs && event.repairs.length) {
@@ -235,6 +239,11 @@ async function request(id) {
   const tree = el("div", {});
   const timeline = el("ol", { class: "timeline", id: "timeline", "aria-live": "polite" });
   show(el("h1", {}, "Request ", el("span", { class: "mono" }, id)), head, actions, tree, el("h2", {}, "Events"), timeline);
+  const message = el("span", { role: "status" });
+  // Opens the run an action started (or stays, for a resume), or says why it failed.
+  const go = (started, stay) => started
+    .then((r) => { if (stay) { refresh(); } else { location.hash = "#/requests/" + r.requestId; } })
+    .catch((e) => { message.replaceChildren(failure(e)); });
   const refresh = async () => {
     try {
       const run = await api(`/api/requests/${encodeURIComponent(id)}?tree=true`);
@@ -250,7 +259,14 @@ async function request(id) {
       const ended = ["completed", "failed", "cancelled", "interrupted"].includes(run.status);
       actions.replaceChildren(...[
         ended ? null : el("button", { class: "danger", type: "button", onclick: () => api(`/api/requests/${id}/cancel`, { method: "POST", body: {} }).then(refresh) }, "Cancel"),
-        ended ? el("button", { type: "button", onclick: async () => { const r = await api(`/api/requests/${id}/retry`, { method: "POST", body: {} }); location.hash = "#/requests/" + r.requestId; } }, "Retry") : null,
+        ended ? el("button", { type: "button", onclick: () => go(api(`/api/requests/${id}/retry`, { method: "POST", body: {} })) }, "Retry") : null,
+        run.status === "interrupted" ? el("button", { type: "button", onclick: () => go(api(`/api/requests/${id}/resume`, { method: "POST", body: {} }), id) }, "Resume") : null,
+        ended ? el("form", { class: "actions", onsubmit: (event) => {
+          event.preventDefault();
+          const at = Number(new FormData(event.target).get("at"));
+          go(api(`/api/requests/${id}/fork`, { method: "POST", body: { atSeq: at } }));
+        } }, el("label", {}, "Fork after event", el("input", { name: "at", type: "number", min: 1, required: true, size: 5 })), el("button", { type: "submit" }, "Fork")) : null,
+        message,
       ].filter(Boolean));
       const branch = (node) => el("li", {}, el("a", { href: "#/requests/" + node.requestId, class: "mono" }, node.requestId), ` ${node.agent} `, statusCell(node.status),
         node.children.length ? el("ul", { class: "tree" }, node.children.map(branch)) : null);
@@ -426,6 +442,7 @@ function route() {
   if (page === "approvals") return approvals();
   if (page === "sessions" && id) return session(decodeURIComponent(id));
   if (page === "sessions") return simpleList("Sessions", "/api/sessions", [["Session", (s) => s.sessionId], ["Agent", (s) => s.agent], ["Updated", (s) => when(s.updatedAt)], ["Runs", (s) => s.runCount]], (s) => "#/sessions/" + s.sessionId);
+  if (page === "tasks") return simpleList("Tasks", "/api/tasks", [["Task", (t) => t.taskId], ["Tool", (t) => t.tool], ["Decision", (t) => t.decision], ["Status", (t) => t.status], ["Updated", (t) => when(t.updatedAt)]]);
   if (page === "tools") return simpleList("Tools", "/api/tools", [["Tool", (t) => t.name], ["Description", (t) => t.description || ""]]);
   if (page === "memory") return simpleList("Memory", "/api/memory", [["Record", (r) => r.id], ["Namespace", (r) => r.namespace], ["Kind", (r) => r.kind], ["Text", (r) => r.text]]);
   if (page === "workflows") return workflows();

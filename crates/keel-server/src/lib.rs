@@ -30,6 +30,7 @@
 mod approvals;
 mod auth;
 mod body;
+mod branches;
 mod conn;
 mod console;
 mod error;

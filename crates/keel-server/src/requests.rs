@@ -252,7 +252,7 @@ pub(crate) async fn list_requests(
 }
 
 /// The run `id`, if `principal` may see it; 404 otherwise.
-async fn visible_run(
+pub(crate) async fn visible_run(
     runtime: &Runtime,
     principal: &Principal,
     id: &RequestId,

@@ -97,6 +97,30 @@ async function ended(id) {
   assert.equal(await diff.locator("ins").first().textContent(), "5");
   await page.screenshot({ path: path.join(SHOTS, "request-timeline.png"), fullPage: true });
 
+  // Fork the repaired run after its fourth event: the new run opens and completes.
+  await page.fill('input[name="at"]', "4");
+  await page.getByRole("button", { name: "Fork" }).click();
+  await until("the fork's page", async () => !page.url().endsWith(repaired) && page.url().includes("#/requests/run_"));
+  await page.locator('#timeline li[data-type="runtime.request.forked"]').waitFor();
+  await page.locator('#timeline li[data-type="runtime.request.completed"]').waitFor();
+
+  // A run of over 5,000 events renders in batches: every row arrives, no task blocks long.
+  const long = await start("A long answer");
+  await ended(long);
+  await page.evaluate(() => {
+    window.longest = 0;
+    new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) window.longest = Math.max(window.longest, entry.duration);
+    }).observe({ type: "longtask", buffered: false });
+  });
+  await page.goto(`${BASE}/console#/requests/${long}`);
+  await page.locator('#timeline li[data-type="runtime.request.completed"]').waitFor();
+  const rows = await page.locator("#timeline li").count();
+  assert.ok(rows > 5000, `${rows} rows`);
+  const longest = await page.evaluate(() => window.longest);
+  console.log(`5,000-event run: ${rows} rows, longest task ${Math.round(longest)} ms`);
+  assert.ok(longest < 1000, `the page froze for ${longest} ms`);
+
   // Approve a pending call and watch the run complete; deny another.
   const approved = await start("Write the first file");
   await page.goto(`${BASE}/console#/approvals`);

@@ -3,7 +3,9 @@
 //! against a live `keel serve` with API keys. The script (`tests/console/console.cjs`) signs
 //! in (a client key is refused), watches a run's events appear live, opens a repaired tool
 //! call's argument diff, approves one pending call and denies another, sees a decision made
-//! elsewhere disappear, checks a CSRF-less POST is refused and the list fits a phone screen;
+//! elsewhere disappear, forks a run from one of its events, renders a run of over 5,000
+//! events without a long freeze, checks a CSRF-less POST is refused and the list fits a phone
+//! screen;
 //! it saves screenshots of the overview, a request timeline and the approvals inbox into
 //! `target/console-screenshots`.
 
@@ -24,6 +26,7 @@ const CLIENT: &str = "console-client-key";
 
 fn workspace() -> TempWorkspace {
     let script = json!({"conversations": [
+        {"match": "(?i)long", "steps": [{"text": "y".repeat(5000), "chunkSize": 1}]},
         {"match": "(?i)slowly", "steps": [{"text": "Slowly answering, word by word.", "chunkSize": 3, "chunkDelay": "500ms"}]},
         {"match": "(?i)repair", "steps": [
             {"toolCalls": [{"name": "read_file", "arguments": {"path": "notes.txt", "limit": "5"}}]},
@@ -79,6 +82,7 @@ fn the_console_works_in_a_real_browser() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    eprintln!("{}", String::from_utf8_lossy(&output.stdout));
     for shot in ["overview.png", "request-timeline.png", "approvals.png"] {
         let size = std::fs::metadata(shots.join(shot))
             .map(|m| m.len())

@@ -1,13 +1,13 @@
 //! The route table's rows of the web console: its page and assets and its sign-in
 //! (`/console…`, public: the page holds no data, and sign-in is how a key becomes a session;
-//! left out of the OpenAPI document, which describes the API), and `GET /api/overview`, the
-//! figures its first page shows.
+//! left out of the OpenAPI document, which describes the API); `GET /api/overview`, the
+//! figures its first page shows; and resuming and forking a run (operator keys).
 
 use axum::http::Method;
 use axum::routing;
 
 use super::{Access, Route, route, schema};
-use crate::console;
+use crate::{branches, console};
 
 /// The `/console…` routes and `/api/overview`.
 pub(super) fn routes() -> Vec<Route> {
@@ -61,6 +61,29 @@ pub(super) fn routes() -> Vec<Route> {
             "`{authRequired, signedIn, csrf?}`",
             || routing::get(console::session),
         ),
+        Route {
+            body: Some(schema::<branches::ResumeBody>),
+            body_optional: true,
+            ..route(
+                Method::POST,
+                "/api/requests/{id}/resume",
+                Operator,
+                "Continue an interrupted request from its log",
+                "202 `{requestId}` or the RunResponse; 400 unless the run is interrupted",
+                || routing::post(branches::resume_request),
+            )
+        },
+        Route {
+            body: Some(schema::<branches::ForkBody>),
+            ..route(
+                Method::POST,
+                "/api/requests/{id}/fork",
+                Operator,
+                "Start a new request from a request's first `atSeq` events (`links.forkedFrom`)",
+                "202 `{requestId}` or the RunResponse",
+                || routing::post(branches::fork_request),
+            )
+        },
         route(
             Method::GET,
             "/api/overview",
