@@ -133,7 +133,11 @@ async function overview() {
         el("h2", {}, "Agents"), el("p", {}, o.agents.join(", ") || "none"),
         el("h2", {}, "Workflows"), el("p", {}, o.workflows.join(", ") || "none"),
         el("h2", {}, "Models"),
-        el("ul", {}, (health.models || []).map((m) => el("li", {}, `${m.name} (${m.provider}): ${m.status}`))));
+        el("ul", {}, (health.models || []).map((m) => el("li", {}, `${m.name} (${m.provider}): ${m.status}`))),
+        el("h2", {}, "Latency (mean since the server started)"),
+        el("table", { id: "latency" }, el("tbody", {},
+          ...Object.entries(o.latency.models).map(([name, l]) => el("tr", {}, el("th", {}, `model ${name}`), el("td", {}, `${l.meanMs} ms over ${l.count} round(s)`))),
+          ...Object.entries(o.latency.tools).map(([name, l]) => el("tr", {}, el("th", {}, `tool ${name}`), el("td", {}, `${l.meanMs} ms over ${l.count} call(s)`))))));
     } catch (e) { body.replaceChildren(failure(e)); }
   });
 }

@@ -207,7 +207,8 @@ pub(crate) async fn session(
 }
 
 /// `GET /api/overview` → what the console's first page shows: runs by status, live runs,
-/// pending approvals, the error rate of ended runs, agents and workflows.
+/// pending approvals, the error rate of ended runs, model and tool latency (means since this
+/// process started, from the metrics' observer), agents and workflows.
 pub(crate) async fn overview(
     State(state): State<AppState>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
@@ -242,6 +243,7 @@ pub(crate) async fn overview(
         "live": runtime.active_runs(),
         "pendingApprovals": pending,
         "errorRate": error_rate,
+        "latency": state.telemetry.latencies(),
         "agents": workspace.agents.keys().collect::<Vec<_>>(),
         "workflows": workspace.workflows.keys().collect::<Vec<_>>(),
     })))

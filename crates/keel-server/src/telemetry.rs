@@ -136,10 +136,43 @@ pub struct Telemetry {
 
 struct Inner {
     metrics: Metrics,
+    /// Latency totals by `model:<name>` and `tool:<name>`: (sum in ms, count), for the
+    /// console's overview.
+    latencies: std::sync::Mutex<BTreeMap<String, (u64, u64)>>,
     /// Agent name → model name, for labels.
     models: OnceLock<BTreeMap<String, String>>,
     /// Live event streams waiting for news of a run.
     followers: Followers,
+}
+
+impl Inner {
+    fn add_latency(&self, key: String, ms: u64) {
+        if let Ok(mut latencies) = self.latencies.lock() {
+            let entry = latencies.entry(key).or_default();
+            entry.0 += ms;
+            entry.1 += 1;
+        }
+    }
+}
+
+impl Telemetry {
+    /// Mean latency and count of model rounds by model and tool calls by tool, since this
+    /// process started: `{models: {name: {count, meanMs}}, tools: {…}}`.
+    pub(crate) fn latencies(&self) -> serde_json::Value {
+        let mut models = serde_json::Map::new();
+        let mut tools = serde_json::Map::new();
+        if let Ok(latencies) = self.inner.latencies.lock() {
+            for (key, (sum, count)) in latencies.iter() {
+                let entry = serde_json::json!({"count": count, "meanMs": sum / (*count).max(1)});
+                match key.split_once(':') {
+                    Some(("model", name)) => drop(models.insert(name.to_owned(), entry)),
+                    Some((_, name)) => drop(tools.insert(name.to_owned(), entry)),
+                    None => {}
+                }
+            }
+        }
+        serde_json::json!({"models": models, "tools": tools})
+    }
 }
 
 /// What a scrape reads from the store (and admission) rather than from events.
@@ -170,6 +203,7 @@ impl Telemetry {
         Self {
             inner: Arc::new(Inner {
                 metrics: Metrics::new(),
+                latencies: std::sync::Mutex::new(BTreeMap::new()),
                 models: OnceLock::new(),
                 followers: Followers::default(),
             }),
@@ -241,6 +275,8 @@ impl Telemetry {
                         model: model.clone(),
                     })
                     .observe(*latency_ms as f64 / 1000.0);
+                self.inner
+                    .add_latency(format!("model:{model}"), *latency_ms);
                 for (kind, count) in [
                     ("prompt", usage.prompt_tokens),
                     ("completion", usage.completion_tokens),
@@ -271,6 +307,7 @@ impl Telemetry {
                         ok: if *ok { "true" } else { "false" },
                     })
                     .observe(*duration_ms as f64 / 1000.0);
+                self.inner.add_latency(format!("tool:{tool}"), *duration_ms);
             }
             EventPayload::ApprovalRequested { .. } => {
                 metrics.approvals_requested.inc();

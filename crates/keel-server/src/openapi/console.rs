@@ -88,8 +88,8 @@ pub(super) fn routes() -> Vec<Route> {
             Method::GET,
             "/api/overview",
             Operator,
-            "What the console's first page shows: runs by status, live runs, pending approvals, the error rate of ended runs, agents and workflows",
-            "`{runs: {status: count}, live, pendingApprovals, errorRate, agents, workflows}`",
+            "What the console's first page shows: runs by status, live runs, pending approvals, the error rate of ended runs, model and tool latency, agents and workflows",
+            "`{runs: {status: count}, live, pendingApprovals, errorRate, latency: {models, tools}, agents, workflows}`",
             || routing::get(console::overview),
         ),
     ]
