@@ -5,22 +5,35 @@
 //! — and get 403 elsewhere; `operator` keys may use everything. Keys are compared in constant
 //! time and never logged.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
-use axum::http::{Method, header};
+use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::ApiError;
-use crate::openapi::Access;
 use crate::state::Principal;
+
+/// Who may call a route when API keys are configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Anyone, without a key.
+    Public,
+    /// `client` keys (their own requests only) and `operator` keys.
+    Client,
+    /// `operator` keys only.
+    Operator,
+}
 
 #[derive(Default)]
 pub(crate) struct Keys {
     keys: Vec<(Vec<u8>, Principal)>,
     /// The web console's signed-in sessions (cookie → principal and CSRF token).
-    pub(crate) sessions: crate::console::Sessions,
+    pub(crate) sessions: Sessions,
 }
 
 impl Keys {
@@ -45,7 +58,7 @@ impl Keys {
         }
         Self {
             keys,
-            sessions: crate::console::Sessions::default(),
+            sessions: Sessions::default(),
         }
     }
 
@@ -111,13 +124,12 @@ pub(crate) async fn require_key(
         // The web console's session cookie; a state-changing request must also carry the
         // session's CSRF token.
         None => {
-            let token =
-                crate::console::cookie_token(request.headers()).ok_or(ApiError::Unauthorized)?;
+            let token = cookie_token(request.headers()).ok_or(ApiError::Unauthorized)?;
             let (principal, csrf) = keys.sessions.get(token).ok_or(ApiError::Unauthorized)?;
             let safe = matches!(*request.method(), Method::GET | Method::HEAD);
             let sent = request
                 .headers()
-                .get(crate::console::CSRF_HEADER)
+                .get(crate::error::CSRF_HEADER)
                 .map(|v| v.as_bytes());
             if !safe && !sent.is_some_and(|sent| constant_time_eq(sent, csrf.as_bytes())) {
                 return Err(ApiError::Csrf);
@@ -130,6 +142,85 @@ pub(crate) async fn require_key(
     }
     request.extensions_mut().insert(principal);
     Ok(next.run(request).await)
+}
+
+// ---- the web console's sessions -------------------------------------------------------
+
+/// The session cookie's name.
+pub(crate) const COOKIE: &str = "keel_console";
+/// How long a console session lasts.
+pub(crate) const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+
+/// Console sessions: token → who signed in, its CSRF token, when it ends.
+#[derive(Default)]
+pub(crate) struct Sessions {
+    open: Mutex<HashMap<String, Session>>,
+}
+
+#[derive(Clone)]
+struct Session {
+    principal: Principal,
+    csrf: String,
+    until: Instant,
+}
+
+impl Sessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
+        match self.open.lock() {
+            Ok(open) => open,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// A new session for `principal`: its token and CSRF token.
+    pub(crate) fn open(&self, principal: Principal) -> Result<(String, String), ApiError> {
+        let (token, csrf) = (random_token()?, random_token()?);
+        let mut open = self.lock();
+        let now = Instant::now();
+        open.retain(|_, s| s.until > now);
+        open.insert(
+            token.clone(),
+            Session {
+                principal,
+                csrf: csrf.clone(),
+                until: now + SESSION_TTL,
+            },
+        );
+        Ok((token, csrf))
+    }
+
+    /// The live session of `token`: its principal and CSRF token.
+    pub(crate) fn get(&self, token: &str) -> Option<(Principal, String)> {
+        let open = self.lock();
+        let session = open.get(token).filter(|s| s.until > Instant::now())?;
+        Some((session.principal.clone(), session.csrf.clone()))
+    }
+
+    pub(crate) fn close(&self, token: &str) {
+        self.lock().remove(token);
+    }
+}
+
+/// 32 random bytes from the operating system, as hex.
+fn random_token() -> Result<String, ApiError> {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| ApiError::Internal(format!("cannot read randomness: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The session token in a request's `Cookie` header.
+pub(crate) fn cookie_token(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            let (name, value) = pair.trim().split_once('=')?;
+            (name == COOKIE).then_some(value)
+        })
 }
 
 #[cfg(test)]

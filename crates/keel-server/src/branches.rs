@@ -29,9 +29,25 @@ pub(crate) struct ResumeBody {
 pub(crate) struct ForkBody {
     /// The last event copied from the original (its `seq`, before its end).
     #[schemars(range(min = 1))]
+    #[serde(deserialize_with = "whole_number")]
     at_seq: u64,
     #[serde(default)]
     wait: bool,
+}
+
+/// A JSON integer, also when written as a number with a zero fraction (`4.0`), as JSON Schema
+/// counts it; anything else is an error naming what it is.
+fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    let number = serde_json::Number::deserialize(deserializer)?;
+    if let Some(n) = number.as_u64() {
+        return Ok(n);
+    }
+    match number.as_f64() {
+        Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => Ok(f as u64),
+        _ => Err(serde::de::Error::custom(format!(
+            "`atSeq` must be a whole number of at least 1, not {number}"
+        ))),
+    }
 }
 
 /// `POST /api/requests/{id}/resume` (`{wait?}`): continues an `interrupted` run; 202

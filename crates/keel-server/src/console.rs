@@ -8,106 +8,25 @@
 //! `X-Keel-CSRF`. Sessions live in this process's memory for 12 hours (a restart signs
 //! everyone out). Without keys (loopback only) the console needs no sign-in.
 
-use std::collections::HashMap;
-use std::io::Read;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::ApiError;
+use crate::auth::{COOKIE, Keys, SESSION_TTL, cookie_token};
 use crate::body::parse_body;
-use crate::state::{AppState, Principal};
-
-/// The session cookie's name.
-pub(crate) const COOKIE: &str = "keel_console";
-/// The header a state-changing request made with the cookie carries its CSRF token in.
-pub(crate) const CSRF_HEADER: &str = "x-keel-csrf";
-/// How long a console session lasts.
-const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+use crate::state::AppState;
 
 const INDEX: &str = include_str!("../console/index.html");
 const SCRIPT: &str = include_str!("../console/app.js");
 const STYLE: &str = include_str!("../console/app.css");
-
-/// Console sessions: token → who signed in, its CSRF token, when it ends.
-#[derive(Default)]
-pub(crate) struct Sessions {
-    open: Mutex<HashMap<String, Session>>,
-}
-
-#[derive(Clone)]
-struct Session {
-    principal: Principal,
-    csrf: String,
-    until: Instant,
-}
-
-impl Sessions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
-        match self.open.lock() {
-            Ok(open) => open,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
-    /// A new session for `principal`: its token and CSRF token.
-    fn open(&self, principal: Principal) -> Result<(String, String), ApiError> {
-        let (token, csrf) = (random_token()?, random_token()?);
-        let mut open = self.lock();
-        let now = Instant::now();
-        open.retain(|_, s| s.until > now);
-        open.insert(
-            token.clone(),
-            Session {
-                principal,
-                csrf: csrf.clone(),
-                until: now + SESSION_TTL,
-            },
-        );
-        Ok((token, csrf))
-    }
-
-    /// The live session of `token`: its principal and CSRF token.
-    pub(crate) fn get(&self, token: &str) -> Option<(Principal, String)> {
-        let open = self.lock();
-        let session = open.get(token).filter(|s| s.until > Instant::now())?;
-        Some((session.principal.clone(), session.csrf.clone()))
-    }
-
-    fn close(&self, token: &str) {
-        self.lock().remove(token);
-    }
-}
-
-/// 32 random bytes from the operating system, as hex.
-fn random_token() -> Result<String, ApiError> {
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| ApiError::Internal(format!("cannot read randomness: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// The session token in a request's `Cookie` header.
-pub(crate) fn cookie_token(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .find_map(|pair| {
-            let (name, value) = pair.trim().split_once('=')?;
-            (name == COOKIE).then_some(value)
-        })
-}
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     (
@@ -152,11 +71,10 @@ pub(crate) struct Login {
 /// `POST /console/login {key}`: an operator key opens a session (cookie + CSRF token); a
 /// client key is refused (403), anything else is 401.
 pub(crate) async fn login(
-    State(state): State<AppState>,
+    Extension(keys): Extension<Arc<Keys>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let login: Login = parse_body(body, false)?;
-    let keys = &state.keys;
     if keys.is_empty() {
         return Ok(Json(json!({"authRequired": false})).into_response());
     }
@@ -166,7 +84,7 @@ pub(crate) async fn login(
     if principal.is_client() {
         return Err(ApiError::Forbidden);
     }
-    let (token, csrf) = state.keys.sessions.open(principal)?;
+    let (token, csrf) = keys.sessions.open(principal)?;
     let cookie = format!(
         "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
         SESSION_TTL.as_secs()
@@ -179,9 +97,9 @@ pub(crate) async fn login(
 }
 
 /// `POST /console/logout`: ends the session of the cookie (if any) and clears the cookie.
-pub(crate) async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn logout(Extension(keys): Extension<Arc<Keys>>, headers: HeaderMap) -> Response {
     if let Some(token) = cookie_token(&headers) {
-        state.keys.sessions.close(token);
+        keys.sessions.close(token);
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
     response.headers_mut().insert(
@@ -194,13 +112,13 @@ pub(crate) async fn logout(State(state): State<AppState>, headers: HeaderMap) ->
 /// `GET /console/session` → `{authRequired, signedIn, csrf?}`: whether the page must ask for
 /// a key, and the CSRF token of the cookie's session.
 pub(crate) async fn session(
-    State(state): State<AppState>,
+    Extension(keys): Extension<Arc<Keys>>,
     headers: HeaderMap,
 ) -> Json<serde_json::Value> {
-    if state.keys.is_empty() {
+    if keys.is_empty() {
         return Json(json!({"authRequired": false, "signedIn": true}));
     }
-    match cookie_token(&headers).and_then(|t| state.keys.sessions.get(t)) {
+    match cookie_token(&headers).and_then(|t| keys.sessions.get(t)) {
         Some((_, csrf)) => Json(json!({"authRequired": true, "signedIn": true, "csrf": csrf})),
         None => Json(json!({"authRequired": true, "signedIn": false})),
     }

@@ -5,6 +5,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+/// The header a state-changing request made with the console's session cookie carries its
+/// CSRF token in (checked by `auth::require_key`, named by [`ApiError::Csrf`]'s message).
+pub(crate) const CSRF_HEADER: &str = "x-keel-csrf";
 /// An error answered to an HTTP client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
@@ -258,7 +261,7 @@ impl ApiError {
             Self::Forbidden => "this API key may not use this route".into(),
             Self::Csrf => format!(
                 "a request made with the console's session cookie must carry its CSRF token in `{}`",
-                crate::console::CSRF_HEADER
+                CSRF_HEADER
             ),
             Self::ResourceNotFound(message) | Self::Conflict(message) | Self::Timeout(message) => {
                 message.clone()

@@ -119,17 +119,18 @@ fn build_router(runtime: keel::Runtime, telemetry: Telemetry, stop: Cancellation
             body_time,
             conn::limit_body_time,
         ))
-        .with_state(app_state(runtime, telemetry, keys, stop))
+        // The console's sign-in reads the keys and keeps its sessions with them.
+        .layer(axum::Extension(keys.clone()))
+        .with_state(app_state(runtime, telemetry, !keys.is_empty(), stop))
 }
 
 /// The state every route shares, `/mcp`'s service included.
 fn app_state(
     runtime: keel::Runtime,
     telemetry: Telemetry,
-    keys: Arc<auth::Keys>,
+    keys_configured: bool,
     stop: CancellationToken,
 ) -> AppState {
-    let keys_configured = !keys.is_empty();
     let admission = Arc::new(state::Admission::for_workspace(runtime.workspace()));
     let mcp = mcp::http_service(mcp::HttpMount {
         runtime: runtime.clone(),
@@ -143,7 +144,6 @@ fn app_state(
         openapi: openapi::openapi(keys_configured),
         admission,
         mcp,
-        keys,
     };
     AppState::new(runtime, parts)
 }

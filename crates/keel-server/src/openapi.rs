@@ -17,16 +17,7 @@ use crate::{approvals, inventory, metrics, openai, requests, sessions, tasks};
 mod console;
 mod knowledge;
 
-/// Who may call a route when API keys are configured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// Anyone, without a key.
-    Public,
-    /// `client` keys (their own requests only) and `operator` keys.
-    Client,
-    /// `operator` keys only.
-    Operator,
-}
+pub(crate) use crate::auth::Access;
 
 /// One route.
 pub(crate) struct Route {

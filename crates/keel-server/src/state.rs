@@ -24,8 +24,6 @@ pub(crate) struct AppState {
     pub openapi: Arc<serde_json::Value>,
     /// MCP's streamable HTTP, mounted at `/mcp`.
     pub mcp: HttpService,
-    /// The API keys and the console's sessions.
-    pub keys: Arc<crate::auth::Keys>,
 }
 
 /// What a server's state is built from besides its runtime.
@@ -36,7 +34,6 @@ pub(crate) struct StateParts {
     /// The admission queue of [`Admission::for_workspace`].
     pub admission: Arc<Admission>,
     pub mcp: HttpService,
-    pub keys: Arc<crate::auth::Keys>,
 }
 
 impl AppState {
@@ -48,7 +45,6 @@ impl AppState {
             telemetry: parts.telemetry,
             openapi: Arc::new(parts.openapi),
             mcp: parts.mcp,
-            keys: parts.keys,
         }
     }
 }
