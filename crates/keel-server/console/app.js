@@ -392,6 +392,24 @@ async function simpleList(title, path, columns, link) {
   } catch (e) { body.replaceChildren(el("tr", {}, el("td", {}, failure(e)))); }
 }
 
+// The tools of the default agent's inventory with their usage: calls, errors, repairs,
+// blocks and latency, from the stored runs.
+async function tools() {
+  const body = el("tbody", {});
+  show(el("h1", {}, "Tools"), el("table", { id: "tools" }, el("thead", {}, el("tr", {},
+    ["Tool", "Description", "Calls", "Errors", "Repairs", "Blocks", "p50 / p99"].map((h, i) => el("th", { class: i > 1 ? "hide-narrow" : "" }, h)))), body));
+  try {
+    const [list, stats] = await Promise.all([api("/api/tools"), api("/api/tools/stats")]);
+    const by = new Map(stats.data.map((s) => [s.tool, s]));
+    body.replaceChildren(...list.data.map((t) => {
+      const s = by.get(t.name) || { calls: 0, errors: 0, repairs: 0, blocks: 0, latencyP50Ms: 0, latencyP99Ms: 0 };
+      const cell = (v) => el("td", { class: "hide-narrow" }, v);
+      return el("tr", {}, el("td", { class: "mono" }, t.name), el("td", {}, t.description || ""),
+        cell(s.calls), cell(s.errors), cell(s.repairs), cell(s.blocks), cell(`${s.latencyP50Ms} / ${s.latencyP99Ms} ms`));
+    }));
+  } catch (e) { body.replaceChildren(el("tr", {}, el("td", {}, failure(e)))); }
+}
+
 async function session(id) {
   show(el("h1", {}, "Session ", el("span", { class: "mono" }, id)));
   try {
@@ -447,7 +465,7 @@ function route() {
   if (page === "sessions" && id) return session(decodeURIComponent(id));
   if (page === "sessions") return simpleList("Sessions", "/api/sessions", [["Session", (s) => s.sessionId], ["Agent", (s) => s.agent], ["Updated", (s) => when(s.updatedAt)], ["Runs", (s) => s.runCount]], (s) => "#/sessions/" + s.sessionId);
   if (page === "tasks") return simpleList("Tasks", "/api/tasks", [["Task", (t) => t.taskId], ["Tool", (t) => t.tool], ["Decision", (t) => t.decision], ["Status", (t) => t.status], ["Updated", (t) => when(t.updatedAt)]]);
-  if (page === "tools") return simpleList("Tools", "/api/tools", [["Tool", (t) => t.name], ["Description", (t) => t.description || ""]]);
+  if (page === "tools") return tools();
   if (page === "memory") return simpleList("Memory", "/api/memory", [["Record", (r) => r.id], ["Namespace", (r) => r.namespace], ["Kind", (r) => r.kind], ["Text", (r) => r.text]]);
   if (page === "workflows") return workflows();
   if (page === "workspace") return workspace();

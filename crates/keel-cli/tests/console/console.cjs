@@ -97,6 +97,14 @@ async function ended(id) {
   assert.equal(await diff.locator("ins").first().textContent(), "5");
   await page.screenshot({ path: path.join(SHOTS, "request-timeline.png"), fullPage: true });
 
+  // The tools page counts the repair.
+  await page.goto(`${BASE}/console#/tools`);
+  const readFile = page.locator("#tools tbody tr").filter({ hasText: "read_file" });
+  await readFile.waitFor();
+  assert.equal(await readFile.locator("td").nth(4).textContent(), "1", "one repaired call of read_file");
+  await page.goto(`${BASE}/console#/requests/${repaired}`);
+  await page.locator('#timeline li[data-type="runtime.request.completed"]').waitFor();
+
   // Fork the repaired run after its fourth event: the new run opens and completes.
   await page.fill('input[name="at"]', "4");
   await page.getByRole("button", { name: "Fork" }).click();
