@@ -3,7 +3,9 @@
 //! but `/api/health` needs `Authorization: Bearer <key>` (401 otherwise); `client` keys may
 //! use the routes the route table marks [`Access::Client`] — the facade and their own requests
 //! — and get 403 elsewhere; `operator` keys may use everything. Keys are compared in constant
-//! time and never logged.
+//! time and never logged. The web console's sessions live here too: a cookie the console's
+//! sign-in set stands for the operator key it was opened with, and a state-changing request
+//! made with it must carry the session's CSRF token.
 
 use std::collections::HashMap;
 use std::io::Read;
