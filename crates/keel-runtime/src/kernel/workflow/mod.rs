@@ -1,14 +1,16 @@
 //! Workflow runs (`docs/workflows.md`): a `Workflow` document executed as a run of its own
 //! (`agent: workflow/<name>`), whose log holds `runtime.workflow.*` events between the usual
-//! opening and terminal events. Agent, tool and nested-workflow nodes run as child runs
-//! linked to it; approval nodes wait durably like a tool's approval.
+//! opening and terminal events. Agent and nested-workflow nodes run as child runs linked to
+//! it; a tool node's call is a governed direct call in its own log; approval nodes wait
+//! durably like a tool's approval.
 //!
 //! Durable execution: a node's output is recorded in `runtime.workflow.node.completed`
 //! before anything reads it. A resumed workflow run replays its scheduler against the log:
 //! a node whose completion is recorded is not run again (its output is taken from the log,
 //! so its side effects happen once); a node that was running picks up its child run (the
-//! child is found by the node's key, resumed when interrupted, read when it ended); a
-//! pending approval is waited on again.
+//! child is found by the node's key, resumed when interrupted, read when it ended) or its
+//! tool call's recorded result (a call cut off mid-flight is made again only for an
+//! idempotent tool); a pending approval is waited on again.
 
 mod engine;
 mod gates;
