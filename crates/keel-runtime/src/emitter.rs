@@ -168,24 +168,9 @@ impl Forwarder {
         let Some(subscriber) = &self.subscriber else {
             return;
         };
-        let narration = self.narrator.narrate(&event).map(|text| {
-            let mut payload = EventPayload::Narration {
-                text,
-                provider: crate::narrator::PROVIDER.to_owned(),
-                source_event_types: vec![event.type_name().to_owned()],
-                source_event_ids: vec![event.id.clone()],
-                style: self.narrator.style().to_owned(),
-            };
-            self.redactor.redact(&mut payload);
-            Event {
-                id: EventId::generate(),
-                seq: event.seq,
-                ts: event.ts.clone(),
-                request_id: event.request_id.clone(),
-                session_id: event.session_id.clone(),
-                agent_id: event.agent_id.clone(),
-                payload,
-            }
+        let narration = self.narrator.narration_of(&event).map(|mut narration| {
+            self.redactor.redact(&mut narration.payload);
+            narration
         });
         // A subscriber that went away simply stops receiving.
         if subscriber.send(event).is_err() {

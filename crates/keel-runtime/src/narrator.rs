@@ -29,6 +29,27 @@ impl Narrator {
         if self.verbose { "verbose" } else { "concise" }
     }
 
+    /// The derived `runtime.progress.narration` event of `event`, if it deserves one: it
+    /// carries its source's `seq`, type and id.
+    pub fn narration_of(&self, event: &Event) -> Option<Event> {
+        let text = self.narrate(event)?;
+        Some(Event {
+            id: keel_types::EventId::generate(),
+            seq: event.seq,
+            ts: event.ts.clone(),
+            request_id: event.request_id.clone(),
+            session_id: event.session_id.clone(),
+            agent_id: event.agent_id.clone(),
+            payload: EventPayload::Narration {
+                text,
+                provider: PROVIDER.to_owned(),
+                source_event_types: vec![event.type_name().to_owned()],
+                source_event_ids: vec![event.id.clone()],
+                style: self.style().to_owned(),
+            },
+        })
+    }
+
     /// The narration line for an event, if it deserves one.
     pub fn narrate(&self, event: &Event) -> Option<String> {
         if !self.enabled {

@@ -287,6 +287,11 @@ async function request(id) {
     const batch = queue.splice(0, 300);
     const fragment = document.createDocumentFragment();
     for (const event of batch) {
+      if (event.type === "runtime.progress.narration") {
+        fragment.append(el("li", { class: "narration", "data-type": event.type },
+          el("span", {}), el("span", {}), el("div", { class: "muted" }, "» " + event.message)));
+        continue;
+      }
       fragment.append(el("li", { "data-type": event.type, "data-seq": event.seq },
         el("span", { class: "muted mono" }, event.seq),
         el("span", { class: "muted when" }, new Date(event.ts).toLocaleTimeString()),
@@ -314,7 +319,7 @@ async function follow(id, signal, onEvent) {
     try {
       const headers = { "Accept": "text/event-stream" };
       if (last) headers["Last-Event-ID"] = String(last);
-      const response = await fetch(`/api/requests/${encodeURIComponent(id)}/events`, { headers, credentials: "same-origin", signal });
+      const response = await fetch(`/api/requests/${encodeURIComponent(id)}/events?narration=true`, { headers, credentials: "same-origin", signal });
       if (!response.ok) throw new ApiError(response.status, response.statusText);
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
@@ -330,6 +335,8 @@ async function follow(id, signal, onEvent) {
           const data = frame.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
           if (!data) continue;
           const event = JSON.parse(data);
+          // Narration follows its source event and carries its seq; it is never stored.
+          if (event.type === "runtime.progress.narration") { onEvent(event); continue; }
           if (event.seq <= last) continue;
           last = event.seq;
           onEvent(event);

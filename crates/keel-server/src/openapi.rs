@@ -387,6 +387,11 @@ pub(crate) fn routes() -> Vec<Route> {
                         "only events with a greater seq",
                     ),
                     param("limit", page(10_000), "JSON page size (default 1000)"),
+                    param(
+                        "narration",
+                        Accepts::Boolean,
+                        "SSE: also each event's narration (derived, never stored)",
+                    ),
                 ]
             },
             ..route(

@@ -344,6 +344,9 @@ pub(crate) async fn retry_request(
 struct EventsQuery {
     #[serde(default)]
     after: Option<u64>,
+    /// SSE only: also send each event's narration (derived, never stored).
+    #[serde(default)]
+    narration: Option<String>,
     #[serde(default)]
     limit: Option<usize>,
 }
@@ -351,7 +354,8 @@ struct EventsQuery {
 /// `GET /api/requests/{id}/events?after=SEQ&limit=N`: a JSON page `{data: [Event…],
 /// nextAfter}` (`nextAfter` is set when more events follow), or with
 /// `Accept: text/event-stream` a live SSE stream (`id:` is the event's `seq`; resumable with
-/// `Last-Event-ID`) that ends after the final event (or when the run stops without one).
+/// `Last-Event-ID`) that ends after the final event (or when the run stops without one); with
+/// `narration=true` each event is followed by its narration, if it has one (no `id:`).
 pub(crate) async fn request_events(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -400,7 +404,13 @@ pub(crate) async fn request_events(
         ),
         None => None,
     };
+    let narrator = (query.narration.as_deref() == Some("true")).then(|| {
+        std::sync::Arc::new(keel::Narrator::new(
+            &state.runtime.workspace().runtime.progress.narration,
+        ))
+    });
     let stream = EventStream {
+        narrator,
         wake: state.telemetry.subscribe(&id),
         state,
         id,
@@ -443,6 +453,8 @@ struct EventStream {
     pending: VecDeque<Event>,
     /// A terminal event was sent, or the run ended without one; nothing more comes.
     done: bool,
+    /// Also sends each event's narration after it (`?narration=true`).
+    narrator: Option<std::sync::Arc<keel::Narrator>>,
 }
 
 impl EventStream {
@@ -457,7 +469,23 @@ impl EventStream {
                     self.done = true;
                     self.pending.clear();
                 }
-                return Some(sse_frame(&event));
+                let frame = sse_frame(&event);
+                return Some(
+                    match self.narrator.as_ref().and_then(|n| n.narration_of(&event)) {
+                        // No `id:`, so `Last-Event-ID` keeps naming stored events only.
+                        Some(narration) => {
+                            let data =
+                                serde_json::to_string(&narration).unwrap_or_else(|_| "{}".into());
+                            let mut both = frame.to_vec();
+                            both.extend_from_slice(
+                                format!("event: {}\ndata: {data}\n\n", narration.type_name())
+                                    .as_bytes(),
+                            );
+                            Bytes::from(both)
+                        }
+                        None => frame,
+                    },
+                );
             }
             if self.done {
                 return None;

@@ -34,6 +34,7 @@ use std::sync::Arc;
 pub use keel_runtime::memory::{
     Draft as MemoryDraft, MaintenanceReport, MaintenanceRequest, MemoryService,
 };
+pub use keel_runtime::narrator::Narrator;
 pub use keel_runtime::subagents::{RunTree, run_tree};
 pub use keel_runtime::{
     Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError, ShutdownReport, TaskRequest,

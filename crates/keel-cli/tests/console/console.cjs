@@ -83,7 +83,9 @@ async function ended(id) {
   assert.equal(await page.locator('#timeline li[data-type="runtime.request.completed"]').count(), 0,
     "the model's answer was still streaming when the page showed the run");
   await page.locator('#timeline li[data-type="runtime.request.completed"]').waitFor();
-  const seqs = await page.locator("#timeline li").evaluateAll((rows) => rows.map((r) => Number(r.dataset.seq)));
+  const seqs = await page.locator("#timeline li[data-seq]").evaluateAll((rows) => rows.map((r) => Number(r.dataset.seq)));
+  // Narration, derived live, sits between the events it describes.
+  await page.locator('#timeline li.narration').filter({ hasText: "Completed" }).waitFor();
   assert.deepEqual(seqs, seqs.map((_, i) => i + 1), "events in order, none missing");
   await page.locator("#output").filter({ hasText: "Slowly answering" }).waitFor();
 
@@ -123,7 +125,7 @@ async function ended(id) {
   });
   await page.goto(`${BASE}/console#/requests/${long}`);
   await page.locator('#timeline li[data-type="runtime.request.completed"]').waitFor();
-  const rows = await page.locator("#timeline li").count();
+  const rows = await page.locator("#timeline li[data-seq]").count();
   assert.ok(rows > 5000, `${rows} rows`);
   const longest = await page.evaluate(() => window.longest);
   console.log(`5,000-event run: ${rows} rows, longest task ${Math.round(longest)} ms (0: none over 50 ms)`);
