@@ -133,6 +133,8 @@ impl AgentRun {
             call_id,
         )
         .await?;
+        // The run is `waiting_approval` before anyone can see the approval.
+        self.set_status(RunStatus::WaitingApproval).await?;
         let approval = match existing {
             Some(existing) => existing,
             None => {
@@ -174,13 +176,13 @@ impl AgentRun {
         }
     }
 
-    /// Marks the run waiting, records the request, and polls until a decision or the timeout.
+    /// Records the request and polls until a decision or the timeout (the run is already
+    /// marked waiting).
     async fn wait_for_decision(
         &mut self,
         approval: ApprovalRecord,
     ) -> Result<Decision, StoreError> {
         let store = self.services.store.clone();
-        self.set_status(RunStatus::WaitingApproval).await?;
         self.emitter
             .emit_durable(EventPayload::ApprovalRequested {
                 approval: Box::new(approval.clone()),

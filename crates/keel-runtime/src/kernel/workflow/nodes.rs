@@ -518,15 +518,16 @@ impl Engine {
             memory: None,
             memory_record: None,
         });
-        if fresh {
-            store.create_approval(&approval).await?;
-        }
         if self
             .waiting
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
             == 0
         {
             self.set_status(RunStatus::WaitingApproval).await?;
+        }
+        // The run is `waiting_approval` before anyone can see the approval.
+        if fresh {
+            store.create_approval(&approval).await?;
         }
         if fresh {
             self.emitter
