@@ -69,3 +69,37 @@ pub struct ApprovalRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_record: Option<String>,
 }
+
+impl ApprovalRecord {
+    /// A pending approval that run `run` asks for its call `call_id` (a tool call, or a
+    /// workflow's approval node or gate): linked to the run, its session and its root.
+    pub fn pending(
+        run: &crate::RunRecord,
+        call_id: &str,
+        tool: String,
+        arguments: Value,
+        asked_by: &str,
+        ask_reason: Option<String>,
+    ) -> Self {
+        Self {
+            approval_id: crate::new_id("apr"),
+            request_id: run.request_id.clone(),
+            root_request_id: run.links.root_id.clone(),
+            session_id: run.session_id.clone(),
+            agent: run.agent.clone(),
+            tool,
+            arguments,
+            call_id: Some(call_id.to_owned()),
+            asked_by: asked_by.to_owned(),
+            ask_reason,
+            status: ApprovalStatus::Pending,
+            scope: ApprovalScope::Once,
+            decided_by: None,
+            decided_at: None,
+            decision_reason: None,
+            created_at: crate::now_rfc3339(),
+            memory: None,
+            memory_record: None,
+        }
+    }
+}

@@ -18,6 +18,8 @@ pub struct WorkflowGraph {
     index: HashMap<String, usize>,
     /// `(from, to, is_loop)` of every edge whose ends both exist, in declaration order.
     pub edges: Vec<(usize, usize, bool)>,
+    /// For each of `edges`, its index in the list the graph was made from (`spec.edges`).
+    pub declared: Vec<usize>,
     /// The start nodes.
     pub starts: Vec<usize>,
 }
@@ -52,10 +54,13 @@ impl WorkflowGraph {
         if graph.starts.is_empty() && !graph.ids.is_empty() {
             graph.starts.push(0);
         }
-        graph.edges = edges
+        (graph.edges, graph.declared) = edges
             .into_iter()
-            .filter_map(|(from, to, looped)| Some((graph.find(from)?, graph.find(to)?, looped)))
-            .collect();
+            .enumerate()
+            .filter_map(|(i, (from, to, looped))| {
+                Some(((graph.find(from)?, graph.find(to)?, looped), i))
+            })
+            .unzip();
         graph
     }
 

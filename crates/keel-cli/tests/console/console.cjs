@@ -76,18 +76,22 @@ async function ended(id) {
   }).then((r) => r.status));
   assert.equal(csrfless, 403);
 
-  // A run's events appear live, in order, while it runs.
-  const slow = await start("Answer slowly");
-  await page.goto(`${BASE}/console#/requests/${slow}`);
-  await page.locator('#timeline li[data-type="runtime.model.started"]').waitFor();
+  // A run's events appear live, in order, while it runs: the run waits for an approval (so
+  // it is surely still running when the page shows it), is approved through the API, and the
+  // rest of its events arrive on the open page.
+  const live = await start("Write the live file");
+  await page.goto(`${BASE}/console#/requests/${live}`);
+  await page.locator('#timeline li[data-type="runtime.approval.requested"]').waitFor();
   assert.equal(await page.locator('#timeline li[data-type="runtime.request.completed"]').count(), 0,
-    "the model's answer was still streaming when the page showed the run");
+    "the run had not ended when the page showed it");
+  const asked = (await api("GET", "/api/approvals?status=pending")).body.data.find((a) => a.requestId === live);
+  await api("POST", `/api/approvals/${asked.approvalId}/approve`, {});
   await page.locator('#timeline li[data-type="runtime.request.completed"]').waitFor();
   const seqs = await page.locator("#timeline li[data-seq]").evaluateAll((rows) => rows.map((r) => Number(r.dataset.seq)));
   // Narration, derived live, sits between the events it describes.
   await page.locator('#timeline li.narration').filter({ hasText: "Completed" }).waitFor();
   assert.deepEqual(seqs, seqs.map((_, i) => i + 1), "events in order, none missing");
-  await page.locator("#output").filter({ hasText: "Slowly answering" }).waitFor();
+  await page.locator("#output").filter({ hasText: "Done:" }).waitFor();
 
   // A repaired tool call shows what the gateway changed as a diff of its arguments.
   const repaired = await start("Please repair this");
@@ -146,7 +150,8 @@ async function ended(id) {
   await card.first().getByRole("button", { name: "Deny" }).click();
   await until("the denied card to go", async () => (await card.count()) === 0);
   await ended(denied);
-  const decisions = (await api("GET", "/api/approvals")).body.data;
+  const decisions = (await api("GET", "/api/approvals")).body.data
+    .filter((a) => a.requestId === approved || a.requestId === denied);
   const statuses = decisions.map((a) => a.status).sort();
   assert.deepEqual(statuses, ["approved", "denied"], JSON.stringify(decisions));
 

@@ -28,7 +28,6 @@ const CLIENT: &str = "console-client-key";
 fn workspace() -> TempWorkspace {
     let script = json!({"conversations": [
         {"match": "(?i)long", "steps": [{"text": "y".repeat(5000), "chunkSize": 1}]},
-        {"match": "(?i)slowly", "steps": [{"text": "Slowly answering, word by word.", "chunkSize": 3, "chunkDelay": "500ms"}]},
         {"match": "(?i)repair", "steps": [
             {"toolCalls": [{"name": "read_file", "arguments": {"path": "notes.txt", "limit": "5"}}]},
             {"text": "Read it."}

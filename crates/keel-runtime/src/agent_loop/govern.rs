@@ -138,42 +138,19 @@ impl AgentRun {
         let approval = match existing {
             Some(existing) => existing,
             None => {
-                let approval = self.new_approval(call_id, tool, arguments, asked_by, ask_reason);
+                let approval = ApprovalRecord::pending(
+                    &self.record,
+                    call_id,
+                    tool.to_owned(),
+                    arguments.clone(),
+                    asked_by,
+                    ask_reason,
+                );
                 self.services.store.create_approval(&approval).await?;
                 approval
             }
         };
         self.wait_for_decision(approval).await
-    }
-
-    fn new_approval(
-        &self,
-        call_id: &str,
-        tool: &str,
-        arguments: &Value,
-        asked_by: &str,
-        ask_reason: Option<String>,
-    ) -> ApprovalRecord {
-        ApprovalRecord {
-            approval_id: keel_types::new_id("apr"),
-            request_id: self.record.request_id.clone(),
-            root_request_id: self.record.links.root_id.clone(),
-            session_id: self.record.session_id.clone(),
-            agent: self.record.agent.clone(),
-            tool: tool.to_owned(),
-            arguments: arguments.clone(),
-            call_id: Some(call_id.to_owned()),
-            asked_by: asked_by.to_owned(),
-            ask_reason,
-            status: ApprovalStatus::Pending,
-            scope: ApprovalScope::Once,
-            decided_by: None,
-            decided_at: None,
-            decision_reason: None,
-            created_at: keel_types::now_rfc3339(),
-            memory: None,
-            memory_record: None,
-        }
     }
 
     /// Records the request and polls until a decision or the timeout (the run is already

@@ -102,6 +102,8 @@ pub(super) struct Engine {
     /// The run's record, updated as its status changes.
     pub(super) record: Mutex<RunRecord>,
     pub(super) name: String,
+    /// The run's id (what templates see as `workflow.requestId`).
+    request_id: keel_types::RequestId,
     pub(super) spec: std::sync::Arc<WorkflowSpec>,
     graph: WorkflowGraph,
     pub(super) input: Value,
@@ -132,6 +134,7 @@ impl Engine {
         Self {
             kernel,
             emitter,
+            request_id: parts.record.request_id.clone(),
             record: Mutex::new(parts.record),
             name: parts.name,
             spec: parts.spec,
@@ -337,13 +340,8 @@ impl Engine {
 
     /// Whether edge `edge`'s condition holds on its source's output.
     fn edge_holds(&self, edge: usize, output: &Value) -> bool {
-        let (from, to, _) = self.graph.edges[edge];
-        self.spec
-            .edges
-            .iter()
-            .filter(|e| e.max_iterations.is_none())
-            .find(|e| e.from == self.graph.ids[from] && e.to == self.graph.ids[to])
-            .is_none_or(|e| e.when.as_ref().is_none_or(|c| c.holds(output)))
+        let spec = &self.spec.edges[self.graph.declared[edge]];
+        spec.when.as_ref().is_none_or(|c| c.holds(output))
     }
 
     /// After `node` completed: a loop edge out of it whose condition holds sends the run back.
@@ -359,13 +357,8 @@ impl Engine {
             if from != node || !looped {
                 continue;
             }
-            let spec = self.spec.edges.iter().find(|e| {
-                e.max_iterations.is_some()
-                    && e.from == self.graph.ids[from]
-                    && e.to == self.graph.ids[to]
-            });
-            let Some(spec) = spec else { continue };
-            if !spec.when.as_ref().is_none_or(|c| c.holds(output)) {
+            let spec = &self.spec.edges[self.graph.declared[index]];
+            if !self.edge_holds(index, output) {
                 continue;
             }
             let max = spec.max_iterations.unwrap_or(1);
@@ -445,7 +438,7 @@ impl Engine {
         json!({
             "input": self.input,
             "outputs": outputs,
-            "workflow": {"name": self.name, "requestId": self.record().request_id},
+            "workflow": {"name": self.name, "requestId": self.request_id},
         })
     }
 

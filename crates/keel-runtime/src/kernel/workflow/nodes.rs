@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 use keel_types::{
-    ApprovalRecord, ApprovalScope, ApprovalStatus, ErrorCode, EventPayload, NodeCompleted,
-    NodeFailed, NodeKey, NodeStarted, RequestId, RunLinks, RunRecord, RunStatus, ToolCall,
+    ApprovalRecord, ApprovalStatus, ErrorCode, EventPayload, NodeCompleted, NodeFailed, NodeKey,
+    NodeStarted, RequestId, RunLinks, RunRecord, RunStatus, ToolCall,
 };
 use keel_workspace::{NodeKind, NodeSpec, OnDeny, template};
 use serde_json::{Value, json};
@@ -482,9 +482,14 @@ impl Engine {
     ) -> Result<ApprovalRecord, Failure> {
         let store = self.kernel.store();
         let record = self.record();
-        // Asked before this process: waited on again, or taken as decided while it was down.
-        let existing =
-            crate::approval_wait::asked(store.as_ref(), &record.request_id, call_id).await?;
+        // Asked before this process (only a resumed run can have asked): waited on again, or
+        // taken as decided while it was down.
+        let existing = match self.recorded.last_seq > 0 {
+            true => {
+                crate::approval_wait::asked(store.as_ref(), &record.request_id, call_id).await?
+            }
+            false => None,
+        };
         if let Some(decided) = existing
             .as_ref()
             .filter(|a| a.status != ApprovalStatus::Pending)
@@ -498,25 +503,15 @@ impl Engine {
             return Ok(decided.clone());
         }
         let fresh = existing.is_none();
-        let approval = existing.unwrap_or_else(|| ApprovalRecord {
-            approval_id: keel_types::new_id("apr"),
-            request_id: record.request_id.clone(),
-            root_request_id: record.links.root_id.clone(),
-            session_id: None,
-            agent: record.agent.clone(),
-            tool: format!("{}:{subject}", record.agent),
-            arguments: json!({"workflow": self.name, "node": subject, "message": message}),
-            call_id: Some(call_id.to_owned()),
-            asked_by: asked_by.to_owned(),
-            ask_reason: Some(message.to_owned()),
-            status: ApprovalStatus::Pending,
-            scope: ApprovalScope::Once,
-            decided_by: None,
-            decided_at: None,
-            decision_reason: None,
-            created_at: keel_types::now_rfc3339(),
-            memory: None,
-            memory_record: None,
+        let approval = existing.unwrap_or_else(|| {
+            ApprovalRecord::pending(
+                &record,
+                call_id,
+                format!("{}:{subject}", record.agent),
+                json!({"workflow": self.name, "node": subject, "message": message}),
+                asked_by,
+                Some(message.to_owned()),
+            )
         });
         if self
             .waiting
