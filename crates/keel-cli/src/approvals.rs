@@ -4,7 +4,6 @@
 
 use clap::Subcommand;
 use keel::{ApprovalScope, ApprovalStatus, RunStore};
-use keel_store::SqliteStore;
 
 use crate::error::CliError;
 use crate::out;
@@ -43,7 +42,7 @@ pub(crate) fn decider() -> String {
     std::env::var("USER").map_or_else(|_| "cli".to_owned(), |user| format!("{user}@cli"))
 }
 
-pub async fn approvals(store: &SqliteStore, command: ApprovalsCommand) -> Result<(), CliError> {
+pub async fn approvals(store: &dyn RunStore, command: ApprovalsCommand) -> Result<(), CliError> {
     match command {
         ApprovalsCommand::List { status, json } => {
             let filter = match status.as_str() {
@@ -109,7 +108,7 @@ pub async fn approvals(store: &SqliteStore, command: ApprovalsCommand) -> Result
 
 /// Records a decision on a pending approval and says what was decided.
 async fn decide(
-    store: &SqliteStore,
+    store: &dyn RunStore,
     id: &str,
     status: ApprovalStatus,
     scope: ApprovalScope,

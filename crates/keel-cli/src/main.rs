@@ -21,6 +21,7 @@ mod runs;
 mod serve;
 mod sessions;
 mod skills;
+mod store;
 mod tools;
 mod workflows;
 mod workspace;
@@ -146,6 +147,13 @@ enum Command {
         #[command(subcommand)]
         command: memory::MemoryCommand,
     },
+    /// The store: migrate, check, copy (SQLite → PostgreSQL).
+    Store {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(subcommand)]
+        command: store::StoreCommand,
+    },
     /// List, show and delete sessions.
     Sessions {
         #[command(flatten)]
@@ -224,18 +232,16 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Skills { ws, command } => skills::skills(&ws.workspace, command).await,
         Command::Workflows { ws, command } => workflows::workflows(&ws.workspace, command).await,
         Command::Memory { ws, command } => memory::memory(&ws.workspace, command).await,
+        Command::Store { ws, command } => store::store(&ws.workspace, command).await,
         Command::Tasks { ws, command } => tools::tasks(&ws.workspace, command).await,
         Command::Approvals { ws, command } => {
-            approvals::approvals(&workspace::open_store(&ws.workspace)?, command).await
+            let stores = workspace::open_store(&ws.workspace).await?;
+            approvals::approvals(stores.runs.as_ref(), command).await
         }
         Command::Artifacts { ws, command } => artifacts::artifacts(&ws.workspace, command).await,
         Command::Sessions { ws, command } => {
-            sessions::sessions(
-                &ws.workspace,
-                &workspace::open_store(&ws.workspace)?,
-                command,
-            )
-            .await
+            let stores = workspace::open_store(&ws.workspace).await?;
+            sessions::sessions(&ws.workspace, stores.runs.as_ref(), command).await
         }
         Command::Policy {
             command:

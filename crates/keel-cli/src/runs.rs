@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use keel::types::{AdapterEvent, RunFilter};
 use keel::{Event, EventPayload, RequestId, RunStatus, RunStore, SessionId, Workspace};
-use keel_store::{MirrorStatus, SqliteStore};
+use keel_store::MirrorStatus;
 
 use crate::error::{CliError, EXIT_FAILED};
 use crate::follow::{self, OutputArgs};
@@ -95,19 +95,23 @@ pub async fn runs(root: &Path, command: RunsCommand) -> Result<(), CliError> {
         RunsCommand::Fork { id, at, output } => fork(root, &id, at, &output).await,
         RunsCommand::Prune { older_than } => prune(root, older_than).await,
         command => {
-            let store = open_store(root)?;
-            // Keel starting here is Keel starting: runs of dead processes are interrupted.
-            if let Err(error) = store.recover().await {
+            let stores = open_store(root).await?;
+            // Keel starting here is Keel starting: runs of dead processes are interrupted
+            // (on a shared store, the replicas take over runs of expired leases instead).
+            if stores.sqlite.is_some()
+                && let Err(error) = stores.runs.recover().await
+            {
                 out::status(&format!(
                     "warning: could not recover interrupted runs: {error}"
                 ));
             }
-            inspect(&store, command).await
+            inspect(&stores, command).await
         }
     }
 }
 
-async fn inspect(store: &SqliteStore, command: RunsCommand) -> Result<(), CliError> {
+async fn inspect(stores: &workspace::Stores, command: RunsCommand) -> Result<(), CliError> {
+    let store = stores.runs.as_ref();
     match command {
         RunsCommand::List {
             status,
@@ -132,7 +136,9 @@ async fn inspect(store: &SqliteStore, command: RunsCommand) -> Result<(), CliErr
             json,
             tree: true,
         } => tree(store, &RequestId::from(id), json).await,
-        RunsCommand::Show { id, json, .. } => show(store, &RequestId::from(id), json).await,
+        RunsCommand::Show { id, json, .. } => {
+            show(store, stores.sqlite.as_ref(), &RequestId::from(id), json).await
+        }
         RunsCommand::Events { id, json } => events(store, &RequestId::from(id), json).await,
         RunsCommand::Export { id, output } => export(store, &RequestId::from(id), output).await,
         _ => Ok(()),
@@ -209,7 +215,8 @@ async fn prune(root: &Path, older_than: Option<String>) -> Result<(), CliError> 
                 .0
         }
     };
-    let store = open_store(root)?;
+    let stores = open_store(root).await?;
+    let store = stores.runs.as_ref();
     let before = keel::types::time_before(age);
     let deleted = store.prune(&before).await?;
     out::line(&format!(
@@ -219,7 +226,7 @@ async fn prune(root: &Path, older_than: Option<String>) -> Result<(), CliError> 
 }
 
 async fn export(
-    store: &SqliteStore,
+    store: &dyn RunStore,
     id: &RequestId,
     output: Option<PathBuf>,
 ) -> Result<(), CliError> {
@@ -253,7 +260,7 @@ fn parse_since(text: &str) -> Result<String, CliError> {
     )))
 }
 
-async fn list(store: &SqliteStore, filter: &RunFilter, json: bool) -> Result<(), CliError> {
+async fn list(store: &dyn RunStore, filter: &RunFilter, json: bool) -> Result<(), CliError> {
     let runs = store.list_runs(filter).await?;
     if json {
         for run in &runs {
@@ -280,7 +287,7 @@ async fn list(store: &SqliteStore, filter: &RunFilter, json: bool) -> Result<(),
 }
 
 /// `runs show --tree`: the run and its descendants, one line each, indented by depth.
-async fn tree(store: &SqliteStore, id: &RequestId, json: bool) -> Result<(), CliError> {
+async fn tree(store: &dyn RunStore, id: &RequestId, json: bool) -> Result<(), CliError> {
     let tree = keel::run_tree(store, id)
         .await?
         .ok_or_else(|| CliError::failed(format!("no run `{id}`")))?;
@@ -312,7 +319,12 @@ async fn tree(store: &SqliteStore, id: &RequestId, json: bool) -> Result<(), Cli
     Ok(())
 }
 
-async fn show(store: &SqliteStore, id: &RequestId, json: bool) -> Result<(), CliError> {
+async fn show(
+    store: &dyn RunStore,
+    sqlite: Option<&keel_store::SqliteStore>,
+    id: &RequestId,
+    json: bool,
+) -> Result<(), CliError> {
     let run = store
         .get_run(id)
         .await?
@@ -343,14 +355,18 @@ async fn show(store: &SqliteStore, id: &RequestId, json: bool) -> Result<(), Cli
         run.usage.total_tokens, run.usage.prompt_tokens, run.usage.completion_tokens
     ));
     out::line(&format!("events:    {}", run.event_count));
-    let mirror = match store.verify_mirror(id) {
-        Ok(MirrorStatus::InSync { .. }) => "in sync with the store".to_owned(),
-        Ok(MirrorStatus::Behind {
-            mirrored, stored, ..
-        }) => format!("{mirrored} of {stored} events (repaired when Keel next recovers this run)"),
-        Err(error) => format!("{error} (left as is; `keel runs export` writes from the store)"),
-    };
-    out::line(&format!("mirror:    {mirror}"));
+    if let Some(sqlite) = sqlite {
+        let mirror = match sqlite.verify_mirror(id) {
+            Ok(MirrorStatus::InSync { .. }) => "in sync with the store".to_owned(),
+            Ok(MirrorStatus::Behind {
+                mirrored, stored, ..
+            }) => {
+                format!("{mirrored} of {stored} events (repaired when Keel next recovers this run)")
+            }
+            Err(error) => format!("{error} (left as is; `keel runs export` writes from the store)"),
+        };
+        out::line(&format!("mirror:    {mirror}"));
+    }
     out::line(&format!("input:     {}", run.input));
     if let Some(output) = &run.output {
         out::line(&format!("output:    {output}"));
@@ -369,7 +385,7 @@ async fn show(store: &SqliteStore, id: &RequestId, json: bool) -> Result<(), Cli
     Ok(())
 }
 
-async fn events(store: &SqliteStore, id: &RequestId, json: bool) -> Result<(), CliError> {
+async fn events(store: &dyn RunStore, id: &RequestId, json: bool) -> Result<(), CliError> {
     let events = store.events(id, 0).await?;
     for event in &events {
         if json {

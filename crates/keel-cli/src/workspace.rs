@@ -5,6 +5,9 @@
 use std::path::Path;
 
 use keel::{Runtime, RuntimeBuilder, Workspace};
+use std::sync::Arc;
+
+use keel::RunStore;
 use keel_store::SqliteStore;
 
 use crate::error::CliError;
@@ -43,13 +46,45 @@ pub async fn start_with(
     Ok((runtime, printer))
 }
 
-/// Opens the workspace's store without loading its configuration.
-pub fn open_store(root: &Path) -> Result<SqliteStore, CliError> {
+/// A workspace's run store, opened for inspection.
+pub struct Stores {
+    pub runs: Arc<dyn RunStore>,
+    /// The SQLite store, when that is the workspace's (it has JSONL mirrors to check).
+    pub sqlite: Option<SqliteStore>,
+}
+
+/// Opens the workspace's store: the one its Runtime document names (`store.kind`), or — when
+/// the configuration does not load — the SQLite store in `.keel/`, with a warning, so that
+/// inspecting runs, sessions and approvals still works.
+pub async fn open_store(root: &Path) -> Result<Stores, CliError> {
     if !root.join("config").is_dir() {
         return Err(CliError::usage(format!(
             "{} is not a Keel workspace (no config/ folder)",
             root.display()
         )));
     }
-    Ok(SqliteStore::open(root)?)
+    match Workspace::load(root) {
+        Ok(workspace)
+            if workspace.runtime.store.backend() == keel::workspace::StoreKind::Postgres =>
+        {
+            let store = keel_store::PgStore::connect(keel::postgres_options(&workspace)).await?;
+            Ok(Stores {
+                runs: Arc::new(store),
+                sqlite: None,
+            })
+        }
+        loaded => {
+            if let Err(error) = loaded {
+                out::status(&format!(
+                    "» the configuration does not load ({}); reading the SQLite store in .keel/",
+                    error.to_string().lines().next().unwrap_or_default()
+                ));
+            }
+            let store = SqliteStore::open(root)?;
+            Ok(Stores {
+                runs: Arc::new(store.clone()),
+                sqlite: Some(store),
+            })
+        }
+    }
 }

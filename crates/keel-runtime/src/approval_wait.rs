@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use keel_types::{ApprovalRecord, ApprovalScope, ApprovalStatus, RequestId, RunStore, StoreError};
 
-/// How often a waiting run looks at the store for the decision.
+/// How often a waiting run looks at the store for the decision when nothing wakes it (a
+/// decision made by another process on a store without signals).
 const APPROVAL_POLL: Duration = Duration::from_millis(200);
 
 /// The pending approval run `request_id` asked for call `call_id`, when its earlier process
@@ -41,11 +42,16 @@ pub(crate) async fn asked(
 /// at the last moment). Returns the decided record.
 pub(crate) async fn decision(
     store: &dyn RunStore,
+    decided: &tokio::sync::Notify,
     id: &str,
     timeout: Duration,
 ) -> Result<ApprovalRecord, StoreError> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
+        // Registered before the look, so a decision signalled in between is not missed.
+        let woken = decided.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
         if let Some(current) = store.get_approval(id).await?
             && current.status != ApprovalStatus::Pending
         {
@@ -71,6 +77,9 @@ pub(crate) async fn decision(
             // Someone decided at the last moment: the next look reads it.
             continue;
         }
-        tokio::time::sleep(APPROVAL_POLL).await;
+        tokio::select! {
+            _ = woken => {}
+            _ = tokio::time::sleep(APPROVAL_POLL) => {}
+        }
     }
 }

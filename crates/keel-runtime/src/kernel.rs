@@ -5,7 +5,10 @@
 mod branches;
 mod children;
 mod memory_runs;
+mod queue;
 mod workflow;
+
+pub use queue::Replica;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -153,6 +156,7 @@ impl Kernel {
                     skills: SkillCache::default(),
                     memory,
                     delegate: Arc::new(children::KernelRef(inner.clone())),
+                    decisions: Arc::new(tokio::sync::Notify::new()),
                 }),
                 models,
                 pipeline,
@@ -284,6 +288,7 @@ impl Kernel {
             skip_turn_of,
             narrowing,
             depth,
+            claimed,
         } = origin;
         validate_history(&options.history).map_err(RuntimeError::InvalidInput)?;
         // The one rule for session ids holds for embedders too, not only the CLI and HTTP.
@@ -328,15 +333,22 @@ impl Kernel {
             }
             None => Vec::new(),
         };
-        let mut record = RunRecord::new(
-            RequestId::generate(),
-            options.session_id,
-            agent_name,
-            options.input,
-        );
-        record.owner = options.owner;
-        record.links = links;
-        store.create_run(&record).await?;
+        let record = match claimed {
+            // A queued run this process claimed: already recorded, now running and ours.
+            Some(record) => record,
+            None => {
+                let mut record = RunRecord::new(
+                    RequestId::generate(),
+                    options.session_id,
+                    agent_name,
+                    options.input,
+                );
+                record.owner = options.owner;
+                record.links = links;
+                store.create_run(&record).await?;
+                record
+            }
+        };
         Ok(self.launch(Launch {
             history,
             request_history: options.history,
@@ -714,6 +726,8 @@ struct Origin {
     /// Narrowing layers (a child run: its ancestors' policies).
     narrowing: Vec<keel_workspace::PolicySpec>,
     depth: u32,
+    /// The record of a queued run this process claimed (none: record a new run).
+    claimed: Option<RunRecord>,
 }
 
 /// A live run; dropping it untracks the run.

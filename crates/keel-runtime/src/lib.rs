@@ -29,5 +29,5 @@ pub use direct::TaskRequest;
 pub use error::RuntimeError;
 pub use governance::Governance;
 pub use handle::{RunHandle, RunResponse};
-pub use kernel::{Kernel, KernelParts, RequestOptions, ShutdownReport};
+pub use kernel::{Kernel, KernelParts, Replica, RequestOptions, ShutdownReport};
 pub use replay::Divergence;

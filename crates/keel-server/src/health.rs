@@ -12,6 +12,10 @@
 //! Each MCP server is listed with its state (`not_started`, `starting`, `ready`,
 //! `unavailable`, `stopped`, `disabled`), its tool count and restarts.
 //!
+//! On a shared store (PostgreSQL), `store.cluster` has this replica's `lease` (`replica`,
+//! fencing `token`, `expiresAt`), its `ownedRuns`, the live `replicas`, the `queueDepth` and
+//! the runs it `takenOver`.
+//!
 //! `status` is `ok`, `degraded` (200: a model's provider is not configured, so its agents'
 //! requests fail, or an MCP server is unavailable, so its tools are) or `unavailable` (503:
 //! the store is not usable). The route needs no key, so
@@ -72,6 +76,20 @@ pub(crate) async fn health(State(state): State<AppState>) -> Response {
             })
         })
         .collect();
+    let mut store = store;
+    // On a shared store: this replica's lease and the cluster as the store sees it.
+    if store["status"] == "ok" {
+        match runtime.cluster_status().await {
+            Ok(Some(cluster)) => {
+                store["cluster"] = serde_json::to_value(&cluster).unwrap_or(Value::Null);
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::error!(%error, "Health check: the store's cluster state is unreadable.");
+                store = json!({ "status": "unavailable", "error": store_problem(&error) });
+            }
+        }
+    }
     let store_ok = store["status"] == "ok";
     let status = match (
         store_ok,
@@ -115,6 +133,7 @@ fn store_problem(error: &keel::Error) -> &'static str {
         StoreError::Io { .. } => "the store cannot be read or written; see the server log",
         StoreError::Corrupt { .. } => "the store's data is corrupt; see the server log",
         StoreError::Version { .. } => "the store was written by a newer keel",
+        StoreError::Fenced(_) => "this replica lost its lease on the store; see the server log",
         StoreError::NotFound(_) | StoreError::Invalid(_) => {
             "the store failed its check; see the server log"
         }

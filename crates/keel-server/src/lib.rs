@@ -203,6 +203,8 @@ pub async fn serve(
     let limits = conn::ConnLimits::from_spec(&runtime.workspace().runtime.server);
     // MCP sessions outlive the accept loop: their calls in flight get the grace period too.
     let mcp_stop = CancellationToken::new();
+    // On a shared store: take over, claim queued requests, follow the other replicas.
+    let replica = runtime.serve_replica(Some(Arc::new(telemetry.clone())));
     let app = build_router(runtime.clone(), telemetry, mcp_stop.clone());
     let server = conn::accept_loop(listener, app, limits, stop.clone());
     let mut server = std::pin::pin!(server);
@@ -211,8 +213,13 @@ pub async fn serve(
         () = shutdown => {}
     }
     stop.cancel();
+    drop(replica);
     let report = runtime.shutdown(grace).await;
     mcp_stop.cancel();
+    // The runs left interrupted go to the other replicas now, not when the lease expires.
+    if let Err(error) = runtime.release_lease().await {
+        tracing::warn!(%error, "Cannot release the store lease; it expires by itself.");
+    }
     // Runs have ended, so their streams end (MCP sessions are closed); give connections a
     // moment to drain.
     match tokio::time::timeout(Duration::from_secs(5), &mut server).await {

@@ -26,6 +26,7 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Result<Response, A
             runs,
             approvals_pending: pending.len(),
             runs_in_flight: state.admission.in_flight(),
+            cluster: state.runtime.cluster_status().await.map_err(internal)?,
         })
         .map_err(|e| ApiError::Internal(format!("encoding metrics: {e}")))?;
     Ok((

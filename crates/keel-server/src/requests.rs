@@ -161,8 +161,36 @@ pub(crate) async fn create_request(
         metadata: request.metadata,
         ..Default::default()
     };
+    // On a shared store, a request nobody waits for is queued: the replica with room runs it.
+    if !request.wait && state.runtime.is_shared() {
+        return enqueue(&state, &principal, options).await;
+    }
     let (handle, ticket) = start_run(&state, &principal, options).await?;
     answer_started(handle, ticket, request.wait).await
+}
+
+/// 202 `{requestId}` for a request queued in the shared store.
+async fn enqueue(
+    state: &AppState,
+    principal: &Principal,
+    mut options: RequestOptions,
+) -> Result<Response, ApiError> {
+    options.owner = principal.owner();
+    options.timeout = Some(
+        options
+            .timeout
+            .map_or(state.request_timeout, |t| t.min(state.request_timeout)),
+    );
+    let run = state
+        .runtime
+        .enqueue(options)
+        .await
+        .map_err(runtime_error)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "requestId": run.request_id })),
+    )
+        .into_response())
 }
 
 /// 202 `{requestId}` and the run in the background, or (waiting) 200 and its response.
@@ -300,8 +328,9 @@ pub(crate) async fn get_request(
     json(serde_json::to_value(tree))
 }
 
-/// `POST /api/requests/{id}/cancel` → `{cancelled}` (whether a live run was signalled; a
-/// run that already ended is left as it is).
+/// `POST /api/requests/{id}/cancel` → `{cancelled}` (whether a live run was signalled — here,
+/// still queued, or on another replica of a shared store; a run that already ended is left as
+/// it is).
 pub(crate) async fn cancel_request(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -309,7 +338,8 @@ pub(crate) async fn cancel_request(
 ) -> Result<Json<Value>, ApiError> {
     let id = RequestId::from(id);
     visible_run(&state.runtime, &principal, &id).await?;
-    Ok(Json(json!({ "cancelled": state.runtime.cancel(&id) })))
+    let cancelled = state.runtime.cancel_anywhere(&id).await.map_err(internal)?;
+    Ok(Json(json!({ "cancelled": cancelled })))
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

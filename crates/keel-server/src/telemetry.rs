@@ -63,6 +63,8 @@ struct Metrics {
     tool_latency: Family<ToolLabels, Histogram>,
     approvals_requested: Counter,
     approvals_pending: Gauge,
+    queue_depth: Gauge,
+    lease_takeovers: Gauge,
 }
 
 impl Metrics {
@@ -114,8 +116,22 @@ impl Metrics {
             "Approvals waiting for a decision, in the store",
             approvals_pending.clone(),
         );
+        let queue_depth = Gauge::default();
+        registry.register(
+            "queue_depth",
+            "Queued requests no replica has claimed yet (shared store only)",
+            queue_depth.clone(),
+        );
+        let lease_takeovers = Gauge::default();
+        registry.register(
+            "lease_takeovers",
+            "Runs this replica took over from replicas whose lease expired, since it started (shared store only)",
+            lease_takeovers.clone(),
+        );
         Self {
             registry,
+            queue_depth,
+            lease_takeovers,
             runs_finished,
             runs,
             runs_in_flight,
@@ -183,6 +199,8 @@ pub(crate) struct StoreCounts {
     pub approvals_pending: usize,
     /// Runs started over HTTP that have not ended.
     pub runs_in_flight: usize,
+    /// The cluster's state, on a shared store.
+    pub cluster: Option<keel::ClusterStatus>,
 }
 
 impl Default for Telemetry {
@@ -256,6 +274,14 @@ impl Telemetry {
         metrics
             .runs_in_flight
             .set(i64::try_from(store.runs_in_flight).unwrap_or(i64::MAX));
+        if let Some(cluster) = &store.cluster {
+            metrics
+                .queue_depth
+                .set(i64::try_from(cluster.queue_depth).unwrap_or(i64::MAX));
+            metrics
+                .lease_takeovers
+                .set(i64::try_from(cluster.taken_over).unwrap_or(i64::MAX));
+        }
         let mut text = String::new();
         encode(&mut text, &metrics.registry)?;
         Ok(text)
@@ -322,6 +348,16 @@ impl Telemetry {
                     .inc();
             }
             _ => {}
+        }
+    }
+}
+
+/// Signals of a shared store: events stored by another replica wake this server's live
+/// streams of that run.
+impl keel::SignalSink for Telemetry {
+    fn signal(&self, signal: &keel::Signal) {
+        if let keel::Signal::Appended(id, _) = signal {
+            self.inner.followers.wake(id);
         }
     }
 }

@@ -27,6 +27,11 @@ impl FsArtifacts {
         }
     }
 
+    /// Artifacts in `dir` (e.g. a filesystem shared by every replica).
+    pub fn at(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
     fn put_blocking(
         dir: &Path,
         request_id: &RequestId,
@@ -124,7 +129,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     std::fs::rename(&tmp, path).map_err(|e| io(path, &e))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -13,8 +13,12 @@ pub mod artifacts;
 mod batch;
 pub mod mirror;
 mod owner;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod sqlite;
 
 pub use artifacts::FsArtifacts;
 pub use mirror::{EVENTS_FILE, MirrorStatus, read_events_file};
+#[cfg(feature = "postgres")]
+pub use postgres::{CopyReport, PG_SCHEMA_VERSION, PgArtifacts, PgOptions, PgStore};
 pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore, WriteStats};

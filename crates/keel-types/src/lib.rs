@@ -10,6 +10,7 @@
 //! and the HTTP API's OpenAPI document describe (it adds no logic).
 
 pub mod approval;
+pub mod cluster;
 pub mod error;
 pub mod event;
 pub mod governance;
@@ -24,6 +25,7 @@ mod wire_name;
 pub mod workflow;
 
 pub use approval::{ApprovalRecord, ApprovalScope, ApprovalStatus};
+pub use cluster::{Claimed, Cluster, ClusterStatus, Lease, Signal, SignalSink};
 pub use error::error_chain;
 pub use event::{
     AdapterEvent, Event, EventPayload, GuardDecision, Issue, NATIVE_ADAPTER, PromptSection, Repair,

@@ -366,6 +366,10 @@ pub enum StoreError {
         found: u32,
         supported: u32,
     },
+    /// This process lost its lease on the run (it expired, and another process may have
+    /// taken the run over): the write was refused, so two processes never write one log.
+    #[error("write refused: {0}")]
+    Fenced(String),
 }
 
 /// What a store reports when asked whether it is usable ([`RunStore::health`]).
@@ -609,6 +613,11 @@ pub trait RunStore: Send + Sync {
         request_id: &RequestId,
         messages: &[Message],
     ) -> Result<(), StoreError>;
+
+    /// Leases, the queue and signals, when several processes share this store.
+    fn cluster(&self) -> Option<Arc<dyn crate::Cluster>> {
+        None
+    }
 
     /// Whether the store is usable now, cheaply: an `Err` says why it is not. Stores should
     /// try a read and a write that changes nothing; this default only reads (the run counts)

@@ -111,23 +111,94 @@ impl<'a> Checker<'a> {
         );
     }
 
-    /// Only the default SQLite store exists: any other `store.url` would be ignored.
+    /// The store's URL must fit its kind: SQLite keeps `.keel/keel.db` (the one place
+    /// inspection commands find it), PostgreSQL needs a `postgres://` URL; a database
+    /// artifact store needs the PostgreSQL store, and a schema name must be plain.
     fn store_url(&mut self) {
-        let url = self.spec.get("store").and_then(|s| s.get("url"));
-        let Some((url, node)) = url.and_then(|n| Some((n.as_str()?, n))) else {
-            return;
+        let store = self.spec.get("store");
+        let kind = store
+            .and_then(|s| s.get("kind"))
+            .and_then(|k| k.as_str().map(|v| (v, k.loc.clone())));
+        let url = store
+            .and_then(|s| s.get("url"))
+            .and_then(|n| Some((n.as_str()?, n.loc.clone())));
+        let postgres = match (&kind, &url) {
+            (Some((kind, _)), _) => *kind == "postgres",
+            (None, Some((url, _))) => crate::spec::is_postgres_url(url),
+            (None, None) => false,
         };
-        if url == DEFAULT_STORE_URL {
-            return;
+        if let Some((url, loc)) = &url {
+            if postgres && !crate::spec::is_postgres_url(url) {
+                self.push(
+                    loc,
+                    format!("`store.url` `{url}` is not a PostgreSQL URL"),
+                    Some(
+                        "write `postgres://user@host:port/database`, e.g. `${DATABASE_URL}`".into(),
+                    ),
+                );
+            } else if !postgres && *url != DEFAULT_STORE_URL {
+                let hint = match crate::spec::is_postgres_url(url) {
+                    true => "this is a PostgreSQL URL: set `store.kind: postgres`",
+                    false => {
+                        "remove `store.url`, or set `store.kind: postgres` with a `postgres://` URL"
+                    }
+                };
+                self.push(
+                    loc,
+                    format!(
+                        "`store.url` `{url}` is not supported: the SQLite store is always `{DEFAULT_STORE_URL}`"
+                    ),
+                    Some(hint.into()),
+                );
+            }
+        } else if let Some((_, loc)) = kind.as_ref().filter(|_| postgres) {
+            self.push(
+                loc,
+                "`store.kind: postgres` needs `store.url`".to_owned(),
+                Some("add `url: ${DATABASE_URL}` (a `postgres://` URL)".into()),
+            );
         }
-        let loc = node.loc.clone();
-        self.push(
-            &loc,
-            format!(
-                "`store.url` `{url}` is not supported yet: runs are stored in `{DEFAULT_STORE_URL}`"
-            ),
-            Some("remove `store.url`; other store backends do not exist yet".into()),
-        );
+        if !postgres {
+            for key in ["schema", "leaseTtl"] {
+                if let Some(node) = store.and_then(|s| s.get(key)) {
+                    let loc = node.loc.clone();
+                    self.push(
+                        &loc,
+                        format!("`store.{key}` applies only to the PostgreSQL store"),
+                        Some("remove it, or set `store.kind: postgres`".into()),
+                    );
+                }
+            }
+            let database = store
+                .and_then(|s| s.get("artifacts"))
+                .and_then(|a| a.get("kind"))
+                .filter(|k| k.as_str() == Some("database"));
+            if let Some(node) = database {
+                let loc = node.loc.clone();
+                self.push(
+                    &loc,
+                    "`store.artifacts.kind: database` needs the PostgreSQL store".to_owned(),
+                    Some("use `filesystem` (the default) with the SQLite store".into()),
+                );
+            }
+        }
+        if let Some(node) = store.and_then(|s| s.get("schema")) {
+            let valid = node.as_str().is_some_and(|s| {
+                !s.is_empty()
+                    && s.len() <= 63
+                    && !s.starts_with(|c: char| c.is_ascii_digit())
+                    && s.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            });
+            if !valid {
+                let loc = node.loc.clone();
+                self.push(
+                    &loc,
+                    "`store.schema` must be lower-case letters, digits and `_` (at most 63, not starting with a digit)".to_owned(),
+                    None,
+                );
+            }
+        }
     }
 
     /// Each `redaction.patterns` item must be a valid regex.

@@ -31,14 +31,14 @@ use serde_json::Value;
 
 pub use mcp::{MCP_TOOL_PREFIX, READ_MCP_RESOURCE_TOOL, mcp_filter_allows, mcp_tool_name};
 pub use spec::{
-    AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, BuiltinToolSettings, CliEvents, CliSpec,
-    ContractSpec, DEFAULT_STORE_URL, Duration, EmbeddingsSpec, FileChangeSettings, GatewayMode,
-    GatewayOverride, GatewaySpec, HookEvent, HookHandler, HookOnError, HookSpec, HttpFetchSettings,
-    HttpMethod, Limits, McpServerSpec, McpToolFilter, McpTransport, MemorySpec, ModelParamsSpec,
-    ModelSpec, NarrationSpec, NarrationStyle, PermissionMode, PolicyDecision, PolicyRule,
-    PolicySpec, ProgressSpec, ProviderKind, RecallSpec, RedactionSpec, RetryPolicy, RetrySpec,
-    RuntimeSpec, ServerSpec, ShellSettings, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc,
-    WritePolicy,
+    AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, ArtifactsKind, ArtifactsSpec,
+    BuiltinToolSettings, CliEvents, CliSpec, ContractSpec, DEFAULT_STORE_URL, Duration,
+    EmbeddingsSpec, FileChangeSettings, GatewayMode, GatewayOverride, GatewaySpec, HookEvent,
+    HookHandler, HookOnError, HookSpec, HttpFetchSettings, HttpMethod, Limits, McpServerSpec,
+    McpToolFilter, McpTransport, MemorySpec, ModelParamsSpec, ModelSpec, NarrationSpec,
+    NarrationStyle, PermissionMode, PolicyDecision, PolicyRule, PolicySpec, ProgressSpec,
+    ProviderKind, RecallSpec, RedactionSpec, RetryPolicy, RetrySpec, RuntimeSpec, ServerSpec,
+    ShellSettings, StoreKind, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc, WritePolicy,
 };
 pub use spec::{
     Condition, EdgeSpec, GateKind, GateSpec, InputSpec, NodeKind, NodeOutput, NodeRetry, NodeSpec,

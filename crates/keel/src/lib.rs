@@ -37,7 +37,8 @@ pub use keel_runtime::memory::{
 pub use keel_runtime::narrator::Narrator;
 pub use keel_runtime::subagents::{RunTree, run_tree};
 pub use keel_runtime::{
-    Divergence, RequestOptions, RunHandle, RunResponse, RuntimeError, ShutdownReport, TaskRequest,
+    Divergence, Replica, RequestOptions, RunHandle, RunResponse, RuntimeError, ShutdownReport,
+    TaskRequest,
 };
 pub use keel_tools::hooks::{self, HookInput, HookOutcome, InProcessHook};
 pub use keel_tools::policy;
@@ -48,6 +49,7 @@ pub use keel_types::{
     StoreHealth, TaskDecision, TaskRecord, TaskStatus, Tool, ToolCall, ToolContext, ToolError,
     ToolOutput, ToolSpec, ToolStats,
 };
+pub use keel_types::{ClusterStatus, Lease, Signal, SignalSink};
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
 pub use keel_mcp::client::{
@@ -56,8 +58,12 @@ pub use keel_mcp::client::{
 };
 use keel_runtime::{Kernel, KernelParts};
 
+mod cluster;
 mod memory;
 mod skills;
+mod stores;
+#[cfg(feature = "postgres")]
+pub use stores::postgres_options;
 mod workflows;
 use keel_tools::gateway::{Gateway, GatewayError};
 
@@ -220,9 +226,14 @@ impl RuntimeBuilder {
             .filter_map(|(name, provider)| Some((name.clone(), provider.as_ref().err()?.clone())))
             .collect();
 
-        let (store, default_memory) = match self.store {
-            Some(store) => (store, None),
-            None => default_store(&workspace.root)?,
+        let defaults = match &self.store {
+            Some(_) => None,
+            None => Some(stores::default_store(&workspace)?),
+        };
+        let (store, default_memory) = match (self.store, &defaults) {
+            (Some(store), _) => (store, None),
+            (None, Some(defaults)) => (defaults.runs.clone(), defaults.memory.clone()),
+            (None, None) => return Err(Error::NoStore("run store", "store")),
         };
         let memory = memory_service(
             &workspace,
@@ -294,7 +305,7 @@ impl RuntimeBuilder {
         let gateway = Arc::new(gateway);
         let artifacts = match self.artifacts {
             Some(artifacts) => artifacts,
-            None => default_artifacts(&workspace.root)?,
+            None => stores::default_artifacts(&workspace, defaults.as_ref())?,
         };
         let kernel = Kernel::new(KernelParts {
             workspace,
@@ -313,21 +324,6 @@ impl RuntimeBuilder {
             unavailable_models: Arc::new(unavailable_models),
         })
     }
-}
-
-/// The store the runs and the memory share by default.
-type DefaultStores = (Arc<dyn RunStore>, Option<Arc<dyn MemoryStore>>);
-
-/// The workspace's SQLite store, `.keel/keel.db`, for runs and memory.
-#[cfg(feature = "sqlite")]
-fn default_store(root: &Path) -> Result<DefaultStores, Error> {
-    let store = Arc::new(keel_store::SqliteStore::open(root)?);
-    Ok((store.clone(), Some(store)))
-}
-
-#[cfg(not(feature = "sqlite"))]
-fn default_store(_root: &Path) -> Result<DefaultStores, Error> {
-    Err(Error::NoStore("run store", "store"))
 }
 
 /// The memory of a workspace that declares `Memory` documents: their store and embeddings
@@ -365,17 +361,6 @@ fn memory_service(
         runs.clone(),
         embedders,
     ))))
-}
-
-/// The workspace's artifact folder, `.keel/artifacts`.
-#[cfg(feature = "sqlite")]
-fn default_artifacts(root: &Path) -> Result<Arc<dyn ArtifactStore>, Error> {
-    Ok(Arc::new(keel_store::FsArtifacts::open(root)))
-}
-
-#[cfg(not(feature = "sqlite"))]
-fn default_artifacts(_root: &Path) -> Result<Arc<dyn ArtifactStore>, Error> {
-    Err(Error::NoStore("artifact store", "artifacts"))
 }
 
 /// Every tool an agent of this workspace could list: built-ins, then the workspace's declared
@@ -737,11 +722,14 @@ impl Runtime {
             true => ApprovalStatus::Approved,
             false => ApprovalStatus::Denied,
         };
-        Ok(self
+        let decided = self
             .kernel
             .store()
             .decide_approval(id, status, scope, decided_by, reason)
-            .await?)
+            .await?;
+        // A run of this process waiting on it looks now.
+        self.kernel.approval_decided();
+        Ok(decided)
     }
 
     /// An artifact and its content, by URI (`keel://artifacts/<id>`) or id.

@@ -16,6 +16,7 @@ mod openai_clients;
 mod openapi_tester;
 mod policy;
 mod quickstart;
+mod replicas;
 mod sessions;
 mod skill_mentions;
 mod skills_cli;

@@ -166,8 +166,13 @@ impl AgentRun {
             })
             .await?;
         let timeout = self.services.workspace.runtime.limits.approval_timeout.0;
-        let decided =
-            crate::approval_wait::decision(store.as_ref(), &approval.approval_id, timeout).await?;
+        let decided = crate::approval_wait::decision(
+            store.as_ref(),
+            &self.services.decisions,
+            &approval.approval_id,
+            timeout,
+        )
+        .await?;
         self.emitter.emit(EventPayload::ApprovalResolved {
             approval_id: decided.approval_id.clone(),
             status: decided.status,

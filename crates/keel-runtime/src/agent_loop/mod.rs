@@ -58,6 +58,9 @@ pub(crate) struct Services {
     pub memory: Option<Arc<crate::memory::MemoryService>>,
     /// Starts child runs (the kernel).
     pub delegate: Arc<dyn crate::subagents::Delegate>,
+    /// Woken when an approval is decided (here, or on another replica of a shared store), so
+    /// a waiting run looks at once instead of at its next poll.
+    pub decisions: Arc<tokio::sync::Notify>,
 }
 
 /// What one run is launched with: the recorded run and everything that shapes its loop.

@@ -2,6 +2,7 @@
 // Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
 #![cfg(test)]
 
+mod backends;
 mod candidates;
 mod concurrency;
 mod corrupt;
@@ -9,6 +10,7 @@ mod health;
 mod memory;
 mod multiprocess;
 mod pagination;
+mod postgres;
 mod recovery;
 mod seq_rules;
 mod sqlite;

@@ -141,6 +141,21 @@ impl Kernel {
     }
 
     /// Records and starts a run of workflow `name`.
+    /// Checks a workflow request without starting it (a queued request).
+    pub(super) fn check_workflow_request(
+        &self,
+        name: &str,
+        options: &RequestOptions,
+    ) -> Result<(), RuntimeError> {
+        let spec = self.workflow(name)?;
+        if options.session_id.is_some() {
+            return Err(RuntimeError::InvalidInput(format!(
+                "workflow `{name}` cannot run in a session; send it without one"
+            )));
+        }
+        parse_input(name, &spec, &options.input).map(|_| ())
+    }
+
     pub(super) async fn start_workflow(
         &self,
         name: &str,
@@ -154,15 +169,22 @@ impl Kernel {
             )));
         }
         let input = parse_input(name, &spec, &options.input)?;
-        let mut record = RunRecord::new(
-            RequestId::generate(),
-            None,
-            format!("{WORKFLOW_PREFIX}{name}"),
-            options.input,
-        );
-        record.owner = options.owner;
-        record.links = origin.links;
-        self.store().create_run(&record).await?;
+        let record = match origin.claimed {
+            // A queued run this process claimed: already recorded, now running and ours.
+            Some(record) => record,
+            None => {
+                let mut record = RunRecord::new(
+                    RequestId::generate(),
+                    None,
+                    format!("{WORKFLOW_PREFIX}{name}"),
+                    options.input,
+                );
+                record.owner = options.owner;
+                record.links = origin.links;
+                self.store().create_run(&record).await?;
+                record
+            }
+        };
         let parts = Parts {
             record,
             name: name.to_owned(),

@@ -532,8 +532,13 @@ impl Engine {
                 .await?;
         }
         let timeout = self.kernel.workspace().runtime.limits.approval_timeout.0;
-        let decided =
-            crate::approval_wait::decision(store.as_ref(), &approval.approval_id, timeout).await;
+        let decided = crate::approval_wait::decision(
+            store.as_ref(),
+            &self.kernel.services().decisions,
+            &approval.approval_id,
+            timeout,
+        )
+        .await;
         if self
             .waiting
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)

@@ -1,0 +1,506 @@
+//! Several `keel serve` replicas on one PostgreSQL database (the local server, a fresh schema
+//! per test, dropped afterwards): queued runs spread over the replicas, a replica killed with
+//! SIGKILL has its runs taken over, an approval asked on one replica is decided through
+//! another, a live stream follows a run executing elsewhere and resumes on a third replica
+//! with `Last-Event-ID`, and a replica frozen past its lease cannot write once it wakes.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use keel_test_support::{
+    MockLlm, MockResponse, MockToolCall, Serving, TempWorkspace, WorkspaceBuilder,
+};
+use serde_json::{Value, json};
+
+use crate::common::keel_in;
+
+/// The local test database.
+fn database_url() -> String {
+    std::env::var("KEEL_TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A schema of the test's own, dropped when the test ends (even when it fails).
+struct Schema(String);
+
+impl Schema {
+    fn new() -> Self {
+        Self(format!(
+            "t_replicas_{}_{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ))
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let schema = self.0.clone();
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let options = keel_store::PgOptions {
+                    schema: Some(schema),
+                    ..keel_store::PgOptions::new(database_url())
+                };
+                if let Ok(store) = keel_store::PgStore::lazy(options) {
+                    let _ = store.drop_schema().await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// The model: slow answers for queued jobs, a long trickling answer for `stream`, a
+/// `write_file` call (which asks for approval) for `approval`.
+fn script(mock: &MockLlm) {
+    mock.respond_with(|request| {
+        if request.last_role() == Some("tool") {
+            return MockResponse::text(["written"]);
+        }
+        let input = request
+            .last_content_of("user")
+            .unwrap_or_default()
+            .to_owned();
+        if input.contains("approval") {
+            return MockResponse::tool_calls([MockToolCall::new(
+                "call_1",
+                "write_file",
+                [r#"{"path": "approved.txt", "content": "yes"}"#],
+            )]);
+        }
+        if input.contains("stream") {
+            return MockResponse::text((0..40).map(|i| format!("w{i} ")))
+                .chunk_delay(Duration::from_millis(50));
+        }
+        MockResponse::text(["done: ", input.as_str()]).delay(Duration::from_millis(300))
+    });
+}
+
+fn workspace(mock: &MockLlm, schema: &Schema, lease_ttl: &str) -> TempWorkspace {
+    WorkspaceBuilder::new()
+        .runtime(&format!(
+            "{{ defaultAgent: worker, limits: {{ maxConcurrentRuns: 8 }}, \
+             store: {{ kind: postgres, url: '{}', schema: {}, leaseTtl: {lease_ttl} }} }}",
+            database_url(),
+            schema.0
+        ))
+        .openai_model_at("mock", &mock.base_url())
+        .agent("worker", "{ model: mock }")
+        .agent("streamer", "{ model: mock }")
+        .agent("approver", "{ model: mock, tools: [write_file] }")
+        .build()
+}
+
+struct Replicas {
+    http: reqwest::Client,
+    servers: Vec<Option<Serving>>,
+}
+
+impl Replicas {
+    fn start(ws: &TempWorkspace, names: &[&str]) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let servers = names
+            .iter()
+            .map(|name| Some(keel_in(ws).env("KEEL_REPLICA", name).serve()))
+            .collect();
+        Self {
+            http: reqwest::Client::new(),
+            servers,
+        }
+    }
+
+    fn url(&self, replica: usize, path: &str) -> String {
+        let serving = self.servers[replica].as_ref().expect("replica is running");
+        format!("http://{}{path}", serving.addr())
+    }
+
+    async fn get(&self, replica: usize, path: &str) -> Value {
+        let response = self.http.get(self.url(replica, path)).send().await.unwrap();
+        assert!(
+            response.status().is_success(),
+            "GET {path}: {}",
+            response.status()
+        );
+        response.json().await.unwrap()
+    }
+
+    async fn post(&self, replica: usize, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .http
+            .post(self.url(replica, path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// The runs of `agent` (newest first), as replica `replica` lists them.
+    async fn runs_of(&self, replica: usize, agent: &str) -> Vec<Value> {
+        let page = self
+            .get(replica, &format!("/api/requests?agent={agent}&limit=1000"))
+            .await;
+        page["data"].as_array().cloned().unwrap_or_default()
+    }
+
+    async fn events(&self, replica: usize, id: &str) -> Vec<Value> {
+        let page = self
+            .get(replica, &format!("/api/requests/{id}/events?limit=10000"))
+            .await;
+        page["data"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+/// Waits for `condition`, checking every 100 ms, failing after `limit` with `what`.
+async fn until<F, Fut>(limit: Duration, what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !condition().await {
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Reads SSE frames from `response` until `stop` says so; returns the `(id, event)` pairs.
+async fn read_frames(
+    response: &mut reqwest::Response,
+    mut stop: impl FnMut(&[(u64, String)]) -> bool,
+) -> Vec<(u64, String)> {
+    let mut frames = Vec::new();
+    let mut buffer = String::new();
+    while !stop(&frames) {
+        let Some(chunk) = response.chunk().await.unwrap() else {
+            break;
+        };
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let frame: String = buffer.drain(..end + 2).collect();
+            let id = frame
+                .lines()
+                .find_map(|l| l.strip_prefix("id: "))
+                .and_then(|v| v.trim().parse().ok());
+            let event = frame
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .map(str::to_owned);
+            if let (Some(id), Some(event)) = (id, event) {
+                frames.push((id, event));
+            }
+        }
+    }
+    frames
+}
+
+/// Every run's log: dense from 1, one terminal event, last, and it is `completed`.
+fn assert_log(id: &str, events: &[Value]) {
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        (1..=events.len() as u64).collect::<Vec<_>>(),
+        "run {id}: seq dense from 1, no event lost or duplicated"
+    );
+    let terminal: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .filter(|t| {
+            matches!(
+                *t,
+                "runtime.request.completed"
+                    | "runtime.request.failed"
+                    | "runtime.request.cancelled"
+            )
+        })
+        .collect();
+    assert_eq!(
+        terminal,
+        ["runtime.request.completed"],
+        "run {id}: completed exactly once"
+    );
+    assert_eq!(
+        events.last().unwrap()["type"],
+        "runtime.request.completed",
+        "run {id}: the terminal event is last"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_share_queue_approvals_and_streams_and_survive_a_sigkill() {
+    let mock = MockLlm::start().await;
+    script(&mock);
+    let schema = Schema::new();
+    let ws = workspace(&mock, &schema, "2s");
+    let mut replicas = Replicas::start(&ws, &["a", "b", "c"]);
+
+    // A live stream from a replica that is not executing the run, resumed on a third.
+    let on_a = {
+        let http = replicas.http.clone();
+        let url = replicas.url(0, "/api/requests");
+        tokio::spawn(async move {
+            let body = json!({"agent": "streamer", "input": "stream please", "wait": true});
+            http.post(url)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+    };
+    let mut streamed = Vec::new();
+    until(
+        Duration::from_secs(60),
+        "the streamed run to start",
+        || async {
+            streamed = replicas.runs_of(1, "streamer").await;
+            !streamed.is_empty()
+        },
+    )
+    .await;
+    let stream_id = streamed[0]["requestId"].as_str().unwrap().to_owned();
+    let mut first = replicas
+        .http
+        .get(replicas.url(1, &format!("/api/requests/{stream_id}/events")))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let head = read_frames(&mut first, |frames| frames.len() >= 5).await;
+    drop(first);
+    let last_seen = head.last().unwrap().0;
+    let mut second = replicas
+        .http
+        .get(replicas.url(2, &format!("/api/requests/{stream_id}/events")))
+        .header("accept", "text/event-stream")
+        .header("last-event-id", last_seen.to_string())
+        .send()
+        .await
+        .unwrap();
+    let tail = read_frames(&mut second, |frames| {
+        frames
+            .last()
+            .is_some_and(|(_, event)| event == "runtime.request.completed")
+    })
+    .await;
+    assert_eq!(on_a.await.unwrap(), 200, "the run executed on replica a");
+    let seen: Vec<u64> = head.iter().chain(&tail).map(|(id, _)| *id).collect();
+    let stored = replicas.events(0, &stream_id).await;
+    assert_eq!(
+        seen,
+        (1..=stored.len() as u64).collect::<Vec<_>>(),
+        "every event once, in order, across two replicas"
+    );
+    assert_log(&stream_id, &stored);
+
+    // An approval asked on replica a, decided through replica c.
+    let on_a = {
+        let http = replicas.http.clone();
+        let url = replicas.url(0, "/api/requests");
+        tokio::spawn(async move {
+            let body = json!({"agent": "approver", "input": "needs approval", "wait": true});
+            let response = http.post(url).json(&body).send().await.unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
+        })
+    };
+    let mut pending = Vec::new();
+    until(
+        Duration::from_secs(60),
+        "the approval on replica c",
+        || async {
+            let page = replicas.get(2, "/api/approvals?status=pending").await;
+            pending = page["data"].as_array().cloned().unwrap_or_default();
+            !pending.is_empty()
+        },
+    )
+    .await;
+    let approval = pending[0]["approvalId"].as_str().unwrap().to_owned();
+    let (status, _) = replicas
+        .post(2, &format!("/api/approvals/{approval}/approve"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    let (status, answer) = on_a.await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["status"], "completed", "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("approved.txt")).unwrap(),
+        "yes"
+    );
+
+    // 200 queued runs over the three replicas; replica b is killed on the way.
+    let mut ids = Vec::new();
+    for i in 0..200 {
+        let (status, body) = replicas
+            .post(i % 3, "/api/requests", json!({"input": format!("job {i}")}))
+            .await;
+        assert_eq!(status, 202, "{body}");
+        ids.push(body["requestId"].as_str().unwrap().to_owned());
+    }
+    until(
+        Duration::from_secs(120),
+        "a third of the runs to complete",
+        || async {
+            let page = replicas
+                .get(0, "/api/requests?agent=worker&status=completed&limit=1000")
+                .await;
+            page["data"].as_array().map_or(0, Vec::len) >= 60
+        },
+    )
+    .await;
+    let mut killed = replicas.servers[1].take().unwrap();
+    killed.child().kill().unwrap();
+    killed.child().wait().unwrap();
+    until(
+        Duration::from_secs(240),
+        "every run to complete",
+        || async {
+            let page = replicas
+                .get(0, "/api/requests?agent=worker&status=completed&limit=1000")
+                .await;
+            page["data"].as_array().map_or(0, Vec::len) == 200
+        },
+    )
+    .await;
+    let mut answered = BTreeSet::new();
+    for id in &ids {
+        let events = replicas.events(2, id).await;
+        assert_log(id, &events);
+        let run = replicas.get(0, &format!("/api/requests/{id}")).await;
+        assert_eq!(run["status"], "completed");
+        answered.insert(run["output"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(answered.len(), 200, "each run answered its own job");
+    // The survivors report their leases, and between them took over what b held.
+    let mut taken_over = 0;
+    for replica in [0, 2] {
+        let health = replicas.get(replica, "/api/health").await;
+        let cluster = &health["store"]["cluster"];
+        assert!(cluster["lease"]["token"].as_i64().is_some(), "{health}");
+        assert_eq!(cluster["queueDepth"], 0, "{health}");
+        taken_over += cluster["takenOver"].as_u64().unwrap();
+        let metrics = replicas
+            .http
+            .get(replicas.url(replica, "/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(metrics.contains("keel_queue_depth 0"), "{metrics}");
+        assert!(metrics.contains("keel_lease_takeovers"), "{metrics}");
+    }
+    let resumed = resumed_count(&replicas, &ids).await;
+    assert!(resumed >= 1, "replica b held runs when it was killed");
+    assert_eq!(
+        taken_over, resumed,
+        "the runs taken over are the runs resumed"
+    );
+}
+
+/// How many of `ids` were resumed (taken over from replica b).
+async fn resumed_count(replicas: &Replicas, ids: &[String]) -> u64 {
+    let mut resumed = 0;
+    for id in ids {
+        let run = replicas.get(0, &format!("/api/requests/{id}")).await;
+        if run["links"]["resumed"].as_u64().unwrap_or(0) > 0 {
+            resumed += 1;
+        }
+    }
+    resumed
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to a replica's process.
+fn signal(serving: &mut Serving, signal: &str) {
+    let pid = serving.child().id().to_string();
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_frozen_past_its_lease_cannot_append_when_it_wakes() {
+    let mock = MockLlm::start().await;
+    script(&mock);
+    let schema = Schema::new();
+    let ws = workspace(&mock, &schema, "1s");
+    let mut replicas = Replicas::start(&ws, &["a", "b"]);
+
+    // A long answer trickles into replica a's run; a is frozen in the middle of it.
+    let on_a = {
+        let http = replicas.http.clone();
+        let url = replicas.url(0, "/api/requests");
+        tokio::spawn(async move {
+            let body = json!({"agent": "streamer", "input": "stream please", "wait": true});
+            // The connection outlives the freeze; whatever a answers does not matter here.
+            let _ = http.post(url).json(&body).send().await;
+        })
+    };
+    let mut id = String::new();
+    until(
+        Duration::from_secs(60),
+        "the run to stream on replica a",
+        || async {
+            let runs = replicas.runs_of(1, "streamer").await;
+            let Some(run) = runs.first() else {
+                return false;
+            };
+            id = run["requestId"].as_str().unwrap().to_owned();
+            replicas.events(1, &id).await.len() >= 5
+        },
+    )
+    .await;
+    let before =
+        replicas.get(0, "/api/health").await["store"]["cluster"]["lease"]["token"].as_i64();
+    assert!(before.is_some(), "replica a holds a lease while it runs");
+    signal(replicas.servers[0].as_mut().unwrap(), "STOP");
+    let frozen_at = replicas.events(1, &id).await.len();
+
+    // Replica b takes the run over once a's lease expires, and finishes it.
+    until(
+        Duration::from_secs(120),
+        "replica b to finish the run",
+        || async { replicas.get(1, &format!("/api/requests/{id}")).await["status"] == "completed" },
+    )
+    .await;
+    let finished = replicas.events(1, &id).await;
+    assert_log(&id, &finished);
+    let run = replicas.get(1, &format!("/api/requests/{id}")).await;
+    assert_eq!(run["links"]["resumed"], 1, "{run}");
+    assert!(finished.len() > frozen_at);
+
+    // Replica a wakes: its stream goes on, but none of it reaches the log.
+    signal(replicas.servers[0].as_mut().unwrap(), "CONT");
+    let _ = on_a.await;
+    let after = replicas.events(1, &id).await;
+    assert_eq!(after, finished, "a woken replica appended nothing");
+    assert_log(&id, &after);
+    // It noticed: it registers a new lease (the old token is dead).
+    until(
+        Duration::from_secs(60),
+        "replica a to hold a new lease",
+        || async {
+            let health = replicas.get(0, "/api/health").await;
+            let token = health["store"]["cluster"]["lease"]["token"].as_i64();
+            token.is_some() && token != before
+        },
+    )
+    .await;
+}

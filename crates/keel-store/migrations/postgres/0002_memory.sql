@@ -1,0 +1,2 @@
+-- PLACEHOLDER (being written by the memory helper).
+SELECT 1;

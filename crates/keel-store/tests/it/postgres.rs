@@ -1,0 +1,237 @@
+//! What only the PostgreSQL store does: leases and fencing, takeover, the queue claimed with
+//! `FOR UPDATE SKIP LOCKED`, and signals between processes (LISTEN/NOTIFY). Each test works
+//! in a schema of its own in the local database, dropped afterwards.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use keel_store::PgStore;
+use keel_types::{Cluster, RequestId, RunStatus, RunStore, Signal, SignalSink, StoreError};
+use serde_json::json;
+
+use crate::backends::{Backend, database_url, pg_options};
+use crate::{delta, record, started};
+
+/// Makes a lease expire now, as a process frozen past its lease would find it.
+fn expire(schema: &str, token: i64) {
+    let output = std::process::Command::new("psql")
+        .arg(database_url())
+        .args(["-v", "ON_ERROR_STOP=1", "-q", "-c"])
+        .arg(format!(
+            "UPDATE {schema}.leases SET expires_at = clock_timestamp() - interval '1 second' \
+             WHERE token = {token}"
+        ))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+}
+
+fn schema_of(backend: &Backend) -> String {
+    backend.schema_name().to_owned()
+}
+
+async fn second(backend: &Backend) -> PgStore {
+    PgStore::connect(pg_options(&schema_of(backend)))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_lost_its_lease_cannot_append_and_the_taker_continues_the_log() {
+    let backend = Backend::postgres().await;
+    let first = backend.postgres.clone().unwrap();
+    first
+        .create_run(&record("run_1", "a", RunStatus::Running))
+        .await
+        .unwrap();
+    first.append(&[started("run_1", 1)]).await.unwrap();
+    let old = first.lease().await.unwrap().token;
+
+    // Frozen past its lease: the next append is refused before anyone took the run.
+    expire(&schema_of(&backend), old);
+    let refused = first.append(&[delta("run_1", 2)]).await.unwrap_err();
+    assert!(matches!(refused, StoreError::Fenced(_)), "{refused}");
+
+    // Another process takes the run over and continues its log.
+    let taker = second(&backend).await;
+    assert_eq!(taker.recover().await.unwrap(), [RequestId::from("run_1")]);
+    let claimed = taker.claim(&RequestId::from("run_1")).await.unwrap();
+    assert_eq!(claimed.status, RunStatus::Running);
+    assert_eq!(claimed.links.resumed, 1);
+    taker.append(&[delta("run_1", 2)]).await.unwrap();
+
+    // The first process registers a new lease, but the run is no longer its own.
+    let renewed = first.lease().await.unwrap();
+    assert_ne!(renewed.token, old);
+    let refused = first.append(&[delta("run_1", 3)]).await.unwrap_err();
+    assert!(matches!(refused, StoreError::Fenced(_)), "{refused}");
+    let mut stale = claimed.clone();
+    stale.status = RunStatus::Failed;
+    let refused = first.update_run(&stale).await.unwrap_err();
+    assert!(matches!(refused, StoreError::Fenced(_)), "{refused}");
+
+    let seqs: Vec<u64> = taker
+        .events(&RequestId::from("run_1"), 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, [1, 2], "one history, written by the owner only");
+    assert_eq!(taker.status().await.unwrap().taken_over, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_runs_are_claimed_exactly_once_by_competing_processes() {
+    let backend = Backend::postgres().await;
+    let one = backend.postgres.clone().unwrap();
+    let two = second(&backend).await;
+    for i in 0..40 {
+        let mut run = record(&format!("run_{i:02}"), "a", RunStatus::Queued);
+        run.started_at = format!("2026-11-25T12:00:{i:02}.000Z");
+        one.enqueue(&run, &json!({"n": i})).await.unwrap();
+    }
+    assert_eq!(one.status().await.unwrap().queue_depth, 40);
+    let claim = |store: PgStore| async move {
+        let mut mine = Vec::new();
+        loop {
+            let batch = store.claim_queued(3).await.unwrap();
+            if batch.is_empty() {
+                return mine;
+            }
+            mine.extend(batch);
+        }
+    };
+    let (a, b) = tokio::join!(claim(one.clone()), claim(two.clone()));
+    let ids: Vec<&str> = a
+        .iter()
+        .chain(&b)
+        .map(|c| c.run.request_id.as_str())
+        .collect();
+    let unique: HashSet<&str> = ids.iter().copied().collect();
+    assert_eq!(ids.len(), 40, "every queued run claimed");
+    assert_eq!(unique.len(), 40, "no run claimed twice");
+    assert!(
+        a.iter()
+            .chain(&b)
+            .all(|c| c.run.status == RunStatus::Running)
+    );
+    for claimed in a.iter().chain(&b) {
+        let n: u64 = claimed.run.request_id.as_str()[4..].parse().unwrap();
+        assert_eq!(claimed.request["n"], n, "the request queued with the run");
+    }
+    assert_eq!(one.status().await.unwrap().queue_depth, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_run_that_never_started_goes_back_to_the_queue() {
+    let backend = Backend::postgres().await;
+    let claimer = backend.postgres.clone().unwrap();
+    claimer
+        .enqueue(&record("run_q", "a", RunStatus::Queued), &json!({}))
+        .await
+        .unwrap();
+    let claimed = claimer.claim_queued(1).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    // The claimer dies before the run stores an event.
+    let token = claimer.lease().await.unwrap().token;
+    expire(&schema_of(&backend), token);
+    let other = second(&backend).await;
+    assert!(
+        other.recover().await.unwrap().is_empty(),
+        "nothing to resume"
+    );
+    let run = other
+        .get_run(&RequestId::from("run_q"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Queued);
+    let again = other.claim_queued(1).await.unwrap();
+    assert_eq!(again[0].run.request_id.as_str(), "run_q");
+    // Cancelling a queued run ends it without starting it.
+    other
+        .enqueue(&record("run_c", "a", RunStatus::Queued), &json!({}))
+        .await
+        .unwrap();
+    assert!(
+        other
+            .cancel_queued(&RequestId::from("run_c"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !other
+            .cancel_queued(&RequestId::from("run_c"))
+            .await
+            .unwrap()
+    );
+    let cancelled = other
+        .get_run(&RequestId::from("run_c"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cancelled.status, RunStatus::Cancelled);
+}
+
+/// Collects signals.
+#[derive(Default)]
+struct Inbox {
+    signals: Mutex<Vec<Signal>>,
+    wake: tokio::sync::Notify,
+}
+
+impl SignalSink for Inbox {
+    fn signal(&self, signal: &Signal) {
+        self.signals.lock().unwrap().push(signal.clone());
+        self.wake.notify_waiters();
+    }
+}
+
+impl Inbox {
+    async fn wait_for(&self, wanted: &Signal) {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let woken = self.wake.notified();
+                if self.signals.lock().unwrap().contains(wanted) {
+                    return;
+                }
+                woken.await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no {wanted:?} within 30 s"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_reach_other_processes() {
+    let backend = Backend::postgres().await;
+    let listener = backend.postgres.clone().unwrap();
+    let inbox = Arc::new(Inbox::default());
+    listener.listen(inbox.clone());
+    let sender = second(&backend).await;
+    // The listener connects in the background: publish until it hears one.
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while inbox.signals.lock().unwrap().is_empty() {
+            sender.publish(&Signal::Queued).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let id = RequestId::from("run_s");
+    sender.publish(&Signal::Cancel(id.clone())).await.unwrap();
+    inbox.wait_for(&Signal::Cancel(id.clone())).await;
+    // Appends announce themselves as they commit.
+    sender
+        .create_run(&record("run_s", "a", RunStatus::Running))
+        .await
+        .unwrap();
+    sender
+        .append(&[started("run_s", 1), delta("run_s", 2)])
+        .await
+        .unwrap();
+    inbox.wait_for(&Signal::Appended(id, 2)).await;
+}
