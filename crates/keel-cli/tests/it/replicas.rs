@@ -163,13 +163,25 @@ impl Replicas {
 }
 
 /// Waits for `condition`, checking every 100 ms, failing after `limit` with `what`.
-async fn until<F, Fut>(limit: Duration, what: &str, mut condition: F)
+async fn until<F, Fut>(limit: Duration, what: &str, condition: F)
 where
-    F: FnMut() -> Fut,
+    F: Fn() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
+    poll(limit, what, || async { condition().await.then_some(()) }).await;
+}
+
+/// Waits until `probe` gives a value, checking every 100 ms, failing after `limit`.
+async fn poll<T, F, Fut>(limit: Duration, what: &str, probe: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
     let started = Instant::now();
-    while !condition().await {
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
         assert!(started.elapsed() < limit, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -260,17 +272,15 @@ async fn three_replicas_share_queue_approvals_and_streams_and_survive_a_sigkill(
                 .as_u16()
         })
     };
-    let mut streamed = Vec::new();
-    until(
+    let stream_id = poll(
         Duration::from_secs(60),
         "the streamed run to start",
         || async {
-            streamed = replicas.runs_of(1, "streamer").await;
-            !streamed.is_empty()
+            let runs = replicas.runs_of(1, "streamer").await;
+            Some(runs.first()?["requestId"].as_str()?.to_owned())
         },
     )
     .await;
-    let stream_id = streamed[0]["requestId"].as_str().unwrap().to_owned();
     let mut first = replicas
         .http
         .get(replicas.url(1, &format!("/api/requests/{stream_id}/events")))
@@ -318,18 +328,19 @@ async fn three_replicas_share_queue_approvals_and_streams_and_survive_a_sigkill(
             )
         })
     };
-    let mut pending = Vec::new();
-    until(
+    let approval = poll(
         Duration::from_secs(60),
         "the approval on replica c",
         || async {
             let page = replicas.get(2, "/api/approvals?status=pending").await;
-            pending = page["data"].as_array().cloned().unwrap_or_default();
-            !pending.is_empty()
+            Some(
+                page["data"].as_array()?.first()?["approvalId"]
+                    .as_str()?
+                    .to_owned(),
+            )
         },
     )
     .await;
-    let approval = pending[0]["approvalId"].as_str().unwrap().to_owned();
     let (status, _) = replicas
         .post(2, &format!("/api/approvals/{approval}/approve"), json!({}))
         .await;
@@ -377,9 +388,11 @@ async fn three_replicas_share_queue_approvals_and_streams_and_survive_a_sigkill(
     )
     .await;
     let mut answered = BTreeSet::new();
+    let mut total_events = 0;
     for id in &ids {
         let events = replicas.events(2, id).await;
         assert_log(id, &events);
+        total_events += events.len();
         let run = replicas.get(0, &format!("/api/requests/{id}")).await;
         assert_eq!(run["status"], "completed");
         answered.insert(run["output"].as_str().unwrap().to_owned());
@@ -406,6 +419,12 @@ async fn three_replicas_share_queue_approvals_and_streams_and_survive_a_sigkill(
         assert!(metrics.contains("keel_lease_takeovers"), "{metrics}");
     }
     let resumed = resumed_count(&replicas, &ids).await;
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "replica b killed: {resumed} run(s) taken over and resumed, {} events across 200 runs",
+        total_events
+    );
     assert!(resumed >= 1, "replica b held runs when it was killed");
     assert_eq!(
         taken_over, resumed,
@@ -453,17 +472,13 @@ async fn a_replica_frozen_past_its_lease_cannot_append_when_it_wakes() {
             let _ = http.post(url).json(&body).send().await;
         })
     };
-    let mut id = String::new();
-    until(
+    let id = poll(
         Duration::from_secs(60),
         "the run to stream on replica a",
         || async {
             let runs = replicas.runs_of(1, "streamer").await;
-            let Some(run) = runs.first() else {
-                return false;
-            };
-            id = run["requestId"].as_str().unwrap().to_owned();
-            replicas.events(1, &id).await.len() >= 5
+            let id = runs.first()?["requestId"].as_str()?.to_owned();
+            (replicas.events(1, &id).await.len() >= 5).then_some(id)
         },
     )
     .await;
