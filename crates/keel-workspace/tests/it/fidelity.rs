@@ -6,19 +6,58 @@ use keel_workspace::{LoadOptions, Workspace};
 use crate::support::{Load, MODEL_AND_AGENT, env, located, workspace};
 
 #[test]
-fn a_store_url_other_than_the_default_is_an_error_at_its_value() {
+fn a_store_url_that_does_not_fit_its_kind_is_an_error_at_its_value() {
     let ws = workspace();
     ws.write("config/agent.yaml", MODEL_AND_AGENT);
+    let runtime = |store: &str| {
+        ws.write(
+            "config/runtime.yaml",
+            &format!("apiVersion: keel/v1\nkind: Runtime\nspec:\n  store:\n{store}"),
+        );
+        located(&ws.diagnostics(&env(&[])))
+    };
+    assert_eq!(
+        runtime("    url: mysql://db/keel\n"),
+        [
+            "config/runtime.yaml:5:10: `store.url` `mysql://db/keel` is not supported: the SQLite store is always `sqlite://.keel/keel.db`"
+        ]
+    );
+    assert_eq!(
+        runtime("    kind: sqlite\n    url: postgres://db/keel\n"),
+        [
+            "config/runtime.yaml:6:10: `store.url` `postgres://db/keel` is not supported: the SQLite store is always `sqlite://.keel/keel.db`"
+        ]
+    );
+    assert_eq!(
+        runtime("    kind: postgres\n    url: sqlite://.keel/keel.db\n"),
+        ["config/runtime.yaml:6:10: `store.url` `sqlite://.keel/keel.db` is not a PostgreSQL URL"]
+    );
+    assert_eq!(
+        runtime("    kind: postgres\n"),
+        ["config/runtime.yaml:5:11: `store.kind: postgres` needs `store.url`"]
+    );
+    assert_eq!(
+        runtime("    leaseTtl: 5s\n    artifacts: { kind: database }\n"),
+        [
+            "config/runtime.yaml:5:15: `store.leaseTtl` applies only to the PostgreSQL store",
+            "config/runtime.yaml:6:24: `store.artifacts.kind: database` needs the PostgreSQL store"
+        ]
+    );
+    assert_eq!(
+        runtime("    url: postgres://db/keel\n    schema: Bad-Name\n"),
+        [
+            "config/runtime.yaml:6:13: `store.schema` must be lower-case letters, digits and `_` (at most 63, not starting with a digit)"
+        ]
+    );
+    // The kind follows the URL's scheme when it is left out.
     ws.write(
         "config/runtime.yaml",
-        "apiVersion: keel/v1\nkind: Runtime\nspec:\n  store:\n    url: postgres://db/keel\n",
+        "apiVersion: keel/v1\nkind: Runtime\nspec:\n  store:\n    url: postgres://db/keel\n    schema: keel\n",
     );
-    let diagnostics = ws.diagnostics(&env(&[]));
+    let loaded = ws.load_ok(&env(&[]));
     assert_eq!(
-        located(&diagnostics),
-        [
-            "config/runtime.yaml:5:10: `store.url` `postgres://db/keel` is not supported yet: runs are stored in `sqlite://.keel/keel.db`"
-        ]
+        loaded.runtime.store.backend(),
+        keel_workspace::StoreKind::Postgres
     );
     ws.write(
         "config/runtime.yaml",
@@ -26,6 +65,10 @@ fn a_store_url_other_than_the_default_is_an_error_at_its_value() {
     );
     let loaded = ws.load_ok(&env(&[]));
     assert_eq!(loaded.runtime.store.url, keel_workspace::DEFAULT_STORE_URL);
+    assert_eq!(
+        loaded.runtime.store.backend(),
+        keel_workspace::StoreKind::Sqlite
+    );
 }
 
 #[test]

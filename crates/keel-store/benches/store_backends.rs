@@ -1,0 +1,267 @@
+//! The same durable work on SQLite and on PostgreSQL with one and two replicas.
+//!
+//! ```text
+//! cargo bench -p keel-store --bench store_backends
+//! ```
+//!
+//! Two workloads, each for `KEEL_BENCH_SECS` (default 5) with `KEEL_BENCH_RUNS` (default 64)
+//! concurrent writers, repeated `KEEL_BENCH_ROUNDS` times (default 3; medians printed):
+//!
+//! - **events/s**: each writer appends output deltas (about 300 bytes of JSON) to its run, one
+//!   event per call, each call waiting for its commit — as the runtime's emitter does;
+//! - **runs/s**: each writer runs whole run lifecycles at the store: `create_run`, the opening
+//!   event, three batches of deltas (4 events each), the terminal event, and the final
+//!   `update_run` — 14 events and 6 durable writes per run.
+//!
+//! Backends: `sqlite` (WAL, `synchronous = FULL`, group commit, JSONL mirror; under
+//! `KEEL_BENCH_DIR`, default `target/keel-bench`), `postgres x1` (one `PgStore`: one pool, one
+//! group-commit writer, one lease), `postgres x2` (two `PgStore`s on the same schema, each
+//! with its own pool, writer and lease, half the writers each — two replicas' store layers; in
+//! one process here, so the client side shares this process's cores). PostgreSQL is
+//! `KEEL_TEST_DATABASE_URL` (default the local `postgres://postgres@127.0.0.1:5432/test`), in
+//! a fresh schema dropped afterwards; the server's own settings apply (`synchronous_commit`
+//! on by default: a commit is flushed to its WAL).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_store::{PgOptions, PgStore, SqliteStore};
+use keel_types::{
+    AdapterEvent, Event, EventId, EventPayload, FinishReason, RequestId, RunRecord, RunStatus,
+    RunStore, Usage, now_rfc3339,
+};
+
+fn main() {
+    let secs = env_number("KEEL_BENCH_SECS", 5);
+    let writers = env_number("KEEL_BENCH_RUNS", 64);
+    let rounds = env_number("KEEL_BENCH_ROUNDS", 3);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let duration = Duration::from_secs(secs as u64);
+    println!(
+        "store_backends: {writers} concurrent writers, {secs}s per measurement, median of {rounds} rounds"
+    );
+    for workload in [Workload::Events, Workload::Runs] {
+        for backend in [Backend::Sqlite, Backend::Postgres(1), Backend::Postgres(2)] {
+            let mut figures: Vec<f64> = (0..rounds)
+                .map(|_| runtime.block_on(measure(backend, workload, writers, duration)))
+                .collect();
+            figures.sort_by(f64::total_cmp);
+            let median = figures[figures.len() / 2];
+            println!(
+                "{:>8} {:<12} median {:>8.0}/s   rounds: {}",
+                workload.name(),
+                backend.name(),
+                median,
+                figures
+                    .iter()
+                    .map(|f| format!("{f:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Workload {
+    Events,
+    Runs,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Events => "events",
+            Self::Runs => "runs",
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres(usize),
+}
+
+impl Backend {
+    fn name(self) -> String {
+        match self {
+            Self::Sqlite => "sqlite".into(),
+            Self::Postgres(n) => format!("postgres x{n}"),
+        }
+    }
+}
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn bench_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("KEEL_BENCH_DIR") {
+        return PathBuf::from(dir);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")));
+    target.join("keel-bench")
+}
+
+fn database_url() -> String {
+    std::env::var("KEEL_TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+fn event(id: &RequestId, seq: u64, payload: EventPayload) -> Event {
+    Event {
+        id: EventId::generate(),
+        seq,
+        ts: now_rfc3339(),
+        request_id: id.clone(),
+        session_id: None,
+        agent_id: "assistant".into(),
+        payload,
+    }
+}
+
+/// An output delta of about 300 bytes of JSON, like a streamed answer chunk.
+fn delta(id: &RequestId, seq: u64) -> Event {
+    event(
+        id,
+        seq,
+        EventPayload::Adapter {
+            event: AdapterEvent::OutputDelta {
+                adapter: "native".into(),
+                step: 1,
+                text: "The quick brown fox jumps over the lazy dog while the model keeps \
+                       streaming its answer, token after token, chunk after chunk."
+                    .into(),
+            },
+        },
+    )
+}
+
+/// One run's whole life at the store; returns its events.
+async fn one_run(store: &dyn RunStore) -> u64 {
+    let id = RequestId::generate();
+    let mut run = RunRecord::new(id.clone(), None, "assistant", "bench");
+    run.status = RunStatus::Running;
+    store.create_run(&run).await.unwrap();
+    let opening = EventPayload::RequestStarted {
+        input: "bench".into(),
+        history: Vec::new(),
+        mode: None,
+        metadata: Default::default(),
+    };
+    store.append(&[event(&id, 1, opening)]).await.unwrap();
+    let mut seq = 2;
+    for _ in 0..3 {
+        let batch: Vec<Event> = (seq..seq + 4).map(|s| delta(&id, s)).collect();
+        store.append(&batch).await.unwrap();
+        seq += 4;
+    }
+    let done = EventPayload::RequestCompleted {
+        output: "done".into(),
+        value: None,
+        finish_reason: FinishReason::Completed,
+        usage: Usage::default(),
+        steps: 1,
+        duration_ms: 1,
+    };
+    store.append(&[event(&id, seq, done)]).await.unwrap();
+    run.status = RunStatus::Completed;
+    run.event_count = seq;
+    run.ended_at = Some(now_rfc3339());
+    store.update_run(&run).await.unwrap();
+    seq
+}
+
+/// Items (events or runs) per second of one measurement.
+async fn measure(backend: Backend, workload: Workload, writers: usize, duration: Duration) -> f64 {
+    let (stores, cleanup): (Vec<Arc<dyn RunStore>>, Cleanup) = match backend {
+        Backend::Sqlite => {
+            let dir = bench_dir().join(format!("store_backends-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let store = SqliteStore::open(&dir).unwrap();
+            (vec![Arc::new(store)], Cleanup::Dir(dir))
+        }
+        Backend::Postgres(replicas) => {
+            let schema = format!("bench_{}", uuid::Uuid::now_v7().simple());
+            let options = PgOptions {
+                schema: Some(schema),
+                max_connections: 16,
+                ..PgOptions::new(database_url())
+            };
+            let first = PgStore::connect(options.clone()).await.unwrap();
+            let mut stores: Vec<Arc<dyn RunStore>> = vec![Arc::new(first.clone())];
+            for _ in 1..replicas {
+                stores.push(Arc::new(PgStore::connect(options.clone()).await.unwrap()));
+            }
+            (stores, Cleanup::Schema(first))
+        }
+    };
+    let start = Instant::now();
+    let deadline = start + duration;
+    let tasks: Vec<_> = (0..writers)
+        .map(|i| {
+            let store = stores[i % stores.len()].clone();
+            tokio::spawn(async move {
+                let mut done = 0u64;
+                match workload {
+                    Workload::Events => {
+                        let id = RequestId::generate();
+                        let mut run = RunRecord::new(id.clone(), None, "assistant", "bench");
+                        run.status = RunStatus::Running;
+                        store.create_run(&run).await.unwrap();
+                        let mut seq = 1;
+                        while Instant::now() < deadline {
+                            store.append(&[delta(&id, seq)]).await.unwrap();
+                            seq += 1;
+                            done += 1;
+                        }
+                    }
+                    Workload::Runs => {
+                        while Instant::now() < deadline {
+                            one_run(store.as_ref()).await;
+                            done += 1;
+                        }
+                    }
+                }
+                done
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    let rate = total as f64 / start.elapsed().as_secs_f64();
+    drop(stores);
+    match cleanup {
+        Cleanup::Dir(dir) => {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        Cleanup::Schema(store) => store.drop_schema().await.unwrap(),
+    }
+    rate
+}
+
+enum Cleanup {
+    Dir(PathBuf),
+    Schema(PgStore),
+}
