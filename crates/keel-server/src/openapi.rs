@@ -289,7 +289,7 @@ pub(crate) fn routes() -> Vec<Route> {
             Method::GET,
             "/api/health",
             Public,
-            "Health: the store (usable, schema version, writable), the workspace (loaded at, document counts), each model's provider, each MCP server's state",
+            "Health: the store (usable, schema version, writable; on PostgreSQL, `cluster`: this replica's lease, its runs, the replicas, the queue depth, runs taken over), the workspace (loaded at, document counts), each model's provider, each MCP server's state",
             "`{status: ok|degraded, store, workspace, models, mcpServers}`; 503 with `status: unavailable` when the store is not usable",
             || routing::get(crate::health::health),
         ),

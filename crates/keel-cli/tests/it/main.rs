@@ -20,6 +20,7 @@ mod replicas;
 mod sessions;
 mod skill_mentions;
 mod skills_cli;
+mod store_cli;
 mod tools;
 mod workflows_cli;
 mod workspace_errors;

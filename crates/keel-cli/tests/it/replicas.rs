@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::common::keel_in;
 
 /// The local test database.
-fn database_url() -> String {
+pub(crate) fn database_url() -> String {
     std::env::var("KEEL_TEST_DATABASE_URL")
         .ok()
         .filter(|u| !u.is_empty())
@@ -23,10 +23,10 @@ fn database_url() -> String {
 }
 
 /// A schema of the test's own, dropped when the test ends (even when it fails).
-struct Schema(String);
+pub(crate) struct Schema(pub(crate) String);
 
 impl Schema {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self(format!(
             "t_replicas_{}_{}",
             std::process::id(),
@@ -98,6 +98,7 @@ fn workspace(mock: &MockLlm, schema: &Schema, lease_ttl: &str) -> TempWorkspace 
         .agent("worker", "{ model: mock }")
         .agent("streamer", "{ model: mock }")
         .agent("approver", "{ model: mock, tools: [write_file] }")
+        .agent("victim", "{ model: mock }")
         .build()
 }
 
@@ -352,6 +353,33 @@ async fn three_replicas_share_queue_approvals_and_streams_and_survive_a_sigkill(
         std::fs::read_to_string(ws.path().join("approved.txt")).unwrap(),
         "yes"
     );
+
+    // A cancel sent to replica c stops the run executing on replica a.
+    let on_a = {
+        let http = replicas.http.clone();
+        let url = replicas.url(0, "/api/requests");
+        tokio::spawn(async move {
+            let body = json!({"agent": "victim", "input": "stream please", "wait": true});
+            let response = http.post(url).json(&body).send().await.unwrap();
+            response.json::<Value>().await.unwrap()
+        })
+    };
+    let victim = poll(
+        Duration::from_secs(60),
+        "the run to cancel to start",
+        || async {
+            let runs = replicas.runs_of(2, "victim").await;
+            let id = runs.first()?["requestId"].as_str()?.to_owned();
+            (replicas.events(2, &id).await.len() >= 3).then_some(id)
+        },
+    )
+    .await;
+    let (status, body) = replicas
+        .post(2, &format!("/api/requests/{victim}/cancel"), json!({}))
+        .await;
+    assert_eq!((status, &body["cancelled"]), (200, &json!(true)), "{body}");
+    let answer = on_a.await.unwrap();
+    assert_eq!(answer["status"], "cancelled", "{answer}");
 
     // 200 queued runs over the three replicas; replica b is killed on the way.
     let mut ids = Vec::new();
