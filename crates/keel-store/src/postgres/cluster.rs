@@ -223,20 +223,29 @@ pub(super) async fn take_over(store: &PgStore) -> Result<Vec<RequestId>, StoreEr
     .execute(&mut *tx)
     .await
     .map_err(e)?;
-    let taken: Vec<String> = sqlx_core::query_scalar::query_scalar::<Postgres, String>(
-        sqlx_core::sql_str::AssertSqlSafe(format!(
-            "UPDATE runs SET status = 'interrupted', owner_token = $2, \
-             record = jsonb_set(record, '{{status}}', '\"interrupted\"') \
-             WHERE status IN ('running', 'waiting_approval', 'interrupted') \
-             AND (({ORPHAN}) OR (status = 'interrupted' AND owner_token = $2)) \
-             RETURNING request_id"
-        )),
-    )
+    // `fresh`: taken from another lease now (not reserved for us by an earlier call).
+    let rows = sqlx_core::query::query::<Postgres>(sqlx_core::sql_str::AssertSqlSafe(format!(
+        "WITH taken AS (SELECT request_id, owner_token AS previous FROM runs \
+           WHERE status IN ('running', 'waiting_approval', 'interrupted') \
+           AND (({ORPHAN}) OR (status = 'interrupted' AND owner_token = $2)) FOR UPDATE) \
+         UPDATE runs SET status = 'interrupted', owner_token = $2, \
+           record = jsonb_set(record, '{{status}}', '\"interrupted\"') \
+         FROM taken t WHERE runs.request_id = t.request_id \
+         RETURNING runs.request_id, t.previous IS DISTINCT FROM $2"
+    )))
     .bind(&dead)
     .bind(lease.token)
     .fetch_all(&mut *tx)
     .await
     .map_err(e)?;
+    let mut taken = Vec::with_capacity(rows.len());
+    let mut fresh = 0;
+    for row in rows {
+        taken.push(row.try_get::<String, _>(0).map_err(e)?);
+        if row.try_get::<bool, _>(1).map_err(e)? {
+            fresh += 1;
+        }
+    }
     tx.commit().await.map_err(e)?;
     if requeued.rows_affected() > 0 {
         tracing::warn!(
@@ -252,7 +261,7 @@ pub(super) async fn take_over(store: &PgStore) -> Result<Vec<RequestId>, StoreEr
         .inner
         .leases
         .taken_over
-        .fetch_add(taken.len() as u64, Ordering::Relaxed);
+        .fetch_add(fresh, Ordering::Relaxed);
     Ok(taken.into_iter().map(RequestId::from).collect())
 }
 

@@ -235,3 +235,38 @@ async fn signals_reach_other_processes() {
         .unwrap();
     inbox.wait_for(&Signal::Appended(id, 2)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifacts_kept_in_the_database_round_trip_in_chunks_and_check_their_hash() {
+    use keel_types::ArtifactStore;
+    let backend = Backend::postgres().await;
+    let artifacts = keel_store::PgArtifacts::new(backend.postgres.clone().unwrap());
+    // Three chunks of at most 1 MiB.
+    let content: Vec<u8> = (0..(2 * 1024 * 1024 + 17))
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let stored = artifacts
+        .put(
+            &RequestId::from("run_a"),
+            "shell output (call_1)",
+            "text/plain",
+            &content,
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored.bytes, content.len() as u64);
+    // Another replica reads it.
+    let other = keel_store::PgArtifacts::new(second(&backend).await);
+    let (record, read) = other.get(&stored.uri).await.unwrap().unwrap();
+    assert_eq!(record, stored);
+    assert_eq!(read, content);
+    assert!(
+        other
+            .get("keel://artifacts/art_missing")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let refused = other.get("file:///etc/passwd").await.unwrap_err();
+    assert!(matches!(refused, StoreError::Invalid(_)), "{refused}");
+}
