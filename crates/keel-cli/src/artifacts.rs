@@ -3,8 +3,9 @@
 use std::path::Path;
 
 use clap::Subcommand;
-use keel::ArtifactStore;
-use keel_store::FsArtifacts;
+use keel::workspace::{ArtifactsKind, StoreKind};
+use keel::{ArtifactStore, Workspace};
+use keel_store::{FsArtifacts, PgArtifacts, PgStore};
 
 use crate::error::CliError;
 use crate::out;
@@ -22,7 +23,7 @@ pub enum ArtifactsCommand {
 
 pub async fn artifacts(root: &Path, command: ArtifactsCommand) -> Result<(), CliError> {
     let ArtifactsCommand::Show { uri, meta } = command;
-    let store = FsArtifacts::open(root);
+    let store = artifact_store(root).await?;
     let (record, content) = store
         .get(&uri)
         .await?
@@ -33,4 +34,21 @@ pub async fn artifacts(root: &Path, command: ArtifactsCommand) -> Result<(), Cli
         out::stdout_raw(&String::from_utf8_lossy(&content));
     }
     Ok(())
+}
+
+/// Where the workspace keeps artifacts: `store.artifacts` of its Runtime document, or
+/// `.keel/artifacts` when the configuration does not load.
+async fn artifact_store(root: &Path) -> Result<Box<dyn ArtifactStore>, CliError> {
+    let Ok(workspace) = Workspace::load(root) else {
+        return Ok(Box::new(FsArtifacts::open(root)));
+    };
+    let spec = &workspace.runtime.store;
+    Ok(match (spec.artifacts.kind, &spec.artifacts.path) {
+        (ArtifactsKind::Database, _) if spec.backend() == StoreKind::Postgres => {
+            let store = PgStore::connect(keel::postgres_options(&workspace)).await?;
+            Box::new(PgArtifacts::new(store))
+        }
+        (_, Some(path)) => Box::new(FsArtifacts::at(root.join(path))),
+        _ => Box::new(FsArtifacts::open(root)),
+    })
 }
