@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use keel_types::{ArtifactStore, MemoryStore, RunStore};
-use keel_workspace::{StoreKind, Workspace};
+use keel_workspace::Workspace;
 
 use crate::Error;
 
@@ -23,7 +23,7 @@ pub(crate) struct DefaultStores {
 #[cfg(feature = "sqlite")]
 pub(crate) fn default_store(workspace: &Workspace) -> Result<DefaultStores, Error> {
     match workspace.runtime.store.backend() {
-        StoreKind::Sqlite => {
+        keel_workspace::StoreKind::Sqlite => {
             let store = Arc::new(keel_store::SqliteStore::open(&workspace.root)?);
             Ok(DefaultStores {
                 runs: store.clone(),
@@ -32,7 +32,7 @@ pub(crate) fn default_store(workspace: &Workspace) -> Result<DefaultStores, Erro
                 postgres: None,
             })
         }
-        StoreKind::Postgres => postgres_store(workspace),
+        keel_workspace::StoreKind::Postgres => postgres_store(workspace),
     }
 }
 

@@ -12,7 +12,7 @@ fn a_store_url_that_does_not_fit_its_kind_is_an_error_at_its_value() {
     let runtime = |store: &str| {
         ws.write(
             "config/runtime.yaml",
-            &format!("apiVersion: keel/v1\nkind: Runtime\nspec:\n  store:\n{store}"),
+            format!("apiVersion: keel/v1\nkind: Runtime\nspec:\n  store:\n{store}"),
         );
         located(&ws.diagnostics(&env(&[])))
     };
