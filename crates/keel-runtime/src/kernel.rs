@@ -84,12 +84,17 @@ struct Tracker {
     interrupting: bool,
     /// Runs that ended on their own since `shutdown` was called.
     finished_in_grace: usize,
+    /// Launches so far (numbers each [`Active`]).
+    launches: u64,
 }
 
 /// How to stop one live run.
 struct Active {
     cancel: CancellationToken,
     interrupt: CancellationToken,
+    /// Which launch of the run this is: a run taken back after this process lost its lease
+    /// may be launched again while its fenced first launch is still ending.
+    launch: u64,
 }
 
 /// What [`Kernel::shutdown`] did.
@@ -528,7 +533,7 @@ impl Kernel {
         let run = AgentRun::new(self.inner.services.clone(), Arc::new(emitter), launch);
         let cancel = CancellationToken::new();
         let interrupt = CancellationToken::new();
-        self.track(&request_id, &cancel, &interrupt);
+        let launch = self.track(&request_id, &cancel, &interrupt);
         // A child run does not wait for a slot: its parent holds one and waits for it (a
         // tree cannot starve itself), and its parent's own limits bound how many there are.
         let permits = (depth == 0).then(|| self.inner.permits.clone());
@@ -537,6 +542,7 @@ impl Kernel {
         let tracked = Tracked {
             kernel: self.clone(),
             id: request_id.clone(),
+            launch,
         };
         let task = tokio::spawn(async move {
             // Waiting for a slot is part of the run: cancelling (or a shutdown) while queued
@@ -691,8 +697,15 @@ impl Kernel {
         }
     }
 
-    fn track(&self, id: &RequestId, cancel: &CancellationToken, interrupt: &CancellationToken) {
+    fn track(
+        &self,
+        id: &RequestId,
+        cancel: &CancellationToken,
+        interrupt: &CancellationToken,
+    ) -> u64 {
         let mut tracker = self.tracker();
+        tracker.launches += 1;
+        let launch = tracker.launches;
         // A run launched after the grace period (its operation began before the shutdown)
         // stops at once.
         if tracker.interrupting {
@@ -703,14 +716,25 @@ impl Kernel {
             Active {
                 cancel: cancel.clone(),
                 interrupt: interrupt.clone(),
+                launch,
             },
         );
         self.inner.live.send_replace(tracker.runs.len());
+        launch
     }
 
-    fn untrack(&self, id: &RequestId) {
+    fn untrack(&self, id: &RequestId, launch: u64) {
         let mut tracker = self.tracker();
-        if tracker.runs.remove(id).is_some() && tracker.shutting_down && !tracker.interrupting {
+        // Only this launch's entry: a later launch of the same run stays tracked.
+        if tracker
+            .runs
+            .get(id)
+            .is_none_or(|active| active.launch != launch)
+        {
+            return;
+        }
+        tracker.runs.remove(id);
+        if tracker.shutting_down && !tracker.interrupting {
             tracker.finished_in_grace += 1;
         }
         self.inner.live.send_replace(tracker.runs.len());
@@ -734,10 +758,11 @@ struct Origin {
 struct Tracked {
     kernel: Kernel,
     id: RequestId,
+    launch: u64,
 }
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        self.kernel.untrack(&self.id);
+        self.kernel.untrack(&self.id, self.launch);
     }
 }

@@ -77,6 +77,19 @@ impl Backend {
         self.schema.as_deref().unwrap_or_default()
     }
 
+    /// The store, as both ports.
+    pub fn store(&self) -> &dyn Both {
+        self.store.as_ref()
+    }
+
+    /// A fresh, empty store of the same kind (another workspace, another schema).
+    pub async fn another(&self) -> Backend {
+        match self.kind {
+            "sqlite" => Backend::sqlite(),
+            _ => Backend::postgres().await,
+        }
+    }
+
     /// The store as the runtime sees it.
     pub fn runs(&self) -> &dyn RunStore {
         self.store.as_ref()

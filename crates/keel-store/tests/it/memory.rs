@@ -2,14 +2,13 @@
 //! closed rather than overwritten, merges that keep both provenances, expiry, an approval
 //! that stores its candidate exactly once, import of an export, and an online backup.
 
-use keel_store::SqliteStore;
 use keel_types::{
     ApprovalRecord, ApprovalScope, ApprovalStatus, MemoryCandidate, MemoryFilter, MemoryKind,
     MemoryMerge, MemorySource, MemoryStatus, MemoryStore, MemoryUpdate, Provenance, RequestId,
     RunRecord, RunStore, StoreError,
 };
 
-use crate::sqlite_store;
+use crate::backends::Backend;
 
 fn candidate(namespace: &str, text: &str) -> MemoryCandidate {
     MemoryCandidate {
@@ -58,9 +57,8 @@ fn ns(names: &[&str]) -> Vec<String> {
     names.iter().map(|n| (*n).to_owned()).collect()
 }
 
-#[tokio::test]
-async fn recall_is_ranked_and_stays_inside_its_namespace() {
-    let (_dir, store) = sqlite_store();
+async fn recall_is_ranked_and_stays_inside_its_namespace(backend: &Backend) {
+    let store = backend.store();
     let tea = store
         .store_memory(
             &candidate("users/alice", "Alice drinks green tea, no sugar"),
@@ -116,9 +114,8 @@ async fn recall_is_ranked_and_stays_inside_its_namespace() {
     );
 }
 
-#[tokio::test]
-async fn an_update_keeps_history_and_a_merge_keeps_both_provenances() {
-    let (_dir, store) = sqlite_store();
+async fn an_update_keeps_history_and_a_merge_keeps_both_provenances(backend: &Backend) {
+    let store = backend.store();
     let first = store
         .store_memory(&candidate("users/alice", "Alice drinks green tea"), "auto")
         .await
@@ -187,9 +184,8 @@ async fn an_update_keeps_history_and_a_merge_keeps_both_provenances() {
     assert!(error.to_string().contains("is deleted"), "{error}");
 }
 
-#[tokio::test]
-async fn expired_records_are_closed_and_no_longer_recalled() {
-    let (_dir, store) = sqlite_store();
+async fn expired_records_are_closed_and_no_longer_recalled(backend: &Backend) {
+    let store = backend.store();
     let mut short = candidate("users/alice", "Alice is in Lisbon this week");
     short.expires_at = Some("2026-11-24T10:00:00.000Z".into());
     let short = store.store_memory(&short, "auto").await.unwrap();
@@ -212,9 +208,8 @@ async fn expired_records_are_closed_and_no_longer_recalled() {
     assert_eq!(hits[0].record.id, long.id);
 }
 
-#[tokio::test]
-async fn approving_a_memory_approval_stores_the_record_once() {
-    let (_dir, store) = sqlite_store();
+async fn approving_a_memory_approval_stores_the_record_once(backend: &Backend) {
+    let store = backend.store();
     store
         .create_run(&RunRecord::new(
             RequestId::from("run_1"),
@@ -284,9 +279,8 @@ async fn approving_a_memory_approval_stores_the_record_once() {
     );
 }
 
-#[tokio::test]
-async fn an_export_imports_exactly_and_a_backup_is_a_working_store() {
-    let (dir, store) = sqlite_store();
+async fn an_export_imports_exactly_and_a_backup_is_a_working_store(backend: &Backend) {
+    let store = backend.store();
     let first = store
         .store_memory(&candidate("users/alice", "Alice drinks green tea"), "auto")
         .await
@@ -314,8 +308,8 @@ async fn an_export_imports_exactly_and_a_backup_is_a_working_store() {
     let exported = store.list_memory(&all).await.unwrap();
     assert_eq!(exported.len(), 3);
 
-    let other_dir = tempfile::tempdir().unwrap();
-    let other = SqliteStore::open(other_dir.path()).unwrap();
+    let other_backend = backend.another().await;
+    let other = other_backend.store();
     assert_eq!(other.import_memory(&exported).await.unwrap(), 3);
     assert_eq!(other.list_memory(&all).await.unwrap(), exported);
     let hits = other
@@ -329,20 +323,28 @@ async fn an_export_imports_exactly_and_a_backup_is_a_working_store() {
     assert!(error.to_string().contains("already exists"), "{error}");
     assert_eq!(other.list_memory(&all).await.unwrap().len(), 3);
 
-    let backup = dir.path().join("backups/keel.db");
+    let Some(sqlite) = &backend.sqlite else {
+        // A database server is backed up with its own tools, and keel says so.
+        let error = store
+            .backup(std::path::Path::new("x.db"))
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("pg_dump"), "{error}");
+        return;
+    };
+    let backup = sqlite.db_path().parent().unwrap().join("backups/keel.db");
     store.backup(&backup).await.unwrap();
     let error = store.backup(&backup).await.unwrap_err();
     assert!(error.to_string().contains("exists already"), "{error}");
     let restored_dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(restored_dir.path().join(".keel")).unwrap();
     std::fs::copy(&backup, restored_dir.path().join(".keel/keel.db")).unwrap();
-    let restored = SqliteStore::open(restored_dir.path()).unwrap();
+    let restored = keel_store::SqliteStore::open(restored_dir.path()).unwrap();
     assert_eq!(restored.list_memory(&all).await.unwrap(), exported);
 }
 
-#[tokio::test]
-async fn embeddings_rank_by_cosine_and_missing_ones_are_listed() {
-    let (_dir, store) = sqlite_store();
+async fn embeddings_rank_by_cosine_and_missing_ones_are_listed(backend: &Backend) {
+    let store = backend.store();
     let dog = store
         .store_memory(&candidate("users/alice", "Alice has a dog"), "auto")
         .await
@@ -379,9 +381,8 @@ async fn embeddings_rank_by_cosine_and_missing_ones_are_listed() {
     );
 }
 
-#[tokio::test]
-async fn a_large_namespace_still_finds_its_own_record_when_others_rank_higher() {
-    let (_dir, store) = sqlite_store();
+async fn a_large_namespace_still_finds_its_own_record_when_others_rank_higher(backend: &Backend) {
+    let store = backend.store();
     for i in 0..10 {
         store
             .store_memory(
@@ -420,3 +421,13 @@ async fn a_large_namespace_still_finds_its_own_record_when_others_rank_higher() 
     assert_eq!(hits.len(), 3);
     assert!(hits.iter().all(|h| h.record.namespace == "users/bo"));
 }
+
+crate::contract!(
+    recall_is_ranked_and_stays_inside_its_namespace,
+    an_update_keeps_history_and_a_merge_keeps_both_provenances,
+    expired_records_are_closed_and_no_longer_recalled,
+    approving_a_memory_approval_stores_the_record_once,
+    an_export_imports_exactly_and_a_backup_is_a_working_store,
+    embeddings_rank_by_cosine_and_missing_ones_are_listed,
+    a_large_namespace_still_finds_its_own_record_when_others_rank_higher,
+);

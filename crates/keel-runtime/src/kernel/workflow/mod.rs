@@ -238,11 +238,12 @@ impl Kernel {
         let engine = Engine::new(self.clone(), parts, Arc::new(emitter), recorded);
         let cancel = CancellationToken::new();
         let interrupt = CancellationToken::new();
-        self.track(&request_id, &cancel, &interrupt);
+        let launch = self.track(&request_id, &cancel, &interrupt);
         let permits = (depth == 0).then(|| self.inner.permits.clone());
         let tracked = Tracked {
             kernel: self.clone(),
             id: request_id.clone(),
+            launch,
         };
         let token = cancel.clone();
         let task = tokio::spawn(async move {
