@@ -90,13 +90,30 @@ impl Backend {
         }
     }
 
-    /// The store as the runtime sees it.
-    pub fn runs(&self) -> &dyn RunStore {
-        self.store.as_ref()
+    /// The store to move into tasks.
+    pub fn shared(&self) -> Arc<dyn Both> {
+        self.store.clone()
     }
 
-    /// The same store as memory.
-    pub fn memory(&self) -> &dyn MemoryStore {
+    /// The group-commit writer's totals.
+    pub fn write_stats(&self) -> keel_store::WriteStats {
+        match (&self.sqlite, &self.postgres) {
+            (Some(sqlite), _) => sqlite.write_stats(),
+            (None, Some(postgres)) => postgres.write_stats(),
+            (None, None) => unreachable!("a backend is SQLite or PostgreSQL"),
+        }
+    }
+
+    /// On SQLite, the run's JSONL mirror holds exactly the stored events (PostgreSQL keeps
+    /// no mirror).
+    pub async fn assert_mirror(&self, id: &str) {
+        if let Some(sqlite) = &self.sqlite {
+            crate::assert_mirror_matches(sqlite, id).await;
+        }
+    }
+
+    /// The store as the runtime sees it.
+    pub fn runs(&self) -> &dyn RunStore {
         self.store.as_ref()
     }
 

@@ -1,10 +1,9 @@
 //! Skill candidates on the SQLite store: stored, listed by status, decided exactly once, kept
 //! across a reopen.
 
-use keel_store::SqliteStore;
-use keel_types::{CandidateStatus, RequestId, RunStore, SkillCandidate, StoreError};
+use keel_types::{CandidateStatus, RequestId, SkillCandidate, StoreError};
 
-use crate::sqlite_store;
+use crate::backends::Backend;
 
 fn candidate(id: &str, name: &str, created_at: &str) -> SkillCandidate {
     SkillCandidate {
@@ -23,9 +22,8 @@ fn candidate(id: &str, name: &str, created_at: &str) -> SkillCandidate {
     }
 }
 
-#[tokio::test]
-async fn candidates_are_listed_decided_once_and_kept() {
-    let (dir, store) = sqlite_store();
+async fn candidates_are_listed_decided_once_and_kept(backend: &Backend) {
+    let store = backend.runs();
     let first = candidate("cand_1", "release-checklist", "2026-11-24T10:00:00.000Z");
     let second = candidate("cand_2", "triage", "2026-11-24T11:00:00.000Z");
     store.create_skill_candidate(&first).await.unwrap();
@@ -70,8 +68,8 @@ async fn candidates_are_listed_decided_once_and_kept() {
         "{missing}"
     );
 
-    drop(store);
-    let reopened = SqliteStore::open(dir.path()).unwrap();
+    // Kept: another process (or a restart) reads the same decisions.
+    let reopened = backend.reopen().await;
     let kept = reopened
         .get_skill_candidate("cand_1")
         .await
@@ -89,3 +87,5 @@ async fn candidates_are_listed_decided_once_and_kept() {
     assert!(rejected.is_empty());
     assert_eq!(reopened.list_skill_candidates(None).await.unwrap().len(), 2);
 }
+
+crate::contract!(candidates_are_listed_decided_once_and_kept);

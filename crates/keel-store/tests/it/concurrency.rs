@@ -2,15 +2,15 @@
 //! equal to the store.
 
 use keel_store::MirrorStatus;
-use keel_types::{RequestId, RunFilter, RunStatus, RunStore};
+use keel_types::{RequestId, RunFilter, RunStatus};
 
-use crate::{assert_mirror_matches, completed, delta, record, sqlite_store, started, stored_seqs};
+use crate::backends::Backend;
+use crate::{completed, delta, record, started, stored_seqs};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sixty_four_runs_appended_concurrently_are_dense_complete_and_mirrored() {
+async fn sixty_four_runs_appended_concurrently_are_dense_complete_and_mirrored(backend: &Backend) {
     const RUNS: usize = 64;
     const EVENTS: u64 = 100;
-    let (_dir, store) = sqlite_store();
+    let store = backend.shared();
     let mut tasks = Vec::new();
     for n in 0..RUNS {
         let store = store.clone();
@@ -59,16 +59,20 @@ async fn sixty_four_runs_appended_concurrently_are_dense_complete_and_mirrored()
     for n in 0..RUNS {
         let id = format!("run_{n:02}");
         assert_eq!(
-            stored_seqs(&store, &id).await,
+            stored_seqs(store.as_ref(), &id).await,
             (1..=EVENTS).collect::<Vec<_>>(),
             "{id}"
         );
-        assert_mirror_matches(&store, &id).await;
-        assert_eq!(
-            store.verify_mirror(&RequestId::from(id.as_str())).unwrap(),
-            MirrorStatus::InSync { events: EVENTS }
-        );
+        backend.assert_mirror(&id).await;
+        if let Some(sqlite) = &backend.sqlite {
+            assert_eq!(
+                sqlite.verify_mirror(&RequestId::from(id.as_str())).unwrap(),
+                MirrorStatus::InSync { events: EVENTS }
+            );
+        }
     }
-    let stats = store.write_stats();
+    let stats = backend.write_stats();
     assert_eq!(stats.events, RUNS as u64 * EVENTS);
 }
+
+crate::contract!(sixty_four_runs_appended_concurrently_are_dense_complete_and_mirrored);

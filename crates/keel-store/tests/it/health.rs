@@ -6,6 +6,7 @@ use keel_store::{SCHEMA_VERSION, SqliteStore};
 use keel_types::{RunStatus, RunStore, StoreError, StoreHealth};
 
 use super::record;
+use crate::backends::Backend;
 
 #[tokio::test]
 async fn a_usable_store_commits_a_neutral_write_and_reports_its_version() {
@@ -60,3 +61,22 @@ async fn a_replaced_database_file_is_reported() {
     let error = store.health().await.unwrap_err();
     assert!(error.to_string().contains("replaced"), "{error}");
 }
+
+/// Both stores answer their kind and current schema version after a write.
+async fn a_usable_store_reports_its_kind_and_version(backend: &Backend) {
+    let health = backend.runs().health().await.unwrap();
+    let supported = match backend.kind {
+        "sqlite" => SCHEMA_VERSION,
+        _ => keel_store::PG_SCHEMA_VERSION,
+    };
+    assert_eq!(
+        health,
+        StoreHealth {
+            kind: backend.kind.into(),
+            schema_version: Some(supported),
+            writable: Some(true),
+        }
+    );
+}
+
+crate::contract!(a_usable_store_reports_its_kind_and_version);

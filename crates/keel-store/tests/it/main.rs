@@ -4,6 +4,7 @@
 
 mod backends;
 mod candidates;
+mod claims;
 mod concurrency;
 mod corrupt;
 mod health;
@@ -96,7 +97,7 @@ pub fn sqlite_store() -> (tempfile::TempDir, SqliteStore) {
 }
 
 /// Creates run `id` and appends `started` plus `count - 1` deltas, one append each.
-pub async fn run_with_events(store: &SqliteStore, id: &str, count: u64) {
+pub async fn run_with_events(store: &dyn RunStore, id: &str, count: u64) {
     store
         .create_run(&record(id, "a", RunStatus::Running))
         .await
@@ -108,7 +109,7 @@ pub async fn run_with_events(store: &SqliteStore, id: &str, count: u64) {
 }
 
 /// The `seq`s of a run's stored events.
-pub async fn stored_seqs(store: &SqliteStore, id: &str) -> Vec<u64> {
+pub async fn stored_seqs(store: &dyn RunStore, id: &str) -> Vec<u64> {
     store
         .events(&RequestId::from(id), 0)
         .await

@@ -5,7 +5,7 @@
 use keel_types::{
     ApprovalRecord, ApprovalScope, ApprovalStatus, MemoryCandidate, MemoryFilter, MemoryKind,
     MemoryMerge, MemorySource, MemoryStatus, MemoryStore, MemoryUpdate, Provenance, RequestId,
-    RunRecord, RunStore, StoreError,
+    RunRecord, StoreError,
 };
 
 use crate::backends::Backend;

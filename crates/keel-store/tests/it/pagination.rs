@@ -6,11 +6,13 @@ use std::collections::HashSet;
 use keel_store::{SCHEMA_VERSION, SqliteStore};
 use keel_types::{RequestId, RunCursor, RunFilter, RunRecord, RunStatus, RunStore};
 
-use crate::{record, sqlite_store};
+use crate::backends::Backend;
+use crate::record;
 
-#[tokio::test]
-async fn paging_with_cursors_yields_each_run_once_in_order_even_with_equal_start_times() {
-    let (_dir, store) = sqlite_store();
+async fn paging_with_cursors_yields_each_run_once_in_order_even_with_equal_start_times(
+    backend: &Backend,
+) {
+    let store = backend.runs();
     // 25 runs over 5 distinct start times: 5 runs share each time.
     for i in 0..25 {
         let mut run = record(&format!("run_{i:02}"), "a", RunStatus::Completed);
@@ -45,9 +47,8 @@ async fn paging_with_cursors_yields_each_run_once_in_order_even_with_equal_start
     assert_eq!(unique.len(), 25);
 }
 
-#[tokio::test]
-async fn runs_filter_by_owner_and_page_within_the_filter() {
-    let (_dir, store) = sqlite_store();
+async fn runs_filter_by_owner_and_page_within_the_filter(backend: &Backend) {
+    let store = backend.runs();
     for i in 0..6 {
         let mut run = record(&format!("run_{i}"), "a", RunStatus::Completed);
         run.started_at = format!("2026-11-22T12:00:0{i}.000Z");
@@ -87,9 +88,8 @@ async fn runs_filter_by_owner_and_page_within_the_filter() {
     assert_eq!(again.owner.as_deref(), Some("bob"));
 }
 
-#[tokio::test]
-async fn run_counts_group_runs_by_status() {
-    let (_dir, store) = sqlite_store();
+async fn run_counts_group_runs_by_status(backend: &Backend) {
+    let store = backend.runs();
     assert!(store.run_counts().await.unwrap().is_empty());
     for (i, status) in [
         RunStatus::Completed,
@@ -160,3 +160,9 @@ async fn a_store_from_before_run_owners_gains_the_column_and_keeps_its_runs() {
         "0005 added skill candidates, 0006 memory, 0007 run trees and structured output"
     );
 }
+
+crate::contract!(
+    paging_with_cursors_yields_each_run_once_in_order_even_with_equal_start_times,
+    runs_filter_by_owner_and_page_within_the_filter,
+    run_counts_group_runs_by_status,
+);

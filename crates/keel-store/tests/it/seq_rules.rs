@@ -1,17 +1,14 @@
-//! The append contract of the SQLite store: dense `seq` continuing the stored log, nothing
+//! The append contract of both stores: dense `seq` continuing the stored log, nothing
 //! derived, refused batches write nothing — and a refused batch does not hurt the other
 //! commands committed in the same group.
 
-use keel_types::{EventPayload, RequestId, RunStatus, RunStore, StoreError};
+use keel_types::{EventPayload, RequestId, RunStatus, StoreError};
 
-use crate::{
-    assert_mirror_matches, delta, event, record, run_with_events, sqlite_store, started,
-    stored_seqs,
-};
+use crate::backends::Backend;
+use crate::{delta, event, record, run_with_events, started, stored_seqs};
 
-#[tokio::test]
-async fn gaps_duplicates_and_derived_events_are_refused_and_nothing_is_written() {
-    let (_dir, store) = sqlite_store();
+async fn gaps_duplicates_and_derived_events_are_refused_and_nothing_is_written(backend: &Backend) {
+    let store = backend.shared();
     store
         .create_run(&record("run_1", "a", RunStatus::Running))
         .await
@@ -60,21 +57,20 @@ async fn gaps_duplicates_and_derived_events_are_refused_and_nothing_is_written()
             .is_err()
     );
 
-    assert_eq!(stored_seqs(&store, "run_1").await, [1]);
-    assert_mirror_matches(&store, "run_1").await;
+    assert_eq!(stored_seqs(store.as_ref(), "run_1").await, [1]);
+    backend.assert_mirror("run_1").await;
     store
         .append(&[delta("run_1", 2), delta("run_1", 3)])
         .await
         .unwrap();
-    assert_eq!(stored_seqs(&store, "run_1").await, [1, 2, 3]);
-    assert_mirror_matches(&store, "run_1").await;
+    assert_eq!(stored_seqs(store.as_ref(), "run_1").await, [1, 2, 3]);
+    backend.assert_mirror("run_1").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_batch_in_a_shared_commit_does_not_affect_the_others() {
+async fn a_refused_batch_in_a_shared_commit_does_not_affect_the_others(backend: &Backend) {
     const RUNS: usize = 32;
     const EVENTS: u64 = 60;
-    let (_dir, store) = sqlite_store();
+    let store = backend.shared();
     store
         .create_run(&record("run_bad", "a", RunStatus::Running))
         .await
@@ -85,7 +81,7 @@ async fn a_refused_batch_in_a_shared_commit_does_not_affect_the_others() {
     for n in 0..RUNS {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
-            run_with_events(&store, &format!("run_{n:02}"), EVENTS).await;
+            run_with_events(store.as_ref(), &format!("run_{n:02}"), EVENTS).await;
         }));
     }
     // Meanwhile, one task keeps sending bad batches: gaps, duplicates, a mixed batch.
@@ -112,19 +108,19 @@ async fn a_refused_batch_in_a_shared_commit_does_not_affect_the_others() {
     }
     assert_eq!(bad.await.unwrap(), 200, "every bad batch is refused");
 
-    let stats = store.write_stats();
+    let stats = backend.write_stats();
     assert!(stats.commits < stats.commands, "batches formed: {stats:?}");
     for n in 0..RUNS {
         let id = format!("run_{n:02}");
         assert_eq!(
-            stored_seqs(&store, &id).await,
+            stored_seqs(store.as_ref(), &id).await,
             (1..=EVENTS).collect::<Vec<_>>(),
             "{id}"
         );
-        assert_mirror_matches(&store, &id).await;
+        backend.assert_mirror(&id).await;
     }
-    assert_eq!(stored_seqs(&store, "run_bad").await, [1]);
-    assert_mirror_matches(&store, "run_bad").await;
+    assert_eq!(stored_seqs(store.as_ref(), "run_bad").await, [1]);
+    backend.assert_mirror("run_bad").await;
     assert_eq!(
         store
             .events(&RequestId::from("run_bad"), 0)
@@ -134,3 +130,8 @@ async fn a_refused_batch_in_a_shared_commit_does_not_affect_the_others() {
         1
     );
 }
+
+crate::contract!(
+    gaps_duplicates_and_derived_events_are_refused_and_nothing_is_written,
+    a_refused_batch_in_a_shared_commit_does_not_affect_the_others,
+);
