@@ -31,7 +31,12 @@ pub async fn start_with(
     let runtime = configure(Runtime::builder().loaded_workspace(workspace))
         .build()
         .map_err(CliError::usage)?;
-    let recovered = runtime.recover().await.map_err(CliError::failed)?;
+    // On a shared store the serving replicas take over runs of dead processes (and resume
+    // them); a command does not take them for itself.
+    let recovered = match runtime.is_shared() {
+        true => Vec::new(),
+        false => runtime.recover().await.map_err(CliError::failed)?,
+    };
     if !recovered.is_empty() {
         out::status(&format!(
             "» {} run(s) left running by a process that stopped are now interrupted: {} (keel runs resume ID)",
