@@ -305,8 +305,17 @@ async function request(id) {
   follow(id, stream.signal, (event) => {
     queue.push(event);
     if (!scheduled) { scheduled = true; requestAnimationFrame(flush); }
-    if (/runtime\.(request\.(completed|failed|cancelled|interrupted)|approval\.)/.test(event.type)) refresh();
+    if (/runtime\.approval\./.test(event.type)) refresh();
+    if (/runtime\.request\.(completed|failed|cancelled|interrupted)/.test(event.type)) settle();
   });
+  // The run's record is updated just after its terminal event is stored: read it until it
+  // says the run ended (output, status, usage), briefly.
+  async function settle() {
+    for (let tries = 0; tries < 50; tries++) {
+      if (await refresh()) return;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
 }
 
 // Follows a run's event stream (SSE over fetch, so every event type arrives and a dropped

@@ -46,21 +46,27 @@ const MAX_EVENTS_PAGE: usize = 10_000;
 pub(crate) async fn start_run(
     state: &AppState,
     principal: &Principal,
-    mut options: RequestOptions,
+    options: RequestOptions,
 ) -> Result<(RunHandle, Ticket), ApiError> {
     let ticket = state.admission.admit()?;
-    options.owner = principal.owner();
-    options.timeout = Some(
-        options
-            .timeout
-            .map_or(state.request_timeout, |t| t.min(state.request_timeout)),
-    );
+    let options = bound(state, principal, options);
     let handle = state
         .runtime
         .request(options)
         .await
         .map_err(runtime_error)?;
     Ok((handle, ticket))
+}
+
+/// A request as the server runs it: owned by the caller, within the server's request timeout.
+fn bound(state: &AppState, principal: &Principal, mut options: RequestOptions) -> RequestOptions {
+    options.owner = principal.owner();
+    options.timeout = Some(
+        options
+            .timeout
+            .map_or(state.request_timeout, |t| t.min(state.request_timeout)),
+    );
+    options
 }
 
 /// Lets a run go on after its HTTP request has been answered; its place is given back when
@@ -173,17 +179,11 @@ pub(crate) async fn create_request(
 async fn enqueue(
     state: &AppState,
     principal: &Principal,
-    mut options: RequestOptions,
+    options: RequestOptions,
 ) -> Result<Response, ApiError> {
-    options.owner = principal.owner();
-    options.timeout = Some(
-        options
-            .timeout
-            .map_or(state.request_timeout, |t| t.min(state.request_timeout)),
-    );
     let run = state
         .runtime
-        .enqueue(options)
+        .enqueue(bound(state, principal, options))
         .await
         .map_err(runtime_error)?;
     Ok((

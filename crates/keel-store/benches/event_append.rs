@@ -19,13 +19,15 @@
     clippy::print_stdout
 )]
 
-use std::path::{Path, PathBuf};
+#[path = "support/mod.rs"]
+mod support;
+
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use keel_store::SqliteStore;
-use keel_types::{
-    AdapterEvent, Event, EventId, EventPayload, RequestId, RunRecord, RunStore, now_rfc3339,
-};
+use keel_types::{Event, RequestId, RunRecord, RunStore};
+use support::{bench_dir, delta, env_number};
 
 fn main() {
     let secs = env_number("KEEL_BENCH_SECS", 5);
@@ -49,44 +51,6 @@ fn main() {
     // being committed (pipelined emission under load).
     for (writers, per_call) in [(runs, 1), (runs, 16), (1, 1)] {
         runtime.block_on(scenario(&base, writers, per_call, duration));
-    }
-}
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn bench_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("KEEL_BENCH_DIR") {
-        return PathBuf::from(dir);
-    }
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")));
-    target.join("keel-bench")
-}
-
-/// An output delta of about 300 bytes of JSON, like a streamed answer chunk.
-fn delta(id: &RequestId, seq: u64) -> Event {
-    Event {
-        id: EventId::generate(),
-        seq,
-        ts: now_rfc3339(),
-        request_id: id.clone(),
-        session_id: None,
-        agent_id: "assistant".into(),
-        payload: EventPayload::Adapter {
-            event: AdapterEvent::OutputDelta {
-                adapter: "native".into(),
-                step: 3,
-                text: "The quick brown fox jumps over the lazy dog while the model keeps \
-                       streaming its answer, token after token, chunk after chunk."
-                    .into(),
-            },
-        },
     }
 }
 

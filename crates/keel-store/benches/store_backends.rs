@@ -28,15 +28,20 @@
     clippy::print_stdout
 )]
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keel_store::{PgOptions, PgStore, SqliteStore};
+use keel_test_support::database_url;
 use keel_types::{
-    AdapterEvent, Event, EventId, EventPayload, FinishReason, RequestId, RunRecord, RunStatus,
-    RunStore, Usage, now_rfc3339,
+    Event, EventId, EventPayload, FinishReason, RequestId, RunRecord, RunStatus, RunStore, Usage,
+    now_rfc3339,
 };
+use support::{bench_dir, delta, env_number};
 
 fn main() {
     let secs = env_number("KEEL_BENCH_SECS", 5);
@@ -102,30 +107,6 @@ impl Backend {
     }
 }
 
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn bench_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("KEEL_BENCH_DIR") {
-        return PathBuf::from(dir);
-    }
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")));
-    target.join("keel-bench")
-}
-
-fn database_url() -> String {
-    std::env::var("KEEL_TEST_DATABASE_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
 fn event(id: &RequestId, seq: u64, payload: EventPayload) -> Event {
     Event {
         id: EventId::generate(),
@@ -136,23 +117,6 @@ fn event(id: &RequestId, seq: u64, payload: EventPayload) -> Event {
         agent_id: "assistant".into(),
         payload,
     }
-}
-
-/// An output delta of about 300 bytes of JSON, like a streamed answer chunk.
-fn delta(id: &RequestId, seq: u64) -> Event {
-    event(
-        id,
-        seq,
-        EventPayload::Adapter {
-            event: AdapterEvent::OutputDelta {
-                adapter: "native".into(),
-                step: 1,
-                text: "The quick brown fox jumps over the lazy dog while the model keeps \
-                       streaming its answer, token after token, chunk after chunk."
-                    .into(),
-            },
-        },
-    )
 }
 
 /// One run's whole life at the store; returns its events.

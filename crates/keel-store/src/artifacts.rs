@@ -39,20 +39,10 @@ impl FsArtifacts {
         media_type: &str,
         content: &[u8],
     ) -> Result<ArtifactRecord, StoreError> {
-        let id = keel_types::new_id("art");
-        let folder = dir.join(&id);
+        let record = record_for(request_id, name, media_type, content);
+        let folder = dir.join(&record.id);
         std::fs::create_dir_all(&folder).map_err(|e| io(&folder, &e))?;
         write_atomic(&folder.join(CONTENT), content)?;
-        let record = ArtifactRecord {
-            uri: format!("{ARTIFACT_URI_PREFIX}{id}"),
-            id,
-            request_id: request_id.clone(),
-            name: name.to_owned(),
-            media_type: media_type.to_owned(),
-            bytes: content.len() as u64,
-            sha256: hex(&Sha256::digest(content)),
-            created_at: keel_types::now_rfc3339(),
-        };
         let meta =
             serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Invalid(e.to_string()))?;
         write_atomic(&folder.join(META), &meta)?;
@@ -127,6 +117,26 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, bytes).map_err(|e| io(&tmp, &e))?;
     std::fs::rename(&tmp, path).map_err(|e| io(path, &e))
+}
+
+/// The record of new content: a fresh id and URI, its size and sha256, the time now.
+pub(crate) fn record_for(
+    request_id: &RequestId,
+    name: &str,
+    media_type: &str,
+    content: &[u8],
+) -> ArtifactRecord {
+    let id = keel_types::new_id("art");
+    ArtifactRecord {
+        uri: format!("{ARTIFACT_URI_PREFIX}{id}"),
+        id,
+        request_id: request_id.clone(),
+        name: name.to_owned(),
+        media_type: media_type.to_owned(),
+        bytes: content.len() as u64,
+        sha256: hex(&Sha256::digest(content)),
+        created_at: keel_types::now_rfc3339(),
+    }
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {

@@ -11,10 +11,12 @@
 
 pub mod artifacts;
 mod batch;
+mod memory_rules;
 pub mod mirror;
 mod owner;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod refusals;
 pub mod sqlite;
 
 pub use artifacts::FsArtifacts;

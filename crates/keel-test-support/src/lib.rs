@@ -32,3 +32,13 @@ pub use mock_llm::{MockLlm, RecordedRequest, Responder};
 pub use mock_response::{MOCK_COMPLETION_ID, MOCK_MODEL, MockResponse, MockSse, MockToolCall};
 pub use temp_workspace::TempWorkspace;
 pub use workspace_builder::{CONFIG_FILE, OPENAI_MOCK_MODEL, WorkspaceBuilder};
+
+/// The local PostgreSQL the store's tests and benchmarks use: `KEEL_TEST_DATABASE_URL`, or
+/// the server every development machine and CI run on loopback (trust auth, database `test`).
+/// Each test works in a schema of its own and drops it.
+pub fn database_url() -> String {
+    std::env::var("KEEL_TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".into())
+}

@@ -14,13 +14,7 @@ use serde_json::{Value, json};
 
 use crate::common::keel_in;
 
-/// The local test database.
-pub(crate) fn database_url() -> String {
-    std::env::var("KEEL_TEST_DATABASE_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".into())
-}
+pub(crate) use keel_test_support::database_url;
 
 /// A schema of the test's own, dropped when the test ends (even when it fails).
 pub(crate) struct Schema(pub(crate) String);

@@ -40,17 +40,7 @@ impl ArtifactStore for PgArtifacts {
         let store = &self.store;
         store.ready().await?;
         let e = |e: sqlx_core::Error| store.db_error(&e);
-        let id = keel_types::new_id("art");
-        let record = ArtifactRecord {
-            uri: format!("{ARTIFACT_URI_PREFIX}{id}"),
-            id,
-            request_id: request_id.clone(),
-            name: name.to_owned(),
-            media_type: media_type.to_owned(),
-            bytes: content.len() as u64,
-            sha256: crate::artifacts::hex(&Sha256::digest(content)),
-            created_at: keel_types::now_rfc3339(),
-        };
+        let record = crate::artifacts::record_for(request_id, name, media_type, content);
         let mut tx = store.pool().begin().await.map_err(e)?;
         sqlx_core::query::query::<Postgres>(
             "INSERT INTO artifacts (id, request_id, created_at, record) VALUES ($1, $2, $3, $4::jsonb)",

@@ -10,12 +10,13 @@ use std::path::Path;
 use async_trait::async_trait;
 use keel_types::{
     MemoryCandidate, MemoryFilter, MemoryHit, MemoryMerge, MemoryRecord, MemoryStatus, MemoryStore,
-    MemoryUpdate, Provenance, StoreError,
+    MemoryUpdate, StoreError,
 };
 use sqlx_core::row::Row;
 use sqlx_postgres::{PgConnection, PgRow, Postgres};
 
 use super::{PgStore, corrupt, db_error, to_json};
+use crate::memory_rules as rules;
 
 const TABLE: &str = "memory_records";
 
@@ -101,12 +102,7 @@ async fn active(
 ) -> Result<(i64, MemoryRecord), StoreError> {
     match latest(conn, shown, id).await? {
         Some((seq, record)) if record.status == MemoryStatus::Active => Ok((seq, record)),
-        Some((_, record)) => Err(StoreError::Invalid(format!(
-            "memory record `{id}` is {} (since {})",
-            record.status.as_str(),
-            record.valid_to.as_deref().unwrap_or("an earlier time"),
-        ))),
-        None => Err(StoreError::Invalid(format!("no memory record `{id}`"))),
+        other => Err(rules::not_active(id, other.as_ref().map(|(_, r)| r))),
     }
 }
 
@@ -114,16 +110,13 @@ async fn active(
 async fn close(
     conn: &mut PgConnection,
     shown: &str,
-    (seq, mut record): (i64, MemoryRecord),
+    (seq, record): (i64, MemoryRecord),
     status: MemoryStatus,
     why: (&str, Option<&str>),
     now: &str,
 ) -> Result<MemoryRecord, StoreError> {
     let (by, reason) = why;
-    record.status = status;
-    record.valid_to = Some(now.to_owned());
-    record.closed_by = Some(by.to_owned());
-    record.close_reason = reason.map(str::to_owned);
+    let record = rules::closed(record, status, by, reason, now);
     query(
         "UPDATE memory_records SET status = $2, record = $3::jsonb, search = NULL WHERE seq = $1",
     )
@@ -144,26 +137,7 @@ pub(super) async fn store_in(
     approved_by: &str,
     now: &str,
 ) -> Result<MemoryRecord, StoreError> {
-    let record = MemoryRecord {
-        id: keel_types::new_id("mem"),
-        version: 1,
-        namespace: candidate.namespace.clone(),
-        memory: candidate.memory.clone(),
-        kind: candidate.kind,
-        text: candidate.text.clone(),
-        tags: candidate.tags.clone(),
-        status: MemoryStatus::Active,
-        provenance: vec![Provenance {
-            approved_by: Some(approved_by.to_owned()),
-            ..candidate.provenance.clone()
-        }],
-        merged_from: Vec::new(),
-        valid_from: now.to_owned(),
-        valid_to: None,
-        expires_at: candidate.expires_at.clone(),
-        closed_by: None,
-        close_reason: None,
-    };
+    let record = rules::first_version(candidate, approved_by, now);
     insert(conn, shown, &record).await?;
     Ok(record)
 }
@@ -176,7 +150,7 @@ async fn update(
     now: &str,
 ) -> Result<MemoryRecord, StoreError> {
     let current = active(conn, shown, id).await?;
-    let mut next = current.1.clone();
+    let next = rules::updated(&current.1, change, by, now);
     close(
         conn,
         shown,
@@ -186,26 +160,6 @@ async fn update(
         now,
     )
     .await?;
-    if let Some(text) = &change.text {
-        next.text.clone_from(text);
-    }
-    if let Some(kind) = change.kind {
-        next.kind = kind;
-    }
-    if let Some(tags) = &change.tags {
-        next.tags.clone_from(tags);
-    }
-    next.version += 1;
-    next.valid_from = now.to_owned();
-    next.provenance.push(Provenance {
-        source: keel_types::MemorySource::Operator,
-        request_id: None,
-        agent: None,
-        seq: None,
-        call_id: None,
-        at: now.to_owned(),
-        approved_by: Some(by.to_owned()),
-    });
     insert(conn, shown, &next).await?;
     Ok(next)
 }
@@ -217,21 +171,11 @@ async fn merge(
     by: &str,
     now: &str,
 ) -> Result<MemoryRecord, StoreError> {
-    if merge.kept == merge.dropped {
-        return Err(StoreError::Invalid(format!(
-            "cannot merge memory record `{}` into itself",
-            merge.kept
-        )));
-    }
+    rules::check_not_self(merge)?;
     let kept = active(conn, shown, &merge.kept).await?;
     let dropped = active(conn, shown, &merge.dropped).await?;
-    if kept.1.namespace != dropped.1.namespace {
-        return Err(StoreError::Invalid(format!(
-            "memory records `{}` ({}) and `{}` ({}) are in different namespaces",
-            merge.kept, kept.1.namespace, merge.dropped, dropped.1.namespace
-        )));
-    }
-    let reason = format!("merged into {}: {}", merge.kept, merge.reason);
+    rules::check_merge(merge, &kept.1, &dropped.1)?;
+    let reason = rules::dropped_reason(merge);
     let dropped = close(
         conn,
         shown,
@@ -241,7 +185,7 @@ async fn merge(
         now,
     )
     .await?;
-    let mut next = kept.1.clone();
+    let next = rules::merged(&kept.1, dropped, merge, now);
     close(
         conn,
         shown,
@@ -251,80 +195,14 @@ async fn merge(
         now,
     )
     .await?;
-    next.version += 1;
-    next.valid_from = now.to_owned();
-    next.text.clone_from(&merge.text);
-    next.provenance.extend(dropped.provenance);
-    next.merged_from.push(dropped.id);
-    next.merged_from.extend(dropped.merged_from);
-    for tag in dropped.tags {
-        if !next.tags.contains(&tag) {
-            next.tags.push(tag);
-        }
-    }
-    // The merged record lives as long as the longer-lived of the two.
-    next.expires_at = match (next.expires_at.take(), dropped.expires_at) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        _ => None,
-    };
     insert(conn, shown, &next).await?;
     Ok(next)
 }
 
-/// Words that say nothing about a record; left out of a recall query unless it has no other
-/// word (the same list as the SQLite store's).
-const STOP_WORDS: &[&str] = &[
-    "a", "about", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
-    "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "him",
-    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "no", "not",
-    "of", "on", "or", "our", "please", "she", "should", "so", "some", "tell", "than", "that",
-    "the", "their", "them", "then", "there", "these", "they", "this", "to", "up", "us", "was",
-    "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you",
-    "your",
-];
-
-/// The `tsquery` for free text: any of its words (letters and digits only, so no word is
-/// read as query syntax), stop words left out when other words remain.
+/// The `tsquery` for free text: any of its words.
 fn ts_query(text: &str) -> Option<String> {
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    let mut kept: Vec<&String> = words
-        .iter()
-        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
-        .collect();
-    if kept.is_empty() {
-        kept = words.iter().collect();
-    }
-    kept.sort();
-    kept.dedup();
-    (!kept.is_empty()).then(|| {
-        kept.iter()
-            .map(|w| w.as_str())
-            .collect::<Vec<_>>()
-            .join(" | ")
-    })
-}
-
-/// Cosine similarity; 0 when either vector is zero or their lengths differ.
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    if a.len() != b.len() {
-        return 0.0;
-    }
-    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
-    for (x, y) in a.iter().zip(b) {
-        let (x, y) = (f64::from(*x), f64::from(*y));
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na.sqrt() * nb.sqrt())
-    }
+    let words = rules::query_words(text);
+    (!words.is_empty()).then(|| words.join(" | "))
 }
 
 impl PgStore {
@@ -613,7 +491,7 @@ impl MemoryStore for PgStore {
         for row in rows {
             let vector: Vec<f32> = row.try_get(1).map_err(|e| self.db_error(&e))?;
             let seq: i64 = row.try_get(0).map_err(|e| self.db_error(&e))?;
-            scored.push((cosine(embedding, &vector), seq));
+            scored.push((rules::cosine(embedding, &vector), seq));
         }
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         scored.truncate(limit);
@@ -643,20 +521,11 @@ impl MemoryStore for PgStore {
             if seen.insert(record.id.as_str())
                 && latest(&mut tx, shown, &record.id).await?.is_some()
             {
-                return Err(StoreError::Invalid(format!(
-                    "memory record `{}` already exists; nothing was imported",
-                    record.id
-                )));
+                return Err(rules::exists_already(&record.id));
             }
-            insert(&mut tx, shown, record).await.map_err(|e| match e {
-                StoreError::Invalid(message) | StoreError::Corrupt { message, .. } => {
-                    StoreError::Invalid(format!(
-                        "memory record `{}` version {}: {message}; nothing was imported",
-                        record.id, record.version
-                    ))
-                }
-                other => other,
-            })?;
+            insert(&mut tx, shown, record)
+                .await
+                .map_err(|e| rules::import_error(record, e))?;
         }
         self.commit(tx, records.len() as u64).await
     }

@@ -132,12 +132,7 @@ pub(super) async fn decide_approval(
     };
     let mut approval: ApprovalRecord = decode(store, "approvals", &row)?;
     if approval.status != ApprovalStatus::Pending {
-        return Err(StoreError::Invalid(format!(
-            "approval `{id}` was already {} by {} at {}",
-            approval.status.as_str(),
-            approval.decided_by.as_deref().unwrap_or("someone"),
-            approval.decided_at.as_deref().unwrap_or("an earlier time"),
-        )));
+        return Err(crate::refusals::approval_decided(id, Some(&approval)));
     }
     let now = keel_types::now_rfc3339();
     approval.status = verdict.status;
@@ -299,15 +294,7 @@ pub(super) async fn decide_candidate(
         return Ok(decided);
     }
     let current = get_candidate(store, id).await?;
-    Err(StoreError::Invalid(match current {
-        Some(current) => format!(
-            "skill candidate `{id}` was already {} by {} at {}",
-            current.status.as_str(),
-            current.decided_by.as_deref().unwrap_or("someone"),
-            current.decided_at.as_deref().unwrap_or("an earlier time"),
-        ),
-        None => format!("no skill candidate `{id}`"),
-    }))
+    Err(crate::refusals::candidate_decided(id, current.as_ref()))
 }
 
 /// Usage per tool from the recorded events: calls, errors and latency from

@@ -25,20 +25,18 @@ pub(super) fn run_from(row: &PgRow, index: usize) -> Result<RunRecord, StoreErro
     serde_json::from_str(&text).map_err(|e| corrupt("runs", "record", &e))
 }
 
-/// Inserts a new run owned by `token` (none for a queued or imported run).
-pub(super) async fn insert(
+/// Inserts a run's row unless its id exists: owned by a token (none for a queued or imported
+/// run), with a queued request, and the last stored `seq`. Returns whether it was inserted.
+async fn insert_row(
     store: &PgStore,
+    conn: &mut sqlx_postgres::PgConnection,
     run: &RunRecord,
-    token: Option<i64>,
-    queued: Option<&serde_json::Value>,
-) -> Result<(), StoreError> {
-    let record = to_json(run)?;
-    let queued = queued.map(serde_json::Value::to_string);
-    let mut tx = store.pool().begin().await.map_err(|e| store.db_error(&e))?;
+    (token, queued, last_seq): (Option<i64>, Option<&serde_json::Value>, i64),
+) -> Result<bool, StoreError> {
     let inserted = query(
         "INSERT INTO runs (request_id, session_id, agent, status, started_at, owner, parent_id, \
-         root_id, record, owner_token, queued) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11::jsonb) \
+         root_id, record, owner_token, queued, last_seq) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11::jsonb, $12) \
          ON CONFLICT (request_id) DO NOTHING",
     )
     .bind(run.request_id.as_str())
@@ -49,13 +47,26 @@ pub(super) async fn insert(
     .bind(run.owner.as_deref())
     .bind(run.links.parent_id.as_ref().map(|p| p.as_str()))
     .bind(run.links.root_id.as_ref().map(|p| p.as_str()))
-    .bind(record)
+    .bind(to_json(run)?)
     .bind(token)
-    .bind(queued)
-    .execute(&mut *tx)
+    .bind(queued.map(serde_json::Value::to_string))
+    .bind(last_seq)
+    .execute(&mut *conn)
     .await
     .map_err(|e| store.db_error(&e))?;
-    if inserted.rows_affected() == 0 {
+    Ok(inserted.rows_affected() == 1)
+}
+
+/// Inserts a new run owned by `token` (none for a queued run).
+pub(super) async fn insert(
+    store: &PgStore,
+    run: &RunRecord,
+    token: Option<i64>,
+    queued: Option<&serde_json::Value>,
+) -> Result<(), StoreError> {
+    let mut tx = store.pool().begin().await.map_err(|e| store.db_error(&e))?;
+    let inserted = insert_row(store, &mut tx, run, (token, queued, 0)).await?;
+    if !inserted {
         return Err(StoreError::Invalid(format!(
             "run `{}` already exists",
             run.request_id
@@ -417,25 +428,8 @@ pub(super) async fn import(
 ) -> Result<bool, StoreError> {
     let e = |e: sqlx_core::Error| store.db_error(&e);
     let mut tx = store.pool().begin().await.map_err(e)?;
-    let inserted = query(
-        "INSERT INTO runs (request_id, session_id, agent, status, started_at, owner, parent_id, \
-         root_id, record, last_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10) \
-         ON CONFLICT (request_id) DO NOTHING",
-    )
-    .bind(run.request_id.as_str())
-    .bind(run.session_id.as_ref().map(|s| s.as_str()))
-    .bind(&run.agent)
-    .bind(run.status.as_str())
-    .bind(&run.started_at)
-    .bind(run.owner.as_deref())
-    .bind(run.links.parent_id.as_ref().map(|p| p.as_str()))
-    .bind(run.links.root_id.as_ref().map(|p| p.as_str()))
-    .bind(to_json(run)?)
-    .bind(events.last().map_or(0, |e| e.seq as i64))
-    .execute(&mut *tx)
-    .await
-    .map_err(e)?;
-    if inserted.rows_affected() == 0 {
+    let last_seq = events.last().map_or(0, |e| e.seq as i64);
+    if !insert_row(store, &mut tx, run, (None, None, last_seq)).await? {
         return Ok(false);
     }
     if let Some(batch) = crate::batch::encode(events)? {

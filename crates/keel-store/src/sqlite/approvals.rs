@@ -140,14 +140,8 @@ pub(super) fn decide(
     if changed == 1 {
         return Ok(approval);
     }
-    let current = get(conn, db, id)?;
-    Err(StoreError::Invalid(match current {
-        Some(current) => format!(
-            "approval `{id}` was already {} by {} at {}",
-            current.status.as_str(),
-            current.decided_by.as_deref().unwrap_or("someone"),
-            current.decided_at.as_deref().unwrap_or("an earlier time"),
-        ),
-        None => format!("no approval `{id}`"),
-    }))
+    Err(crate::refusals::approval_decided(
+        id,
+        get(conn, db, id)?.as_ref(),
+    ))
 }

@@ -90,13 +90,8 @@ pub(super) fn decide(
     if changed == 1 {
         return Ok(decided.clone());
     }
-    Err(StoreError::Invalid(match get(conn, db, id)? {
-        Some(current) => format!(
-            "skill candidate `{id}` was already {} by {} at {}",
-            current.status.as_str(),
-            current.decided_by.as_deref().unwrap_or("someone"),
-            current.decided_at.as_deref().unwrap_or("an earlier time"),
-        ),
-        None => format!("no skill candidate `{id}`"),
-    }))
+    Err(crate::refusals::candidate_decided(
+        id,
+        get(conn, db, id)?.as_ref(),
+    ))
 }

@@ -10,13 +10,14 @@ use std::path::Path;
 use async_trait::async_trait;
 use keel_types::{
     MemoryCandidate, MemoryFilter, MemoryHit, MemoryMerge, MemoryRecord, MemoryStatus, MemoryStore,
-    MemoryUpdate, Provenance, StoreError,
+    MemoryUpdate, StoreError,
 };
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
 use super::SqliteStore;
 use super::connection::sql_error;
 use super::json_rows;
+use crate::memory_rules as rules;
 
 const TABLE: &str = "memory_records";
 
@@ -113,12 +114,7 @@ fn latest(
 fn active(conn: &Connection, db: &Path, id: &str) -> Result<(i64, MemoryRecord), StoreError> {
     match latest(conn, db, id)? {
         Some((seq, record)) if record.status == MemoryStatus::Active => Ok((seq, record)),
-        Some((_, record)) => Err(StoreError::Invalid(format!(
-            "memory record `{id}` is {} (since {})",
-            record.status.as_str(),
-            record.valid_to.as_deref().unwrap_or("an earlier time"),
-        ))),
-        None => Err(StoreError::Invalid(format!("no memory record `{id}`"))),
+        other => Err(rules::not_active(id, other.as_ref().map(|(_, r)| r))),
     }
 }
 
@@ -126,16 +122,13 @@ fn active(conn: &Connection, db: &Path, id: &str) -> Result<(i64, MemoryRecord),
 fn close(
     conn: &Connection,
     db: &Path,
-    (seq, mut record): (i64, MemoryRecord),
+    (seq, record): (i64, MemoryRecord),
     status: MemoryStatus,
     by: &str,
     reason: Option<&str>,
     now: &str,
 ) -> Result<MemoryRecord, StoreError> {
-    record.status = status;
-    record.valid_to = Some(now.to_owned());
-    record.closed_by = Some(by.to_owned());
-    record.close_reason = reason.map(str::to_owned);
+    let record = rules::closed(record, status, by, reason, now);
     let json = json_rows::encode(&record)?;
     conn.prepare_cached("UPDATE memory_records SET status = ?2, record = ?3 WHERE seq = ?1")
         .and_then(|mut stmt| stmt.execute(params![seq, status.as_str(), json]))
@@ -155,26 +148,7 @@ pub(super) fn store(
     approved_by: &str,
     now: &str,
 ) -> Result<MemoryRecord, StoreError> {
-    let record = MemoryRecord {
-        id: keel_types::new_id("mem"),
-        version: 1,
-        namespace: candidate.namespace.clone(),
-        memory: candidate.memory.clone(),
-        kind: candidate.kind,
-        text: candidate.text.clone(),
-        tags: candidate.tags.clone(),
-        status: MemoryStatus::Active,
-        provenance: vec![Provenance {
-            approved_by: Some(approved_by.to_owned()),
-            ..candidate.provenance.clone()
-        }],
-        merged_from: Vec::new(),
-        valid_from: now.to_owned(),
-        valid_to: None,
-        expires_at: candidate.expires_at.clone(),
-        closed_by: None,
-        close_reason: None,
-    };
+    let record = rules::first_version(candidate, approved_by, now);
     insert(conn, db, &record)?;
     Ok(record)
 }
@@ -188,7 +162,7 @@ fn update(
     now: &str,
 ) -> Result<MemoryRecord, StoreError> {
     let current = active(conn, db, id)?;
-    let mut next = current.1.clone();
+    let next = rules::updated(&current.1, change, by, now);
     close(
         conn,
         db,
@@ -198,26 +172,6 @@ fn update(
         Some("updated"),
         now,
     )?;
-    if let Some(text) = &change.text {
-        next.text.clone_from(text);
-    }
-    if let Some(kind) = change.kind {
-        next.kind = kind;
-    }
-    if let Some(tags) = &change.tags {
-        next.tags.clone_from(tags);
-    }
-    next.version += 1;
-    next.valid_from = now.to_owned();
-    next.provenance.push(Provenance {
-        source: keel_types::MemorySource::Operator,
-        request_id: None,
-        agent: None,
-        seq: None,
-        call_id: None,
-        at: now.to_owned(),
-        approved_by: Some(by.to_owned()),
-    });
     insert(conn, db, &next)?;
     Ok(next)
 }
@@ -229,21 +183,11 @@ fn merge(
     by: &str,
     now: &str,
 ) -> Result<MemoryRecord, StoreError> {
-    if merge.kept == merge.dropped {
-        return Err(StoreError::Invalid(format!(
-            "cannot merge memory record `{}` into itself",
-            merge.kept
-        )));
-    }
+    rules::check_not_self(merge)?;
     let kept = active(conn, db, &merge.kept)?;
     let dropped = active(conn, db, &merge.dropped)?;
-    if kept.1.namespace != dropped.1.namespace {
-        return Err(StoreError::Invalid(format!(
-            "memory records `{}` ({}) and `{}` ({}) are in different namespaces",
-            merge.kept, kept.1.namespace, merge.dropped, dropped.1.namespace
-        )));
-    }
-    let reason = format!("merged into {}: {}", merge.kept, merge.reason);
+    rules::check_merge(merge, &kept.1, &dropped.1)?;
+    let reason = rules::dropped_reason(merge);
     let dropped = close(
         conn,
         db,
@@ -253,7 +197,7 @@ fn merge(
         Some(&reason),
         now,
     )?;
-    let mut next = kept.1.clone();
+    let next = rules::merged(&kept.1, dropped, merge, now);
     close(
         conn,
         db,
@@ -263,22 +207,6 @@ fn merge(
         Some(&merge.reason),
         now,
     )?;
-    next.version += 1;
-    next.valid_from = now.to_owned();
-    next.text.clone_from(&merge.text);
-    next.provenance.extend(dropped.provenance);
-    next.merged_from.push(dropped.id);
-    next.merged_from.extend(dropped.merged_from);
-    for tag in dropped.tags {
-        if !next.tags.contains(&tag) {
-            next.tags.push(tag);
-        }
-    }
-    // The merged record lives as long as the longer-lived of the two.
-    next.expires_at = match (next.expires_at.take(), dropped.expires_at) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        _ => None,
-    };
     insert(conn, db, &next)?;
     Ok(next)
 }
@@ -315,20 +243,9 @@ fn import(conn: &Connection, db: &Path, records: &[MemoryRecord]) -> Result<u64,
     let mut seen = std::collections::HashSet::new();
     for record in records {
         if seen.insert(record.id.as_str()) && latest(conn, db, &record.id)?.is_some() {
-            return Err(StoreError::Invalid(format!(
-                "memory record `{}` already exists; nothing was imported",
-                record.id
-            )));
+            return Err(rules::exists_already(&record.id));
         }
-        insert(conn, db, record).map_err(|e| match e {
-            StoreError::Invalid(message) | StoreError::Corrupt { message, .. } => {
-                StoreError::Invalid(format!(
-                    "memory record `{}` version {}: {message}; nothing was imported",
-                    record.id, record.version
-                ))
-            }
-            other => other,
-        })?;
+        insert(conn, db, record).map_err(|e| rules::import_error(record, e))?;
     }
     Ok(records.len() as u64)
 }
@@ -350,37 +267,12 @@ fn namespace_token(namespace: &str) -> String {
     format!("n{hash:016x}")
 }
 
-/// Words that say nothing about a record; left out of a recall query unless it has no other
-/// word (they match nearly every record and only cost time).
-const STOP_WORDS: &[&str] = &[
-    "a", "about", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
-    "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "him",
-    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "no", "not",
-    "of", "on", "or", "our", "please", "she", "should", "so", "some", "tell", "than", "that",
-    "the", "their", "them", "then", "there", "these", "they", "this", "to", "up", "us", "was",
-    "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you",
-    "your",
-];
-
-/// The FTS5 query for free text: each word quoted (so no word is read as syntax), any of them,
-/// stop words left out when other words remain.
+/// The FTS5 query for free text: each word quoted, any of them.
 fn fts_query(text: &str) -> Option<String> {
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    let mut kept: Vec<&String> = words
-        .iter()
-        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
-        .collect();
-    if kept.is_empty() {
-        kept = words.iter().collect();
-    }
-    kept.sort();
-    kept.dedup();
-    (!kept.is_empty()).then(|| {
-        kept.iter()
+    let words = rules::query_words(text);
+    (!words.is_empty()).then(|| {
+        words
+            .iter()
             .map(|w| format!("\"{w}\""))
             .collect::<Vec<_>>()
             .join(" OR ")
@@ -488,25 +380,6 @@ fn decode_vector(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// Cosine similarity; 0 when either vector is zero or their lengths differ.
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    if a.len() != b.len() {
-        return 0.0;
-    }
-    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
-    for (x, y) in a.iter().zip(b) {
-        let (x, y) = (f64::from(*x), f64::from(*y));
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na.sqrt() * nb.sqrt())
-    }
-}
-
 fn nearest(
     conn: &Connection,
     db: &Path,
@@ -530,7 +403,7 @@ fn nearest(
     let mut scored: Vec<(f64, i64)> = Vec::new();
     while let Some(row) = rows.next().map_err(|e| sql_error(db, &e))? {
         let bytes: Vec<u8> = row.get(1).map_err(|e| sql_error(db, &e))?;
-        let similarity = cosine(embedding, &decode_vector(&bytes));
+        let similarity = rules::cosine(embedding, &decode_vector(&bytes));
         scored.push((similarity, row.get(0).map_err(|e| sql_error(db, &e))?));
     }
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));

@@ -8,13 +8,7 @@ use std::sync::Arc;
 use keel_store::{PgOptions, PgStore, SqliteStore};
 use keel_types::{MemoryStore, RunStore};
 
-/// The local test database.
-pub fn database_url() -> String {
-    std::env::var("KEEL_TEST_DATABASE_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".into())
-}
+pub use keel_test_support::database_url;
 
 /// A schema name no other test uses.
 pub fn fresh_schema() -> String {
