@@ -52,6 +52,9 @@ pub enum RunsCommand {
         /// Raw JSON lines (the export format).
         #[arg(long)]
         json: bool,
+        /// Keep printing events as they are stored (by any process) until the run ends.
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
     /// Write a run's events as JSON lines (from the store), to stdout or a file.
     Export {
@@ -139,7 +142,9 @@ async fn inspect(stores: &workspace::Stores, command: RunsCommand) -> Result<(),
         RunsCommand::Show { id, json, .. } => {
             show(store, stores.sqlite.as_ref(), &RequestId::from(id), json).await
         }
-        RunsCommand::Events { id, json } => events(store, &RequestId::from(id), json).await,
+        RunsCommand::Events { id, json, follow } => {
+            events(store, &RequestId::from(id), json, follow).await
+        }
         RunsCommand::Export { id, output } => export(store, &RequestId::from(id), output).await,
         _ => Ok(()),
     }
@@ -357,6 +362,12 @@ async fn show(
     out::line(&format!("events:    {}", run.event_count));
     if let Some(sqlite) = sqlite {
         let mirror = match sqlite.verify_mirror(id) {
+            Ok(MirrorStatus::Shared) => format!(
+                "in the shared event log, {} (`keel runs export {id}` for this run alone)",
+                sqlite
+                    .log_dir()
+                    .map_or_else(String::new, |d| d.display().to_string())
+            ),
             Ok(MirrorStatus::InSync { .. }) => "in sync with the store".to_owned(),
             Ok(MirrorStatus::Behind {
                 mirrored, stored, ..
@@ -385,22 +396,47 @@ async fn show(
     Ok(())
 }
 
-async fn events(store: &dyn RunStore, id: &RequestId, json: bool) -> Result<(), CliError> {
-    let events = store.events(id, 0).await?;
-    for event in &events {
-        if json {
-            out::line(&serde_json::to_string(event)?);
-        } else {
-            out::line(&format!(
-                "{:>4}  {}  {:<34}  {}",
-                event.seq,
-                event.ts,
-                event.type_name(),
-                summary(event)
-            ));
+/// How often `--follow` looks for new events.
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+async fn events(
+    store: &dyn RunStore,
+    id: &RequestId,
+    json: bool,
+    follow: bool,
+) -> Result<(), CliError> {
+    let mut last = 0;
+    loop {
+        let events = store.events(id, last).await?;
+        for event in &events {
+            if json {
+                out::line(&serde_json::to_string(event)?);
+            } else {
+                out::line(&format!(
+                    "{:>4}  {}  {:<34}  {}",
+                    event.seq,
+                    event.ts,
+                    event.type_name(),
+                    summary(event)
+                ));
+            }
+            last = event.seq;
+        }
+        if !follow || events.last().is_some_and(|e| e.payload.is_final()) {
+            return Ok(());
+        }
+        if events.is_empty() {
+            // Nothing new: stop once the run has ended (a crash leaves no final event).
+            let run = store
+                .get_run(id)
+                .await?
+                .ok_or_else(|| CliError::failed(format!("no run `{id}`")))?;
+            if run.status.is_terminal() && store.events(id, last).await?.is_empty() {
+                return Ok(());
+            }
+            tokio::time::sleep(FOLLOW_POLL).await;
         }
     }
-    Ok(())
 }
 
 /// `[2]`, `#3` or `[2]#3`: a node's loop iteration (after the first) and map item.

@@ -79,13 +79,17 @@ pub async fn open_store(root: &Path) -> Result<Stores, CliError> {
             })
         }
         loaded => {
-            if let Err(error) = loaded {
-                out::status(&format!(
-                    "» the configuration does not load ({}); reading the SQLite store in .keel/",
-                    error.to_string().lines().next().unwrap_or_default()
-                ));
-            }
-            let store = SqliteStore::open(root)?;
+            let layout = match &loaded {
+                Ok(workspace) => keel::mirror_layout(workspace),
+                Err(error) => {
+                    out::status(&format!(
+                        "» the configuration does not load ({}); reading the SQLite store in .keel/",
+                        error.to_string().lines().next().unwrap_or_default()
+                    ));
+                    Default::default()
+                }
+            };
+            let store = SqliteStore::open_with(root, layout)?;
             Ok(Stores {
                 runs: Arc::new(store.clone()),
                 sqlite: Some(store),

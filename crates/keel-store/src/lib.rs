@@ -17,10 +17,12 @@ mod owner;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod refusals;
+pub mod segments;
 pub mod sqlite;
 
 pub use artifacts::FsArtifacts;
 pub use mirror::{EVENTS_FILE, MirrorStatus, read_events_file};
 #[cfg(feature = "postgres")]
 pub use postgres::{CopyReport, PG_SCHEMA_VERSION, PgArtifacts, PgOptions, PgStore};
+pub use segments::{LOG_DIR, MirrorLayout, SEGMENT_BYTES};
 pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore, WriteStats};

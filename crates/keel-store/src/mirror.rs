@@ -28,6 +28,9 @@ pub const EVENTS_FILE: &str = "events.jsonl";
 /// [`StoreError::Corrupt`] naming the first bad line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MirrorStatus {
+    /// The run has no mirror file of its own: its events are in the shared segments
+    /// (`.keel/log/`), which are repaired as a whole when the store opens.
+    Shared,
     /// The mirror holds exactly the store's events.
     InSync {
         /// Events in both.
@@ -224,6 +227,8 @@ pub(crate) type FetchStored<'a> =
 /// commit order.
 #[derive(Debug)]
 pub(crate) struct MirrorFiles {
+    /// `false` when the store mirrors into shared segments instead: nothing is written here.
+    enabled: bool,
     root: PathBuf,
     open: HashMap<RequestId, OpenMirror>,
     /// Runs whose mirror is damaged or disagrees with the store, with the reason. Their mirror
@@ -245,11 +250,20 @@ impl MirrorFiles {
     /// Mirrors under `root` (`<root>/<requestId>/events.jsonl`), at most `capacity` kept open.
     pub(crate) fn new(root: PathBuf, capacity: usize) -> Self {
         Self {
+            enabled: true,
             root,
             open: HashMap::new(),
             damaged: HashMap::new(),
             clock: 0,
             capacity: capacity.max(1),
+        }
+    }
+
+    /// No per-run mirrors (the store writes segments): every operation does nothing.
+    pub(crate) fn disabled(root: PathBuf) -> Self {
+        Self {
+            enabled: false,
+            ..Self::new(root, 1)
         }
     }
 
@@ -260,6 +274,9 @@ impl MirrorFiles {
 
     /// Creates the (empty) mirror of a new run and keeps it open.
     pub(crate) fn create(&mut self, id: &RequestId) -> Result<(), StoreError> {
+        if !self.enabled {
+            return Ok(());
+        }
         let path = self.path(id);
         let file = open_for_append(&path)?;
         self.damaged.remove(id);
@@ -290,7 +307,7 @@ impl MirrorFiles {
         lines: &[u8],
         fetch: &mut FetchStored<'_>,
     ) {
-        if self.damaged.contains_key(id) {
+        if !self.enabled || self.damaged.contains_key(id) {
             return;
         }
         if let Err(error) = self.try_append(id, first_seq, last_seq, lines, fetch) {
@@ -355,6 +372,9 @@ impl MirrorFiles {
         id: &RequestId,
         fetch: &mut FetchStored<'_>,
     ) -> Result<u64, StoreError> {
+        if !self.enabled {
+            return Ok(0);
+        }
         self.open.remove(id);
         let path = self.path(id);
         let result = repair_file(&path, id, fetch);

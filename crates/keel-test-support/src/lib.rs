@@ -42,3 +42,36 @@ pub fn database_url() -> String {
         .filter(|u| !u.is_empty())
         .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".into())
 }
+
+/// The lines of a workspace's JSONL event log (`.keel/log/*.jsonl`, segments in order) that
+/// belong to run `request_id`, as written. Panics when the log cannot be read or a line (other
+/// than a segment's torn end) does not parse.
+pub fn logged_lines(workspace: &std::path::Path, request_id: &str) -> Vec<String> {
+    let dir = workspace.join(".keel/log");
+    let mut segments: Vec<std::path::PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .collect(),
+        Err(e) => panic!("cannot read {}: {e}", dir.display()),
+    };
+    segments.sort();
+    let mut lines = Vec::new();
+    for segment in segments {
+        let text = match std::fs::read_to_string(&segment) {
+            Ok(text) => text,
+            Err(e) => panic!("cannot read {}: {e}", segment.display()),
+        };
+        for line in text.lines() {
+            let event: serde_json::Value = match serde_json::from_str(line) {
+                Ok(event) => event,
+                Err(e) => panic!("{}: a line does not parse: {e}", segment.display()),
+            };
+            if event["requestId"] == request_id {
+                lines.push(line.to_owned());
+            }
+        }
+    }
+    lines
+}

@@ -182,6 +182,15 @@ impl<'a> Checker<'a> {
                 );
             }
         }
+        if postgres && let Some(node) = store.and_then(|s| s.get("mirror")) {
+            let loc = node.loc.clone();
+            self.push(
+                &loc,
+                "`store.mirror` applies only to the SQLite store (PostgreSQL keeps no JSONL mirror)"
+                    .to_owned(),
+                Some("remove it; `keel runs export ID` writes a run's JSONL from any store".into()),
+            );
+        }
         if let Some(node) = store.and_then(|s| s.get("schema")) {
             let valid = node.as_str().is_some_and(|s| {
                 !s.is_empty()

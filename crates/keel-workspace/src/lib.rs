@@ -35,7 +35,7 @@ pub use spec::{
     BuiltinToolSettings, CliEvents, CliSpec, ContractSpec, DEFAULT_STORE_URL, Duration,
     EmbeddingsSpec, FileChangeSettings, GatewayMode, GatewayOverride, GatewaySpec, HookEvent,
     HookHandler, HookOnError, HookSpec, HttpFetchSettings, HttpMethod, Limits, McpServerSpec,
-    McpToolFilter, McpTransport, MemorySpec, ModelParamsSpec, ModelSpec, NarrationSpec,
+    McpToolFilter, McpTransport, MemorySpec, MirrorSpec, ModelParamsSpec, ModelSpec, NarrationSpec,
     NarrationStyle, PermissionMode, PolicyDecision, PolicyRule, PolicySpec, ProgressSpec,
     ProviderKind, RecallSpec, RedactionSpec, RetryPolicy, RetrySpec, RuntimeSpec, ServerSpec,
     ShellSettings, StoreKind, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc, WritePolicy,

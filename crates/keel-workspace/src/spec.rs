@@ -17,7 +17,8 @@ mod workflow;
 pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};
 pub use skill_settings::{SkillRootSpec, SkillsSettings};
 pub use store::{
-    ArtifactsKind, ArtifactsSpec, DEFAULT_STORE_URL, StoreKind, StoreSpec, is_postgres_url,
+    ArtifactsKind, ArtifactsSpec, DEFAULT_STORE_URL, MirrorSpec, StoreKind, StoreSpec,
+    is_postgres_url,
 };
 pub use workflow::{
     Condition, EdgeSpec, GateKind, GateSpec, InputSpec, NodeKind, NodeOutput, NodeRetry, NodeSpec,

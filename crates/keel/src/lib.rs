@@ -62,6 +62,8 @@ mod cluster;
 mod memory;
 mod skills;
 mod stores;
+#[cfg(feature = "sqlite")]
+pub use stores::mirror_layout;
 #[cfg(feature = "postgres")]
 pub use stores::postgres_options;
 mod workflows;

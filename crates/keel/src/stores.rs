@@ -24,7 +24,10 @@ pub(crate) struct DefaultStores {
 pub(crate) fn default_store(workspace: &Workspace) -> Result<DefaultStores, Error> {
     match workspace.runtime.store.backend() {
         keel_workspace::StoreKind::Sqlite => {
-            let store = Arc::new(keel_store::SqliteStore::open(&workspace.root)?);
+            let store = Arc::new(keel_store::SqliteStore::open_with(
+                &workspace.root,
+                mirror_layout(workspace),
+            )?);
             Ok(DefaultStores {
                 runs: store.clone(),
                 memory: Some(store),
@@ -39,6 +42,15 @@ pub(crate) fn default_store(workspace: &Workspace) -> Result<DefaultStores, Erro
 #[cfg(not(feature = "sqlite"))]
 pub(crate) fn default_store(_workspace: &Workspace) -> Result<DefaultStores, Error> {
     Err(Error::NoStore("run store", "store"))
+}
+
+/// The SQLite store's mirror layout the workspace asks for.
+#[cfg(feature = "sqlite")]
+pub fn mirror_layout(workspace: &Workspace) -> keel_store::MirrorLayout {
+    match workspace.runtime.store.mirror {
+        keel_workspace::MirrorSpec::Segments => keel_store::MirrorLayout::Segments,
+        keel_workspace::MirrorSpec::PerRun => keel_store::MirrorLayout::PerRun,
+    }
 }
 
 /// The connection settings of the workspace's PostgreSQL store.

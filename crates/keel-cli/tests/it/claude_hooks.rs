@@ -63,7 +63,9 @@ fn workspace(base_url: &str) -> TempWorkspace {
             "#,
         )
         .agent("a", "{ model: mock, tools: [deploy] }")
-        .policy("p", "{ rules: [{ tool: deploy, decision: allow }] }");
+        .policy("p", "{ rules: [{ tool: deploy, decision: allow }] }")
+        // A file per run, which hooks get as `transcript_path`.
+        .runtime("{ store: { mirror: perRun } }");
     for (name, event) in [
         ("prompt", "UserPromptSubmit"),
         ("pre", "PreToolUse"),

@@ -4,9 +4,15 @@ use keel_test_support::{Cli, TempWorkspace};
 
 use crate::common::{keel_in, quickstart};
 
-/// A quickstart workspace after one `keel run`, and that run's id.
+/// A quickstart workspace with a mirror file per run (`store.mirror: perRun`) after one
+/// `keel run`, and that run's id.
 fn quickstart_with_one_run() -> (TempWorkspace, Cli, String) {
     let ws = quickstart();
+    let runtime = ws.path().join("config/runtime.yaml");
+    let yaml = std::fs::read_to_string(&runtime)
+        .unwrap()
+        .replace("spec:\n", "spec:\n  store: { mirror: perRun }\n");
+    std::fs::write(&runtime, yaml).unwrap();
     let keel = keel_in(&ws);
     assert_eq!(keel.run(["run", "What is here?"]).code, Some(0));
     let id = keel.newest_run_id();

@@ -50,6 +50,7 @@ pub use writer::WriteStats;
 use crate::batch;
 use crate::mirror::{self, MirrorFiles, MirrorStatus};
 use crate::owner::Owner;
+use crate::segments::{LOG_DIR, MirrorLayout, SEGMENT_BYTES, Segments};
 use rows::RunColumns;
 use writer::{FinisherParts, Writer};
 
@@ -73,6 +74,8 @@ struct Inner {
     /// The identity of the database file opened, to notice it deleted or replaced.
     file: Option<connection::FileId>,
     mirror_root: PathBuf,
+    /// The shared segments' folder, when the mirror is written there.
+    log: Option<PathBuf>,
     owner: Owner,
     writer: Writer,
     readers: Readers,
@@ -95,29 +98,64 @@ impl SqliteStore {
     /// [`StoreError::Corrupt`] for a file that is not a database (both left untouched);
     /// [`StoreError::Io`] naming the path when the folder or file is not writable.
     pub fn open(workspace_root: &Path) -> Result<Self, StoreError> {
-        let keel = workspace_root.join(".keel");
-        Self::open_at(&keel.join(DB_FILE), &keel.join("runs"))
+        Self::open_with(workspace_root, MirrorLayout::default())
     }
 
-    /// Opens the store with its database at `db_path` and run mirrors under `mirror_root`.
+    /// [`SqliteStore::open`] with the JSONL mirror in `layout`: shared segments under
+    /// `.keel/log/` (the default), or a file per run under `.keel/runs/`.
+    pub fn open_with(workspace_root: &Path, layout: MirrorLayout) -> Result<Self, StoreError> {
+        let keel = workspace_root.join(".keel");
+        let log = (layout == MirrorLayout::Segments).then(|| keel.join(LOG_DIR));
+        Self::open_layout(&keel.join(DB_FILE), &keel.join("runs"), log.as_deref())
+    }
+
+    /// Opens the store with its database at `db_path` and a mirror file per run under
+    /// `mirror_root`.
     pub fn open_at(db_path: &Path, mirror_root: &Path) -> Result<Self, StoreError> {
+        Self::open_layout(db_path, mirror_root, None)
+    }
+
+    fn open_layout(
+        db_path: &Path,
+        mirror_root: &Path,
+        log: Option<&Path>,
+    ) -> Result<Self, StoreError> {
         if let Some(dir) = db_path.parent().filter(|d| !d.as_os_str().is_empty()) {
             connection::ensure_dir(dir)?;
         }
         let conn = connection::open_writer(db_path)?;
-        connection::ensure_dir(mirror_root)?;
         let readers = Readers {
             db: db_path.to_path_buf(),
             idle: Mutex::new(Vec::new()),
         };
         // Fail now, not at the first read, if readers cannot open.
         readers.with(|_| Ok(()))?;
+        let (mirrors, segments) = match log {
+            Some(dir) => {
+                let reader = connection::open_reader(db_path)?;
+                let mut fetch =
+                    |id: &RequestId, seq: u64| rows::lines_after(&reader, db_path, id, seq);
+                let segments = Segments::open(dir, SEGMENT_BYTES, &mut fetch)?;
+                (
+                    MirrorFiles::disabled(mirror_root.to_path_buf()),
+                    Some(segments),
+                )
+            }
+            None => {
+                connection::ensure_dir(mirror_root)?;
+                (
+                    MirrorFiles::new(mirror_root.to_path_buf(), OPEN_MIRRORS),
+                    None,
+                )
+            }
+        };
         let writer = Writer::start(
             conn,
             db_path.to_path_buf(),
             FinisherParts {
                 reader: connection::open_reader(db_path)?,
-                mirrors: MirrorFiles::new(mirror_root.to_path_buf(), OPEN_MIRRORS),
+                mirrors,
+                segments,
             },
         )?;
         Ok(Self {
@@ -125,11 +163,18 @@ impl SqliteStore {
                 file: connection::FileId::of(db_path),
                 db: db_path.to_path_buf(),
                 mirror_root: mirror_root.to_path_buf(),
+                log: log.map(Path::to_path_buf),
                 owner: Owner::current(),
                 writer,
                 readers,
             }),
         })
+    }
+
+    /// Where the JSONL mirror goes: the segments' folder, or none when each run has a file
+    /// ([`SqliteStore::events_path`]).
+    pub fn log_dir(&self) -> Option<&Path> {
+        self.inner.log.as_deref()
     }
 
     /// The database file.
@@ -160,6 +205,9 @@ impl SqliteStore {
     /// stored one, or more events than the store has is [`StoreError::Corrupt`] naming
     /// `file:line`; an unknown run is [`StoreError::NotFound`].
     pub fn verify_mirror(&self, id: &RequestId) -> Result<MirrorStatus, StoreError> {
+        if self.inner.log.is_some() {
+            return Ok(MirrorStatus::Shared);
+        }
         let path = self.events_path(id);
         // The mirror first: it is only ever a prefix of what is committed, so reading the
         // store second cannot make a mirror that is merely behind look ahead.
@@ -261,7 +309,8 @@ impl Readers {
 #[async_trait]
 impl RunStore for SqliteStore {
     fn log_path(&self, id: &RequestId) -> Option<PathBuf> {
-        Some(self.events_path(id))
+        // A run has a file of its own only with the per-run layout.
+        self.inner.log.is_none().then(|| self.events_path(id))
     }
 
     async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {

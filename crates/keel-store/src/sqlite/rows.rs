@@ -369,6 +369,34 @@ pub(crate) fn stored_lines(
     .map_err(|e| sql_error(db, &e))
 }
 
+/// The JSON lines of every event committed after event `(id, seq)`, in commit order (the
+/// `events` table's rowid order); `None` when that event is not stored (any more).
+pub(crate) fn lines_after(
+    conn: &Connection,
+    db: &Path,
+    id: &RequestId,
+    seq: u64,
+) -> Result<Option<Vec<String>>, StoreError> {
+    let sql = |e: rusqlite::Error| sql_error(db, &e);
+    let position: Option<i64> = conn
+        .prepare_cached("SELECT rowid FROM events WHERE request_id = ?1 AND seq = ?2")
+        .and_then(|mut stmt| {
+            stmt.query_row(
+                params![id.as_str(), i64::try_from(seq).unwrap_or(i64::MAX)],
+                |row| row.get(0),
+            )
+            .optional()
+        })
+        .map_err(sql)?;
+    let Some(position) = position else {
+        return Ok(None);
+    };
+    conn.prepare_cached("SELECT body FROM events WHERE rowid > ?1 ORDER BY rowid")
+        .and_then(|mut stmt| stmt.query_map([position], |row| row.get(0))?.collect())
+        .map(Some)
+        .map_err(sql)
+}
+
 /// A run's stored events with `seq > after`, parsed.
 pub(crate) fn events(
     conn: &Connection,

@@ -33,6 +33,7 @@ use super::connection::sql_error;
 use super::rows;
 use crate::batch::{self, EncodedBatch};
 use crate::mirror::{MirrorFiles, StoredLine};
+use crate::segments::Segments;
 
 /// At most this many commands share one transaction.
 pub(crate) const MAX_COMMANDS: usize = 512;
@@ -166,6 +167,8 @@ pub(crate) struct Writer {
 pub(crate) struct FinisherParts {
     pub reader: Connection,
     pub mirrors: MirrorFiles,
+    /// The shared segments, when the store mirrors into them (then `mirrors` is disabled).
+    pub segments: Option<Segments>,
 }
 
 impl Writer {
@@ -187,6 +190,7 @@ impl Writer {
             reader: parts.reader,
             db: db.clone(),
             mirrors: parts.mirrors,
+            segments: parts.segments,
         };
         let finisher = std::thread::Builder::new()
             .name("keel-store-finisher".into())
@@ -384,6 +388,7 @@ struct Finisher {
     reader: Connection,
     db: PathBuf,
     mirrors: MirrorFiles,
+    segments: Option<Segments>,
 }
 
 /// The events of one run committed in the batches at hand, ready for its mirror.
@@ -410,8 +415,29 @@ impl Finisher {
         tracing::debug!(path = %self.db.display(), "Store finisher stopped.");
     }
 
-    /// Writes the committed events to their mirrors, one write per run.
+    /// Writes the committed events to the shared segments (one write, in commit order) or to
+    /// their runs' mirrors (one write per run).
     fn write_mirrors(&mut self, batches: &[Committed]) {
+        if let Some(segments) = &mut self.segments {
+            let mut lines = Vec::new();
+            let committed = batches
+                .iter()
+                .flat_map(|b| b.commands.iter().zip(&b.outcomes));
+            for (command, outcome) in committed {
+                if let (Command::Append { batch, .. }, Ok(())) = (command, outcome) {
+                    for event in &batch.events {
+                        lines.extend_from_slice(event.body.as_bytes());
+                        lines.push(b'\n');
+                    }
+                }
+            }
+            if let Err(error) = segments.append(&lines) {
+                // Writing on could leave a gap; the next start repairs the log from the store.
+                tracing::error!(path = %segments.current().display(), %error, "The event log stopped: the store keeps every event, and the log is repaired from it at the next start.");
+                self.segments = None;
+            }
+            return;
+        }
         let mut order: Vec<&RequestId> = Vec::new();
         let mut runs: HashMap<&RequestId, MirrorBatch> = HashMap::new();
         let committed = batches

@@ -42,7 +42,7 @@ impl<T: RunStore + MemoryStore> Both for T {}
 impl Backend {
     pub fn sqlite() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path()).unwrap();
+        let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
         Self {
             kind: "sqlite",
             store: Arc::new(store.clone()),
@@ -116,7 +116,7 @@ impl Backend {
         match (&self.sqlite, &self.schema) {
             (Some(sqlite), _) => {
                 let root = sqlite.db_path().parent().unwrap().parent().unwrap();
-                Arc::new(SqliteStore::open(root).unwrap())
+                Arc::new(SqliteStore::open_with(root, keel_store::MirrorLayout::PerRun).unwrap())
             }
             (None, Some(schema)) => Arc::new(PgStore::connect(pg_options(schema)).await.unwrap()),
             (None, None) => unreachable!("a backend is SQLite or PostgreSQL"),

@@ -29,10 +29,10 @@ async fn a_damaged_mirror_line_is_reported_with_its_line_and_never_rewritten() {
     let dir = tempfile::tempdir().unwrap();
     let id = RequestId::from("run_1");
     {
-        let store = SqliteStore::open(dir.path()).unwrap();
+        let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
         run_with_events(&store, "run_1", 4).await;
     }
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     let path = store.events_path(&id);
     // Line 2 of 4 is damaged (not a torn tail); the last two events never reached the file.
     let text = fs::read_to_string(&path).unwrap();
@@ -71,7 +71,7 @@ async fn a_damaged_mirror_line_is_reported_with_its_line_and_never_rewritten() {
 #[tokio::test]
 async fn a_mirror_with_an_event_the_store_does_not_have_is_reported_not_rewritten() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     run_with_events(&store, "run_1", 2).await;
     let id = RequestId::from("run_1");
     let path = store.events_path(&id);
@@ -95,7 +95,7 @@ async fn a_database_from_a_newer_keel_is_refused_and_left_untouched() {
     let keel = dir.path().join(".keel");
     let db = keel.join("keel.db");
     {
-        let store = SqliteStore::open(dir.path()).unwrap();
+        let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
         run_with_events(&store, "run_1", 2).await;
     }
     raw_db(&db)
@@ -104,7 +104,7 @@ async fn a_database_from_a_newer_keel_is_refused_and_left_untouched() {
     let before = snapshot(&keel);
     assert!(!keel.join("keel.db-wal").exists());
 
-    let error = SqliteStore::open(dir.path()).unwrap_err();
+    let error = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap_err();
     assert_eq!(
         error,
         StoreError::Version {
@@ -128,7 +128,7 @@ async fn a_file_that_is_not_a_database_is_reported_as_corrupt_and_left_untouched
     )
     .unwrap();
     let before = snapshot(&keel);
-    let error = SqliteStore::open(dir.path()).unwrap_err();
+    let error = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap_err();
     assert!(
         matches!(&error, StoreError::Corrupt { location, message }
             if location.ends_with("keel.db") && message.contains("not a SQLite database")),
@@ -157,7 +157,8 @@ async fn a_store_that_cannot_be_written_gives_a_clear_error_and_changes_nothing(
     fs::set_permissions(&keel, fs::Permissions::from_mode(0o555)).unwrap();
     if permissions_are_enforced(&keel) {
         // A read-only store folder.
-        let error = SqliteStore::open(dir.path()).unwrap_err();
+        let error =
+            SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap_err();
         assert!(
             matches!(&error, StoreError::Io { path, message }
                 if path.contains(".keel") && message.contains("read-only (not writable)")),
@@ -168,13 +169,15 @@ async fn a_store_that_cannot_be_written_gives_a_clear_error_and_changes_nothing(
 
         // A read-only database file in a writable folder.
         {
-            let store = SqliteStore::open(dir.path()).unwrap();
+            let store =
+                SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
             run_with_events(&store, "run_1", 1).await;
         }
         let db = keel.join("keel.db");
         fs::set_permissions(&db, fs::Permissions::from_mode(0o444)).unwrap();
         let before = fs::read(&db).unwrap();
-        let error = SqliteStore::open(dir.path()).unwrap_err();
+        let error =
+            SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap_err();
         assert!(
             matches!(&error, StoreError::Io { path, message }
                 if path.ends_with("keel.db") && message.contains("read-only")),
@@ -186,7 +189,8 @@ async fn a_store_that_cannot_be_written_gives_a_clear_error_and_changes_nothing(
         fs::set_permissions(&db, fs::Permissions::from_mode(0o644)).unwrap();
         fs::set_permissions(&keel, fs::Permissions::from_mode(0o555)).unwrap();
         let before = snapshot(&keel);
-        let error = SqliteStore::open(dir.path()).unwrap_err();
+        let error =
+            SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap_err();
         assert!(
             matches!(&error, StoreError::Io { path, message }
                 if path.ends_with(".keel") && message.contains("read-only (not writable)")),
@@ -201,7 +205,8 @@ async fn a_store_that_cannot_be_written_gives_a_clear_error_and_changes_nothing(
         let other = tempfile::tempdir().unwrap();
         let file = other.path().join(".keel");
         fs::write(&file, "a file, not a folder").unwrap();
-        let error = SqliteStore::open(other.path()).unwrap_err();
+        let error =
+            SqliteStore::open_with(other.path(), keel_store::MirrorLayout::PerRun).unwrap_err();
         assert!(
             matches!(&error, StoreError::Io { path, message }
                 if path.ends_with(".keel") && message.contains("not a directory")),

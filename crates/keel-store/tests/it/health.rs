@@ -11,7 +11,7 @@ use crate::backends::Backend;
 #[tokio::test]
 async fn a_usable_store_commits_a_neutral_write_and_reports_its_version() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     store
         .create_run(&record("run_1", "a", RunStatus::Completed))
         .await
@@ -30,7 +30,7 @@ async fn a_usable_store_commits_a_neutral_write_and_reports_its_version() {
     assert_eq!(store.write_stats().commits, commits + 1);
     // …without changing any data, so the store still opens at the same version.
     drop(store);
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     assert_eq!(store.list_runs(&Default::default()).await.unwrap().len(), 1);
     assert_eq!(
         store.health().await.unwrap().schema_version,
@@ -41,7 +41,7 @@ async fn a_usable_store_commits_a_neutral_write_and_reports_its_version() {
 #[tokio::test]
 async fn a_deleted_database_file_is_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     std::fs::remove_dir_all(dir.path().join(".keel")).unwrap();
     let error = store.health().await.unwrap_err();
     let StoreError::Io { path, message } = &error else {
@@ -54,7 +54,7 @@ async fn a_deleted_database_file_is_reported() {
 #[tokio::test]
 async fn a_replaced_database_file_is_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     let db = dir.path().join(".keel").join("keel.db");
     std::fs::rename(&db, dir.path().join("moved.db")).unwrap();
     std::fs::copy(dir.path().join("moved.db"), &db).unwrap();

@@ -13,6 +13,7 @@ mod multiprocess;
 mod pagination;
 mod postgres;
 mod recovery;
+mod segments;
 mod seq_rules;
 mod sqlite;
 
@@ -92,7 +93,7 @@ pub fn completed(id: &str, seq: u64) -> Event {
 /// A SQLite store in a fresh temp workspace.
 pub fn sqlite_store() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     (dir, store)
 }
 

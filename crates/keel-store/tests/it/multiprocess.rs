@@ -17,7 +17,7 @@ const CHILD_ENV: &str = "KEEL_STORE_CHILD";
 /// Writes `RUNS` runs of `EVENTS` events, concurrently, each ended as `completed`; checks on
 /// the way that `recover` never takes a run of a live process.
 async fn write_runs(root: &Path, prefix: &str) {
-    let store = SqliteStore::open(root).unwrap();
+    let store = SqliteStore::open_with(root, keel_store::MirrorLayout::PerRun).unwrap();
     let mut tasks = Vec::new();
     for n in 0..RUNS {
         let store = store.clone();
@@ -103,7 +103,7 @@ async fn two_processes_write_runs_to_one_workspace_at_the_same_time() {
         String::from_utf8_lossy(&output.stdout)
     );
 
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     let runs = store.list_runs(&RunFilter::default()).await.unwrap();
     assert_eq!(runs.len(), 2 * RUNS);
     for run in &runs {
@@ -131,7 +131,7 @@ async fn two_processes_write_runs_to_one_workspace_at_the_same_time() {
 #[tokio::test]
 async fn a_write_lock_held_too_long_elsewhere_is_a_clear_error_and_nothing_is_lost() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     store
         .create_run(&record("run_1", "a", RunStatus::Running))
         .await
@@ -166,7 +166,7 @@ fn stores_opened_at_once_on_a_new_workspace_all_open() {
                 let start = start.clone();
                 std::thread::spawn(move || {
                     start.wait();
-                    let store = SqliteStore::open(&root)?;
+                    let store = SqliteStore::open_with(&root, keel_store::MirrorLayout::PerRun)?;
                     // Writing at once, as a real opener does, while the others still open.
                     let id = format!("run_{n}");
                     tokio::runtime::Builder::new_current_thread()

@@ -38,7 +38,7 @@ async fn recover_interrupts_runs_of_dead_processes_and_repairs_their_mirrors() {
     let db = dir.path().join(".keel/keel.db");
     {
         // The process that will "crash".
-        let store = SqliteStore::open(dir.path()).unwrap();
+        let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
         run_with_events(&store, "run_torn", 6).await;
         run_with_events(&store, "run_no_mirror", 4).await;
         run_with_events(&store, "run_waiting", 3).await;
@@ -60,7 +60,7 @@ async fn recover_interrupts_runs_of_dead_processes_and_repairs_their_mirrors() {
     }
     // The crash: committed events never reached the mirrors, one write was cut in half, and
     // the owner is gone.
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     tear_mirror(&store.events_path(&RequestId::from("run_torn")), 3);
     fs::remove_file(store.events_path(&RequestId::from("run_no_mirror"))).unwrap();
     for id in ["run_torn", "run_no_mirror", "run_waiting", "run_done"] {
@@ -128,10 +128,10 @@ async fn recover_interrupts_runs_of_dead_processes_and_repairs_their_mirrors() {
 async fn a_mirror_behind_its_store_is_completed_when_a_restarted_process_appends() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = SqliteStore::open(dir.path()).unwrap();
+        let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
         run_with_events(&store, "run_1", 5).await;
     }
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     tear_mirror(&store.events_path(&RequestId::from("run_1")), 2);
     store.append(&[delta("run_1", 6)]).await.unwrap();
     assert_mirror_matches(&store, "run_1").await;
@@ -141,8 +141,8 @@ async fn a_mirror_behind_its_store_is_completed_when_a_restarted_process_appends
 async fn a_run_is_claimed_exactly_once_when_claimers_race() {
     let dir = tempfile::tempdir().unwrap();
     // Two stores on one workspace, as two processes would have.
-    let first = SqliteStore::open(dir.path()).unwrap();
-    let second = SqliteStore::open(dir.path()).unwrap();
+    let first = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
+    let second = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     for round in 0..10 {
         let id = format!("run_{round}");
         first
@@ -196,10 +196,10 @@ async fn a_torn_mirror_tail_is_cut_before_the_repair_appends() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join(".keel/keel.db");
     {
-        let store = SqliteStore::open(dir.path()).unwrap();
+        let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
         run_with_events(&store, "run_1", 3).await;
     }
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     let path = store.events_path(&RequestId::from("run_1"));
     // All events are mirrored, but a half-written line follows (a duplicate write cut short).
     fs::OpenOptions::new()

@@ -139,10 +139,10 @@ async fn events_round_trip_in_order_with_after_and_into_the_mirror(backend: &Bac
 async fn a_reopened_store_continues_each_log_where_it_ended() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = SqliteStore::open(dir.path()).unwrap();
+        let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
         run_with_events(&store, "run_1", 3).await;
     }
-    let store = SqliteStore::open(dir.path()).unwrap();
+    let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
     let stale = store.append(&[delta("run_1", 3)]).await.unwrap_err();
     assert!(
         matches!(&stale, StoreError::Invalid(m) if m.contains("expected 4")),

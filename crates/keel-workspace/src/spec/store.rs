@@ -27,6 +27,19 @@ pub struct StoreSpec {
     pub retention: Duration,
     /// Where artifacts (large tool outputs) go.
     pub artifacts: ArtifactsSpec,
+    /// SQLite: how committed events are mirrored as JSONL — `segments` (files shared by every
+    /// run, `.keel/log/`) or `perRun` (`.keel/runs/<requestId>/events.jsonl`, what hooks get
+    /// as `transcript_path`).
+    pub mirror: MirrorSpec,
+}
+
+/// The JSONL mirror's layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum MirrorSpec {
+    #[default]
+    Segments,
+    PerRun,
 }
 
 /// The store backends.
@@ -86,6 +99,7 @@ impl Default for StoreSpec {
             lease_ttl: Duration(StdDuration::from_secs(15)),
             retention: Duration(StdDuration::from_secs(30 * 24 * 3600)),
             artifacts: ArtifactsSpec::default(),
+            mirror: MirrorSpec::default(),
         }
     }
 }

@@ -49,6 +49,12 @@ fn a_store_url_that_does_not_fit_its_kind_is_an_error_at_its_value() {
             "config/runtime.yaml:6:13: `store.schema` must be lower-case letters, digits and `_` (at most 63, not starting with a digit)"
         ]
     );
+    assert_eq!(
+        runtime("    url: postgres://db/keel\n    mirror: perRun\n"),
+        [
+            "config/runtime.yaml:6:13: `store.mirror` applies only to the SQLite store (PostgreSQL keeps no JSONL mirror)"
+        ]
+    );
     // The kind follows the URL's scheme when it is left out.
     ws.write(
         "config/runtime.yaml",
