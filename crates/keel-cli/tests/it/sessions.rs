@@ -162,3 +162,51 @@ fn replay_of_a_scripted_run_matches_event_for_event() {
         diverged.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_events_follow_prints_a_live_run_from_another_process_until_it_ends() {
+    use keel_test_support::{MockLlm, MockResponse, WorkspaceBuilder};
+    let mock = MockLlm::start().await;
+    mock.respond_with(|_| {
+        MockResponse::text((0..30).map(|i| format!("w{i} ")))
+            .chunk_delay(std::time::Duration::from_millis(30))
+    });
+    let ws = WorkspaceBuilder::new()
+        .openai_model_at("mock", &mock.base_url())
+        .agent("a", "{ model: mock }")
+        .build();
+    let keel = keel_in(&ws);
+    let mut running = keel
+        .command(["run", "Talk slowly"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Follow it from another process as soon as it is recorded.
+    let id = loop {
+        let runs = keel.json_lines(["runs", "list", "--json"]);
+        if let Some(id) = runs.first().and_then(|r| r["requestId"].as_str()) {
+            break id.to_owned();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let followed = tokio::task::spawn_blocking({
+        let keel = keel_in(&ws);
+        let id = id.clone();
+        move || keel.run(["runs", "events", &id, "--json", "--follow"])
+    })
+    .await
+    .unwrap();
+    assert!(running.wait().unwrap().success());
+    assert_eq!(followed.code, Some(0), "{}", followed.stderr);
+    let streamed = followed.json_lines();
+    assert_eq!(
+        streamed.last().unwrap()["type"],
+        "runtime.request.completed"
+    );
+    assert_eq!(
+        streamed,
+        keel.json_lines(["runs", "events", &id, "--json"]),
+        "every stored event once, in order, up to the end"
+    );
+}
