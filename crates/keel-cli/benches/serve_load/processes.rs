@@ -109,10 +109,12 @@ pub(crate) fn workspace_yaml(base_url: &str, run_limit: Option<u32>, server_cap:
         Some(limit) => format!("{{ maxConcurrentRuns: {limit} }}"),
         None => "{}".to_owned(),
     };
+    // All the load comes from one client address: lift the per-client connection cap (64 by
+    // default), or the server closes most of the benchmark's connections.
     let server = if server_cap {
-        "\n  server: { maxConcurrentRuns: 1024 }"
+        "\n  server: { maxConcurrentRuns: 1024, maxConnections: 4096, maxConnectionsPerClient: 4096 }"
     } else {
-        ""
+        "\n  server: { maxConnections: 4096, maxConnectionsPerClient: 4096 }"
     };
     WorkspaceBuilder::new()
         .runtime(&format!("  limits: {limits}{server}\n"))
