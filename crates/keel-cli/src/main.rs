@@ -31,6 +31,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of glibc's malloc: allocation was about a fifth of `keel serve`'s CPU
+/// under load (see the crate's README for what it changed).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use crate::error::{CliError, EXIT_USAGE};
 
 #[derive(Debug, Parser)]
