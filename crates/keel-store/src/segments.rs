@@ -105,19 +105,22 @@ impl Segments {
             .map_err(|e| io_error(&lock_path, &e))?;
         let alone = lock.try_lock().is_ok();
         let segments = list(dir)?;
-        let (index, path) = match segments.last() {
-            Some((index, path)) => (*index, path.clone()),
-            None => (1, dir.join(segment_name(1))),
+        let path = match segments.last() {
+            Some((_, path)) => path.clone(),
+            None => dir.join(segment_name(1)),
         };
         let mut file = open_append(&path)?;
+        if alone && let Err(error) = repair(&segments, &path, &mut file, fetch) {
+            // The store has every event; a log that cannot be repaired is left as it is (a
+            // damaged line is never rewritten) and written on after its end.
+            tracing::warn!(path = %path.display(), %error, "The event log was not repaired; the store keeps every event.");
+        }
         if alone {
-            repair(&segments, &path, &mut file, fetch)?;
             // Downgrade: others may open the log now, but not repair it while we write.
             let _ = lock.unlock();
         }
         lock.lock_shared().map_err(|e| io_error(&lock_path, &e))?;
         let size = file.metadata().map_err(|e| io_error(&path, &e))?.len();
-        let _ = index;
         Ok(Self {
             dir: dir.to_path_buf(),
             file,

@@ -135,11 +135,15 @@ impl SqliteStore {
                 let reader = connection::open_reader(db_path)?;
                 let mut fetch =
                     |id: &RequestId, seq: u64| rows::lines_after(&reader, db_path, id, seq);
-                let segments = Segments::open(dir, SEGMENT_BYTES, &mut fetch)?;
-                (
-                    MirrorFiles::disabled(mirror_root.to_path_buf()),
-                    Some(segments),
-                )
+                // Without its log the store still works: the log is what may be missing.
+                let segments = match Segments::open(dir, SEGMENT_BYTES, &mut fetch) {
+                    Ok(segments) => Some(segments),
+                    Err(error) => {
+                        tracing::error!(path = %dir.display(), %error, "No JSONL event log: the store keeps every event (`keel runs export` writes a run's lines).");
+                        None
+                    }
+                };
+                (MirrorFiles::disabled(mirror_root.to_path_buf()), segments)
             }
             None => {
                 connection::ensure_dir(mirror_root)?;

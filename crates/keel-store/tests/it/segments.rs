@@ -128,3 +128,29 @@ async fn a_second_process_on_the_workspace_does_not_repair_under_the_first() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_damaged_log_never_stops_the_store_and_is_not_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    two_runs(&store).await;
+    drop(store);
+    let segment = log_dir(dir.path()).join("00000001.jsonl");
+    let mut damaged = std::fs::read_to_string(&segment).unwrap();
+    damaged.push_str("not an event\n");
+    std::fs::write(&segment, &damaged).unwrap();
+
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let more = delta("run_a", 4);
+    store.append(std::slice::from_ref(&more)).await.unwrap();
+    let text = std::fs::read_to_string(&segment).unwrap();
+    assert!(
+        text.starts_with(&damaged),
+        "the damaged line is left as it was"
+    );
+    assert!(text.ends_with(&format!("{}\n", serde_json::to_string(&more).unwrap())));
+    assert_eq!(
+        store.events(&RequestId::from("run_a"), 3).await.unwrap(),
+        [more]
+    );
+}
