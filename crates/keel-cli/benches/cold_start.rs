@@ -16,7 +16,9 @@
 
 use std::io::Read;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use keel_test_support::bench_dir;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -89,16 +91,6 @@ fn start_once(keel: &str, dir: &Path, listener: &TcpListener) -> Duration {
     let _ = child.kill();
     let _ = child.wait();
     elapsed
-}
-
-fn bench_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("KEEL_BENCH_DIR") {
-        return PathBuf::from(dir);
-    }
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")));
-    target.join("keel-bench")
 }
 
 fn copy_tree(from: &Path, to: &Path) {

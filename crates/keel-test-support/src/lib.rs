@@ -75,3 +75,17 @@ pub fn logged_lines(workspace: &std::path::Path, request_id: &str) -> Vec<String
     }
     lines
 }
+
+/// Where benchmarks put their workspaces: `KEEL_BENCH_DIR`, or `target/keel-bench` (not
+/// `/tmp`, which is slow and noisy on small machines).
+pub fn bench_dir() -> std::path::PathBuf {
+    if let Ok(dir) = std::env::var("KEEL_BENCH_DIR") {
+        return std::path::PathBuf::from(dir);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target"))
+        });
+    target.join("keel-bench")
+}

@@ -1,8 +1,6 @@
 //! What the store's benchmarks share: knobs from the environment, where workspaces go, and a
 //! realistic event.
 
-use std::path::PathBuf;
-
 use keel_types::{AdapterEvent, Event, EventId, EventPayload, RequestId, now_rfc3339};
 
 /// A number from the environment, or `default`.
@@ -13,17 +11,7 @@ pub fn env_number(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// Where benchmark workspaces go: `KEEL_BENCH_DIR`, or `target/keel-bench` (not `/tmp`, which
-/// is slow and noisy on small machines).
-pub fn bench_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("KEEL_BENCH_DIR") {
-        return PathBuf::from(dir);
-    }
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")));
-    target.join("keel-bench")
-}
+pub use keel_test_support::bench_dir;
 
 /// An output delta of about 300 bytes of JSON, like a streamed answer chunk.
 pub fn delta(id: &RequestId, seq: u64) -> Event {
