@@ -1,6 +1,8 @@
 //! [`SqliteStore`]: the default run store — one SQLite database per workspace
-//! (`.keel/keel.db`, WAL, synced at every commit) plus a JSONL mirror of each run's log
-//! (`.keel/runs/<requestId>/events.jsonl`).
+//! (`.keel/keel.db`, WAL, synced at every commit) plus a JSONL mirror of the committed events:
+//! shared segments (`.keel/log/*.jsonl`, the default, repaired as a whole at open — see
+//! `crate::segments`) or a file per run (`.keel/runs/<requestId>/events.jsonl`, what the rest
+//! of this page describes).
 //!
 //! Writes go to one writer thread that group-commits them, then to a finisher thread that
 //! mirrors and answers (`writer`); reads use a small pool of read-only connections on

@@ -383,11 +383,14 @@ async fn a_skill_added_while_the_runtime_runs_is_offered_without_a_restart() {
         "resources/skills/deploy-rollback/SKILL.md",
         "---\nname: deploy-rollback\ndescription: How to roll a deploy back.\n---\nRevert the tag.\n",
     );
+    // A scan may see the new folder before its SKILL.md is written (and find no skill yet):
+    // wait for a scan that has the skill.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while runtime.skills().generation == generation {
+    while !runtime.skills().skills.contains_key("deploy-rollback") {
         assert!(Instant::now() < deadline, "the new skill was never scanned");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert!(runtime.skills().generation > generation);
     let (second, _) = common::run(&runtime, "Hello again.").await;
 
     let (before, _) = offered(&stored(&runtime, &first).await);
