@@ -168,6 +168,11 @@ fn build_client(config: &OpenAiConfig) -> Result<reqwest::Client, ProviderError>
         // A local server (a mock, Ollama, vLLM) is never behind the system proxy.
         builder = builder.no_proxy();
     }
+    if config.base_url.starts_with("http://") {
+        // A plain-HTTP endpoint needs no TLS: skip loading the system's root certificates
+        // (milliseconds at every start). A redirect to https would fail verification, clearly.
+        builder = builder.tls_certs_only(std::iter::empty());
+    }
     builder
         .build()
         .map_err(|e| ProviderError::HttpClient(e.to_string()))

@@ -186,7 +186,10 @@ impl Tool for HttpFetch {
             .map_err(|issue| ToolError::InvalidArguments(issue.message))?;
         let method = method(&args).map_err(|(_, message)| ToolError::InvalidArguments(message))?;
         let mut headers = request_headers(&args).map_err(ToolError::InvalidArguments)?;
-        let mut request = clients.for_url(&url).request(method, url.clone());
+        let mut request = clients
+            .for_url(&url)
+            .map_err(ToolError::Failed)?
+            .request(method, url.clone());
         match args.get("body") {
             None | Some(Value::Null) => {}
             Some(Value::String(text)) => request = request.body(text.clone()),

@@ -64,6 +64,7 @@ mod enabled {
         };
         let mut response = clients
             .for_url(&parsed)
+            .map_err(HookError::Request)?
             .post(parsed.clone())
             .headers(headers)
             .json(input)

@@ -19,43 +19,71 @@ pub use tool::{DEFAULT_TIMEOUT, HttpTool, MAX_RESPONSE_BYTES};
 
 /// The HTTP clients of one tool: rustls with the ring provider, a total timeout, and the
 /// environment's proxy settings — except for loopback URLs, which never go through a proxy.
-#[derive(Debug, Clone)]
+/// Each is built at its first request, not with the tool: building one loads the system's
+/// root certificates (milliseconds at every start, for tools most runs never call).
+#[derive(Clone)]
 pub(crate) struct Clients {
-    proxied: reqwest::Client,
-    direct: reqwest::Client,
+    inner: std::sync::Arc<LazyClients>,
+}
+
+struct LazyClients {
+    timeout: Duration,
+    policy: Box<dyn Fn() -> redirect::Policy + Send + Sync>,
+    proxied: std::sync::OnceLock<Result<reqwest::Client, String>>,
+    direct: std::sync::OnceLock<Result<reqwest::Client, String>>,
+}
+
+impl std::fmt::Debug for Clients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clients")
+            .field("timeout", &self.inner.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Clients {
-    /// Clients with `timeout` and the redirect policy `policy()` makes.
-    pub fn new(timeout: Duration, policy: impl Fn() -> redirect::Policy) -> Result<Self, String> {
-        // reqwest is built without a compiled-in TLS crypto provider; ring is ours. A provider
-        // installed earlier by someone else is fine too, hence the ignored result.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let builder = || {
-            reqwest::Client::builder()
-                .timeout(timeout)
-                .connect_timeout(timeout)
-                .redirect(policy())
-                .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
-        };
-        let build = |builder: reqwest::ClientBuilder| {
-            builder
-                .build()
-                .map_err(|e| format!("cannot build the HTTP client: {e}"))
-        };
+    /// Clients with `timeout` and the redirect policy `policy()` makes (built when first used).
+    pub fn new(
+        timeout: Duration,
+        policy: impl Fn() -> redirect::Policy + Send + Sync + 'static,
+    ) -> Result<Self, String> {
         Ok(Self {
-            proxied: build(builder())?,
-            direct: build(builder().no_proxy())?,
+            inner: std::sync::Arc::new(LazyClients {
+                timeout,
+                policy: Box::new(policy),
+                proxied: std::sync::OnceLock::new(),
+                direct: std::sync::OnceLock::new(),
+            }),
         })
     }
 
-    /// The client for requests to `url`.
-    pub fn for_url(&self, url: &Url) -> &reqwest::Client {
-        if is_loopback(url) {
-            &self.direct
-        } else {
-            &self.proxied
+    fn build(&self, proxy: bool) -> Result<reqwest::Client, String> {
+        // reqwest is built without a compiled-in TLS crypto provider; ring is ours. A provider
+        // installed earlier by someone else is fine too, hence the ignored result.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let inner = &self.inner;
+        let mut builder = reqwest::Client::builder()
+            .timeout(inner.timeout)
+            .connect_timeout(inner.timeout)
+            .redirect((inner.policy)())
+            .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")));
+        if !proxy {
+            builder = builder.no_proxy();
         }
+        builder
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))
+    }
+
+    /// The client for requests to `url` (built now if it is the first).
+    pub fn for_url(&self, url: &Url) -> Result<&reqwest::Client, String> {
+        let (cell, proxy) = match is_loopback(url) {
+            true => (&self.inner.direct, false),
+            false => (&self.inner.proxied, true),
+        };
+        cell.get_or_init(|| self.build(proxy))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
 

@@ -237,6 +237,7 @@ impl Tool for HttpTool {
         let mut request = prepared
             .clients
             .for_url(&url)
+            .map_err(ToolError::Failed)?
             .request(prepared.method.clone(), url.clone())
             .headers(prepared.headers.clone());
         if prepared.has_body {
