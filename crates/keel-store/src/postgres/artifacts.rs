@@ -43,7 +43,7 @@ impl ArtifactStore for PgArtifacts {
         let record = crate::artifacts::record_for(request_id, name, media_type, content);
         let mut tx = store.pool().begin().await.map_err(e)?;
         sqlx_core::query::query::<Postgres>(
-            "INSERT INTO artifacts (id, request_id, created_at, record) VALUES ($1, $2, $3, $4::jsonb)",
+            "INSERT INTO artifacts (id, request_id, created_at, record) VALUES ($1, $2, $3, $4)",
         )
         .bind(&record.id)
         .bind(request_id.as_str())

@@ -213,9 +213,8 @@ pub(super) async fn take_over(store: &PgStore) -> Result<Vec<RequestId>, StoreEr
     const ORPHAN: &str = "owner_token IS NOT NULL AND owner_token <> $2 \
          AND (owner_token = ANY($1) OR NOT EXISTS (SELECT 1 FROM leases l WHERE l.token = runs.owner_token))";
     let requeued = sqlx_core::query::query::<Postgres>(sqlx_core::sql_str::AssertSqlSafe(format!(
-        "UPDATE runs SET status = 'queued', owner_token = NULL, \
-             record = jsonb_set(record, '{{status}}', '\"queued\"') \
-             WHERE status IN ('running', 'interrupted') AND last_seq = 0 AND queued IS NOT NULL \
+        "UPDATE runs SET status = 'queued', owner_token = NULL \
+                          WHERE status IN ('running', 'interrupted') AND last_seq = 0 AND queued IS NOT NULL \
              AND {ORPHAN}"
     )))
     .bind(&dead)
@@ -228,9 +227,8 @@ pub(super) async fn take_over(store: &PgStore) -> Result<Vec<RequestId>, StoreEr
         "WITH taken AS (SELECT request_id, owner_token AS previous FROM runs \
            WHERE status IN ('running', 'waiting_approval', 'interrupted') \
            AND (({ORPHAN}) OR (status = 'interrupted' AND owner_token = $2)) FOR UPDATE) \
-         UPDATE runs SET status = 'interrupted', owner_token = $2, \
-           record = jsonb_set(record, '{{status}}', '\"interrupted\"') \
-         FROM taken t WHERE runs.request_id = t.request_id \
+         UPDATE runs SET status = 'interrupted', owner_token = $2 \
+                    FROM taken t WHERE runs.request_id = t.request_id \
          RETURNING runs.request_id, t.previous IS DISTINCT FROM $2"
     )))
     .bind(&dead)
@@ -400,13 +398,12 @@ impl Cluster for PgStore {
         self.ready().await?;
         let token = self.inner.leases.current(self).await?.token;
         let rows = query(
-            "UPDATE runs r SET status = 'running', owner_token = $1, \
-             record = jsonb_set(r.record, '{status}', '\"running\"') \
-             FROM (SELECT request_id FROM runs WHERE status = 'queued' \
+            "UPDATE runs r SET status = 'running', owner_token = $1 \
+                          FROM (SELECT request_id FROM runs WHERE status = 'queued' \
                    ORDER BY started_at, request_id FOR UPDATE SKIP LOCKED LIMIT $2) q \
              WHERE r.request_id = q.request_id \
                AND EXISTS (SELECT 1 FROM leases l WHERE l.token = $1 AND l.expires_at > clock_timestamp()) \
-             RETURNING r.record::text, r.queued::text",
+             RETURNING r.record, r.status, r.queued",
         )
         .bind(token)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
@@ -416,7 +413,7 @@ impl Cluster for PgStore {
         let mut claimed = Vec::with_capacity(rows.len());
         for row in rows {
             let run = runs::run_from(&row, 0)?;
-            let request: Option<String> = row.try_get(1).map_err(|e| self.db_error(&e))?;
+            let request: Option<String> = row.try_get(2).map_err(|e| self.db_error(&e))?;
             let request = serde_json::from_str(request.as_deref().unwrap_or("null"))
                 .map_err(|e| super::corrupt("runs.queued", run.request_id.as_str(), &e))?;
             claimed.push(Claimed { run, request });
@@ -444,7 +441,7 @@ impl Cluster for PgStore {
         ));
         run.ended_at = Some(keel_types::now_rfc3339());
         let changed = query(
-            "UPDATE runs SET status = 'cancelled', record = $2::jsonb, queued = NULL \
+            "UPDATE runs SET status = 'cancelled', record = $2, queued = NULL \
              WHERE request_id = $1 AND status = 'queued'",
         )
         .bind(id.as_str())

@@ -119,7 +119,7 @@ impl PgStore {
         for approval in source.list_approvals(None).await? {
             let inserted = query(
                 "INSERT INTO approvals (id, request_id, status, created_at, record) \
-                 SELECT $1, $2, $3, $4, $5::jsonb WHERE EXISTS (SELECT 1 FROM runs WHERE request_id = $2) \
+                 SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM runs WHERE request_id = $2) \
                  ON CONFLICT (id) DO NOTHING",
             )
             .bind(&approval.approval_id)

@@ -39,7 +39,7 @@ async fn insert(
 ) -> Result<(), StoreError> {
     query(
         "INSERT INTO memory_records (id, version, namespace, status, valid_from, expires_at, \
-         record, search) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, \
+         record, search) VALUES ($1, $2, $3, $4, $5, $6, $7, \
          CASE WHEN $4 = 'active' THEN to_tsvector('simple', $8) END)",
     )
     .bind(&record.id)
@@ -49,7 +49,8 @@ async fn insert(
     .bind(&record.valid_from)
     .bind(record.expires_at.as_deref())
     .bind(to_json(record)?)
-    .bind(format!("{} {}", record.text, record.tags.join(" ")))
+    // The search vector only: a NUL cannot be in PostgreSQL text (the record keeps it).
+    .bind(format!("{} {}", record.text, record.tags.join(" ")).replace('\0', " "))
     .execute(&mut *conn)
     .await
     .map_err(|e| match &e {
@@ -117,15 +118,13 @@ async fn close(
 ) -> Result<MemoryRecord, StoreError> {
     let (by, reason) = why;
     let record = rules::closed(record, status, by, reason, now);
-    query(
-        "UPDATE memory_records SET status = $2, record = $3::jsonb, search = NULL WHERE seq = $1",
-    )
-    .bind(seq)
-    .bind(status.as_str())
-    .bind(to_json(&record)?)
-    .execute(&mut *conn)
-    .await
-    .map_err(|e| db_error(shown, &e))?;
+    query("UPDATE memory_records SET status = $2, record = $3, search = NULL WHERE seq = $1")
+        .bind(seq)
+        .bind(status.as_str())
+        .bind(to_json(&record)?)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| db_error(shown, &e))?;
     Ok(record)
 }
 

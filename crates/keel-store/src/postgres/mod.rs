@@ -16,7 +16,7 @@
 //!   `FOR UPDATE SKIP LOCKED`; `LISTEN/NOTIFY` carries queue, cancel, append and approval
 //!   signals between replicas.
 //!
-//! The record types are stored as JSON (`jsonb`) beside the columns lists filter and sort on,
+//! The record types are stored as JSON text (`jsonb` cannot hold a NUL character) beside the columns lists filter and sort on,
 //! so a record round-trips exactly.
 
 mod artifacts;
@@ -119,7 +119,7 @@ pub(crate) fn corrupt(table: &str, key: &str, error: &serde_json::Error) -> Stor
     }
 }
 
-/// A record as JSON text for a `jsonb` parameter.
+/// A record as JSON text for a `record` column.
 pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::Invalid(e.to_string()))
 }

@@ -1,5 +1,5 @@
 //! Approvals, tasks, skill candidates and tool telemetry on PostgreSQL. Each row keeps its
-//! whole record as `jsonb`; a decision is one conditional `UPDATE … WHERE status = 'pending'`,
+//! whole record as JSON text; a decision is one conditional `UPDATE … WHERE status = 'pending'`,
 //! so of two deciders on any replicas exactly one wins, and it notifies `keel`
 //! (`decided <id>`) so the run waiting on it wakes wherever it executes.
 
@@ -60,7 +60,7 @@ pub(super) async fn create_approval(
 ) -> Result<(), StoreError> {
     query(
         "INSERT INTO approvals (id, request_id, status, created_at, record) \
-         VALUES ($1, $2, $3, $4, $5::jsonb)",
+         VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(&approval.approval_id)
     .bind(approval.request_id.as_str())
@@ -158,7 +158,7 @@ pub(super) async fn decide_approval(
         .await?;
         approval.memory_record = Some(stored.id);
     }
-    query("UPDATE approvals SET status = $2, record = $3::jsonb WHERE id = $1")
+    query("UPDATE approvals SET status = $2, record = $3 WHERE id = $1")
         .bind(id.to_owned())
         .bind(verdict.status.as_str())
         .bind(to_json(&approval)?)
@@ -176,7 +176,7 @@ pub(super) async fn decide_approval(
 
 pub(super) async fn put_task(store: &PgStore, task: &TaskRecord) -> Result<(), StoreError> {
     query(
-        "INSERT INTO tasks (id, created_at, record) VALUES ($1, $2, $3::jsonb) \
+        "INSERT INTO tasks (id, created_at, record) VALUES ($1, $2, $3) \
          ON CONFLICT (id) DO UPDATE SET created_at = EXCLUDED.created_at, record = EXCLUDED.record",
     )
     .bind(&task.task_id)
@@ -223,16 +223,14 @@ pub(super) async fn create_candidate(
     store: &PgStore,
     candidate: &SkillCandidate,
 ) -> Result<(), StoreError> {
-    query(
-        "INSERT INTO skill_candidates (id, status, created_at, record) VALUES ($1, $2, $3, $4::jsonb)",
-    )
-    .bind(&candidate.candidate_id)
-    .bind(candidate.status.as_str())
-    .bind(&candidate.created_at)
-    .bind(to_json(candidate)?)
-    .execute(store.pool())
-    .await
-    .map_err(|e| store.db_error(&e))?;
+    query("INSERT INTO skill_candidates (id, status, created_at, record) VALUES ($1, $2, $3, $4)")
+        .bind(&candidate.candidate_id)
+        .bind(candidate.status.as_str())
+        .bind(&candidate.created_at)
+        .bind(to_json(candidate)?)
+        .execute(store.pool())
+        .await
+        .map_err(|e| store.db_error(&e))?;
     Ok(())
 }
 
@@ -281,7 +279,7 @@ pub(super) async fn decide_candidate(
     decided.reason = reason.map(str::to_owned);
     decided.path = path.map(str::to_owned);
     let changed = query(
-        "UPDATE skill_candidates SET status = $2, record = $3::jsonb \
+        "UPDATE skill_candidates SET status = $2, record = $3 \
          WHERE id = $1 AND status = 'pending'",
     )
     .bind(id.to_owned())
@@ -303,8 +301,8 @@ pub(super) async fn tool_stats(store: &PgStore) -> Result<Vec<ToolStats>, StoreE
     let e = |e: sqlx_core::Error| store.db_error(&e);
     let mut stats: BTreeMap<String, ToolStats> = BTreeMap::new();
     let guards = query(
-        "SELECT coalesce(body::jsonb->>'resolvedTool', body::jsonb->>'tool'), \
-         body::jsonb->>'decision', count(*) FROM events WHERE type = 'runtime.tool.guard' \
+        "SELECT coalesce(replace(body, '\\u0000', '')::jsonb->>'resolvedTool', replace(body, '\\u0000', '')::jsonb->>'tool'), \
+         replace(body, '\\u0000', '')::jsonb->>'decision', count(*) FROM events WHERE type = 'runtime.tool.guard' \
          GROUP BY 1, 2",
     )
     .fetch_all(store.pool())
@@ -331,7 +329,7 @@ pub(super) async fn tool_stats(store: &PgStore) -> Result<Vec<ToolStats>, StoreE
         "SELECT coalesce(b->'event'->>'toolId', b->'event'->>'tool'), \
          count(*) FILTER (WHERE (b->'event'->>'ok')::boolean = false), \
          array_agg(coalesce((b->'event'->>'durationMs')::bigint, 0)) \
-         FROM (SELECT body::jsonb AS b FROM events WHERE type = 'runtime.adapter.event') e \
+         FROM (SELECT replace(body, '\\u0000', '')::jsonb AS b FROM events WHERE type = 'runtime.adapter.event') e \
          WHERE b->'event'->>'phase' = 'agent.tool.result' GROUP BY 1",
     )
     .fetch_all(store.pool())

@@ -16,13 +16,24 @@ fn query(sql: &'static str) -> Query<'static> {
     sqlx_core::query::query::<Postgres>(sql)
 }
 
-/// The run record in a row's column `index` (its `record::text`).
+/// The run record in a row's columns `index` (the record) and `index + 1` (the status, which
+/// is the truth: replicas change it without rewriting the record).
 pub(super) fn run_from(row: &PgRow, index: usize) -> Result<RunRecord, StoreError> {
-    let text: String = row.try_get(index).map_err(|e| StoreError::Corrupt {
+    let column = |e: sqlx_core::Error| StoreError::Corrupt {
         location: "runs".into(),
         message: e.to_string(),
-    })?;
-    serde_json::from_str(&text).map_err(|e| corrupt("runs", "record", &e))
+    };
+    let text: String = row.try_get(index).map_err(column)?;
+    let status: String = row.try_get(index + 1).map_err(column)?;
+    let mut run: RunRecord =
+        serde_json::from_str(&text).map_err(|e| corrupt("runs", "record", &e))?;
+    run.status = status
+        .parse()
+        .map_err(|e: keel_types::UnknownName| StoreError::Corrupt {
+            location: "runs.status".into(),
+            message: e.to_string(),
+        })?;
+    Ok(run)
 }
 
 /// Inserts a run's row unless its id exists: owned by a token (none for a queued or imported
@@ -36,7 +47,7 @@ async fn insert_row(
     let inserted = query(
         "INSERT INTO runs (request_id, session_id, agent, status, started_at, owner, parent_id, \
          root_id, record, owner_token, queued, last_seq) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11::jsonb, $12) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
          ON CONFLICT (request_id) DO NOTHING",
     )
     .bind(run.request_id.as_str())
@@ -95,7 +106,7 @@ pub(super) async fn update(store: &PgStore, run: &RunRecord) -> Result<(), Store
            OR (t.owner_token = $9 AND EXISTS (SELECT 1 FROM leases l \
                WHERE l.token = $9 AND l.expires_at > clock_timestamp()))), \
          changed AS (UPDATE runs r SET status = $2, session_id = $3, agent = $4, started_at = $5, \
-           owner = $6, parent_id = $7, root_id = $8, record = $10::jsonb \
+           owner = $6, parent_id = $7, root_id = $8, record = $10 \
            FROM allowed a WHERE r.request_id = a.request_id RETURNING r.request_id) \
          SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM changed)",
     )
@@ -125,7 +136,7 @@ pub(super) async fn update(store: &PgStore, run: &RunRecord) -> Result<(), Store
 }
 
 pub(super) async fn get(store: &PgStore, id: &RequestId) -> Result<Option<RunRecord>, StoreError> {
-    let row = query("SELECT record::text FROM runs WHERE request_id = $1")
+    let row = query("SELECT record, status FROM runs WHERE request_id = $1")
         .bind(id.as_str())
         .fetch_optional(store.pool())
         .await
@@ -137,7 +148,7 @@ pub(super) async fn list(
     store: &PgStore,
     filter: &RunFilter,
 ) -> Result<Vec<RunRecord>, StoreError> {
-    let mut sql = String::from("SELECT record::text FROM runs WHERE true");
+    let mut sql = String::from("SELECT record, status FROM runs WHERE true");
     let mut values: Vec<String> = Vec::new();
     let mut add = |sql: &mut String, clause: &str, value: String| {
         values.push(value);
@@ -235,7 +246,7 @@ pub(super) async fn claim(
     token: i64,
 ) -> Result<RunRecord, StoreError> {
     let mut tx = store.pool().begin().await.map_err(|e| store.db_error(&e))?;
-    let row = query("SELECT record::text, status FROM runs WHERE request_id = $1 FOR UPDATE")
+    let row = query("SELECT record, status FROM runs WHERE request_id = $1 FOR UPDATE")
         .bind(id.as_str())
         .fetch_optional(&mut *tx)
         .await
@@ -256,13 +267,15 @@ pub(super) async fn claim(
     run.error = None;
     run.finish_reason = None;
     run.ended_at = None;
-    query("UPDATE runs SET status = 'running', owner_token = $2, record = $3::jsonb WHERE request_id = $1")
-        .bind(id.as_str())
-        .bind(token)
-        .bind(to_json(&run)?)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| store.db_error(&e))?;
+    query(
+        "UPDATE runs SET status = 'running', owner_token = $2, record = $3 WHERE request_id = $1",
+    )
+    .bind(id.as_str())
+    .bind(token)
+    .bind(to_json(&run)?)
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| store.db_error(&e))?;
     tx.commit().await.map_err(|e| store.db_error(&e))?;
     Ok(run)
 }

@@ -17,6 +17,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "memory",
         include_str!("../../migrations/postgres/0002_memory.sql"),
     ),
+    (
+        "records as text",
+        include_str!("../../migrations/postgres/0003_records_as_text.sql"),
+    ),
 ];
 
 /// The schema version this Keel writes.

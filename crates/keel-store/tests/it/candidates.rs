@@ -1,11 +1,12 @@
-//! Skill candidates on the SQLite store: stored, listed by status, decided exactly once, kept
-//! across a reopen.
+//! Skill candidates on both stores (contract tests): stored, listed by status, decided exactly
+//! once, kept across a reopen.
 
 use keel_types::{CandidateStatus, RequestId, SkillCandidate, StoreError};
 
 use crate::backends::Backend;
 
-fn candidate(id: &str, name: &str, created_at: &str) -> SkillCandidate {
+/// A pending skill candidate (also used by other contract tests).
+pub fn candidate(id: &str, name: &str, created_at: &str) -> SkillCandidate {
     SkillCandidate {
         candidate_id: id.into(),
         name: name.into(),

@@ -12,6 +12,7 @@ mod memory;
 mod multiprocess;
 mod pagination;
 mod postgres;
+mod records;
 mod recovery;
 mod segments;
 mod seq_rules;

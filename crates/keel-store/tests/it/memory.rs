@@ -1,6 +1,7 @@
-//! Memory records on the SQLite store: full-text recall per namespace, versions that are
-//! closed rather than overwritten, merges that keep both provenances, expiry, an approval
-//! that stores its candidate exactly once, import of an export, and an online backup.
+//! Memory records on both stores (contract tests): full-text recall per namespace, versions
+//! that are closed rather than overwritten, merges that keep both provenances, expiry, an
+//! approval that stores its candidate exactly once, import of an export, and an online backup
+//! (SQLite; PostgreSQL refuses and names pg_dump).
 
 use keel_types::{
     ApprovalRecord, ApprovalScope, ApprovalStatus, MemoryCandidate, MemoryFilter, MemoryKind,
@@ -10,7 +11,8 @@ use keel_types::{
 
 use crate::backends::Backend;
 
-fn candidate(namespace: &str, text: &str) -> MemoryCandidate {
+/// A memory candidate of `namespace` (also used by other contract tests).
+pub fn candidate(namespace: &str, text: &str) -> MemoryCandidate {
     MemoryCandidate {
         namespace: namespace.into(),
         memory: "user-notes".into(),

@@ -1,16 +1,15 @@
-//! Crash recovery: runs of dead processes become `interrupted`, their mirrors are repaired
-//! from the store, live runs are left alone, and exactly one claimer resumes a run.
+//! Crash recovery on the SQLite store: runs of dead processes (by pid) become `interrupted`,
+//! their mirrors are repaired from the store, and live runs are left alone. (That exactly one
+//! claimer resumes a run is a contract test of both stores, in `claims.rs`.)
 
 use std::fs;
 use std::io::Write;
 use std::path::Path;
 
 use keel_store::{MirrorStatus, SqliteStore};
-use keel_types::{RequestId, RunStatus, RunStore, StoreError};
+use keel_types::{RequestId, RunStatus, RunStore};
 
-use crate::{
-    assert_mirror_matches, dead_pid, delta, raw_db, record, run_with_events, started, stored_seqs,
-};
+use crate::{assert_mirror_matches, dead_pid, delta, raw_db, run_with_events, stored_seqs};
 
 /// Makes a run look owned by a process that no longer exists.
 fn orphan(db: &Path, id: &str) {
@@ -135,60 +134,6 @@ async fn a_mirror_behind_its_store_is_completed_when_a_restarted_process_appends
     tear_mirror(&store.events_path(&RequestId::from("run_1")), 2);
     store.append(&[delta("run_1", 6)]).await.unwrap();
     assert_mirror_matches(&store, "run_1").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_is_claimed_exactly_once_when_claimers_race() {
-    let dir = tempfile::tempdir().unwrap();
-    // Two stores on one workspace, as two processes would have.
-    let first = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
-    let second = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
-    for round in 0..10 {
-        let id = format!("run_{round}");
-        first
-            .create_run(&record(&id, "a", RunStatus::Interrupted))
-            .await
-            .unwrap();
-        first.append(&[started(&id, 1)]).await.unwrap();
-        let claims: Vec<_> = (0..4)
-            .map(|n| {
-                let store = if n % 2 == 0 {
-                    first.clone()
-                } else {
-                    second.clone()
-                };
-                let id = RequestId::from(id.as_str());
-                tokio::spawn(async move { store.claim(&id).await })
-            })
-            .collect();
-        let mut won = 0;
-        for claim in claims {
-            match claim.await.unwrap() {
-                Ok(run) => {
-                    won += 1;
-                    assert_eq!((run.status, run.links.resumed), (RunStatus::Running, 1));
-                }
-                Err(StoreError::Invalid(message)) => {
-                    assert!(message.contains("is running"), "{message}");
-                }
-                Err(other) => panic!("unexpected error: {other}"),
-            }
-        }
-        assert_eq!(won, 1, "round {round}");
-    }
-    assert!(matches!(
-        first.claim(&RequestId::from("run_missing")).await,
-        Err(StoreError::NotFound(_))
-    ));
-    first
-        .create_run(&record("run_done", "a", RunStatus::Completed))
-        .await
-        .unwrap();
-    let not_interrupted = first.claim(&RequestId::from("run_done")).await.unwrap_err();
-    assert!(
-        matches!(&not_interrupted, StoreError::Invalid(m) if m.contains("completed")),
-        "{not_interrupted}"
-    );
 }
 
 #[tokio::test]
