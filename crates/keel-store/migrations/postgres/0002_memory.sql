@@ -2,8 +2,10 @@
 -- closes the current version (`status`, `validTo` in `record`) and, for updates and merges,
 -- inserts the next, in one transaction; nothing else is changed in place. `record` is the
 -- whole version as JSON; the columns are what lists, recall and maintenance filter on.
--- `search` is the full-text vector of an ACTIVE version (text and tags, the `simple`
--- configuration: lower-cased words, no stemming), NULL once it is closed.
+-- `search` is the full-text vector of an ACTIVE version, NULL once it is closed: its text's
+-- and tags' words as the SQLite store's tokenizer splits them (runs of letters and digits,
+-- lower-cased, Latin diacritics removed; split by keel, so PostgreSQL's parser sees plain
+-- words) under the `simple` configuration (no stemming, no stop words).
 CREATE TABLE memory_records (
     seq        bigserial PRIMARY KEY,
     id         text NOT NULL,

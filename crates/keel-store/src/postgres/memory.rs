@@ -1,10 +1,18 @@
 //! Long-term memory on PostgreSQL (migration 0002): one row per version in `memory_records`,
 //! the active versions' full-text vectors in a GIN index (ranked with `ts_rank`).
 //!
-//! Each change is one transaction holding a per-record advisory lock, so two changes of one
-//! record (on any replicas) apply one after the other: closing a version, inserting the next
-//! and keeping the vector in step happen together or not at all.
+//! - **Changes.** An update, deletion or merge holds a per-record advisory lock for its
+//!   transaction, so two changes of one record (on any replicas) apply one after the other,
+//!   and locks the current versions' rows (`FOR UPDATE`, in `seq` order, as an expiry does):
+//!   a version closed meanwhile is no longer active when its lock is granted, so a change and
+//!   an expiry never both win. Closing a version, inserting the next and keeping its vector in
+//!   step happen in one transaction.
+//! - **Recall.** Text and tags are indexed as the words a query is made of (the SQLite
+//!   store's tokenizer, not PostgreSQL's parser): runs of letters and digits, lower-cased,
+//!   Latin diacritics removed, so `alice@example.com` holds `alice`, `example` and `com`, as
+//!   it does in SQLite. A query is any of its words (`to_tsquery('simple', 'a | b')`).
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use async_trait::async_trait;
@@ -20,6 +28,11 @@ use crate::memory_rules as rules;
 
 const TABLE: &str = "memory_records";
 
+/// Versions inserted by one statement of an import.
+const CHUNK: usize = 500;
+
+type Tx = sqlx_core::transaction::Transaction<'static, Postgres>;
+
 fn query(
     sql: &'static str,
 ) -> sqlx_core::query::Query<'static, Postgres, sqlx_postgres::PgArguments> {
@@ -31,83 +44,226 @@ fn decode(shown: &str, row: &PgRow, index: usize) -> Result<MemoryRecord, StoreE
     serde_json::from_str(&text).map_err(|e| corrupt(TABLE, "record", &e))
 }
 
-/// Inserts one version (with its full-text vector when active).
+/// Lower-case letters with diacritics and their base letters (the Latin scripts), and the
+/// final sigma: what SQLite's `unicode61 remove_diacritics 2` tokenizer folds.
+const FOLDS: &[(char, &str)] = &[
+    ('a', "àáâãäåāăąǎȧạảấầẩẫậắằẳẵặ"),
+    ('c', "çćĉċč"),
+    ('d', "ď"),
+    ('e', "èéêëēĕėęěȩẹẻẽếềểễệ"),
+    ('g', "ĝğġģǧ"),
+    ('h', "ĥ"),
+    ('i', "ìíîïĩīĭįǐỉị"),
+    ('j', "ĵǰ"),
+    ('k', "ķǩ"),
+    ('l', "ĺļľ"),
+    ('n', "ñńņňǹ"),
+    ('o', "òóôõöōŏőơǒȯọỏốồổỗộớờởỡợ"),
+    ('r', "ŕŗř"),
+    ('s', "śŝşšș"),
+    ('t', "ţťț"),
+    ('u', "ùúûüũūŭůűųưǔǖǘǚǜụủứừửữự"),
+    ('w', "ŵ"),
+    ('y', "ýÿŷȳỳỵỷỹ"),
+    ('z', "źżž"),
+    ('σ', "ς"),
+];
+
+/// A lower-case word with its Latin diacritics removed (and `ς` as `σ`).
+fn fold_word(word: &str) -> String {
+    word.chars()
+        .map(|c| match c.is_ascii() {
+            true => c,
+            false => FOLDS
+                .iter()
+                .find(|(_, from)| from.contains(c))
+                .map_or(c, |(base, _)| *base),
+        })
+        .collect()
+}
+
+/// Text without combining diacritical marks (so a decomposed `é` is one word, as in SQLite).
+fn without_marks(text: &str) -> String {
+    text.chars()
+        .filter(|c| !('\u{300}'..='\u{36f}').contains(c))
+        .collect()
+}
+
+/// The words a version is found by, in order: its text's, then its tags'. Split, lower-cased
+/// and folded as a query's words are, joined by spaces (so PostgreSQL's parser sees plain
+/// words only).
+fn indexed_words(record: &MemoryRecord) -> String {
+    let mut words = String::new();
+    for part in std::iter::once(&record.text).chain(&record.tags) {
+        let part = without_marks(part);
+        for word in part.split(|c: char| !c.is_alphanumeric()) {
+            if !word.is_empty() {
+                if !words.is_empty() {
+                    words.push(' ');
+                }
+                words.push_str(&fold_word(&word.to_lowercase()));
+            }
+        }
+    }
+    words
+}
+
+/// The `tsquery` for free text: any of its words. Each word is letters and digits only, so
+/// none can be read as `tsquery` syntax.
+fn ts_query(text: &str) -> Option<String> {
+    let mut words: Vec<String> = rules::query_words(&without_marks(text))
+        .iter()
+        .map(|w| fold_word(w))
+        .filter(|w| !w.is_empty() && w.chars().all(char::is_alphanumeric))
+        .collect();
+    words.sort();
+    words.dedup();
+    (!words.is_empty()).then(|| words.join(" | "))
+}
+
+/// A version number as the `integer` column holds it.
+fn version_column(record: &MemoryRecord) -> Result<i32, StoreError> {
+    i32::try_from(record.version)
+        .ok()
+        .filter(|v| *v >= 1)
+        .ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "memory record `{}` has version {}; versions run from 1 to {}",
+                record.id,
+                record.version,
+                i32::MAX
+            ))
+        })
+}
+
+/// Inserts versions (each with its full-text vector when active), in order: one statement.
 async fn insert(
     conn: &mut PgConnection,
     shown: &str,
-    record: &MemoryRecord,
+    records: &[MemoryRecord],
 ) -> Result<(), StoreError> {
+    let n = records.len();
+    let (mut ids, mut versions, mut namespaces, mut statuses) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut starts, mut expiries, mut jsons, mut words) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for record in records {
+        ids.push(record.id.clone());
+        versions.push(version_column(record)?);
+        namespaces.push(record.namespace.clone());
+        statuses.push(record.status.as_str().to_owned());
+        starts.push(record.valid_from.clone());
+        expiries.push(record.expires_at.clone());
+        jsons.push(to_json(record)?);
+        words.push(indexed_words(record));
+    }
     query(
         "INSERT INTO memory_records (id, version, namespace, status, valid_from, expires_at, \
-         record, search) VALUES ($1, $2, $3, $4, $5, $6, $7, \
-         CASE WHEN $4 = 'active' THEN to_tsvector('simple', $8) END)",
+         record, search) \
+         SELECT id, version, namespace, status, valid_from, expires_at, record, \
+         CASE WHEN status = 'active' THEN to_tsvector('simple', words) END \
+         FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::text[], \
+         $6::text[], $7::text[], $8::text[]) WITH ORDINALITY \
+         AS v (id, version, namespace, status, valid_from, expires_at, record, words, n) \
+         ORDER BY n",
     )
-    .bind(&record.id)
-    .bind(i32::try_from(record.version).unwrap_or(i32::MAX))
-    .bind(&record.namespace)
-    .bind(record.status.as_str())
-    .bind(&record.valid_from)
-    .bind(record.expires_at.as_deref())
-    .bind(to_json(record)?)
-    // The search vector only: a NUL cannot be in PostgreSQL text (the record keeps it).
-    .bind(format!("{} {}", record.text, record.tags.join(" ")).replace('\0', " "))
+    .bind(ids)
+    .bind(versions)
+    .bind(namespaces)
+    .bind(statuses)
+    .bind(starts)
+    .bind(expiries)
+    .bind(jsons)
+    .bind(words)
     .execute(&mut *conn)
     .await
-    .map_err(|e| match &e {
-        sqlx_core::Error::Database(db) if db.is_unique_violation() => StoreError::Invalid(format!(
-            "memory record `{}` version {} exists already",
-            record.id, record.version
-        )),
+    .map_err(|e| match (&e, records) {
+        (sqlx_core::Error::Database(db), [record]) if db.is_unique_violation() => {
+            StoreError::Invalid(format!(
+                "memory record `{}` version {} exists already",
+                record.id, record.version
+            ))
+        }
+        (sqlx_core::Error::Database(db), _) if db.is_unique_violation() => {
+            StoreError::Invalid(format!("a memory record version exists already ({db})"))
+        }
         _ => db_error(shown, &e),
     })?;
     Ok(())
 }
 
-/// Serializes the changes of record `id` until the transaction ends.
-async fn lock(conn: &mut PgConnection, shown: &str, id: &str) -> Result<(), StoreError> {
+/// Serializes the transactions that take the same `key` until they end.
+async fn lock(conn: &mut PgConnection, shown: &str, key: &str) -> Result<(), StoreError> {
     query("SELECT pg_advisory_xact_lock(hashtextextended('keel memory ' || $1, 0))")
-        .bind(id.to_owned())
+        .bind(key.to_owned())
         .execute(&mut *conn)
         .await
         .map_err(|e| db_error(shown, &e))?;
     Ok(())
 }
 
-/// The latest version of a record and its row.
+/// The latest version of a record.
 async fn latest(
     conn: &mut PgConnection,
     shown: &str,
     id: &str,
-) -> Result<Option<(i64, MemoryRecord)>, StoreError> {
-    let row = query(
-        "SELECT seq, record::text FROM memory_records WHERE id = $1 ORDER BY version DESC LIMIT 1",
-    )
-    .bind(id.to_owned())
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(|e| db_error(shown, &e))?;
-    match row {
-        Some(row) => {
-            let seq: i64 = row.try_get(0).map_err(|e| db_error(shown, &e))?;
-            Ok(Some((seq, decode(shown, &row, 1)?)))
-        }
-        None => Ok(None),
-    }
+) -> Result<Option<MemoryRecord>, StoreError> {
+    query("SELECT record::text FROM memory_records WHERE id = $1 ORDER BY version DESC LIMIT 1")
+        .bind(id.to_owned())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(|e| db_error(shown, &e))?
+        .map(|row| decode(shown, &row, 0))
+        .transpose()
 }
 
-/// The current, active version of a record, or a clear error.
-async fn active(
+/// The current, active versions of `ids` with their rows, in the order of `ids`, locked until
+/// the transaction ends; or the error naming the first that is not active.
+///
+/// Rows are locked in `seq` order, as an expiry locks them, so no two transactions wait for
+/// each other; a row closed while we waited is left out (no longer `active`).
+async fn lock_active(
     conn: &mut PgConnection,
     shown: &str,
-    id: &str,
-) -> Result<(i64, MemoryRecord), StoreError> {
-    match latest(conn, shown, id).await? {
-        Some((seq, record)) if record.status == MemoryStatus::Active => Ok((seq, record)),
-        other => Err(rules::not_active(id, other.as_ref().map(|(_, r)| r))),
+    ids: &[&str],
+) -> Result<Vec<(i64, MemoryRecord)>, StoreError> {
+    let rows = query(
+        "SELECT seq, id, record::text FROM memory_records \
+         WHERE id = ANY($1) AND status = 'active' ORDER BY seq FOR UPDATE",
+    )
+    .bind(ids.iter().map(|id| (*id).to_owned()).collect::<Vec<_>>())
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| db_error(shown, &e))?;
+    let mut found = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let seq: i64 = row.try_get(0).map_err(|e| db_error(shown, &e))?;
+        let id: String = row.try_get(1).map_err(|e| db_error(shown, &e))?;
+        found.insert(id, (seq, decode(shown, row, 2)?));
     }
+    let mut current = Vec::with_capacity(ids.len());
+    for id in ids {
+        match found.remove(*id) {
+            Some(version) => current.push(version),
+            None => {
+                let latest = latest(conn, shown, id).await?;
+                return Err(rules::not_active(id, latest.as_ref()));
+            }
+        }
+    }
+    Ok(current)
 }
 
-/// Closes an active version: the one in-place change a record sees.
+/// Closes an active version: the one in-place change a record sees. Only an active row is
+/// closed; one closed meanwhile is the error a change of a closed record gets.
 async fn close(
     conn: &mut PgConnection,
     shown: &str,
@@ -118,13 +274,20 @@ async fn close(
 ) -> Result<MemoryRecord, StoreError> {
     let (by, reason) = why;
     let record = rules::closed(record, status, by, reason, now);
-    query("UPDATE memory_records SET status = $2, record = $3, search = NULL WHERE seq = $1")
-        .bind(seq)
-        .bind(status.as_str())
-        .bind(to_json(&record)?)
-        .execute(&mut *conn)
-        .await
-        .map_err(|e| db_error(shown, &e))?;
+    let done = query(
+        "UPDATE memory_records SET status = $2, record = $3, search = NULL \
+         WHERE seq = $1 AND status = 'active'",
+    )
+    .bind(seq)
+    .bind(status.as_str())
+    .bind(to_json(&record)?)
+    .execute(&mut *conn)
+    .await
+    .map_err(|e| db_error(shown, &e))?;
+    if done.rows_affected() != 1 {
+        let latest = latest(conn, shown, &record.id).await?;
+        return Err(rules::not_active(&record.id, latest.as_ref()));
+    }
     Ok(record)
 }
 
@@ -137,7 +300,7 @@ pub(super) async fn store_in(
     now: &str,
 ) -> Result<MemoryRecord, StoreError> {
     let record = rules::first_version(candidate, approved_by, now);
-    insert(conn, shown, &record).await?;
+    insert(conn, shown, std::slice::from_ref(&record)).await?;
     Ok(record)
 }
 
@@ -148,7 +311,9 @@ async fn update(
     by: &str,
     now: &str,
 ) -> Result<MemoryRecord, StoreError> {
-    let current = active(conn, shown, id).await?;
+    let Some(current) = lock_active(conn, shown, &[id]).await?.pop() else {
+        return Err(rules::not_active(id, None));
+    };
     let next = rules::updated(&current.1, change, by, now);
     close(
         conn,
@@ -159,7 +324,7 @@ async fn update(
         now,
     )
     .await?;
-    insert(conn, shown, &next).await?;
+    insert(conn, shown, std::slice::from_ref(&next)).await?;
     Ok(next)
 }
 
@@ -171,8 +336,10 @@ async fn merge(
     now: &str,
 ) -> Result<MemoryRecord, StoreError> {
     rules::check_not_self(merge)?;
-    let kept = active(conn, shown, &merge.kept).await?;
-    let dropped = active(conn, shown, &merge.dropped).await?;
+    let mut both = lock_active(conn, shown, &[&merge.kept, &merge.dropped]).await?;
+    let (Some(dropped), Some(kept)) = (both.pop(), both.pop()) else {
+        return Err(rules::not_active(&merge.kept, None));
+    };
     rules::check_merge(merge, &kept.1, &dropped.1)?;
     let reason = rules::dropped_reason(merge);
     let dropped = close(
@@ -194,38 +361,94 @@ async fn merge(
         now,
     )
     .await?;
-    insert(conn, shown, &next).await?;
+    insert(conn, shown, std::slice::from_ref(&next)).await?;
     Ok(next)
 }
 
-/// The `tsquery` for free text: any of its words.
-fn ts_query(text: &str) -> Option<String> {
-    let words = rules::query_words(text);
-    (!words.is_empty()).then(|| words.join(" | "))
+/// Closes the due versions; each pass locks what is due now (a version a concurrent change
+/// inserted while we waited is due in the next pass).
+async fn expire(
+    conn: &mut PgConnection,
+    shown: &str,
+    now: &str,
+) -> Result<Vec<MemoryRecord>, StoreError> {
+    let mut expired = Vec::new();
+    loop {
+        let due = query(
+            "SELECT seq, record::text FROM memory_records WHERE status = 'active' \
+             AND expires_at IS NOT NULL AND expires_at <= $1 ORDER BY seq FOR UPDATE",
+        )
+        .bind(now.to_owned())
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| db_error(shown, &e))?;
+        if due.is_empty() {
+            return Ok(expired);
+        }
+        for row in due {
+            let seq: i64 = row.try_get(0).map_err(|e| db_error(shown, &e))?;
+            let record = decode(shown, &row, 1)?;
+            let why = ("ttl", Some("past its time to live"));
+            let closed = close(conn, shown, (seq, record), MemoryStatus::Expired, why, now);
+            expired.push(closed.await?);
+        }
+    }
+}
+
+/// Checks an export before anything is written: the first version (in order) whose record
+/// exists already, or that cannot be stored, is the error, as in the SQLite store.
+async fn check_import(
+    conn: &mut PgConnection,
+    shown: &str,
+    records: &[MemoryRecord],
+) -> Result<(), StoreError> {
+    let ids: Vec<String> = records
+        .iter()
+        .map(|r| r.id.clone())
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let existing: HashSet<String> = sqlx_core::query_scalar::query_scalar::<Postgres, String>(
+        "SELECT DISTINCT id FROM memory_records WHERE id = ANY($1)",
+    )
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| db_error(shown, &e))?
+    .into_iter()
+    .collect();
+    let mut seen = HashSet::new();
+    for record in records {
+        if existing.contains(&record.id) {
+            return Err(rules::exists_already(&record.id));
+        }
+        version_column(record).map_err(|e| rules::import_error(record, e))?;
+        if !seen.insert((record.id.as_str(), record.version)) {
+            let twice = StoreError::Invalid(format!(
+                "memory record `{}` version {} exists already",
+                record.id, record.version
+            ));
+            return Err(rules::import_error(record, twice));
+        }
+    }
+    Ok(())
 }
 
 impl PgStore {
-    /// A transaction holding the advisory locks of `ids`.
-    async fn begin(
-        &self,
-        ids: &[&str],
-    ) -> Result<sqlx_core::transaction::Transaction<'static, Postgres>, StoreError> {
+    /// A transaction holding the advisory locks of `keys` (taken in sorted order).
+    async fn begin_memory(&self, keys: &[&str]) -> Result<Tx, StoreError> {
         self.ready().await?;
         let mut tx = self.pool().begin().await.map_err(|e| self.db_error(&e))?;
-        let mut sorted = ids.to_vec();
+        let mut sorted = keys.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
-        for id in sorted {
-            lock(&mut tx, self.shown_url(), id).await?;
+        for key in sorted {
+            lock(&mut tx, self.shown_url(), key).await?;
         }
         Ok(tx)
     }
 
-    async fn commit<T>(
-        &self,
-        tx: sqlx_core::transaction::Transaction<'static, Postgres>,
-        value: T,
-    ) -> Result<T, StoreError> {
+    async fn commit_memory<T>(&self, tx: Tx, value: T) -> Result<T, StoreError> {
         tx.commit().await.map_err(|e| self.db_error(&e))?;
         Ok(value)
     }
@@ -245,6 +468,10 @@ impl PgStore {
     }
 }
 
+/// The advisory lock an import holds: one for every import, not one per record (an export
+/// may hold more records than the server's lock table).
+const IMPORT_LOCK: &str = "import";
+
 #[async_trait]
 impl MemoryStore for PgStore {
     async fn store_memory(
@@ -253,9 +480,9 @@ impl MemoryStore for PgStore {
         approved_by: &str,
     ) -> Result<MemoryRecord, StoreError> {
         let now = keel_types::now_rfc3339();
-        let mut tx = self.begin(&[]).await?;
+        let mut tx = self.begin_memory(&[]).await?;
         let stored = store_in(&mut tx, self.shown_url(), candidate, approved_by, &now).await?;
-        self.commit(tx, stored).await
+        self.commit_memory(tx, stored).await
     }
 
     async fn get_memory(&self, id: &str) -> Result<Option<MemoryRecord>, StoreError> {
@@ -301,9 +528,10 @@ impl MemoryStore for PgStore {
 
     async fn memory_namespaces(&self) -> Result<Vec<String>, StoreError> {
         self.ready().await?;
+        // Byte order, as SQLite sorts (whatever the database's collation).
         sqlx_core::query_scalar::query_scalar::<Postgres, String>(
-            "SELECT DISTINCT namespace FROM memory_records WHERE status = 'active' \
-             ORDER BY namespace",
+            "SELECT namespace FROM (SELECT DISTINCT namespace FROM memory_records \
+             WHERE status = 'active') n ORDER BY namespace COLLATE \"C\"",
         )
         .fetch_all(self.pool())
         .await
@@ -323,8 +551,10 @@ impl MemoryStore for PgStore {
             return Ok(Vec::new());
         }
         self.ready().await?;
+        // Normalization 1: divided by 1 + log(words), so a short record that matches ranks
+        // above a long one, as with bm25.
         let rows = query(
-            "SELECT m.record::text, ts_rank(m.search, q)::float8 AS score \
+            "SELECT m.record::text, ts_rank(m.search, q, 1)::float8 AS score \
              FROM memory_records m, to_tsquery('simple', $1) q \
              WHERE m.status = 'active' AND m.namespace = ANY($2) AND m.search @@ q \
              ORDER BY score DESC, m.seq DESC LIMIT $3",
@@ -355,9 +585,9 @@ impl MemoryStore for PgStore {
         by: &str,
     ) -> Result<MemoryRecord, StoreError> {
         let now = keel_types::now_rfc3339();
-        let mut tx = self.begin(&[id]).await?;
+        let mut tx = self.begin_memory(&[id]).await?;
         let next = update(&mut tx, self.shown_url(), (id, change), by, &now).await?;
-        self.commit(tx, next).await
+        self.commit_memory(tx, next).await
     }
 
     async fn delete_memory(
@@ -368,49 +598,19 @@ impl MemoryStore for PgStore {
     ) -> Result<MemoryRecord, StoreError> {
         let now = keel_types::now_rfc3339();
         let shown = self.shown_url();
-        let mut tx = self.begin(&[id]).await?;
-        let current = active(&mut tx, shown, id).await?;
-        let closed = close(
-            &mut tx,
-            shown,
-            current,
-            MemoryStatus::Deleted,
-            (by, reason),
-            &now,
-        )
-        .await?;
-        self.commit(tx, closed).await
+        let mut tx = self.begin_memory(&[id]).await?;
+        let Some(current) = lock_active(&mut tx, shown, &[id]).await?.pop() else {
+            return Err(rules::not_active(id, None));
+        };
+        let why = (by, reason);
+        let closed = close(&mut tx, shown, current, MemoryStatus::Deleted, why, &now).await?;
+        self.commit_memory(tx, closed).await
     }
 
     async fn expire_memory(&self, now: &str) -> Result<Vec<MemoryRecord>, StoreError> {
-        let shown = self.shown_url();
-        let mut tx = self.begin(&[]).await?;
-        let due = query(
-            "SELECT seq, record::text FROM memory_records WHERE status = 'active' \
-             AND expires_at IS NOT NULL AND expires_at <= $1 ORDER BY seq FOR UPDATE",
-        )
-        .bind(now.to_owned())
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(|e| db_error(shown, &e))?;
-        let mut expired = Vec::with_capacity(due.len());
-        for row in due {
-            let seq: i64 = row.try_get(0).map_err(|e| db_error(shown, &e))?;
-            let record = decode(shown, &row, 1)?;
-            let why = ("ttl", Some("past its time to live"));
-            expired.push(
-                close(
-                    &mut tx,
-                    shown,
-                    (seq, record),
-                    MemoryStatus::Expired,
-                    why,
-                    now,
-                )
-                .await?,
-            );
-        }
-        self.commit(tx, expired).await
+        let mut tx = self.begin_memory(&[]).await?;
+        let expired = expire(&mut tx, self.shown_url(), now).await?;
+        self.commit_memory(tx, expired).await
     }
 
     async fn merge_memory(
@@ -420,10 +620,10 @@ impl MemoryStore for PgStore {
     ) -> Result<MemoryRecord, StoreError> {
         let now = keel_types::now_rfc3339();
         let mut tx = self
-            .begin(&[request.kept.as_str(), request.dropped.as_str()])
+            .begin_memory(&[request.kept.as_str(), request.dropped.as_str()])
             .await?;
         let next = merge(&mut tx, self.shown_url(), request, by, &now).await?;
-        self.commit(tx, next).await
+        self.commit_memory(tx, next).await
     }
 
     async fn memory_without_embedding(
@@ -457,9 +657,10 @@ impl MemoryStore for PgStore {
         embedding: &[f32],
     ) -> Result<(), StoreError> {
         self.ready().await?;
+        // A version past the column's range matches no row (nothing to keep), as in SQLite.
         query("UPDATE memory_records SET embedding = $3 WHERE id = $1 AND version = $2")
             .bind(id.to_owned())
-            .bind(i32::try_from(version).unwrap_or(i32::MAX))
+            .bind(i64::from(version))
             .bind(embedding.to_vec())
             .execute(self.pool())
             .await
@@ -494,46 +695,55 @@ impl MemoryStore for PgStore {
         }
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         scored.truncate(limit);
-        let mut hits = Vec::with_capacity(scored.len());
-        for (similarity, seq) in scored {
-            let row = query("SELECT record::text FROM memory_records WHERE seq = $1")
-                .bind(seq)
-                .fetch_one(self.pool())
-                .await
-                .map_err(|e| self.db_error(&e))?;
-            hits.push(MemoryHit {
-                record: decode(self.shown_url(), &row, 0)?,
-                text_score: None,
-                similarity: Some(similarity),
-                score: similarity,
-            });
+        let rows = query("SELECT seq, record::text FROM memory_records WHERE seq = ANY($1)")
+            .bind(scored.iter().map(|(_, seq)| *seq).collect::<Vec<_>>())
+            .fetch_all(self.pool())
+            .await
+            .map_err(|e| self.db_error(&e))?;
+        let mut records = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let seq: i64 = row.try_get(0).map_err(|e| self.db_error(&e))?;
+            records.insert(seq, decode(self.shown_url(), row, 1)?);
         }
-        Ok(hits)
+        Ok(scored
+            .into_iter()
+            .filter_map(|(similarity, seq)| {
+                records.remove(&seq).map(|record| MemoryHit {
+                    record,
+                    text_score: None,
+                    similarity: Some(similarity),
+                    score: similarity,
+                })
+            })
+            .collect())
     }
 
     async fn import_memory(&self, records: &[MemoryRecord]) -> Result<u64, StoreError> {
-        let ids: Vec<&str> = records.iter().map(|r| r.id.as_str()).collect();
         let shown = self.shown_url();
-        let mut tx = self.begin(&ids).await?;
-        let mut seen = std::collections::HashSet::new();
-        for record in records {
-            if seen.insert(record.id.as_str())
-                && latest(&mut tx, shown, &record.id).await?.is_some()
-            {
-                return Err(rules::exists_already(&record.id));
-            }
-            insert(&mut tx, shown, record)
+        // Imports run one at a time; nothing else writes a record id that does not exist yet
+        // (new records get fresh ids), so the check below stays true until the commit.
+        let mut tx = self.begin_memory(&[IMPORT_LOCK]).await?;
+        check_import(&mut tx, shown, records).await?;
+        for chunk in records.chunks(CHUNK) {
+            insert(&mut tx, shown, chunk)
                 .await
-                .map_err(|e| rules::import_error(record, e))?;
+                .map_err(|e| match chunk {
+                    [record] => rules::import_error(record, e),
+                    _ => e,
+                })?;
         }
-        self.commit(tx, records.len() as u64).await
+        self.commit_memory(tx, records.len() as u64).await
     }
 
     /// A database server is backed up with its own tools.
     async fn backup(&self, _to: &Path) -> Result<(), StoreError> {
+        let schema = match &self.inner.options.schema {
+            Some(schema) => format!("--schema={schema} "),
+            None => String::new(),
+        };
         Err(StoreError::Invalid(format!(
             "the PostgreSQL store is backed up with the database's own tools (e.g. `pg_dump \
-             {}`), not by keel",
+             {schema}{}`), not by keel",
             self.shown_url()
         )))
     }
