@@ -38,10 +38,10 @@ use std::time::{Duration, Instant};
 use keel_store::{PgOptions, PgStore, SqliteStore};
 use keel_test_support::database_url;
 use keel_types::{
-    Event, EventId, EventPayload, FinishReason, RequestId, RunRecord, RunStatus, RunStore, Usage,
+    Event, EventPayload, FinishReason, RequestId, RunRecord, RunStatus, RunStore, Usage,
     now_rfc3339,
 };
-use support::{bench_dir, delta, env_number};
+use support::{bench_dir, delta, env_number, event};
 
 fn main() {
     let secs = env_number("KEEL_BENCH_SECS", 5);
@@ -104,18 +104,6 @@ impl Backend {
             Self::Sqlite => "sqlite".into(),
             Self::Postgres(n) => format!("postgres x{n}"),
         }
-    }
-}
-
-fn event(id: &RequestId, seq: u64, payload: EventPayload) -> Event {
-    Event {
-        id: EventId::generate(),
-        seq,
-        ts: now_rfc3339(),
-        request_id: id.clone(),
-        session_id: None,
-        agent_id: "assistant".into(),
-        payload,
     }
 }
 

@@ -13,8 +13,8 @@ pub fn env_number(name: &str, default: usize) -> usize {
 
 pub use keel_test_support::bench_dir;
 
-/// An output delta of about 300 bytes of JSON, like a streamed answer chunk.
-pub fn delta(id: &RequestId, seq: u64) -> Event {
+/// An event of run `id` from the agent `assistant`, now.
+pub fn event(id: &RequestId, seq: u64, payload: EventPayload) -> Event {
     Event {
         id: EventId::generate(),
         seq,
@@ -22,7 +22,16 @@ pub fn delta(id: &RequestId, seq: u64) -> Event {
         request_id: id.clone(),
         session_id: None,
         agent_id: "assistant".into(),
-        payload: EventPayload::Adapter {
+        payload,
+    }
+}
+
+/// An output delta of about 300 bytes of JSON, like a streamed answer chunk.
+pub fn delta(id: &RequestId, seq: u64) -> Event {
+    event(
+        id,
+        seq,
+        EventPayload::Adapter {
             event: AdapterEvent::OutputDelta {
                 adapter: "native".into(),
                 step: 3,
@@ -31,5 +40,5 @@ pub fn delta(id: &RequestId, seq: u64) -> Event {
                     .into(),
             },
         },
-    }
+    )
 }
