@@ -10,6 +10,10 @@
 //! a run is declared finished, the loop calls [`Emitter::barrier`], which waits until every
 //! event emitted so far is durable. A failed append is sticky: every later `emit` and
 //! `barrier` reports it.
+//!
+//! A run's first and last writes carry its record: a new request's record is created with its
+//! opening event ([`opening_event`], then [`Emitter::opened`]), and [`Emitter::finish`] stores
+//! the terminal event and the final record together — one commit each where the store can.
 
 use std::sync::{Arc, Mutex};
 
@@ -52,7 +56,28 @@ pub struct Emitter {
 
 struct State {
     seq: u64,
-    queue: mpsc::UnboundedSender<Event>,
+    queue: mpsc::UnboundedSender<Queued>,
+}
+
+/// An event on its way to the store; the terminal one carries the run's final record.
+struct Queued {
+    event: Event,
+    record: Option<Box<RunRecord>>,
+}
+
+/// A run's opening event (`seq` 1), redacted, to be stored with its record
+/// ([`RunStore::create_run_with`]) before [`Emitter::opened`] continues its log.
+pub fn opening_event(pipeline: &Pipeline, run: &RunRecord, mut payload: EventPayload) -> Event {
+    pipeline.redactor.redact(&mut payload);
+    Event {
+        id: EventId::generate(),
+        seq: 1,
+        ts: keel_types::now_rfc3339(),
+        request_id: run.request_id.clone(),
+        session_id: run.session_id.clone(),
+        agent_id: run.agent.clone(),
+        payload,
+    }
 }
 
 impl Emitter {
@@ -66,19 +91,39 @@ impl Emitter {
         last_seq: u64,
         subscriber: Option<mpsc::UnboundedSender<Event>>,
     ) -> Self {
+        Self::start(pipeline, run, last_seq, None, subscriber)
+    }
+
+    /// An emitter for a new run whose record was stored with its `opening` event; the opening
+    /// reaches the subscriber and observers first, like any stored event.
+    pub fn opened(
+        pipeline: &Pipeline,
+        run: &RunRecord,
+        opening: Event,
+        subscriber: Option<mpsc::UnboundedSender<Event>>,
+    ) -> Self {
+        Self::start(pipeline, run, opening.seq, Some(opening), subscriber)
+    }
+
+    fn start(
+        pipeline: &Pipeline,
+        run: &RunRecord,
+        last_seq: u64,
+        stored: Option<Event>,
+        subscriber: Option<mpsc::UnboundedSender<Event>>,
+    ) -> Self {
         let (queue, pending) = mpsc::unbounded_channel();
         let (publish, durable) = watch::channel(Ok(last_seq));
-        tokio::spawn(flush(
-            pending,
-            pipeline.store.clone(),
-            Forwarder {
-                subscriber,
-                observers: pipeline.observers.clone(),
-                narrator: pipeline.narrator.clone(),
-                redactor: pipeline.redactor.clone(),
-            },
-            publish,
-        ));
+        let mut forwarder = Forwarder {
+            subscriber,
+            observers: pipeline.observers.clone(),
+            narrator: pipeline.narrator.clone(),
+            redactor: pipeline.redactor.clone(),
+        };
+        if let Some(event) = stored {
+            forwarder.forward(event);
+        }
+        tokio::spawn(flush(pending, pipeline.store.clone(), forwarder, publish));
         Self {
             request_id: run.request_id.clone(),
             session_id: run.session_id.clone(),
@@ -94,7 +139,27 @@ impl Emitter {
 
     /// Queues an event for the log; it reaches subscribers once it is stored. Returns its
     /// `seq`. Fails if an earlier append failed.
-    pub fn emit(&self, mut payload: EventPayload) -> Result<u64, StoreError> {
+    pub fn emit(&self, payload: EventPayload) -> Result<u64, StoreError> {
+        self.queue(payload, None)
+    }
+
+    /// Stores the run's terminal event and then its final `record` (its `event_count` set to
+    /// the terminal event's `seq`), and waits until both are durable.
+    pub async fn finish(
+        &self,
+        payload: EventPayload,
+        record: RunRecord,
+    ) -> Result<u64, StoreError> {
+        let seq = self.queue(payload, Some(Box::new(record)))?;
+        self.barrier().await?;
+        Ok(seq)
+    }
+
+    fn queue(
+        &self,
+        mut payload: EventPayload,
+        mut record: Option<Box<RunRecord>>,
+    ) -> Result<u64, StoreError> {
         if let Err(error) = &*self.durable.borrow() {
             return Err(error.clone());
         }
@@ -113,9 +178,12 @@ impl Emitter {
             agent_id: self.agent.clone(),
             payload,
         };
+        if let Some(record) = &mut record {
+            record.event_count = seq;
+        }
         state
             .queue
-            .send(event)
+            .send(Queued { event, record })
             .map_err(|_| StoreError::Invalid("the run's event flusher stopped".into()))?;
         state.seq = seq;
         Ok(seq)
@@ -185,14 +253,25 @@ impl Forwarder {
 /// the new durable `seq`. Ends when the emitter is dropped and the queue is drained, or at the
 /// first failed append.
 async fn flush(
-    mut pending: mpsc::UnboundedReceiver<Event>,
+    mut pending: mpsc::UnboundedReceiver<Queued>,
     store: Arc<dyn RunStore>,
     mut forwarder: Forwarder,
     publish: watch::Sender<Durable>,
 ) {
+    let mut queued = Vec::new();
     let mut batch = Vec::new();
-    while pending.recv_many(&mut batch, 256).await > 0 {
-        if let Err(error) = store.append(&batch).await {
+    while pending.recv_many(&mut queued, 256).await > 0 {
+        // Only the terminal event carries a record, and nothing follows it.
+        let mut record = None;
+        for item in queued.drain(..) {
+            record = item.record.or(record);
+            batch.push(item.event);
+        }
+        let stored = match &record {
+            Some(record) => store.append_and_update(&batch, record).await,
+            None => store.append(&batch).await,
+        };
+        if let Err(error) = stored {
             tracing::error!(request_id = %batch[0].request_id, %error, "Could not store events.");
             let _previous = publish.send_replace(Err(error));
             return;

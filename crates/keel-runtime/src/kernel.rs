@@ -338,9 +338,9 @@ impl Kernel {
             }
             None => Vec::new(),
         };
-        let record = match claimed {
+        let (record, start) = match claimed {
             // A queued run this process claimed: already recorded, now running and ours.
-            Some(record) => record,
+            Some(record) => (record, Start::Fresh),
             None => {
                 let mut record = RunRecord::new(
                     RequestId::generate(),
@@ -350,8 +350,21 @@ impl Kernel {
                 );
                 record.owner = options.owner;
                 record.links = links;
-                store.create_run(&record).await?;
-                record
+                // The record and the opening event: one write.
+                let opening = crate::emitter::opening_event(
+                    &self.inner.pipeline,
+                    &record,
+                    EventPayload::RequestStarted {
+                        input: record.input.clone(),
+                        history: options.history.clone(),
+                        mode: options.mode,
+                        metadata: options.metadata.clone(),
+                    },
+                );
+                store
+                    .create_run_with(&record, std::slice::from_ref(&opening))
+                    .await?;
+                (record, Start::Opened(Box::new(opening)))
             }
         };
         Ok(self.launch(Launch {
@@ -364,7 +377,7 @@ impl Kernel {
             metadata: options.metadata,
             narrowing,
             depth,
-            ..Launch::new(record, agent, provider, Start::Fresh)
+            ..Launch::new(record, agent, provider, start)
         }))
     }
 
@@ -522,14 +535,24 @@ impl Kernel {
 
     /// Spawns the agent loop for a recorded run.
     pub(crate) fn launch(&self, launch: Launch) -> RunHandle {
-        let last_seq = launch.rebuilt.as_ref().map_or(0, |r| r.last_seq);
+        let opened = match &launch.start {
+            Start::Opened(opening) => Some((**opening).clone()),
+            _ => None,
+        };
         let depth = launch.depth;
         let request_id = launch.record.request_id.clone();
         // What a post-run extraction needs (cloned only when the agent has one).
         let extraction = (launch.direct.is_none() && self.wants_extraction(&launch.record.agent))
             .then(|| (launch.record.clone(), launch.metadata.clone()));
         let (tx, rx) = mpsc::unbounded_channel();
-        let emitter = Emitter::new(&self.inner.pipeline, &launch.record, last_seq, Some(tx));
+        let pipeline = &self.inner.pipeline;
+        let emitter = match opened {
+            Some(opening) => Emitter::opened(pipeline, &launch.record, opening, Some(tx)),
+            None => {
+                let last_seq = launch.rebuilt.as_ref().map_or(0, |r| r.last_seq);
+                Emitter::new(pipeline, &launch.record, last_seq, Some(tx))
+            }
+        };
         let run = AgentRun::new(self.inner.services.clone(), Arc::new(emitter), launch);
         let cancel = CancellationToken::new();
         let interrupt = CancellationToken::new();

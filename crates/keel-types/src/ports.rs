@@ -497,6 +497,20 @@ pub trait MemoryStore: Send + Sync {
     async fn backup(&self, to: &Path) -> Result<(), StoreError>;
 }
 
+/// Checks that `events` belong to `run`, for the writes that store a run's record with its
+/// events.
+pub fn check_run_of(run: &RunRecord, events: &[Event]) -> Result<(), StoreError> {
+    match events.iter().find(|e| e.request_id != run.request_id) {
+        Some(event) => Err(StoreError::Invalid(format!(
+            "event {} of run {} cannot be written with the record of run {}",
+            event.type_name(),
+            event.request_id,
+            run.request_id
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Durable storage of runs and their events.
 ///
 /// Contract: `append` is called with events in `seq` order, dense from 1; when it returns, the
@@ -514,6 +528,22 @@ pub trait RunStore: Send + Sync {
     async fn append(&self, events: &[Event]) -> Result<(), StoreError>;
     /// Replaces the run record (status, output, usage…).
     async fn update_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+    /// Records a new run together with its first events — one durable write where the store
+    /// can, so a run's start costs one commit (then either both are stored or neither is; a
+    /// store that writes them separately may keep the record alone).
+    async fn create_run_with(&self, run: &RunRecord, events: &[Event]) -> Result<(), StoreError> {
+        check_run_of(run, events)?;
+        self.create_run(run).await?;
+        self.append(events).await
+    }
+    /// Appends a run's last events and then replaces its record — one durable write where the
+    /// store can, so a run's end costs one commit. When it fails, the record may be left as it
+    /// was even if the events were stored (a store that writes them separately).
+    async fn append_and_update(&self, events: &[Event], run: &RunRecord) -> Result<(), StoreError> {
+        check_run_of(run, events)?;
+        self.append(events).await?;
+        self.update_run(run).await
+    }
     /// One run, if it exists.
     async fn get_run(&self, id: &RequestId) -> Result<Option<RunRecord>, StoreError>;
     /// Runs matching the filter, newest first.

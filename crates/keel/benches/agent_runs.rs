@@ -6,7 +6,11 @@
 //! ```sh
 //! cargo build --release -p keel-test-support --bin keel-mock-llm
 //! cargo bench -p keel --bench agent_runs              # KEEL_BENCH_RUNS=20000 to change N
+//! KEEL_BENCH_CONCURRENCY=1 cargo bench -p keel --bench agent_runs   # one concurrency only
 //! ```
+//!
+//! Each concurrency also reports the store's writes per run: commits (each one WAL sync),
+//! write calls, events.
 //!
 //! The run log goes to a temporary workspace under `target/` (or `KEEL_BENCH_DIR`).
 #![allow(
@@ -24,6 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use keel::{RequestOptions, RunStatus, Runtime};
+use keel_store::SqliteStore;
 use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 
 struct Mock {
@@ -139,8 +144,9 @@ async fn one_run(runtime: &Runtime) -> Duration {
     started.elapsed()
 }
 
-async fn measure(runtime: &Runtime, concurrency: usize, runs: usize) {
+async fn measure(runtime: &Runtime, store: &SqliteStore, concurrency: usize, runs: usize) {
     let next = Arc::new(AtomicUsize::new(0));
+    let writes_before = store.write_stats();
     let cpu_before = cpu_time();
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -161,6 +167,7 @@ async fn measure(runtime: &Runtime, concurrency: usize, runs: usize) {
     }
     let wall = started.elapsed();
     let cpu = cpu_time() - cpu_before;
+    let writes = store.write_stats();
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
     println!(
@@ -172,6 +179,23 @@ async fn measure(runtime: &Runtime, concurrency: usize, runs: usize) {
         cpu.as_secs_f64() * 1000.0 / runs as f64,
         peak_rss_mib(),
     );
+    let per_run = |n: u64| n as f64 / runs as f64;
+    println!(
+        "                 store per run: {:.2} commits, {:.2} writes, {:.2} events",
+        per_run(writes.commits - writes_before.commits),
+        per_run(writes.commands - writes_before.commands),
+        per_run(writes.events - writes_before.events),
+    );
+}
+
+/// The concurrencies to measure: `KEEL_BENCH_CONCURRENCY` (say `1` or `1,64`), 1 and 64 by
+/// default.
+fn concurrencies() -> Vec<usize> {
+    std::env::var("KEEL_BENCH_CONCURRENCY")
+        .ok()
+        .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
+        .filter(|c: &Vec<usize>| !c.is_empty())
+        .unwrap_or_else(|| vec![1, 64])
 }
 
 fn main() {
@@ -187,7 +211,13 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+        // The store the runtime would open by default, kept here to read its write totals.
+        let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
+        let runtime = Runtime::builder()
+            .workspace(ws.path())
+            .store(store.clone())
+            .build()
+            .unwrap();
         println!(
             "agent_runs: 2 streamed model rounds + 1 read_file call per run, JSONL event log on, mock at {}",
             mock.base_url
@@ -195,7 +225,10 @@ fn main() {
         for _ in 0..200 {
             one_run(&runtime).await;
         }
-        measure(&runtime, 1, (runs / 5).max(1)).await;
-        measure(&runtime, 64, runs).await;
+        for concurrency in concurrencies() {
+            // One run at a time is slower: a fifth of the runs.
+            let n = if concurrency == 1 { (runs / 5).max(1) } else { runs };
+            measure(&runtime, &store, concurrency, n).await;
+        }
     });
 }

@@ -134,6 +134,8 @@ pub(crate) struct DirectCall {
 pub(crate) enum Start {
     /// A new request.
     Fresh,
+    /// A new request whose opening event was stored with its record.
+    Opened(Box<keel_types::Event>),
     /// An interrupted run continues from its log.
     Resumed { cut_off_round: bool },
     /// A copy of another run's first events continues.
@@ -588,7 +590,7 @@ impl AgentRun {
         }
     }
 
-    /// Records how the run ended: the terminal event, then the run record.
+    /// Records how the run ended: the terminal event with the run record, then its task.
     async fn finish(mut self, end: End, started: Instant) -> RunResponse {
         let duration_ms = millis(started.elapsed());
         let (status, output, error, finish_reason, payload) = match end {
@@ -663,10 +665,6 @@ impl AgentRun {
         if status != RunStatus::Interrupted {
             self.end_hooks().await;
         }
-        if let Err(store_error) = self.emitter.emit_durable(payload).await {
-            tracing::error!(request_id = %self.record.request_id, %store_error, "Could not record the end of a run.");
-            error.get_or_insert(ErrorInfo::new(ErrorCode::Store, store_error.to_string()));
-        }
         self.record.status = status;
         self.record.output = output.clone();
         self.record.error = error.clone();
@@ -674,7 +672,20 @@ impl AgentRun {
         self.record.usage = self.usage;
         self.record.steps = self.steps;
         self.record.ended_at = Some(keel_types::now_rfc3339());
-        self.record.event_count = self.emitter.count();
+        // The terminal event and the final record, in one write.
+        match self.emitter.finish(payload, self.record.clone()).await {
+            Ok(seq) => self.record.event_count = seq,
+            Err(store_error) => {
+                tracing::error!(request_id = %self.record.request_id, %store_error, "Could not record the end of a run.");
+                error.get_or_insert(ErrorInfo::new(ErrorCode::Store, store_error.to_string()));
+                self.record.error = error.clone();
+                self.record.event_count = self.emitter.count();
+                // The record on its own, so it says how the run ended if the store can.
+                if let Err(store_error) = self.services.store.update_run(&self.record).await {
+                    tracing::error!(request_id = %self.record.request_id, %store_error, "Could not update the run record.");
+                }
+            }
+        }
         if let Some(mut task) = self.direct.take().and_then(|d| d.task) {
             task.status = match status {
                 RunStatus::Completed => TaskStatus::Completed,
@@ -688,9 +699,6 @@ impl AgentRun {
             if let Err(store_error) = self.services.store.put_task(&task).await {
                 tracing::error!(task_id = %task.task_id, %store_error, "Could not update the task.");
             }
-        }
-        if let Err(store_error) = self.services.store.update_run(&self.record).await {
-            tracing::error!(request_id = %self.record.request_id, %store_error, "Could not update the run record.");
         }
         RunResponse {
             request_id: self.record.request_id,
@@ -716,30 +724,32 @@ pub(crate) async fn execute(
     let started = Instant::now();
     run.interrupt = interrupt.clone();
     let opening = match &run.start {
-        Start::Fresh => EventPayload::RequestStarted {
+        Start::Opened(_) => None,
+        Start::Fresh => Some(EventPayload::RequestStarted {
             input: run.record.input.clone(),
             history: std::mem::take(&mut run.request_history),
             mode: run.mode,
             metadata: (*run.tool_ctx.metadata).clone(),
-        },
+        }),
         &Start::Resumed { cut_off_round } => {
             let (rerun, abandoned): (Vec<&PendingCall>, Vec<&PendingCall>) = run
                 .pending
                 .iter()
                 .filter(|p| p.started)
                 .partition(|p| run.services.gateway.is_idempotent(&p.call.name));
-            EventPayload::RequestResumed {
+            Some(EventPayload::RequestResumed {
                 reissued_round: cut_off_round,
                 rerun_calls: rerun.iter().map(|p| p.call.id.clone()).collect(),
                 abandoned_calls: abandoned.iter().map(|p| p.call.id.clone()).collect(),
-            }
+            })
         }
-        Start::Forked { from, at_seq } => EventPayload::RequestForked {
+        Start::Forked { from, at_seq } => Some(EventPayload::RequestForked {
             from_request_id: from.clone(),
             at_seq: *at_seq,
-        },
+        }),
     };
-    let end = if let Err(error) = run.emitter.emit(opening) {
+    let opened = opening.map_or(Ok(0), |opening| run.emitter.emit(opening));
+    let end = if let Err(error) = opened {
         End::store(error)
     } else {
         let timeout = run.run_timeout();

@@ -27,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0005_skill_candidates.sql"),
     include_str!("../../migrations/0006_memory.sql"),
     include_str!("../../migrations/0007_run_tree.sql"),
+    include_str!("../../migrations/0008_session_index.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -4,15 +4,15 @@
 //! `crate::segments`) or a file per run (`.keel/runs/<requestId>/events.jsonl`, what the rest
 //! of this page describes).
 //!
-//! Writes go to one writer thread that group-commits them, then to a finisher thread that
-//! mirrors and answers (`writer`); reads use a small pool of read-only connections on
+//! Writes go to one writer thread that group-commits them, then mirrors and answers
+//! (`writer`); reads use a small pool of read-only connections on
 //! blocking threads. Start with [`SqliteStore::open`], then the [`RunStore`] impl below;
 //! `connection` holds the open sequence and migrations, `writes` the write operations
 //! other than appends, `rows` the mapping between rows and DTOs.
 //!
 //! # The mirror and the store never disagree
 //!
-//! The store is the truth; the mirror is written only after a commit, by the finisher thread,
+//! The store is the truth; the mirror is written only after a commit, by the writer thread,
 //! in commit order. A crash between a commit and its mirror write leaves the mirror *behind*
 //! (missing its newest events, perhaps with a torn last line). That is repaired, never
 //! rewritten: `recover` (for the runs it interrupts) and `claim` read the whole mirror, check
@@ -54,7 +54,7 @@ use crate::mirror::{self, MirrorFiles, MirrorStatus};
 use crate::owner::Owner;
 use crate::segments::{LOG_DIR, MirrorLayout, SEGMENT_BYTES, Segments};
 use rows::RunColumns;
-use writer::{FinisherParts, Writer};
+use writer::{FinisherParts, NewRun, RecordWrite, Writer};
 
 /// File name of the database inside `.keel`.
 pub const DB_FILE: &str = "keel.db";
@@ -339,9 +339,32 @@ impl RunStore for SqliteStore {
 
     async fn append(&self, events: &[Event]) -> Result<(), StoreError> {
         match batch::encode(events)? {
-            Some(batch) => self.inner.writer.append(batch).await,
+            Some(batch) => self.inner.writer.append(batch, RecordWrite::Keep).await,
             None => Ok(()),
         }
+    }
+
+    async fn create_run_with(&self, run: &RunRecord, events: &[Event]) -> Result<(), StoreError> {
+        keel_types::check_run_of(run, events)?;
+        let Some(batch) = batch::encode(events)? else {
+            return self.create_run(run).await;
+        };
+        let new = NewRun {
+            columns: RunColumns::from_record(run)?,
+            owner: self.inner.owner.clone(),
+            now: keel_types::now_rfc3339(),
+        };
+        let record = RecordWrite::Create(Box::new(new));
+        self.inner.writer.append(batch, record).await
+    }
+
+    async fn append_and_update(&self, events: &[Event], run: &RunRecord) -> Result<(), StoreError> {
+        keel_types::check_run_of(run, events)?;
+        let Some(batch) = batch::encode(events)? else {
+            return self.update_run(run).await;
+        };
+        let record = RecordWrite::Replace(Box::new(RunColumns::from_record(run)?));
+        self.inner.writer.append(batch, record).await
     }
 
     async fn update_run(&self, run: &RunRecord) -> Result<(), StoreError> {

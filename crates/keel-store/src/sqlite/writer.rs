@@ -1,17 +1,21 @@
-//! The writer and finisher threads and their group commit — the heart of the SQLite store.
+//! The writer thread and its group commit — the heart of the SQLite store.
 //!
 //! One thread owns the write connection. Callers send it [`Command`]s over a channel and wait
 //! on a oneshot reply. The writer blocks for the first command, drains whatever else is queued
 //! (up to [`MAX_COMMANDS`] commands or about [`MAX_EVENTS`] events), and runs them all in ONE
-//! `BEGIN IMMEDIATE` transaction: a command that fails (a `seq` gap, an unknown run) is rolled
-//! back alone — a one-event append needs nothing for that (a failed single `INSERT` undoes
-//! itself), anything larger runs in its own `SAVEPOINT` — and the rest of the batch commits.
+//! `BEGIN IMMEDIATE` transaction (when eight or more were waiting, it first waits a quarter
+//! of a millisecond for more: [`COMMIT_DELAY`]). A command that fails (a `seq` gap, an
+//! unknown run) fails alone and the rest of the batch commits: an append checks everything
+//! that can refuse it before its first write (and a failure after that — an I/O error —
+//! rolls the whole batch back), any other write runs in its own `SAVEPOINT`.
 //! One commit, one WAL sync, for the whole batch.
 //!
-//! The committed — so durable (`synchronous = FULL`) — batch then goes to the finisher thread,
-//! which writes the JSONL mirror lines of its committed events (one `write` per run, for all
-//! the batches it has at hand), runs the jobs' follow-ups and only then replies to every
-//! caller. Meanwhile the writer already executes the next batch.
+//! The same thread then finishes the committed — so durable (`synchronous = FULL`) — batch:
+//! it writes the JSONL mirror lines of its committed events (one `write` to the shared log, or
+//! one per run with the per-run layout), runs the jobs' follow-ups and only then replies to
+//! every caller. (A separate finisher thread used to do this while the writer ran the next
+//! batch; the hand-off cost a thread wake-up per commit, more than the overlap saved: the
+//! mirror write is one buffered `write`, the sync is the commit's.)
 //!
 //! So an event is durable, and mirrored, before any caller — and therefore any subscriber —
 //! sees it, without a sync per event. If the transaction itself is lost (the commit fails,
@@ -30,25 +34,53 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use super::connection::sql_error;
-use super::rows;
+use super::rows::{self, RunColumns};
+use super::writes;
 use crate::batch::{self, EncodedBatch};
 use crate::mirror::{MirrorFiles, StoredLine};
+use crate::owner::Owner;
 use crate::segments::Segments;
 
 /// At most this many commands share one transaction.
 pub(crate) const MAX_COMMANDS: usize = 512;
 /// A batch stops taking commands once it holds this many events.
 pub(crate) const MAX_EVENTS: usize = 4096;
+/// A batch that found this many commands waiting waits [`COMMIT_DELAY`] for more before it
+/// commits (PostgreSQL's `commit_siblings` and `commit_delay`): under load, a fraction of a
+/// sync's time buys batches several times larger, so fewer syncs and fewer wake-ups per
+/// event; a lone writer never waits.
+const BUSY: usize = 8;
+/// How long a busy batch waits for more commands.
+const COMMIT_DELAY: std::time::Duration = std::time::Duration::from_micros(250);
 
 /// What the writer thread is asked to do.
 pub(crate) enum Command {
-    /// The hot path: events of one run.
+    /// The hot path: events of one run, with its record written in the same step when the
+    /// batch starts or ends the run.
     Append {
         batch: EncodedBatch,
+        record: RecordWrite,
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
     /// Anything else (run records, sessions, recovery, pruning).
     Job(Box<dyn Job>),
+}
+
+/// What an append does to the run's record, in the same transaction as its events.
+pub(crate) enum RecordWrite {
+    /// Nothing: the record exists.
+    Keep,
+    /// Inserts the record (owned by this process) before the events: a new run's first write.
+    Create(Box<NewRun>),
+    /// Replaces the record after the events: a run's last write.
+    Replace(Box<RunColumns>),
+}
+
+/// A run to insert: its columns, its owner, and the time that touches its session.
+pub(crate) struct NewRun {
+    pub columns: RunColumns,
+    pub owner: Owner,
+    pub now: String,
 }
 
 impl Command {
@@ -70,8 +102,8 @@ pub(crate) trait Job: Send {
     fn finish(self: Box<Self>, outcome: Result<(), StoreError>, after: &mut After<'_>);
 }
 
-/// What a job's follow-up step may use, on the finisher thread: a read connection (it sees
-/// every committed batch) and the mirrors.
+/// What a job's follow-up step may use, after the commit: a read connection (it sees every
+/// committed batch) and the mirrors.
 pub(crate) struct After<'a> {
     pub conn: &'a Connection,
     pub db: &'a Path,
@@ -153,16 +185,15 @@ struct Counters {
     events: AtomicU64,
 }
 
-/// The handle on the writer and finisher threads. Dropping it lets them finish their queues
-/// and stop.
+/// The handle on the writer thread. Dropping it lets it finish its queue and stop.
 pub(crate) struct Writer {
     tx: Option<mpsc::Sender<Command>>,
-    threads: Vec<JoinHandle<()>>,
+    thread: Option<JoinHandle<()>>,
     counters: Arc<Counters>,
     db: PathBuf,
 }
 
-/// What the finisher thread needs: a read connection (to fill mirror gaps from the store) and
+/// What finishing a batch needs: a read connection (to fill mirror gaps from the store) and
 /// the mirrors.
 pub(crate) struct FinisherParts {
     pub reader: Connection,
@@ -172,52 +203,54 @@ pub(crate) struct FinisherParts {
 }
 
 impl Writer {
-    /// Starts the writer thread on an open write connection, and the finisher thread.
+    /// Starts the writer thread on an open write connection.
     pub(crate) fn start(
         conn: Connection,
         db: PathBuf,
         parts: FinisherParts,
     ) -> Result<Self, StoreError> {
         let (tx, rx) = mpsc::channel();
-        // Bounded: the writer stays at most a few batches ahead of the finisher.
-        let (done_tx, done_rx) = mpsc::sync_channel(4);
         let counters = Arc::new(Counters::default());
-        let spawn_error = |e: std::io::Error| StoreError::Io {
-            path: db.display().to_string(),
-            message: format!("cannot start the store's writer thread: {e}"),
-        };
         let finisher = Finisher {
             reader: parts.reader,
             db: db.clone(),
             mirrors: parts.mirrors,
             segments: parts.segments,
         };
-        let finisher = std::thread::Builder::new()
-            .name("keel-store-finisher".into())
-            .spawn(move || finisher.run(&done_rx))
-            .map_err(spawn_error)?;
         let writer = WriterThread {
             conn,
             db: db.clone(),
             counters: Arc::clone(&counters),
-            done: done_tx,
+            finisher,
         };
-        let writer = std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("keel-store-writer".into())
             .spawn(move || writer.run(&rx))
-            .map_err(spawn_error)?;
+            .map_err(|e| StoreError::Io {
+                path: db.display().to_string(),
+                message: format!("cannot start the store's writer thread: {e}"),
+            })?;
         Ok(Self {
             tx: Some(tx),
-            threads: vec![writer, finisher],
+            thread: Some(thread),
             counters,
             db,
         })
     }
 
-    /// Appends a checked batch; returns once it is committed, durable and mirrored.
-    pub(crate) async fn append(&self, batch: EncodedBatch) -> Result<(), StoreError> {
+    /// Appends a checked batch (and writes the run's record with it); returns once it is
+    /// committed, durable and mirrored.
+    pub(crate) async fn append(
+        &self,
+        batch: EncodedBatch,
+        record: RecordWrite,
+    ) -> Result<(), StoreError> {
         let (reply, answer) = oneshot::channel();
-        self.send(Command::Append { batch, reply })?;
+        self.send(Command::Append {
+            batch,
+            record,
+            reply,
+        })?;
         answer.await.map_err(|_| self.stopped())?
     }
 
@@ -266,17 +299,17 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        // Closing the channel ends the writer once it has written what was queued, which ends
-        // the finisher once it has answered everyone; joining means the database is closed
-        // (and its WAL checkpointed) when the store is gone.
+        // Closing the channel ends the writer once it has written (and answered) what was
+        // queued; joining means the database is closed (and its WAL checkpointed) when the
+        // store is gone.
         self.tx.take();
-        for thread in self.threads.drain(..) {
+        if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
 }
 
-/// A batch the writer committed (or failed), on its way to the finisher.
+/// A batch the writer committed (or failed), to be finished.
 struct Committed {
     commands: Vec<Command>,
     outcomes: Vec<Result<(), StoreError>>,
@@ -286,30 +319,35 @@ struct WriterThread {
     conn: Connection,
     db: PathBuf,
     counters: Arc<Counters>,
-    done: mpsc::SyncSender<Committed>,
+    finisher: Finisher,
 }
 
 impl WriterThread {
-    fn run(self, rx: &mpsc::Receiver<Command>) {
+    fn run(mut self, rx: &mpsc::Receiver<Command>) {
         while let Ok(first) = rx.recv() {
             let mut commands = Vec::with_capacity(64);
             let mut events = first.event_count();
             commands.push(first);
-            while commands.len() < MAX_COMMANDS && events < MAX_EVENTS {
-                match rx.try_recv() {
-                    Ok(command) => {
-                        events += command.event_count();
-                        commands.push(command);
+            let mut drain = |commands: &mut Vec<Command>| {
+                while commands.len() < MAX_COMMANDS && events < MAX_EVENTS {
+                    match rx.try_recv() {
+                        Ok(command) => {
+                            events += command.event_count();
+                            commands.push(command);
+                        }
+                        Err(_) => break,
                     }
-                    Err(_) => break,
                 }
+            };
+            drain(&mut commands);
+            if (BUSY..MAX_COMMANDS).contains(&commands.len()) {
+                // A busy store: let the writers that are about to send join this commit.
+                std::thread::sleep(COMMIT_DELAY);
+                drain(&mut commands);
             }
             let outcomes = self.execute_all(&mut commands);
             self.count(&commands, &outcomes);
-            if self.done.send(Committed { commands, outcomes }).is_err() {
-                tracing::warn!(path = %self.db.display(), "Store finisher stopped; writer stops.");
-                break;
-            }
+            self.finisher.finish(Committed { commands, outcomes });
         }
         tracing::debug!(path = %self.db.display(), "Store writer stopped.");
     }
@@ -347,11 +385,23 @@ impl WriterThread {
         let mut outcomes = Vec::with_capacity(count);
         for command in batch.iter_mut() {
             let outcome = match command {
-                Command::Append { batch, .. } if batch.events.len() == 1 => {
-                    execute_append(conn, db, batch)
-                }
-                Command::Append { batch, .. } => {
-                    in_savepoint(conn, db, |conn| execute_append(conn, db, batch))
+                // No savepoint: everything that can refuse an append is checked before its
+                // first write, and a failure after that ends the whole batch (below).
+                Command::Append { batch, record, .. } => {
+                    match execute_append(conn, db, batch, record) {
+                        Ok(()) => Ok(()),
+                        Err(Step::Refused(error)) => Err(error),
+                        Err(Step::Broken(error)) => {
+                            tracing::warn!(path = %db.display(), %error, "A write failed part-way; the batch is rolled back.");
+                            if !conn.is_autocommit() {
+                                let _ = run(conn, "ROLLBACK");
+                            }
+                            return all_fail(StoreError::Io {
+                                path: db.display().to_string(),
+                                message: format!("the batch was rolled back: {error}"),
+                            });
+                        }
+                    }
                 }
                 Command::Job(job) => in_savepoint(conn, db, |conn| job.execute(conn, db)),
             };
@@ -381,9 +431,8 @@ impl WriterThread {
     }
 }
 
-/// The finisher thread: writes the mirror lines of committed batches, runs the jobs'
-/// follow-ups and answers the callers — in commit order, while the writer already runs the
-/// next batch.
+/// What follows a commit: writes the mirror lines of the committed batch, runs the jobs'
+/// follow-ups and answers the callers.
 struct Finisher {
     reader: Connection,
     db: PathBuf,
@@ -400,29 +449,17 @@ struct MirrorBatch {
 }
 
 impl Finisher {
-    fn run(mut self, rx: &mpsc::Receiver<Committed>) {
-        while let Ok(first) = rx.recv() {
-            let mut batches = vec![first];
-            while batches.len() < 64 {
-                match rx.try_recv() {
-                    Ok(batch) => batches.push(batch),
-                    Err(_) => break,
-                }
-            }
-            self.write_mirrors(&batches);
-            self.answer(batches);
-        }
-        tracing::debug!(path = %self.db.display(), "Store finisher stopped.");
+    fn finish(&mut self, batch: Committed) {
+        self.write_mirrors(&batch);
+        self.answer(batch);
     }
 
     /// Writes the committed events to the shared segments (one write, in commit order) or to
     /// their runs' mirrors (one write per run).
-    fn write_mirrors(&mut self, batches: &[Committed]) {
+    fn write_mirrors(&mut self, batch: &Committed) {
+        let committed = batch.commands.iter().zip(&batch.outcomes);
         if let Some(segments) = &mut self.segments {
             let mut lines = Vec::new();
-            let committed = batches
-                .iter()
-                .flat_map(|b| b.commands.iter().zip(&b.outcomes));
             for (command, outcome) in committed {
                 if let (Command::Append { batch, .. }, Ok(())) = (command, outcome) {
                     for event in &batch.events {
@@ -440,13 +477,15 @@ impl Finisher {
         }
         let mut order: Vec<&RequestId> = Vec::new();
         let mut runs: HashMap<&RequestId, MirrorBatch> = HashMap::new();
-        let committed = batches
-            .iter()
-            .flat_map(|b| b.commands.iter().zip(&b.outcomes));
         for (command, outcome) in committed {
-            let (Command::Append { batch, .. }, Ok(())) = (command, outcome) else {
+            let (Command::Append { batch, record, .. }, Ok(())) = (command, outcome) else {
                 continue;
             };
+            if let RecordWrite::Create(_) = record
+                && let Err(error) = self.mirrors.create(&batch.request_id)
+            {
+                tracing::warn!(request_id = %batch.request_id, %error, "Cannot create the run's mirror; the store has its events.");
+            }
             let entry = runs.entry(&batch.request_id).or_insert_with(|| {
                 order.push(&batch.request_id);
                 MirrorBatch {
@@ -478,19 +517,17 @@ impl Finisher {
     }
 
     /// Runs the jobs' follow-ups, then answers every caller.
-    fn answer(&mut self, batches: Vec<Committed>) {
+    fn answer(&mut self, batch: Committed) {
         let mut after = After {
             conn: &self.reader,
             db: &self.db,
             mirrors: &mut self.mirrors,
         };
         let mut replies = Vec::new();
-        for batch in batches {
-            for (command, outcome) in batch.commands.into_iter().zip(batch.outcomes) {
-                match command {
-                    Command::Job(job) => job.finish(outcome, &mut after),
-                    Command::Append { reply, .. } => replies.push((reply, outcome)),
-                }
+        for (command, outcome) in batch.commands.into_iter().zip(batch.outcomes) {
+            match command {
+                Command::Job(job) => job.finish(outcome, &mut after),
+                Command::Append { reply, .. } => replies.push((reply, outcome)),
             }
         }
         for (reply, outcome) in replies {
@@ -500,8 +537,44 @@ impl Finisher {
     }
 }
 
-/// Checks that a batch continues the run's stored log and inserts it.
-fn execute_append(conn: &Connection, db: &Path, batch: &EncodedBatch) -> Result<(), StoreError> {
+/// How an append failed: refused before anything was written (the command fails alone), or
+/// broken part-way (the batch must be rolled back).
+enum Step {
+    Refused(StoreError),
+    Broken(StoreError),
+}
+
+/// Checks that a batch continues the run's stored log (or, with its record, starts a new
+/// run), then writes the record and the events. Nothing is written unless every check passed.
+fn execute_append(
+    conn: &Connection,
+    db: &Path,
+    batch: &EncodedBatch,
+    record: &RecordWrite,
+) -> Result<(), Step> {
+    if let RecordWrite::Create(new) = record {
+        if rows::run_exists(conn, db, &batch.request_id).map_err(Step::Refused)? {
+            return Err(Step::Refused(StoreError::Invalid(format!(
+                "run `{}` already exists",
+                batch.request_id
+            ))));
+        }
+        if batch.first_seq() != 1 {
+            return Err(Step::Refused(batch::continuity_error(batch, 1)));
+        }
+        writes::insert_run(conn, db, &new.columns, &new.owner, &new.now).map_err(Step::Broken)?;
+    } else {
+        check_continuity(conn, db, batch).map_err(Step::Refused)?;
+    }
+    insert_events(conn, db, batch).map_err(Step::Broken)?;
+    if let RecordWrite::Replace(columns) = record {
+        writes::update_run(conn, db, columns).map_err(Step::Broken)?;
+    }
+    Ok(())
+}
+
+/// Checks that a batch continues its run's stored log.
+fn check_continuity(conn: &Connection, db: &Path, batch: &EncodedBatch) -> Result<(), StoreError> {
     let id = batch.request_id.as_str();
     let last: Option<u64> = conn
         .prepare_cached("SELECT seq FROM events WHERE request_id = ?1 ORDER BY seq DESC LIMIT 1")
@@ -514,6 +587,11 @@ fn execute_append(conn: &Connection, db: &Path, batch: &EncodedBatch) -> Result<
     if batch.first_seq() != expected {
         return Err(batch::continuity_error(batch, expected));
     }
+    Ok(())
+}
+
+/// Inserts a checked batch's events.
+fn insert_events(conn: &Connection, db: &Path, batch: &EncodedBatch) -> Result<(), StoreError> {
     let mut insert = conn
         .prepare_cached(
             "INSERT INTO events (request_id, seq, id, type, ts, body) \
@@ -523,7 +601,7 @@ fn execute_append(conn: &Connection, db: &Path, batch: &EncodedBatch) -> Result<
     for event in &batch.events {
         insert
             .execute(params![
-                id,
+                batch.request_id.as_str(),
                 event.seq,
                 event.id,
                 event.type_name,

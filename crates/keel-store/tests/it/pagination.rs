@@ -156,9 +156,21 @@ async fn a_store_from_before_run_owners_gains_the_column_and_keeps_its_runs() {
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
     assert_eq!(
-        SCHEMA_VERSION, 7,
-        "0005 added skill candidates, 0006 memory, 0007 run trees and structured output"
+        SCHEMA_VERSION, 8,
+        "0005 added skill candidates, 0006 memory, 0007 run trees and structured output, \
+         0008 a partial session index"
     );
+    // The partial index still serves lookups by session.
+    let plan: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "EXPLAIN QUERY PLAN SELECT request_id FROM runs WHERE session_id = 'ses_x' \
+             ORDER BY started_at DESC, request_id DESC",
+            [],
+            |row| row.get(3),
+        )
+        .unwrap();
+    assert!(plan.contains("runs_by_session"), "{plan}");
 }
 
 crate::contract!(

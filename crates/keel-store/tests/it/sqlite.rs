@@ -60,7 +60,117 @@ async fn a_run_record_round_trips_with_every_field(backend: &Backend) {
     };
     run.value = Some(serde_json::json!({"severity": "high", "files": [1, 2]}));
     store.update_run(&run).await.unwrap();
+    assert_eq!(
+        store.get_run(&run.request_id).await.unwrap(),
+        Some(run.clone())
+    );
+
+    // The columns a run usually keeps are replaced too (SQLite writes them apart).
+    run.session_id = Some(SessionId::from("ses_2"));
+    run.agent = "editor".into();
+    run.owner = Some("ana".into());
+    run.started_at = "2026-11-22T11:00:00.000Z".into();
+    run.links.parent_id = None;
+    store.update_run(&run).await.unwrap();
     assert_eq!(store.get_run(&run.request_id).await.unwrap(), Some(run));
+    let by_session = store
+        .list_runs(&RunFilter {
+            session: Some(SessionId::from("ses_2")),
+            ..RunFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(by_session), ["run_full"]);
+}
+
+async fn a_run_starts_with_its_first_events_and_ends_with_its_record_in_one_write(
+    backend: &Backend,
+) {
+    let store = backend.shared();
+    let mut run = record("run_1", "a", RunStatus::Running);
+    let before = backend.write_stats();
+    store
+        .create_run_with(&run, &[started("run_1", 1), delta("run_1", 2)])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_run(&run.request_id).await.unwrap(),
+        Some(run.clone())
+    );
+    assert_eq!(stored_seqs(store.as_ref(), "run_1").await, [1, 2]);
+
+    // Events of another run, a taken id: refused, and nothing more is stored.
+    let other = store
+        .create_run_with(
+            &record("run_2", "a", RunStatus::Running),
+            &[started("run_1", 3)],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&other, StoreError::Invalid(m) if m.contains("run_2")),
+        "{other}"
+    );
+    assert_eq!(
+        store.get_run(&RequestId::from("run_2")).await.unwrap(),
+        None
+    );
+    let taken = store
+        .create_run_with(&run, &[started("run_1", 1)])
+        .await
+        .unwrap_err();
+    assert!(matches!(taken, StoreError::Invalid(_)), "{taken}");
+    assert_eq!(stored_seqs(store.as_ref(), "run_1").await, [1, 2]);
+
+    // The end: a refused batch (a gap) leaves the record as it was.
+    run.status = RunStatus::Completed;
+    run.output = Some("done".into());
+    run.event_count = 3;
+    let gap = store
+        .append_and_update(&[completed("run_1", 4)], &run)
+        .await
+        .unwrap_err();
+    assert!(matches!(gap, StoreError::Invalid(_)), "{gap}");
+    let stored = store.get_run(&run.request_id).await.unwrap().unwrap();
+    assert_eq!(stored.status, RunStatus::Running);
+    store
+        .append_and_update(&[completed("run_1", 3)], &run)
+        .await
+        .unwrap();
+    assert_eq!(store.get_run(&run.request_id).await.unwrap(), Some(run));
+    assert_eq!(stored_seqs(store.as_ref(), "run_1").await, [1, 2, 3]);
+    backend.assert_mirror("run_1").await;
+    if backend.sqlite.is_some() {
+        // One commit for the start and one for the end (the refused writes commit nothing
+        // or are refused before the writer).
+        let after = backend.write_stats();
+        assert_eq!(after.events - before.events, 3);
+        assert_eq!(after.commands - before.commands, 2, "{after:?}");
+    }
+}
+
+/// SQLite writes a run's record and its first events in one transaction: a start whose
+/// events are refused leaves no record behind.
+#[tokio::test]
+async fn a_refused_start_leaves_no_record_on_sqlite() {
+    let backend = Backend::sqlite();
+    let store = backend.store();
+    let run = record("run_1", "a", RunStatus::Running);
+    let refused = store
+        .create_run_with(&run, &[delta("run_1", 2)])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, StoreError::Invalid(m) if m.contains("expected 1")),
+        "{refused}"
+    );
+    assert_eq!(store.get_run(&run.request_id).await.unwrap(), None);
+    store
+        .create_run_with(&run, &[started("run_1", 1)])
+        .await
+        .unwrap();
+    assert_eq!(stored_seqs(store, "run_1").await, [1]);
+    backend.assert_mirror("run_1").await;
 }
 
 async fn unknown_runs_are_not_found_and_duplicates_are_refused(backend: &Backend) {
@@ -454,6 +564,7 @@ async fn group_commit_shares_transactions_between_concurrent_writers(backend: &B
 
 crate::contract!(
     a_run_record_round_trips_with_every_field,
+    a_run_starts_with_its_first_events_and_ends_with_its_record_in_one_write,
     unknown_runs_are_not_found_and_duplicates_are_refused,
     events_round_trip_in_order_with_after_and_into_the_mirror,
     runs_are_listed_newest_first_with_every_filter,
