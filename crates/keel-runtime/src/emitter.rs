@@ -4,7 +4,9 @@
 //! Appends are pipelined: [`Emitter::emit`] assigns the next `seq` and queues the event; a
 //! flusher task appends everything queued for the run in one store call, and only once that
 //! call returns (the events are durable) forwards them to the subscriber. So the loop never
-//! waits for the disk to stream text, yet nobody sees an event that is not stored.
+//! waits for the disk to stream text, yet nobody sees an event that is not stored. The flusher
+//! lets a burst gather for up to [`LINGER`] (a barrier ends the wait at once), so the events
+//! a loop emits together — a round's start and its quick answer — share one commit.
 //!
 //! Write-ahead rule: before an action with effects outside the log (running a tool) and before
 //! a run is declared finished, the loop calls [`Emitter::barrier`], which waits until every
@@ -21,7 +23,7 @@ use keel_types::{
     Event, EventId, EventObserver, EventPayload, RequestId, RunRecord, RunStore, SessionId,
     StoreError,
 };
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 
 use crate::narrator::Narrator;
 use crate::redact::Redactor;
@@ -52,7 +54,14 @@ pub struct Emitter {
     /// `seq` order.
     state: Mutex<State>,
     durable: watch::Receiver<Durable>,
+    /// Tells a lingering flusher that someone waits for the events.
+    urgent: Arc<Notify>,
 }
+
+/// How long the flusher waits for more events before it stores what it has, unless a barrier
+/// needs them sooner: subscribers see events at most this much later, and a burst of events
+/// costs one commit instead of several.
+pub const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 
 struct State {
     seq: u64,
@@ -123,7 +132,14 @@ impl Emitter {
         if let Some(event) = stored {
             forwarder.forward(event);
         }
-        tokio::spawn(flush(pending, pipeline.store.clone(), forwarder, publish));
+        let urgent = Arc::new(Notify::new());
+        tokio::spawn(flush(
+            pending,
+            pipeline.store.clone(),
+            forwarder,
+            publish,
+            urgent.clone(),
+        ));
         Self {
             request_id: run.request_id.clone(),
             session_id: run.session_id.clone(),
@@ -134,6 +150,7 @@ impl Emitter {
                 queue,
             }),
             durable,
+            urgent,
         }
     }
 
@@ -199,6 +216,14 @@ impl Emitter {
     /// Waits until every event emitted so far is stored and delivered to the subscriber.
     pub async fn barrier(&self) -> Result<(), StoreError> {
         let target = self.count();
+        if self
+            .durable
+            .borrow()
+            .as_ref()
+            .is_ok_and(|seq| *seq < target)
+        {
+            self.urgent.notify_one();
+        }
         let mut durable = self.durable.clone();
         let outcome = durable
             .wait_for(|d| d.as_ref().map_or(true, |seq| *seq >= target))
@@ -257,10 +282,24 @@ async fn flush(
     store: Arc<dyn RunStore>,
     mut forwarder: Forwarder,
     publish: watch::Sender<Durable>,
+    urgent: Arc<Notify>,
 ) {
     let mut queued = Vec::new();
     let mut batch = Vec::new();
     while pending.recv_many(&mut queued, 256).await > 0 {
+        // A terminal event is stored at once (its run is finishing); anything else waits a
+        // little for company, or for a barrier.
+        if queued.last().is_some_and(|q| q.record.is_none()) {
+            tokio::select! {
+                () = urgent.notified() => {}
+                () = tokio::time::sleep(LINGER) => {}
+            }
+            while queued.len() < 1024
+                && let Ok(item) = pending.try_recv()
+            {
+                queued.push(item);
+            }
+        }
         // Only the terminal event carries a record, and nothing follows it.
         let mut record = None;
         for item in queued.drain(..) {

@@ -15,7 +15,12 @@ pub fn new_id(prefix: &str) -> String {
     let random: [u8; 10] = std::array::from_fn(|_| fastrand::u8(..));
     let uuid = uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid();
     let mut buf = uuid::Uuid::encode_buffer();
-    format!("{prefix}_{}", uuid.simple().encode_lower(&mut buf))
+    let hex = uuid.simple().encode_lower(&mut buf);
+    let mut id = String::with_capacity(prefix.len() + 1 + hex.len());
+    id.push_str(prefix);
+    id.push('_');
+    id.push_str(hex);
+    id
 }
 
 macro_rules! id_type {
