@@ -34,6 +34,11 @@ impl EncodedBatch {
     pub(crate) fn last_seq(&self) -> u64 {
         self.events.last().map_or(0, |e| e.seq)
     }
+
+    /// The size of the batch's mirror lines (each event's JSON and a newline).
+    pub(crate) fn bytes(&self) -> usize {
+        self.events.iter().map(|e| e.body.len() + 1).sum()
+    }
 }
 
 /// Checks a batch against the contract (one run, dense `seq`, nothing derived) and serializes

@@ -459,7 +459,14 @@ impl Finisher {
     fn write_mirrors(&mut self, batch: &Committed) {
         let committed = batch.commands.iter().zip(&batch.outcomes);
         if let Some(segments) = &mut self.segments {
-            let mut lines = Vec::new();
+            let size = committed
+                .clone()
+                .filter_map(|(command, outcome)| match (command, outcome) {
+                    (Command::Append { batch, .. }, Ok(())) => Some(batch.bytes()),
+                    _ => None,
+                })
+                .sum();
+            let mut lines = Vec::with_capacity(size);
             for (command, outcome) in committed {
                 if let (Command::Append { batch, .. }, Ok(())) = (command, outcome) {
                     for event in &batch.events {

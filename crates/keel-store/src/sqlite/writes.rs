@@ -11,6 +11,19 @@ use super::connection::sql_error;
 use super::rows::{self, RUN_COLUMNS, RunColumns};
 use crate::owner::{self, Owner};
 
+/// The statement inserting a run: its columns, then its owner process's.
+static INSERT_RUN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let count = RUN_COLUMNS.split(',').count() + 3;
+    let placeholders = (1..=count)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "INSERT INTO runs ({RUN_COLUMNS}, owner_pid, owner_start, owner_boot) \
+         VALUES ({placeholders})"
+    )
+});
+
 /// Inserts a new run owned by `owner` and touches its session; returns its id.
 pub(super) fn insert_run(
     conn: &Connection,
@@ -29,16 +42,9 @@ pub(super) fn insert_run(
         &owner.start,
         &owner.boot,
     ]);
-    let placeholders = (1..=values.len())
-        .map(|i| format!("?{i}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    conn.prepare_cached(&format!(
-        "INSERT INTO runs ({RUN_COLUMNS}, owner_pid, owner_start, owner_boot) \
-         VALUES ({placeholders})"
-    ))
-    .and_then(|mut stmt| stmt.execute(values.as_slice()))
-    .map_err(|e| sql_error(db, &e))?;
+    conn.prepare_cached(&INSERT_RUN)
+        .and_then(|mut stmt| stmt.execute(values.as_slice()))
+        .map_err(|e| sql_error(db, &e))?;
     if let Some(session) = &columns.session_id {
         // A new request is activity in its session.
         conn.prepare_cached(
