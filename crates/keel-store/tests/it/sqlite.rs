@@ -573,3 +573,39 @@ crate::contract!(
     prune_deletes_old_ended_runs_with_events_and_mirrors_but_keeps_resumable_ones,
     group_commit_shares_transactions_between_concurrent_writers,
 );
+
+/// An append fails alone when it is refused (checked before anything is written); a failure
+/// after its first write (here a trigger standing in for an I/O error) rolls the whole batch
+/// back, so none of its events is stored, and the store goes on.
+#[tokio::test]
+async fn an_append_that_breaks_part_way_stores_none_of_its_events() {
+    let backend = Backend::sqlite();
+    let sqlite = backend.sqlite.as_ref().unwrap();
+    let store = backend.store();
+    run_with_events(store, "run_1", 1).await;
+    crate::raw_db(sqlite.db_path())
+        .execute_batch(
+            "CREATE TRIGGER refuse_completed BEFORE INSERT ON events \
+             WHEN NEW.type = 'runtime.request.completed' \
+             BEGIN SELECT RAISE(ABORT, 'no room left'); END;",
+        )
+        .unwrap();
+    let broken = store
+        .append(&[delta("run_1", 2), completed("run_1", 3)])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&broken, StoreError::Io { message, .. } if message.contains("rolled back") && message.contains("no room left")),
+        "{broken}"
+    );
+    assert_eq!(stored_seqs(store, "run_1").await, [1]);
+    crate::raw_db(sqlite.db_path())
+        .execute_batch("DROP TRIGGER refuse_completed")
+        .unwrap();
+    store
+        .append(&[delta("run_1", 2), completed("run_1", 3)])
+        .await
+        .unwrap();
+    assert_eq!(stored_seqs(store, "run_1").await, [1, 2, 3]);
+    backend.assert_mirror("run_1").await;
+}
