@@ -1,7 +1,9 @@
 //! `read_file`: a text file, or a window of its lines, under the output cap.
 //!
 //! The file is streamed line by line, so a window near the start of a huge file is cheap and
-//! no line is held in memory beyond the cap. Binary files (a NUL byte, or bytes that are not
+//! no line is held in memory beyond the cap. A file of at most 32 KiB is read on the calling
+//! task (microseconds from the page cache, less than a trip through the blocking pool); a
+//! larger one on the blocking pool. Binary files (a NUL byte, or bytes that are not
 //! UTF-8) are refused with a clear error rather than shown as noise. A file read (even a
 //! window of it) counts as seen by the run, so `write_file` and `edit_file` may change it.
 
@@ -94,12 +96,22 @@ impl Tool for ReadFile {
             limit,
             budget: content_budget(ctx.max_output_bytes),
         };
-        let read = path.clone();
-        let text = run_blocking(move |_| read_window(&read, &requested, window)).await?;
+        // A small regular file is read here, like the path checks above: handing it to the
+        // blocking pool would cost more than reading it (two thread wake-ups).
+        let small = std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() <= INLINE_READ);
+        let text = if small {
+            read_window(&path, &requested, window)?
+        } else {
+            let read = path.clone();
+            run_blocking(move |_| read_window(&read, &requested, window)).await?
+        };
         mark_seen(ctx, &path);
         Ok(ToolOutput::text(text))
     }
 }
+
+/// Files up to this size are read on the calling task; larger ones on the blocking pool.
+const INLINE_READ: u64 = 32 * 1024;
 
 /// Which lines to return, and how many bytes of them at most.
 #[derive(Debug, Clone, Copy)]
