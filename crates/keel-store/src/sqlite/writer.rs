@@ -569,7 +569,7 @@ fn execute_append(
         if batch.first_seq() != 1 {
             return Err(Step::Refused(batch::continuity_error(batch, 1)));
         }
-        writes::insert_run(conn, db, &new.columns, &new.owner, &new.now).map_err(Step::Broken)?;
+        writes::write_run(conn, db, &new.columns, &new.owner, &new.now).map_err(Step::Broken)?;
     } else {
         check_continuity(conn, db, batch).map_err(Step::Refused)?;
     }

@@ -36,6 +36,18 @@ pub(super) fn insert_run(
     if rows::run_exists(conn, db, &id)? {
         return Err(StoreError::Invalid(format!("run `{id}` already exists")));
     }
+    write_run(conn, db, columns, owner, now)?;
+    Ok(id)
+}
+
+/// Inserts a run whose id was checked to be free, and touches its session.
+pub(super) fn write_run(
+    conn: &Connection,
+    db: &Path,
+    columns: &RunColumns,
+    owner: &Owner,
+    now: &str,
+) -> Result<(), StoreError> {
     let mut values = columns.values().to_vec();
     values.extend([
         &owner.pid as &dyn rusqlite::ToSql,
@@ -53,7 +65,7 @@ pub(super) fn insert_run(
         .and_then(|mut stmt| stmt.execute(params![session, now]))
         .map_err(|e| sql_error(db, &e))?;
     }
-    Ok(id)
+    Ok(())
 }
 
 /// Replaces a run's record (everything but its owner).
