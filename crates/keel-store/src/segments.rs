@@ -9,7 +9,8 @@
 //! crash leaves the newest segment *behind* (maybe with a torn last line). The first process
 //! to open the log while no other process has it open (an exclusive lock on `.keel/log/.lock`,
 //! held shared afterwards) repairs it: it cuts a torn tail and appends, in commit order, the
-//! events the store committed after the last mirrored one. A line that does not parse (other
+//! events the store committed after the last mirrored one (or, when that one's run was pruned
+//! since, after the newest mirrored event still stored). A line that does not parse (other
 //! than a torn tail) is never rewritten. Several processes on one workspace append whole
 //! lines to the same segment (`O_APPEND`, one `write` per group), interleaved.
 
@@ -201,7 +202,13 @@ fn repair(
         location: newest.display().to_string(),
         message: format!("the last line of the event log does not parse: {e}"),
     })?;
-    match fetch(&event.request_id, event.seq)? {
+    let mut found = fetch(&event.request_id, event.seq)?;
+    if found.is_none() {
+        // The last logged event was pruned since: what follows the newest logged event that is
+        // still stored was not logged (everything logged after it has been pruned too).
+        found = walk_back(segments, fetch)?;
+    }
+    match found {
         Some(missing) if !missing.is_empty() => {
             let mut buf = Vec::new();
             for line in &missing {
@@ -214,10 +221,45 @@ fn repair(
         Some(_) => {}
         None => tracing::warn!(
             path = %newest.display(),
-            "The event log's last event is no longer in the store (pruned); events committed after it and not mirrored before a crash stay only in the store."
+            "No recent event of the event log is still in the store (pruned); events committed after them and not mirrored before a crash stay only in the store."
         ),
     }
     Ok(())
+}
+
+/// How many lines [`walk_back`] looks at before it gives up.
+const WALK_BACK_LINES: usize = 100_000;
+
+/// Looks back through the log, newest line first, for an event that is still stored, and
+/// returns what the store committed after it; `None` when none of the last
+/// [`WALK_BACK_LINES`] lines is.
+fn walk_back(
+    segments: &[(u64, PathBuf)],
+    fetch: &mut FetchAfter<'_>,
+) -> Result<Option<Vec<String>>, StoreError> {
+    let mut looked = 0;
+    for (_, path) in segments.iter().rev() {
+        let text = fs::read(path).map_err(|e| io_error(path, &e))?;
+        // Whole lines only (a torn end of the newest segment was cut already).
+        let whole = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        for line in text[..whole].split(|b| *b == b'\n').rev() {
+            if line.is_empty() {
+                continue;
+            }
+            looked += 1;
+            if looked > WALK_BACK_LINES {
+                return Ok(None);
+            }
+            // A line that does not parse is left alone and looked past.
+            let Ok(event) = serde_json::from_slice::<Event>(line) else {
+                continue;
+            };
+            if let Some(missing) = fetch(&event.request_id, event.seq)? {
+                return Ok(Some(missing));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// The length of `file` up to its last newline, and its last whole line (if any). Reads

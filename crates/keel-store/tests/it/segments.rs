@@ -97,6 +97,49 @@ async fn a_log_left_behind_or_torn_by_a_crash_is_repaired_from_the_store_at_the_
     assert_eq!(logged(dir.path()).last(), Some(&more));
 }
 
+/// A crash left the log behind, and the run of its last lines was pruned before the next
+/// start: the repair looks back to the newest logged event still stored and appends what was
+/// committed after it.
+#[tokio::test]
+async fn a_log_whose_last_run_was_pruned_is_still_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let mut sent = Vec::new();
+    store
+        .create_run(&record("run_new", "a", RunStatus::Running))
+        .await
+        .unwrap();
+    let mut old = record("run_old", "a", RunStatus::Completed);
+    old.started_at = "2020-01-01T00:00:00.000Z".into();
+    store.create_run(&old).await.unwrap();
+    for batch in [
+        vec![started("run_new", 1), delta("run_new", 2)],
+        vec![started("run_old", 1), completed("run_old", 2)],
+        vec![delta("run_new", 3), delta("run_new", 4)],
+    ] {
+        store.append(&batch).await.unwrap();
+        sent.extend(batch);
+    }
+    assert_eq!(store.prune("2021-01-01T00:00:00.000Z").await.unwrap(), 1);
+    drop(store);
+    // The crash: the last commit's lines never reached the log, whose last lines are now of a
+    // pruned run.
+    let segment = log_dir(dir.path()).join("00000001.jsonl");
+    let text = std::fs::read_to_string(&segment).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    std::fs::write(&segment, lines[..lines.len() - 2].join("\n") + "\n").unwrap();
+
+    let store = SqliteStore::open(dir.path()).unwrap();
+    assert_eq!(
+        logged(dir.path()),
+        sent,
+        "run_new's last events are back, once"
+    );
+    let more = completed("run_new", 5);
+    store.append(std::slice::from_ref(&more)).await.unwrap();
+    assert_eq!(logged(dir.path()).last(), Some(&more));
+}
+
 #[tokio::test]
 async fn a_second_process_on_the_workspace_does_not_repair_under_the_first() {
     let dir = tempfile::tempdir().unwrap();
