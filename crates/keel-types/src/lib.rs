@@ -66,7 +66,41 @@ const TIMESTAMP: &[time::format_description::BorrowedFormatItem<'static>] = time
 /// The current time as an RFC 3339 string in UTC with exactly three fractional digits, e.g.
 /// `2026-11-22T12:00:00.120Z` (fixed width, so timestamps sort as text).
 pub fn now_rfc3339() -> String {
-    time_before(std::time::Duration::ZERO)
+    timestamp(time::OffsetDateTime::now_utc())
+}
+
+/// `t` in the [`now_rfc3339`] format. Written digit by digit: every event gets a timestamp,
+/// and the general formatter costs several times as much.
+fn timestamp(t: time::OffsetDateTime) -> String {
+    let Ok(year) = u32::try_from(t.year()) else {
+        return t.format(TIMESTAMP).unwrap_or_default();
+    };
+    if year > 9999 {
+        return t.format(TIMESTAMP).unwrap_or_default();
+    }
+    let mut out = String::with_capacity(24);
+    push_digits(&mut out, year, 4);
+    for (separator, value, width) in [
+        ('-', u32::from(u8::from(t.month())), 2),
+        ('-', u32::from(t.day()), 2),
+        ('T', u32::from(t.hour()), 2),
+        (':', u32::from(t.minute()), 2),
+        (':', u32::from(t.second()), 2),
+        ('.', u32::from(t.millisecond()), 3),
+    ] {
+        out.push(separator);
+        push_digits(&mut out, value, width);
+    }
+    out.push('Z');
+    out
+}
+
+/// Appends `value` as exactly `width` decimal digits (zero-padded).
+fn push_digits(out: &mut String, value: u32, width: u32) {
+    for place in (0..width).rev() {
+        let digit = value / 10u32.pow(place) % 10;
+        out.push(char::from_digit(digit, 10).unwrap_or('0'));
+    }
 }
 
 /// The time `ahead` after now, in the same format as [`now_rfc3339`].
@@ -76,7 +110,7 @@ pub fn time_after(ahead: std::time::Duration) -> String {
         .ok()
         .and_then(|ahead| now.checked_add(ahead))
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH + time::Duration::days(365 * 8000));
-    then.format(TIMESTAMP).unwrap_or_default()
+    timestamp(then)
 }
 
 /// The time `ago` before now, in the same format as [`now_rfc3339`].
@@ -86,5 +120,27 @@ pub fn time_before(ago: std::time::Duration) -> String {
         .ok()
         .and_then(|ago| now.checked_sub(ago))
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    then.format(TIMESTAMP).unwrap_or_default()
+    timestamp(then)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_match_the_general_formatter_digit_for_digit() {
+        let now = time::OffsetDateTime::now_utc();
+        let times = [
+            now,
+            time::OffsetDateTime::UNIX_EPOCH,
+            time::macros::datetime!(2026-11-22 12:00:00.120 UTC),
+            time::macros::datetime!(2026-01-09 03:04:05.999 UTC),
+            time::macros::datetime!(0999-12-31 23:59:59.001 UTC),
+            time::macros::datetime!(9999-12-31 23:59:59.999 UTC),
+        ];
+        for t in times {
+            assert_eq!(timestamp(t), t.format(TIMESTAMP).unwrap(), "{t}");
+        }
+        assert_eq!(now_rfc3339().len(), 24);
+    }
 }
