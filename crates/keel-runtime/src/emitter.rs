@@ -78,13 +78,24 @@ struct Queued {
 /// ([`RunStore::create_run_with`]) before [`Emitter::opened`] continues its log.
 pub fn opening_event(pipeline: &Pipeline, run: &RunRecord, mut payload: EventPayload) -> Event {
     pipeline.redactor.redact(&mut payload);
+    stamp(&run.request_id, &run.session_id, &run.agent, 1, payload)
+}
+
+/// Event `seq` of a run, made now.
+fn stamp(
+    request_id: &RequestId,
+    session_id: &Option<SessionId>,
+    agent: &str,
+    seq: u64,
+    payload: EventPayload,
+) -> Event {
     Event {
         id: EventId::generate(),
-        seq: 1,
+        seq,
         ts: keel_types::now_rfc3339(),
-        request_id: run.request_id.clone(),
-        session_id: run.session_id.clone(),
-        agent_id: run.agent.clone(),
+        request_id: request_id.clone(),
+        session_id: session_id.clone(),
+        agent_id: agent.to_owned(),
         payload,
     }
 }
@@ -186,15 +197,13 @@ impl Emitter {
             Err(poisoned) => poisoned.into_inner(),
         };
         let seq = state.seq + 1;
-        let event = Event {
-            id: EventId::generate(),
+        let event = stamp(
+            &self.request_id,
+            &self.session_id,
+            &self.agent,
             seq,
-            ts: keel_types::now_rfc3339(),
-            request_id: self.request_id.clone(),
-            session_id: self.session_id.clone(),
-            agent_id: self.agent.clone(),
             payload,
-        };
+        );
         if let Some(record) = &mut record {
             record.event_count = seq;
         }

@@ -96,10 +96,15 @@ impl Tool for ReadFile {
             limit,
             budget: content_budget(ctx.max_output_bytes),
         };
+        let metadata = path.metadata().map_err(|e| io_error(&requested, &e))?;
+        if metadata.is_dir() {
+            return Err(ToolError::Io(format!(
+                "`{requested}` is a directory; use list_dir"
+            )));
+        }
         // A small regular file is read here, like the path checks above: handing it to the
         // blocking pool would cost more than reading it (two thread wake-ups).
-        let small = std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() <= INLINE_READ);
-        let text = if small {
+        let text = if metadata.is_file() && metadata.len() <= INLINE_READ {
             read_window(&path, &requested, window)?
         } else {
             let read = path.clone();
@@ -131,13 +136,8 @@ enum Stop {
     LongLine,
 }
 
+/// Reads `window` of the file at `path` (not a directory: the caller checked).
 fn read_window(path: &Path, requested: &str, window: Window) -> Result<String, ToolError> {
-    let metadata = path.metadata().map_err(|e| io_error(requested, &e))?;
-    if metadata.is_dir() {
-        return Err(ToolError::Io(format!(
-            "`{requested}` is a directory; use list_dir"
-        )));
-    }
     let file = File::open(path).map_err(|e| io_error(requested, &e))?;
     let mut reader = BufReader::new(file);
     let head = reader.fill_buf().map_err(|e| io_error(requested, &e))?;
