@@ -13,7 +13,9 @@
 //! Each round is followed by a *floor* round: the same client makes the same two streamed
 //! model rounds per request straight against the mock. It is what this machine does with no
 //! Keel in between (the client and the mock share its CPUs with `keel serve`), so "keel adds"
-//! is Keel's own cost in latency.
+//! is Keel's own cost in latency. `keel serve` sits idle through the floor round; its resident
+//! set then (at rest) is what it keeps from the round, and the last line compares the last
+//! round's with the first's.
 //!
 //! ```sh
 //! cargo build --release -p keel-test-support --bin keel-mock-llm
@@ -225,7 +227,7 @@ async fn bench(
     }
 
     // Keel's rounds alternate with floor rounds, so both see the same machine.
-    let (mut rounds, mut floors) = (Vec::new(), Vec::new());
+    let (mut rounds, mut floors, mut at_rest) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=options.rounds {
         serve.check_alive()?;
         mock.check_alive()?;
@@ -237,6 +239,15 @@ async fn bench(
         failed += errors;
         print_figures("floor", &figures, false);
         floors.push(figures);
+        // Keel sat idle through the floor round: what it holds now is what it keeps.
+        let rest = status_mib(serve.pid(), "VmRSS:");
+        println!(
+            "{:>9}  keel serve at rest after round {round}: RSS {rest:.1} MiB (anonymous {:.1}, file {:.1})",
+            "",
+            status_mib(serve.pid(), "RssAnon:"),
+            status_mib(serve.pid(), "RssFile:"),
+        );
+        at_rest.push(rest);
     }
     serve.check_alive()?;
 
@@ -262,6 +273,16 @@ async fn bench(
         summary.serve_hwm_mib,
         verdict(summary.serve_hwm_mib < 200e6 / (1024.0 * 1024.0)),
     );
+    if let (Some(first), Some(last)) = (at_rest.first(), at_rest.last())
+        && at_rest.len() > 1
+    {
+        let growth = (last / first - 1.0) * 100.0;
+        println!(
+            "RSS at rest after round 1 → {}: {first:.1} → {last:.1} MiB ({growth:+.1} %, target within 5 %): {}",
+            at_rest.len(),
+            verdict(growth.abs() <= 5.0),
+        );
+    }
     if failed > 0 {
         println!("FAILED: {failed} request(s) failed (warm-up included)");
     } else {
