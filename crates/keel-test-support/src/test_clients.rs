@@ -84,6 +84,55 @@ pub fn python_venv(name: &str, requirements: &[&str]) -> PathBuf {
 /// changed at 2.0).
 pub const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
 
+/// The official OpenAI Python client, in the venv `target/test-clients/python`; returns its
+/// Python.
+pub fn openai_python() -> PathBuf {
+    python_venv("python", &["openai>=1,<4"])
+}
+
+/// The official OpenAI JavaScript client, in `target/test-clients/node`; returns the folder
+/// whose `node_modules` holds it.
+pub fn openai_node() -> PathBuf {
+    npm_packages("node", &["openai@4"])
+}
+
+/// The official Python MCP SDK ([`MCP_PYTHON_SDK`]), in the venv `target/test-clients/mcp`;
+/// returns its Python.
+pub fn mcp_python() -> PathBuf {
+    python_venv("mcp", &[MCP_PYTHON_SDK])
+}
+
+/// The schemathesis release the suite runs (its CLI changed between major versions).
+pub const SCHEMATHESIS: &str = "4.32.5";
+
+/// The `schemathesis` command of a venv holding [`SCHEMATHESIS`].
+pub fn schemathesis() -> PathBuf {
+    let requirement = format!("schemathesis=={SCHEMATHESIS}");
+    python_venv("schemathesis", &[&requirement]).with_file_name("schemathesis")
+}
+
+/// The `playwright-core` release the browser test drives Chromium with.
+pub const PLAYWRIGHT: &str = "playwright-core@1.65.1";
+
+/// A folder whose `node_modules` holds [`PLAYWRIGHT`].
+pub fn playwright() -> PathBuf {
+    npm_packages("playwright", &[PLAYWRIGHT])
+}
+
+/// Installs every counterpart above (Chromium only where this process may install packages),
+/// so a test run can have them in place before its tests start: the installs then neither
+/// count against a test's time limit nor compete with tests for the CPU. Returns why there is
+/// no Chromium, if there is none.
+pub fn install_all() -> Result<(), String> {
+    openai_python();
+    openai_node();
+    mcp_python();
+    schemathesis();
+    playwright();
+    mcp_server_bin("mcp-server-everything");
+    chromium().map(drop)
+}
+
 /// The MCP servers of the npm registry the tests use, pinned.
 pub const MCP_EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 /// See [`MCP_EVERYTHING`].

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use keel::policy::{PolicyEngine, PolicyQuery};
 use keel::types::PolicyDecision;
 use keel::{McpHub, RequestId, RunStatus, Runtime, Tool, ToolCall, ToolContext, Workspace};
-use keel_test_support::test_clients::{MCP_PYTHON_SDK, python_venv};
+use keel_test_support::test_clients::{MCP_PYTHON_SDK, mcp_python};
 use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 use keel_tools::gateway::Gateway;
 use serde_json::{Value, json};
@@ -365,7 +365,7 @@ fn main() {
     let calls = env_number("KEEL_BENCH_CALLS", 1000).max(1);
     let rounds = env_number("KEEL_BENCH_ROUNDS", 5).max(1);
     let warmup = (calls / 10).clamp(20, 200);
-    let python = python_venv("mcp", &[MCP_PYTHON_SDK]);
+    let python = mcp_python();
     let server = scripts_dir().join("echo_server.py");
     let ws = workspace(&python, &server);
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -118,22 +118,33 @@ async function ended(id) {
   await page.locator('#timeline li[data-type="runtime.request.forked"]').waitFor();
   await page.locator('#timeline li[data-type="runtime.request.completed"]').waitFor();
 
-  // A run of over 5,000 events renders in batches: every row arrives, no task blocks long.
+  // A run of over 5,000 events renders in batches: every row arrives, and no single change to
+  // the page adds more than one batch (300 rows), whatever the machine's speed. The longest
+  // task is printed for information only: on a loaded machine it measures the machine.
   const long = await start("A long answer");
   await ended(long);
   await page.evaluate(() => {
     window.longest = 0;
+    window.batches = [];
     new PerformanceObserver((list) => {
       for (const entry of list.getEntries()) window.longest = Math.max(window.longest, entry.duration);
     }).observe({ type: "longtask", buffered: false });
+    new MutationObserver((records) => {
+      for (const record of records) {
+        if (record.target.id !== "timeline") continue;
+        const rows = [...record.addedNodes].filter((node) => node.nodeName === "LI").length;
+        if (rows) window.batches.push(rows);
+      }
+    }).observe(document.body, { childList: true, subtree: true });
   });
   await page.goto(`${BASE}/console#/requests/${long}`);
   await page.locator('#timeline li[data-type="runtime.request.completed"]').waitFor();
   const rows = await page.locator("#timeline li[data-seq]").count();
   assert.ok(rows > 5000, `${rows} rows`);
-  const longest = await page.evaluate(() => window.longest);
-  console.log(`5,000-event run: ${rows} rows, longest task ${Math.round(longest)} ms (0: none over 50 ms)`);
-  assert.ok(longest < 1000, `the page froze for ${longest} ms`);
+  const { longest, batches } = await page.evaluate(() => ({ longest: window.longest, batches: window.batches }));
+  console.log(`5,000-event run: ${rows} rows in ${batches.length} batches, longest task ${Math.round(longest)} ms`);
+  assert.ok(batches.length >= Math.ceil(rows / 300), `the rows came in ${batches.length} batches`);
+  assert.ok(Math.max(...batches) <= 300, `one change added ${Math.max(...batches)} rows`);
 
   // Approve a pending call and watch the run complete; deny another.
   const approved = await start("Write the first file");

@@ -6,7 +6,7 @@
 //! client waits — and every call is then found recorded as a run. `/mcp` refuses a missing or
 //! wrong key (401) and a client key (403).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,12 +14,7 @@ use keel_test_support::{Cli, MockLlm, MockResponse, TempWorkspace, WorkspaceBuil
 use serde_json::Value;
 
 use crate::common::keel_in;
-use keel_test_support::test_clients::{MCP_PYTHON_SDK, python_venv};
-
-/// A Python with the official MCP SDK.
-fn python() -> PathBuf {
-    python_venv("mcp", &[MCP_PYTHON_SDK])
-}
+use keel_test_support::test_clients::mcp_python;
 
 /// What the client does, one JSON line per step on stdout. `stdio KEEL WORKSPACE` launches
 /// `KEEL mcp -w WORKSPACE`; `http URL KEY` connects to URL with the key.
@@ -109,7 +104,7 @@ async fn run_client(keel: &Cli, args: &[&str]) -> serde_json::Map<String, Value>
     let scratch = tempfile::tempdir().unwrap();
     let stdout_path = scratch.path().join("stdout");
     let stderr_path = scratch.path().join("stderr");
-    let mut child = Command::new(python())
+    let mut child = Command::new(mcp_python())
         .arg("-c")
         .arg(SCENARIO)
         .args(args)
@@ -342,7 +337,7 @@ async fn an_ask_is_put_to_the_users_of_a_client_that_declares_elicitation() {
     let ws = workspace(&mock, "{ defaultAgent: assistant }");
     let keel = keel_in(&ws);
     let output = tokio::task::block_in_place(|| {
-        Command::new(python())
+        Command::new(mcp_python())
             .arg("-c")
             .arg(ASKING_CLIENT)
             .args([env!("CARGO_BIN_EXE_keel"), ws.path().to_str().unwrap()])

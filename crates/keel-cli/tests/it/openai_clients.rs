@@ -6,25 +6,14 @@
 //! (a Python venv with `openai`, and `openai` from npm), so `cargo nextest run` works on a
 //! fresh machine with `python3` and `node`/`npm`.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-use keel_test_support::test_clients::{npm_packages, python_venv};
+use keel_test_support::test_clients::{openai_node, openai_python};
 use keel_test_support::{
     MockLlm, MockResponse, MockToolCall, Serving, TempWorkspace, WorkspaceBuilder,
 };
 
 use crate::common::keel_in;
-
-/// A Python with the official `openai` package.
-fn python() -> PathBuf {
-    python_venv("python", &["openai>=1,<4"])
-}
-
-/// A folder whose `node_modules` holds the official `openai` package.
-fn node_prefix() -> PathBuf {
-    npm_packages("node", &["openai@4"])
-}
 
 /// The server and its workspace (dropped after the server stops).
 struct Server {
@@ -127,7 +116,7 @@ fn assert_answers(output: &std::process::Output) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_official_python_client_completes_with_a_tool_round_trip() {
-    let python = tokio::task::block_in_place(python);
+    let python = tokio::task::block_in_place(openai_python);
     let mock = MockLlm::start().await;
     let server = serve(&mock).await;
     let base = format!("http://{}/v1", server.serving.addr());
@@ -161,7 +150,7 @@ async fn the_official_python_client_completes_with_a_tool_round_trip() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_official_javascript_client_completes_with_a_tool_round_trip() {
-    let prefix = tokio::task::block_in_place(node_prefix);
+    let prefix = tokio::task::block_in_place(openai_node);
     let mock = MockLlm::start().await;
     let server = serve(&mock).await;
     let base = format!("http://{}/v1", server.serving.addr());

@@ -9,27 +9,17 @@
 //! answers at once, and the live event stream is only chosen with an `Accept` header the
 //! document does not list. The seed is fixed so a run is reproducible.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 use serde_json::json;
 
 use crate::common::keel_in;
-use keel_test_support::test_clients::python_venv;
-
-/// The schemathesis release the suite runs (its CLI changed between major versions).
-const SCHEMATHESIS: &str = "4.32.5";
+use keel_test_support::test_clients::schemathesis;
 
 /// Test cases per operation and check: enough to try every parameter's edges, few enough
 /// for a loaded 2-core machine.
 const EXAMPLES: &str = "20";
-
-/// The `schemathesis` command of a venv holding [`SCHEMATHESIS`].
-fn schemathesis() -> PathBuf {
-    let requirement = format!("schemathesis=={SCHEMATHESIS}");
-    python_venv("schemathesis", &[&requirement]).with_file_name("schemathesis")
-}
 
 /// A workspace on a scripted model whose runtime is `runtime`.
 fn workspace(runtime: &str) -> TempWorkspace {

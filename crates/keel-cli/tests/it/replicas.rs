@@ -479,7 +479,7 @@ async fn a_replica_frozen_past_its_lease_cannot_append_when_it_wakes() {
     let mock = MockLlm::start().await;
     script(&mock);
     let schema = Schema::new();
-    let ws = workspace(&mock, &schema, "1s");
+    let ws = workspace(&mock, &schema, "3s");
     let mut replicas = Replicas::start(&ws, &["a", "b"]);
 
     // A long answer trickles into replica a's run; a is frozen in the middle of it.

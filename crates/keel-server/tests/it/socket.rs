@@ -4,15 +4,16 @@ use std::time::Duration;
 
 use super::*;
 
-/// A workspace whose answers stream slowly (20 deltas, 50 ms apart), with a short shutdown
-/// grace.
+/// A workspace whose answers stream slowly (20 deltas, 50 ms apart) or, for `stuck`, not for
+/// two minutes, with a shutdown grace (8 s) far longer than a slow answer and far shorter than
+/// a stuck one, so the outcome does not depend on the machine's load.
 fn slow_workspace() -> TempWorkspace {
     WorkspaceBuilder::new()
-        .runtime("{ defaultAgent: assistant, server: { shutdownGrace: 2s } }")
+        .runtime("{ defaultAgent: assistant, server: { shutdownGrace: 8s } }")
         .scripted_model(
             "m",
             &json!({"conversations": [
-                {"match": "(?i)stuck", "steps": [{"text": "never", "delay": "30s"}]},
+                {"match": "(?i)stuck", "steps": [{"text": "never", "delay": "120s"}]},
                 {"steps": [{"text": "abcdefghijklmnopqrst", "chunkSize": 1, "chunkDelay": "50ms"}]}
             ]}),
         )
@@ -172,21 +173,21 @@ async fn shutdown_lets_short_runs_finish_and_interrupts_the_rest() {
     };
     let stuck = chat("stuck").await.unwrap();
     assert_eq!(stuck.status(), 200);
-    let short = chat("hi").await.unwrap();
+    let mut short = chat("hi").await.unwrap();
     assert_eq!(short.status(), 200);
-    // Let the stuck run start its model round, then stop the server.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Once the short run streams (the stuck one started before it), stop the server.
+    let first = short.chunk().await.unwrap().expect("the short run streams");
     server.stop.take().unwrap().send(()).unwrap();
-    let body = tokio::time::timeout(Duration::from_secs(10), stuck.text())
+    let body = tokio::time::timeout(Duration::from_secs(60), stuck.text())
         .await
         .expect("the stream ends after the grace period")
         .unwrap();
     assert!(body.contains("\"code\":\"interrupted\""), "{body}");
-    // The short run (1 s) finished within the grace period (2 s).
-    let short = short.text().await.unwrap();
+    // The short run (1 s) finished within the grace period (8 s).
+    let short = String::from_utf8_lossy(&first).into_owned() + &short.text().await.unwrap();
     assert!(short.contains("\"finish_reason\":\"stop\""), "{short}");
     assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
-    let summary = tokio::time::timeout(Duration::from_secs(10), server.task)
+    let summary = tokio::time::timeout(Duration::from_secs(60), server.task)
         .await
         .unwrap()
         .unwrap()
