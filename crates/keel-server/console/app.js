@@ -248,6 +248,9 @@ async function request(id) {
   const go = (started, stay) => started
     .then((r) => { if (stay) { refresh(); } else { location.hash = "#/requests/" + r.requestId; } })
     .catch((e) => { message.replaceChildren(failure(e)); });
+  // The actions are rebuilt only when the run's status changes, so a refresh (the run settling,
+  // an approval event) keeps what the user is typing into the fork form.
+  let actionsFor = null;
   const refresh = async () => {
     try {
       const run = await api(`/api/requests/${encodeURIComponent(id)}?tree=true`);
@@ -261,7 +264,7 @@ async function request(id) {
       ].filter(Boolean);
       head.replaceChildren(el("table", {}, el("tbody", {}, fields.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))))));
       const ended = ["completed", "failed", "cancelled", "interrupted"].includes(run.status);
-      actions.replaceChildren(...[
+      if (actionsFor !== run.status) actions.replaceChildren(...[
         ended ? null : el("button", { class: "danger", type: "button", onclick: () => api(`/api/requests/${id}/cancel`, { method: "POST", body: {} }).then(refresh) }, "Cancel"),
         ended ? el("button", { type: "button", onclick: () => go(api(`/api/requests/${id}/retry`, { method: "POST", body: {} })) }, "Retry") : null,
         run.status === "interrupted" ? el("button", { type: "button", onclick: () => go(api(`/api/requests/${id}/resume`, { method: "POST", body: {} }), id) }, "Resume") : null,
@@ -272,6 +275,7 @@ async function request(id) {
         } }, el("label", {}, "Fork after event", el("input", { name: "at", type: "number", min: 1, required: true, size: 5 })), el("button", { type: "submit" }, "Fork")) : null,
         message,
       ].filter(Boolean));
+      actionsFor = run.status;
       const branch = (node) => el("li", {}, el("a", { href: "#/requests/" + node.requestId, class: "mono" }, node.requestId), ` ${node.agent} `, statusCell(node.status),
         node.children.length ? el("ul", { class: "tree" }, node.children.map(branch)) : null);
       tree.replaceChildren(...(run.children && run.children.length ? [el("h2", {}, "Runs it started"), el("ul", { class: "tree" }, run.children.map(branch))] : []));
