@@ -13,18 +13,20 @@
 //! Each round is followed by a *floor* round: the same client makes the same two streamed
 //! model rounds per request straight against the mock. It is what this machine does with no
 //! Keel in between (the client and the mock share its CPUs with `keel serve`), so "keel adds"
-//! is Keel's own cost in latency. `keel serve` sits idle through the floor round; its resident
-//! set then (at rest) is what it keeps from the round, and the last line compares the last
-//! round's with the first's.
+//! is Keel's own cost in latency. `keel serve` sits idle through the floor round and
+//! `--rest-ms` more (the allocator hands freed memory back after a delay); its resident set
+//! then (at rest) is what it keeps from the round, with its threads, open files and tasks
+//! alive (`keel_tasks_alive`), and the last line compares the last round's with the first's.
 //!
 //! ```sh
 //! cargo build --release -p keel-test-support --bin keel-mock-llm
 //! cargo bench -p keel-cli --bench serve_load -- [--requests 1000] [--concurrency 1000]
-//!     [--latency-ms 50] [--rounds 3] [--warmup 50] [--run-limit 1024|default] [--keep]
+//!     [--latency-ms 50] [--rounds 3] [--warmup 50] [--rest-ms 1500]
+//!     [--run-limit 1024|default] [--keep]
 //! ```
 //!
 //! The flags may also be given as `KEEL_BENCH_REQUESTS`, `KEEL_BENCH_CONCURRENCY`,
-//! `KEEL_BENCH_LATENCY_MS`, `KEEL_BENCH_ROUNDS`, `KEEL_BENCH_WARMUP` and
+//! `KEEL_BENCH_LATENCY_MS`, `KEEL_BENCH_ROUNDS`, `KEEL_BENCH_WARMUP`, `KEEL_BENCH_REST_MS` and
 //! `KEEL_BENCH_RUN_LIMIT` (and `--keep` as `KEEL_BENCH_KEEP=1`). `--run-limit` sets `Runtime.spec.limits.maxConcurrentRuns` in the
 //! bench workspace (`default` leaves Keel's default). `KEEL_MOCK_LLM` names the mock binary
 //! (default: next to the `keel` binary); the workspace goes under the target directory (or
@@ -60,6 +62,9 @@ struct Options {
     latency_ms: u64,
     rounds: usize,
     warmup: usize,
+    /// How long `keel serve` sits idle after a round's floor round before its resident set
+    /// is read, in ms.
+    rest_ms: u64,
     /// `limits.maxConcurrentRuns` for the workspace; `None` keeps Keel's default.
     run_limit: Option<u32>,
     /// Keep the workspace (its store and run logs) for inspection.
@@ -74,6 +79,7 @@ fn parse_options() -> Result<Options> {
         ("--latency-ms", env("KEEL_BENCH_LATENCY_MS")),
         ("--rounds", env("KEEL_BENCH_ROUNDS")),
         ("--warmup", env("KEEL_BENCH_WARMUP")),
+        ("--rest-ms", env("KEEL_BENCH_REST_MS")),
         ("--run-limit", env("KEEL_BENCH_RUN_LIMIT")),
     ]);
     let mut args = std::env::args().skip(1);
@@ -98,7 +104,7 @@ fn parse_options() -> Result<Options> {
             Some(v) => v
                 .parse::<u64>()
                 .ok()
-                .filter(|n| *n > 0 || flag == "--warmup")
+                .filter(|n| *n > 0 || flag == "--warmup" || flag == "--rest-ms")
                 .ok_or_else(|| format!("{flag} wants a positive number, got `{v}`")),
         }
     };
@@ -117,6 +123,7 @@ fn parse_options() -> Result<Options> {
         latency_ms: number("--latency-ms", 50)?,
         rounds: number("--rounds", 3)? as usize,
         warmup: number("--warmup", 50)? as usize,
+        rest_ms: number("--rest-ms", 1500)?,
         run_limit,
         keep: std::env::args().any(|a| a == "--keep")
             || std::env::var("KEEL_BENCH_KEEP").is_ok_and(|v| !v.is_empty() && v != "0"),
@@ -239,10 +246,14 @@ async fn bench(
         failed += errors;
         print_figures("floor", &figures, false);
         floors.push(figures);
-        // Keel sat idle through the floor round: what it holds now is what it keeps.
+        // Keel sat idle through the floor round and sits idle a little longer (the allocator
+        // gives freed memory back after a delay): what it holds now is what it keeps.
+        tokio::time::sleep(Duration::from_millis(options.rest_ms)).await;
         let rest = status_mib(serve.pid(), "VmRSS:");
+        let (threads, fds) = threads_and_fds(serve.pid());
+        let tasks = tasks_alive(&client, url).await;
         println!(
-            "{:>9}  keel serve at rest after round {round}: RSS {rest:.1} MiB (anonymous {:.1}, file {:.1})",
+            "{:>9}  keel serve at rest after round {round}: RSS {rest:.1} MiB (anonymous {:.1}, file {:.1}), {threads} threads, {fds} open files, {tasks} tasks alive",
             "",
             status_mib(serve.pid(), "RssAnon:"),
             status_mib(serve.pid(), "RssFile:"),
@@ -289,6 +300,19 @@ async fn bench(
         println!("no errors");
     }
     Ok(failed == 0)
+}
+
+/// `keel_tasks_alive` from the server's `/metrics` (`?` when it cannot be read); `url` is
+/// the server's chat completions address.
+async fn tasks_alive(client: &reqwest::Client, url: &str) -> String {
+    let metrics = url.replace("/v1/chat/completions", "/metrics");
+    let text = match client.get(metrics).send().await {
+        Ok(response) => response.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    text.lines()
+        .find_map(|line| line.strip_prefix("keel_tasks_alive "))
+        .map_or_else(|| "?".to_owned(), |n| n.trim().to_owned())
 }
 
 /// One round against `target`: its figures and how many requests failed (printed here).

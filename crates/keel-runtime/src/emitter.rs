@@ -63,9 +63,14 @@ pub struct Emitter {
 /// costs one commit instead of several.
 pub const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 
+/// Where a run's live events go. Events travel boxed: a Tokio channel allocates its slots 32
+/// at a time when it is made, and every run has two (its queue and its subscriber), so slots
+/// of a pointer's size keep a run's fixed cost small at a thousand runs in flight.
+pub(crate) type Subscriber = mpsc::UnboundedSender<Box<Event>>;
+
 struct State {
     seq: u64,
-    queue: mpsc::UnboundedSender<Queued>,
+    queue: mpsc::UnboundedSender<Box<Queued>>,
 }
 
 /// An event on its way to the store; the terminal one carries the run's final record.
@@ -109,7 +114,7 @@ impl Emitter {
         pipeline: &Pipeline,
         run: &RunRecord,
         last_seq: u64,
-        subscriber: Option<mpsc::UnboundedSender<Event>>,
+        subscriber: Option<Subscriber>,
     ) -> Self {
         Self::start(pipeline, run, last_seq, None, subscriber)
     }
@@ -120,7 +125,7 @@ impl Emitter {
         pipeline: &Pipeline,
         run: &RunRecord,
         opening: Event,
-        subscriber: Option<mpsc::UnboundedSender<Event>>,
+        subscriber: Option<Subscriber>,
     ) -> Self {
         Self::start(pipeline, run, opening.seq, Some(opening), subscriber)
     }
@@ -130,7 +135,7 @@ impl Emitter {
         run: &RunRecord,
         last_seq: u64,
         stored: Option<Event>,
-        subscriber: Option<mpsc::UnboundedSender<Event>>,
+        subscriber: Option<Subscriber>,
     ) -> Self {
         let (queue, pending) = mpsc::unbounded_channel();
         let (publish, durable) = watch::channel(Ok(last_seq));
@@ -209,7 +214,7 @@ impl Emitter {
         }
         state
             .queue
-            .send(Queued { event, record })
+            .send(Box::new(Queued { event, record }))
             .map_err(|_| StoreError::Invalid("the run's event flusher stopped".into()))?;
         state.seq = seq;
         Ok(seq)
@@ -256,7 +261,7 @@ impl Emitter {
 /// Delivers stored events to the observers, and them and narration derived from them to the
 /// live subscriber.
 struct Forwarder {
-    subscriber: Option<mpsc::UnboundedSender<Event>>,
+    subscriber: Option<Subscriber>,
     observers: Observers,
     narrator: Arc<Narrator>,
     redactor: Arc<Redactor>,
@@ -275,10 +280,10 @@ impl Forwarder {
             narration
         });
         // A subscriber that went away simply stops receiving.
-        if subscriber.send(event).is_err() {
+        if subscriber.send(Box::new(event)).is_err() {
             self.subscriber = None;
         } else if let Some(narration) = narration {
-            let _ = subscriber.send(narration);
+            let _ = subscriber.send(Box::new(narration));
         }
     }
 }
@@ -287,7 +292,7 @@ impl Forwarder {
 /// the new durable `seq`. Ends when the emitter is dropped and the queue is drained, or at the
 /// first failed append.
 async fn flush(
-    mut pending: mpsc::UnboundedReceiver<Queued>,
+    mut pending: mpsc::UnboundedReceiver<Box<Queued>>,
     store: Arc<dyn RunStore>,
     mut forwarder: Forwarder,
     publish: watch::Sender<Durable>,

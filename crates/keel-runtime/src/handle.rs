@@ -30,7 +30,7 @@ pub struct RunResponse {
 /// A started run: its live events, a way to cancel it, and its final response.
 pub struct RunHandle {
     request_id: RequestId,
-    events: mpsc::UnboundedReceiver<Event>,
+    events: mpsc::UnboundedReceiver<Box<Event>>,
     cancel: CancellationToken,
     task: JoinHandle<RunResponse>,
 }
@@ -39,7 +39,7 @@ impl RunHandle {
     /// A handle on the spawned run `task`, whose events arrive on `events`.
     pub(crate) fn new(
         request_id: RequestId,
-        events: mpsc::UnboundedReceiver<Event>,
+        events: mpsc::UnboundedReceiver<Box<Event>>,
         cancel: CancellationToken,
         task: JoinHandle<RunResponse>,
     ) -> Self {
@@ -59,12 +59,16 @@ impl RunHandle {
     /// The next live event (stored events and narration), or `None` once the run has ended
     /// and every event was delivered.
     pub async fn next_event(&mut self) -> Option<Event> {
-        self.events.recv().await
+        self.events.recv().await.map(|event| *event)
     }
 
     /// The live events as a `Stream`; it ends when the run has ended.
     pub fn events(&mut self) -> impl futures_util::Stream<Item = Event> + Send + '_ {
-        futures_util::stream::poll_fn(move |cx| self.events.poll_recv(cx))
+        futures_util::stream::poll_fn(move |cx| {
+            self.events
+                .poll_recv(cx)
+                .map(|event| event.map(|event| *event))
+        })
     }
 
     /// A token that cancels the run when triggered.

@@ -65,6 +65,7 @@ struct Metrics {
     approvals_pending: Gauge,
     queue_depth: Gauge,
     lease_takeovers: Gauge,
+    tasks_alive: Gauge,
 }
 
 impl Metrics {
@@ -128,8 +129,15 @@ impl Metrics {
             "Runs this replica took over from replicas whose lease expired, since it started (shared store only)",
             lease_takeovers.clone(),
         );
+        let tasks_alive = Gauge::default();
+        registry.register(
+            "tasks_alive",
+            "Tokio tasks alive in this process (runs, connections, streams, background work); at rest it should fall back to a few",
+            tasks_alive.clone(),
+        );
         Self {
             registry,
+            tasks_alive,
             queue_depth,
             lease_takeovers,
             runs_finished,
@@ -281,6 +289,12 @@ impl Telemetry {
             metrics
                 .lease_takeovers
                 .set(i64::try_from(cluster.taken_over).unwrap_or(i64::MAX));
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let alive = runtime.metrics().num_alive_tasks();
+            metrics
+                .tasks_alive
+                .set(i64::try_from(alive).unwrap_or(i64::MAX));
         }
         let mut text = String::new();
         encode(&mut text, &metrics.registry)?;

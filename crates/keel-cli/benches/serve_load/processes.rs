@@ -212,6 +212,20 @@ pub(crate) fn cpu_time(pid: &str) -> Duration {
 }
 
 /// A `kB` field of /proc/PID/status, in MiB.
+/// A process's thread count and open file descriptors (connections, files) from `/proc`.
+pub(crate) fn threads_and_fds(pid: u32) -> (usize, usize) {
+    let threads = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Threads:")?.trim().parse().ok())
+        })
+        .unwrap_or(0);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count());
+    (threads, fds)
+}
+
 pub(crate) fn status_mib(pid: u32, field: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()

@@ -629,6 +629,12 @@ async fn metrics_show_runs_latencies_tokens_and_approvals() {
     ] {
         assert!(text.contains(expected), "missing `{expected}` in:\n{text}");
     }
+    // The process's live Tokio tasks, a count.
+    let tasks = text
+        .lines()
+        .find_map(|line| line.strip_prefix("keel_tasks_alive "))
+        .unwrap_or_else(|| panic!("no keel_tasks_alive in:\n{text}"));
+    assert!(tasks.parse::<u64>().is_ok(), "{tasks}");
     assert!(text.ends_with("# EOF\n"));
 }
 
