@@ -12,8 +12,10 @@
 //! directory for a symlink in between) is outside what this module defends against; the model
 //! itself cannot do that through the file tools.
 
+use std::collections::HashMap;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use keel_types::{Issue, ToolError};
 
@@ -31,14 +33,37 @@ pub enum Access {
     Write,
 }
 
-/// The canonical form of the workspace root.
+/// Workspace roots already resolved: root as given → its canonical form. Every file tool call
+/// resolves its root (twice: the gateway's check and the call), and `realpath` costs a system
+/// call per component of the root's path; a cached root costs one `stat`.
+static ROOTS: LazyLock<Mutex<HashMap<PathBuf, PathBuf>>> = LazyLock::new(Mutex::default);
+
+/// How many roots [`ROOTS`] keeps before it starts again (a process serves a few workspaces).
+const ROOTS_KEPT: usize = 64;
+
+/// The canonical form of the workspace root. It is resolved once per process and root, and
+/// resolved again when the folder it named is gone (moved or deleted).
 pub fn canonical_root(root: &Path) -> Result<PathBuf, ToolError> {
-    root.canonicalize().map_err(|e| {
+    let cached = ROOTS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(root)
+        .cloned();
+    if let Some(canonical) = cached.filter(|canonical| canonical.is_dir()) {
+        return Ok(canonical);
+    }
+    let canonical = root.canonicalize().map_err(|e| {
         ToolError::Io(format!(
             "cannot open the workspace root `{}`: {e}",
             root.display()
         ))
-    })
+    })?;
+    let mut roots = ROOTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if roots.len() >= ROOTS_KEPT {
+        roots.clear();
+    }
+    roots.insert(root.to_path_buf(), canonical.clone());
+    Ok(canonical)
 }
 
 /// Resolves `requested` (relative to `root`, or absolute inside it) to a real path inside the
@@ -150,6 +175,9 @@ fn absolute_inside(root: &Path, path: &Path) -> Option<PathBuf> {
 
 fn resolve_existing(root: &Path, parts: &[PathBuf], requested: &str) -> Result<PathBuf, ToolError> {
     let joined = parts.iter().fold(root.to_path_buf(), |acc, p| acc.join(p));
+    if is_real_below(root, parts) {
+        return Ok(joined);
+    }
     let real = joined.canonicalize().map_err(|e| match e.kind() {
         io::ErrorKind::NotFound if joined.symlink_metadata().is_ok() => {
             // A dangling symlink: where it points cannot be checked, so it is refused.
@@ -168,6 +196,20 @@ fn resolve_existing(root: &Path, parts: &[PathBuf], requested: &str) -> Result<P
     } else {
         Err(ToolError::PathEscape(requested.to_owned()))
     }
+}
+
+/// Whether `root/parts…` exists and no component below the canonical `root` is a symbolic
+/// link: then it is its own canonical form (the parts are plain names, never `.` or `..`),
+/// which one `lstat` per component shows without a `realpath` over the root's components.
+/// `false` sends the caller to the full resolution (links, missing entries, errors).
+fn is_real_below(root: &Path, parts: &[PathBuf]) -> bool {
+    let mut current = root.to_path_buf();
+    parts.iter().all(|part| {
+        current.push(part);
+        current
+            .symlink_metadata()
+            .is_ok_and(|meta| !meta.file_type().is_symlink())
+    })
 }
 
 /// Whether the deepest existing ancestor of `root/parts…` resolves outside `root` (or cannot

@@ -195,3 +195,36 @@ async fn odd_argument_types_are_errors_not_panics() {
         .unwrap_err();
     assert!(matches!(err, ToolError::InvalidArguments(_)));
 }
+
+/// The workspace root is resolved once and kept; a root reached through a link that now points
+/// at another folder (the old one gone) is resolved again, and the tools follow it.
+#[tokio::test]
+async fn a_root_link_pointing_elsewhere_is_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    std::fs::create_dir(&first).unwrap();
+    std::fs::create_dir(&second).unwrap();
+    std::fs::write(first.join("a.txt"), "first\n").unwrap();
+    std::fs::write(second.join("a.txt"), "second\n").unwrap();
+    let root = dir.path().join("workspace");
+    std::os::unix::fs::symlink(&first, &root).unwrap();
+
+    let read = || text("read_file", &root, json!({"path": "a.txt"}));
+    assert!(read().await.contains("first"));
+    std::fs::remove_file(&root).unwrap();
+    std::fs::remove_dir_all(&first).unwrap();
+    std::os::unix::fs::symlink(&second, &root).unwrap();
+    assert!(read().await.contains("second"));
+    // Still contained: the old folder's path is not reachable through the root.
+    let err = call(
+        "read_file",
+        &root,
+        json!({"path": first.join("a.txt").to_str().unwrap()}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, ToolError::PathEscape(_) | ToolError::Io(_)),
+        "{err:?}"
+    );
+}
