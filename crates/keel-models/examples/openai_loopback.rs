@@ -30,7 +30,7 @@ async fn main() {
             Message::system("You are terse."),
             Message::user("read the readme"),
         ],
-        tools: Vec::new(),
+        tools: Arc::from([]),
         params: ModelParams::default(),
         stream: true,
     };

@@ -395,7 +395,7 @@ fn is_digest(value: &Value) -> bool {
 /// `{"size": <bytes>, "sha256": "<hex>"}` of some contents.
 pub fn digest(bytes: &[u8]) -> Value {
     let hash = Sha256::digest(bytes);
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = keel_types::to_hex(&hash);
     json!({ "size": bytes.len(), "sha256": hex })
 }
 

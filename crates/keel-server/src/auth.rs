@@ -209,7 +209,7 @@ fn random_token() -> Result<String, ApiError> {
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(|e| ApiError::Internal(format!("cannot read randomness: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(keel::types::to_hex(&bytes))
 }
 
 /// The session token in a request's `Cookie` header.

@@ -72,7 +72,7 @@ impl FsArtifacts {
             })?;
         let content_path = folder.join(CONTENT);
         let content = std::fs::read(&content_path).map_err(|e| io(&content_path, &e))?;
-        if hex(&Sha256::digest(&content)) != record.sha256 {
+        if keel_types::to_hex(&Sha256::digest(&content)) != record.sha256 {
             return Err(StoreError::Corrupt {
                 location: content_path.display().to_string(),
                 message: "the content does not match its recorded sha256".into(),
@@ -134,13 +134,9 @@ pub(crate) fn record_for(
         name: name.to_owned(),
         media_type: media_type.to_owned(),
         bytes: content.len() as u64,
-        sha256: hex(&Sha256::digest(content)),
+        sha256: keel_types::to_hex(&Sha256::digest(content)),
         created_at: keel_types::now_rfc3339(),
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn io(path: &Path, error: &std::io::Error) -> StoreError {

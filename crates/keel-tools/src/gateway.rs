@@ -203,13 +203,16 @@ impl Gateway {
     }
 
     /// The specs of the listed tools, in list order (a glob's matches sorted by name), as
-    /// the model should see them.
-    pub fn specs(&self, inventory: &[String]) -> Vec<ToolSpec> {
+    /// the model should see them. The list is shared: asked again for the same inventory while
+    /// the tools are unchanged, it is the same list.
+    pub fn specs(&self, inventory: &[String]) -> Arc<[ToolSpec]> {
         let snapshot = self.catalog.snapshot();
-        expand(inventory, &snapshot)
-            .iter()
-            .filter_map(|name| snapshot.get(name).map(|r| r.tool.spec().clone()))
-            .collect()
+        self.catalog.spec_list(&snapshot, inventory, || {
+            expand(inventory, &snapshot)
+                .iter()
+                .filter_map(|name| snapshot.get(name).map(|r| r.tool.spec().clone()))
+                .collect()
+        })
     }
 
     /// Whether the tool only reads (policies allow such tools by default).

@@ -1,6 +1,8 @@
 //! Conversation messages and the normalised model wire: what the runtime sends a model
 //! provider and the append-only deltas a provider streams back.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -103,7 +105,10 @@ pub struct ModelParams {
 #[serde(rename_all = "camelCase")]
 pub struct ModelRequest {
     pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+    /// The tools the model may call. Shared: the gateway hands every round of an agent the
+    /// same list (until the tools change), so a round does not copy their schemas.
+    #[serde(with = "shared_list")]
+    pub tools: Arc<[ToolSpec]>,
     pub params: ModelParams,
     /// Stream the answer as deltas (`true`) or ask for it whole (`false`). Providers yield
     /// the same [`ModelEvent`]s either way.
@@ -163,4 +168,24 @@ pub enum ModelEvent {
     Usage { usage: Usage },
     /// The answer is complete.
     Stop { reason: ModelStopReason },
+}
+
+/// (De)serializes an `Arc<[T]>` as a plain list.
+mod shared_list {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<S: Serializer, T: Serialize>(
+        list: &Arc<[T]>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        list.as_ref().serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        deserializer: D,
+    ) -> Result<Arc<[T]>, D::Error> {
+        Vec::<T>::deserialize(deserializer).map(Arc::from)
+    }
 }

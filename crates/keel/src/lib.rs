@@ -590,7 +590,11 @@ impl Runtime {
     /// sees them. MCP tools are there once their server has listed them: call
     /// [`Self::settle_mcp`] first for a complete list.
     pub fn tools(&self, agent: Option<&str>) -> Result<Vec<ToolSpec>, Error> {
-        Ok(self.kernel.gateway().specs(&self.listed_tools(agent)?))
+        Ok(self
+            .kernel
+            .gateway()
+            .specs(&self.listed_tools(agent)?)
+            .to_vec())
     }
 
     /// The spec of a registered tool, by name (MCP tools once their server has listed them).

@@ -43,7 +43,7 @@ pub fn request(stream: bool) -> ModelRequest {
             Message::system("You are terse."),
             Message::user("What is the weather in Paris?"),
         ],
-        tools: vec![ToolSpec {
+        tools: std::sync::Arc::from([ToolSpec {
             name: "get_weather".into(),
             description: "Current weather for a city.".into(),
             parameters: json!({
@@ -51,7 +51,7 @@ pub fn request(stream: bool) -> ModelRequest {
                 "properties": { "city": { "type": "string" } },
                 "required": ["city"]
             }),
-        }],
+        }]),
         params: ModelParams::default(),
         stream,
     }

@@ -71,7 +71,7 @@ async fn a_whole_answer_request_has_no_stream_options_and_no_tools_when_none() {
     let mock = MockLlm::start().await;
     mock.push(MockResponse::completion_text("ok"));
     let mut request = request(false);
-    request.tools.clear();
+    request.tools = std::sync::Arc::from([]);
 
     events(&provider(&mock), request).await;
 

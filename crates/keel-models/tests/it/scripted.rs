@@ -45,7 +45,7 @@ fn scripted(script: &str) -> ScriptedProvider {
 fn ask(messages: Vec<Message>, stream: bool) -> ModelRequest {
     ModelRequest {
         messages,
-        tools: Vec::new(),
+        tools: Arc::from([]),
         params: ModelParams::default(),
         stream,
     }

@@ -188,9 +188,6 @@ fn section(name: &str, messages: &[Message]) -> PromptSection {
         name: name.to_owned(),
         messages: u32::try_from(messages.len()).unwrap_or(u32::MAX),
         bytes: json.len() as u64,
-        sha256: Sha256::digest(&json)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
+        sha256: keel_types::to_hex(&Sha256::digest(&json)),
     }
 }

@@ -89,7 +89,7 @@ pub(crate) async fn ask(
 ) -> Result<String, String> {
     let request = ModelRequest {
         messages,
-        tools: Vec::new(),
+        tools: std::sync::Arc::from([]),
         params: ModelParams::default(),
         stream: false,
     };

@@ -98,7 +98,7 @@ impl ArtifactStore for PgArtifacts {
             let bytes: Vec<u8> = chunk.try_get(0).map_err(e)?;
             content.extend_from_slice(&bytes);
         }
-        if crate::artifacts::hex(&Sha256::digest(&content)) != record.sha256 {
+        if keel_types::to_hex(&Sha256::digest(&content)) != record.sha256 {
             return Err(StoreError::Corrupt {
                 location: format!("artifacts `{id}`"),
                 message: "the content does not match its recorded sha256".into(),

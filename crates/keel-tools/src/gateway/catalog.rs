@@ -7,10 +7,10 @@
 //! snapshot.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use async_trait::async_trait;
-use keel_types::Tool;
+use keel_types::{Tool, ToolSpec};
 
 use super::GatewayError;
 use crate::policy::glob_match;
@@ -40,7 +40,22 @@ pub(super) type Snapshot = Arc<HashMap<String, Arc<Registered>>>;
 
 /// The registry. Clones share it: a source keeps one to publish its tools.
 #[derive(Clone, Default)]
-pub struct Catalog(Arc<RwLock<Snapshot>>);
+pub struct Catalog {
+    tools: Arc<RwLock<Snapshot>>,
+    specs: Arc<Mutex<SpecLists>>,
+}
+
+/// The spec lists made from one snapshot, by inventory: every round of every run of an agent
+/// shows the model the same list, so it is made once per agent until the tools change.
+#[derive(Default)]
+struct SpecLists {
+    /// The snapshot the lists were made from (held, so its address stays its own).
+    snapshot: Option<Snapshot>,
+    lists: HashMap<Vec<String>, Arc<[ToolSpec]>>,
+}
+
+/// How many inventories' lists are kept before they are made afresh.
+const SPEC_LISTS_KEPT: usize = 256;
 
 impl std::fmt::Debug for Catalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -53,15 +68,43 @@ impl std::fmt::Debug for Catalog {
 
 impl Catalog {
     pub(super) fn new(tools: HashMap<String, Arc<Registered>>) -> Self {
-        Self(Arc::new(RwLock::new(Arc::new(tools))))
+        Self {
+            tools: Arc::new(RwLock::new(Arc::new(tools))),
+            specs: Arc::default(),
+        }
     }
 
     pub(super) fn snapshot(&self) -> Snapshot {
         let guard = self
-            .0
+            .tools
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         guard.clone()
+    }
+
+    /// The specs of `inventory`'s tools in `snapshot` (made by `make` the first time a
+    /// snapshot is asked for an inventory), shared.
+    pub(super) fn spec_list(
+        &self,
+        snapshot: &Snapshot,
+        inventory: &[String],
+        make: impl FnOnce() -> Vec<ToolSpec>,
+    ) -> Arc<[ToolSpec]> {
+        let mut specs = self.specs.lock().unwrap_or_else(PoisonError::into_inner);
+        let current = specs
+            .snapshot
+            .as_ref()
+            .is_some_and(|held| Arc::ptr_eq(held, snapshot));
+        if !current || specs.lists.len() >= SPEC_LISTS_KEPT {
+            specs.snapshot = Some(snapshot.clone());
+            specs.lists.clear();
+        }
+        if let Some(list) = specs.lists.get(inventory) {
+            return list.clone();
+        }
+        let list: Arc<[ToolSpec]> = make().into();
+        specs.lists.insert(inventory.to_vec(), list.clone());
+        list
     }
 
     /// Replaces every tool whose name starts with `prefix` by `tools` (all of which must
@@ -89,7 +132,7 @@ impl Catalog {
             }
         }
         let mut guard = self
-            .0
+            .tools
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut next: HashMap<String, Arc<Registered>> = guard

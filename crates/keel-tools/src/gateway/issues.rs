@@ -30,7 +30,7 @@ pub fn quote(text: &str) -> Cow<'_, str> {
     }
     let prefix: String = text.chars().take(QUOTED_PREFIX_CHARS).collect();
     let digest = Sha256::digest(text.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = keel_types::to_hex(&digest);
     Cow::Owned(format!("{prefix}… ({} bytes, sha256 {hex})", text.len()))
 }
 

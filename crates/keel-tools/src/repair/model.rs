@@ -35,7 +35,7 @@ pub fn request(tool: &str, schema: &Value, arguments: &Value, issues: &[Issue]) 
     );
     ModelRequest {
         messages: vec![Message::system(SYSTEM_PROMPT), Message::user(user)],
-        tools: Vec::new(),
+        tools: std::sync::Arc::from([]),
         params: ModelParams {
             temperature: Some(0.0),
             max_tokens: None,

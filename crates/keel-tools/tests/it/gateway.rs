@@ -9,6 +9,7 @@ mod bounds;
 mod corpus;
 mod props;
 mod repair_model;
+mod specs;
 mod transitions;
 
 use std::collections::VecDeque;
