@@ -172,6 +172,9 @@ pub(crate) struct AgentRun {
     /// Where the history (the session's, then the request's) starts and ends in `messages`;
     /// hook context sits between its end and the input (`runtime.prompt.assembled`).
     history_span: (usize, usize),
+    /// The prompt's sections before this run's rounds, with their ends (they do not change
+    /// from round to round).
+    fixed_sections: Option<([usize; 6], Vec<keel_types::PromptSection>)>,
     /// Calls of the last answer left without a result by an interrupted process.
     pending: Vec<PendingCall>,
     /// A tool call made directly (a task or `tools call`): the run is that call alone.
@@ -286,6 +289,7 @@ impl AgentRun {
             succeeded: HashSet::new(),
             messages: Vec::new(),
             history_span: (0, 0),
+            fixed_sections: None,
             skills_at: 0,
             memory_at: 0,
             skill_events: skills.events.into_iter().chain(memory.events).collect(),

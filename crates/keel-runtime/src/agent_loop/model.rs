@@ -39,10 +39,9 @@ impl AgentRun {
     pub(super) async fn model_round(&mut self, step: u32) -> Result<Answer, RoundError> {
         let policy = self.services.workspace.runtime.retry.model.clone();
         let mut attempt = 1;
-        self.emitter.emit(EventPayload::PromptAssembled {
-            step,
-            sections: self.prompt_sections(),
-        })?;
+        let sections = self.prompt_sections();
+        self.emitter
+            .emit(EventPayload::PromptAssembled { step, sections })?;
         loop {
             self.emitter.emit(EventPayload::ModelStarted {
                 step,
@@ -84,7 +83,9 @@ impl AgentRun {
     }
 
     /// The prompt's sections in order, each by size and hash; empty sections are left out.
-    fn prompt_sections(&self) -> Vec<PromptSection> {
+    /// Messages are only ever appended after the input, so the sections before this run's
+    /// rounds are measured once (again only if their bounds moved).
+    fn prompt_sections(&mut self) -> Vec<PromptSection> {
         let (history_at, history_end) = self.history_span;
         let input_end = (self.input_at + 1).min(self.messages.len());
         let spans = [
@@ -96,13 +97,24 @@ impl AgentRun {
             ("input", self.input_at, input_end),
             ("rounds", input_end, self.messages.len()),
         ];
-        spans
-            .into_iter()
-            .filter_map(|(name, start, end)| {
-                let messages = self.messages.get(start..end).filter(|m| !m.is_empty())?;
-                Some(section(name, messages))
-            })
-            .collect()
+        let measure = |(name, start, end): (&str, usize, usize)| {
+            let messages = self.messages.get(start..end).filter(|m| !m.is_empty())?;
+            Some(section(name, messages))
+        };
+        let bounds = spans.map(|(_, _, end)| end);
+        let mut sections = match &self.fixed_sections {
+            Some((fixed, sections)) if fixed[..] == bounds[..6] => sections.clone(),
+            _ => {
+                let sections: Vec<PromptSection> =
+                    spans[..6].iter().filter_map(|s| measure(*s)).collect();
+                let mut fixed = [0; 6];
+                fixed.copy_from_slice(&bounds[..6]);
+                self.fixed_sections = Some((fixed, sections.clone()));
+                sections
+            }
+        };
+        sections.extend(measure(spans[6]));
+        sections
     }
 
     /// Streams one answer, emitting text deltas, and assembles it.
