@@ -132,7 +132,7 @@ impl Metrics {
         let tasks_alive = Gauge::default();
         registry.register(
             "tasks_alive",
-            "Tokio tasks alive in this process (runs, connections, streams, background work); at rest it should fall back to a few",
+            "Tokio tasks alive in this process: each run, open connection and live stream is one, so at rest about one per open connection",
             tasks_alive.clone(),
         );
         Self {
