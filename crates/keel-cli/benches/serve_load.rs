@@ -249,14 +249,15 @@ async fn bench(
         // Keel sat idle through the floor round and sits idle a little longer (the allocator
         // gives freed memory back after a delay): what it holds now is what it keeps.
         tokio::time::sleep(Duration::from_millis(options.rest_ms)).await;
+        // The memory first: asking for `/metrics` makes the server allocate.
         let rest = status_mib(serve.pid(), "VmRSS:");
+        let anonymous = status_mib(serve.pid(), "RssAnon:");
+        let file = status_mib(serve.pid(), "RssFile:");
         let (threads, fds) = threads_and_fds(serve.pid());
         let tasks = tasks_alive(&client, url).await;
         println!(
-            "{:>9}  keel serve at rest after round {round}: RSS {rest:.1} MiB (anonymous {:.1}, file {:.1}), {threads} threads, {fds} open files, {tasks} tasks alive",
+            "{:>9}  keel serve at rest after round {round}: RSS {rest:.1} MiB (anonymous {anonymous:.1}, file {file:.1}), {threads} threads, {fds} open files, {tasks} tasks alive",
             "",
-            status_mib(serve.pid(), "RssAnon:"),
-            status_mib(serve.pid(), "RssFile:"),
         );
         at_rest.push(rest);
     }

@@ -174,10 +174,10 @@ fn absolute_inside(root: &Path, path: &Path) -> Option<PathBuf> {
 }
 
 fn resolve_existing(root: &Path, parts: &[PathBuf], requested: &str) -> Result<PathBuf, ToolError> {
-    let joined = parts.iter().fold(root.to_path_buf(), |acc, p| acc.join(p));
-    if is_real_below(root, parts) {
-        return Ok(joined);
+    if let Some(real) = real_below(root, parts) {
+        return Ok(real);
     }
+    let joined = parts.iter().fold(root.to_path_buf(), |acc, p| acc.join(p));
     let real = joined.canonicalize().map_err(|e| match e.kind() {
         io::ErrorKind::NotFound if joined.symlink_metadata().is_ok() => {
             // A dangling symlink: where it points cannot be checked, so it is refused.
@@ -198,18 +198,19 @@ fn resolve_existing(root: &Path, parts: &[PathBuf], requested: &str) -> Result<P
     }
 }
 
-/// Whether `root/parts…` exists and no component below the canonical `root` is a symbolic
+/// `root/parts…` when it exists and no component below the canonical `root` is a symbolic
 /// link: then it is its own canonical form (the parts are plain names, never `.` or `..`),
 /// which one `lstat` per component shows without a `realpath` over the root's components.
-/// `false` sends the caller to the full resolution (links, missing entries, errors).
-fn is_real_below(root: &Path, parts: &[PathBuf]) -> bool {
+/// `None` sends the caller to the full resolution (links, missing entries, errors).
+fn real_below(root: &Path, parts: &[PathBuf]) -> Option<PathBuf> {
     let mut current = root.to_path_buf();
-    parts.iter().all(|part| {
+    let plain = parts.iter().all(|part| {
         current.push(part);
         current
             .symlink_metadata()
             .is_ok_and(|meta| !meta.file_type().is_symlink())
-    })
+    });
+    plain.then_some(current)
 }
 
 /// Whether the deepest existing ancestor of `root/parts…` resolves outside `root` (or cannot

@@ -211,7 +211,6 @@ pub(crate) fn cpu_time(pid: &str) -> Duration {
     Duration::from_millis((tick(11) + tick(12)) * 10)
 }
 
-/// A `kB` field of /proc/PID/status, in MiB.
 /// A process's thread count and open file descriptors (connections, files) from `/proc`.
 pub(crate) fn threads_and_fds(pid: u32) -> (usize, usize) {
     let threads = std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -226,6 +225,7 @@ pub(crate) fn threads_and_fds(pid: u32) -> (usize, usize) {
     (threads, fds)
 }
 
+/// A `kB` field of /proc/PID/status, in MiB.
 pub(crate) fn status_mib(pid: u32, field: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
