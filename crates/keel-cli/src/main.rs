@@ -23,6 +23,7 @@ mod sessions;
 mod skills;
 mod store;
 mod tools;
+mod trim;
 mod workflows;
 mod workspace;
 
@@ -206,6 +207,7 @@ fn main() -> ExitCode {
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(trim::on_park)
         .build()
     {
         Ok(runtime) => runtime,
