@@ -74,6 +74,7 @@ impl Writer {
             commits: self.counters.commits.load(Ordering::Relaxed),
             commands: self.counters.commands.load(Ordering::Relaxed),
             events: self.counters.events.load(Ordering::Relaxed),
+            checkpoints: 0,
         }
     }
 }

@@ -15,8 +15,10 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 /// How long a write waits for another process's write transaction before giving up.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// WAL pages between automatic checkpoints.
-const CHECKPOINT_PAGES: u32 = 4000;
+/// WAL pages (4 KiB each) at which a commit is followed by a checkpoint: 16 MiB (the writer
+/// thread checkpoints itself, see `writer.rs`; before it starts, SQLite's automatic checkpoint
+/// uses the same size).
+pub(crate) const CHECKPOINT_PAGES: u32 = 4000;
 
 /// The migrations, in order; the schema version is how many of them were applied.
 const MIGRATIONS: &[&str] = &[

@@ -17,6 +17,13 @@
 //! batch; the hand-off cost a thread wake-up per commit, more than the overlap saved: the
 //! mirror write is one buffered `write`, the sync is the commit's.)
 //!
+//! The writer also checkpoints the WAL itself, replacing SQLite's automatic checkpoint (which
+//! ran inside whichever commit crossed the size, holding up every caller of that batch and
+//! every batch queued behind it): when it has had nothing to do for [`QUIET`] with at least
+//! [`QUIET_CHECKPOINT_PAGES`] in the WAL, and — so the WAL stays bounded under endless load —
+//! after answering a batch that left [`CHECKPOINT_PAGES`] or more. A checkpoint only copies
+//! committed pages into the database file; it changes nothing about what a commit promises.
+//!
 //! So an event is durable, and mirrored, before any caller — and therefore any subscriber —
 //! sees it, without a sync per event. If the transaction itself is lost (the commit fails,
 //! SQLite rolls it back after an I/O error, or another process holds the lock for longer than
@@ -25,15 +32,16 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use keel_types::{RequestId, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::connection::sql_error;
+use super::connection::{CHECKPOINT_PAGES, sql_error};
 use super::rows::{self, RunColumns};
 use super::writes;
 use crate::batch::{self, EncodedBatch};
@@ -51,7 +59,12 @@ pub(crate) const MAX_EVENTS: usize = 4096;
 /// event; a lone writer never waits.
 const BUSY: usize = 8;
 /// How long a busy batch waits for more commands.
-const COMMIT_DELAY: std::time::Duration = std::time::Duration::from_micros(250);
+const COMMIT_DELAY: Duration = Duration::from_micros(250);
+/// How long the writer must have had nothing to do before it checkpoints a WAL of at least
+/// [`QUIET_CHECKPOINT_PAGES`].
+const QUIET: Duration = Duration::from_millis(100);
+/// The WAL pages (4 KiB each) worth a checkpoint in a quiet moment.
+const QUIET_CHECKPOINT_PAGES: u32 = 256;
 
 /// What the writer thread is asked to do.
 pub(crate) enum Command {
@@ -176,6 +189,8 @@ pub struct WriteStats {
     pub commands: u64,
     /// Events committed.
     pub events: u64,
+    /// WAL checkpoints the writer ran (SQLite only), in quiet moments or at a full WAL.
+    pub checkpoints: u64,
 }
 
 #[derive(Debug, Default)]
@@ -183,6 +198,10 @@ struct Counters {
     commits: AtomicU64,
     commands: AtomicU64,
     events: AtomicU64,
+    checkpoints: AtomicU64,
+    /// Pages in the WAL after the last commit, as SQLite's WAL hook reports them (0 after a
+    /// checkpoint until the next commit).
+    wal_pages: AtomicU32,
 }
 
 /// The handle on the writer thread. Dropping it lets it finish its queue and stop.
@@ -205,12 +224,20 @@ pub(crate) struct FinisherParts {
 impl Writer {
     /// Starts the writer thread on an open write connection.
     pub(crate) fn start(
-        conn: Connection,
+        mut conn: Connection,
         db: PathBuf,
         parts: FinisherParts,
     ) -> Result<Self, StoreError> {
         let (tx, rx) = mpsc::channel();
         let counters = Arc::new(Counters::default());
+        // The hook replaces SQLite's automatic checkpoint: the writer checkpoints (`run`).
+        let pages = Arc::clone(&counters);
+        conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, wal_pages: i32| {
+            let wal_pages = u32::try_from(wal_pages).unwrap_or(0);
+            pages.wal_pages.store(wal_pages, Ordering::Relaxed);
+            Ok(())
+        }))
+        .map_err(|e| sql_error(&db, &e))?;
         let finisher = Finisher {
             reader: parts.reader,
             db: db.clone(),
@@ -278,6 +305,7 @@ impl Writer {
             commits: self.counters.commits.load(Ordering::Relaxed),
             commands: self.counters.commands.load(Ordering::Relaxed),
             events: self.counters.events.load(Ordering::Relaxed),
+            checkpoints: self.counters.checkpoints.load(Ordering::Relaxed),
         }
     }
 
@@ -324,7 +352,7 @@ struct WriterThread {
 
 impl WriterThread {
     fn run(mut self, rx: &mpsc::Receiver<Command>) {
-        while let Ok(first) = rx.recv() {
+        while let Some(first) = self.next_command(rx) {
             let mut commands = Vec::with_capacity(64);
             let mut events = first.event_count();
             commands.push(first);
@@ -348,8 +376,49 @@ impl WriterThread {
             let outcomes = self.execute_all(&mut commands);
             self.count(&commands, &outcomes);
             self.finisher.finish(Committed { commands, outcomes });
+            // After the answers: the next batch waits for the checkpoint, this one did not.
+            if self.wal_pages() >= CHECKPOINT_PAGES {
+                self.checkpoint();
+            }
         }
         tracing::debug!(path = %self.db.display(), "Store writer stopped.");
+    }
+
+    /// Waits for the next command (`None` once every sender is gone). A WAL worth folding back
+    /// is checkpointed if no command comes for [`QUIET`].
+    fn next_command(&self, rx: &mpsc::Receiver<Command>) -> Option<Command> {
+        if self.wal_pages() >= QUIET_CHECKPOINT_PAGES {
+            match rx.recv_timeout(QUIET) {
+                Ok(command) => return Some(command),
+                Err(mpsc::RecvTimeoutError::Timeout) => self.checkpoint(),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+        rx.recv().ok()
+    }
+
+    fn wal_pages(&self) -> u32 {
+        self.counters.wal_pages.load(Ordering::Relaxed)
+    }
+
+    /// Copies the WAL's committed pages into the database file, as far as no reader's snapshot
+    /// needs them (`PASSIVE`: it never waits); SQLite starts the WAL over at the next commit
+    /// once all of it is copied.
+    fn checkpoint(&self) {
+        match self.conn.wal_checkpoint_v2(
+            Some(rusqlite::MAIN_DB),
+            rusqlite::wal::CheckpointMode::PASSIVE,
+        ) {
+            Ok((frames, copied)) => {
+                tracing::debug!(path = %self.db.display(), frames, copied, "Checkpointed the WAL.");
+            }
+            Err(e) => {
+                let error = sql_error(&self.db, &e);
+                tracing::warn!(%error, "Could not checkpoint the WAL; a later quiet moment or full WAL retries.");
+            }
+        }
+        self.counters.wal_pages.store(0, Ordering::Relaxed);
+        self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
     }
 
     fn count(&self, commands: &[Command], outcomes: &[Result<(), StoreError>]) {

@@ -4,6 +4,7 @@
 
 mod backends;
 mod candidates;
+mod checkpoints;
 mod claims;
 mod concurrency;
 mod corrupt;
