@@ -17,6 +17,7 @@
 //! opening event ([`opening_event`], then [`Emitter::opened`]), and [`Emitter::finish`] stores
 //! the terminal event and the final record together — one commit each where the store can.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use keel_types::{
@@ -63,10 +64,37 @@ pub struct Emitter {
 /// costs one commit instead of several.
 pub const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 
-/// Where a run's live events go. Events travel boxed: a Tokio channel allocates its slots 32
-/// at a time when it is made, and every run has two (its queue and its subscriber), so slots
-/// of a pointer's size keep a run's fixed cost small at a thousand runs in flight.
-pub(crate) type Subscriber = mpsc::UnboundedSender<Box<Event>>;
+/// Where a run's live events go, and whether its reader wants narration with them. Events
+/// travel boxed: a Tokio channel allocates its slots 32 at a time when it is made, and every
+/// run has two (its queue and its subscriber), so slots of a pointer's size keep a run's fixed
+/// cost small at a thousand runs in flight.
+pub struct Subscriber {
+    events: mpsc::UnboundedSender<Box<Event>>,
+    /// Cleared by the reader ([`crate::RunHandle::skip_narration`]): narration is made only
+    /// for a reader that takes it.
+    narration: Arc<AtomicBool>,
+}
+
+/// The reading end of a [`Subscriber`], for a [`crate::RunHandle`].
+pub(crate) struct Subscription {
+    pub events: mpsc::UnboundedReceiver<Box<Event>>,
+    pub narration: Arc<AtomicBool>,
+}
+
+/// A run's live view: the emitter's end and the handle's.
+pub(crate) fn subscription() -> (Subscriber, Subscription) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let narration = Arc::new(AtomicBool::new(true));
+    let subscriber = Subscriber {
+        events: tx,
+        narration: Arc::clone(&narration),
+    };
+    let subscription = Subscription {
+        events: rx,
+        narration,
+    };
+    (subscriber, subscription)
+}
 
 struct State {
     seq: u64,
@@ -275,15 +303,20 @@ impl Forwarder {
         let Some(subscriber) = &self.subscriber else {
             return;
         };
-        let narration = self.narrator.narration_of(&event).map(|mut narration| {
-            self.redactor.redact(&mut narration.payload);
-            narration
-        });
+        let narration = subscriber
+            .narration
+            .load(Ordering::Relaxed)
+            .then(|| self.narrator.narration_of(&event))
+            .flatten()
+            .map(|mut narration| {
+                self.redactor.redact(&mut narration.payload);
+                narration
+            });
         // A subscriber that went away simply stops receiving.
-        if subscriber.send(Box::new(event)).is_err() {
+        if subscriber.events.send(Box::new(event)).is_err() {
             self.subscriber = None;
         } else if let Some(narration) = narration {
-            let _ = subscriber.send(Box::new(narration));
+            let _ = subscriber.events.send(Box::new(narration));
         }
     }
 }

@@ -21,7 +21,7 @@ use keel_types::{
     PermissionMode, RequestId, RunFilter, RunLinks, RunRecord, RunStatus, RunStore, SessionId,
 };
 use keel_workspace::{AgentSpec, Workspace};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::RuntimeError;
@@ -544,7 +544,7 @@ impl Kernel {
         // What a post-run extraction needs (cloned only when the agent has one).
         let extraction = (launch.direct.is_none() && self.wants_extraction(&launch.record.agent))
             .then(|| (launch.record.clone(), launch.metadata.clone()));
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = crate::emitter::subscription();
         let pipeline = &self.inner.pipeline;
         let emitter = match opened {
             Some(opening) => Emitter::opened(pipeline, &launch.record, opening, Some(tx)),

@@ -269,6 +269,10 @@ pub(super) fn stream_response(
         }),
         ready: Notify::new(),
     });
+    if !options.progress {
+        // Only an opted-in stream shows narration: the run need not make it.
+        handle.skip_narration();
+    }
     let streaming = Streaming {
         shared: shared.clone(),
         completion: completion.clone(),

@@ -139,3 +139,47 @@ async fn each_round_records_its_prompt_sections_and_the_tool_events_their_seed_f
         assert_eq!(source_types, &expected);
     }
 }
+
+#[tokio::test]
+async fn a_handle_that_skips_narration_gets_every_stored_event_and_no_narration() {
+    let mock = MockLlm::start().await;
+    for _ in 0..2 {
+        mock.push(MockResponse::tool_calls([MockToolCall::new(
+            "call_1",
+            "read_file",
+            [r#"{"path":"missing.txt"}"#],
+        )]));
+        mock.push(MockResponse::text(["No such file."]));
+    }
+    let ws = common::workspace(&mock.base_url(), &["read_file"], "");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let mut lives = Vec::new();
+    for skip in [false, true] {
+        let mut handle = runtime
+            .request(RequestOptions {
+                input: "Read missing.txt".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        if skip {
+            handle.skip_narration();
+        }
+        let mut live = Vec::new();
+        while let Some(event) = handle.next_event().await {
+            live.push(event);
+        }
+        let response = handle.wait().await.unwrap();
+        let stored = common::stored(&runtime, &response).await;
+        let narration = |e: &&keel::Event| matches!(e.payload, EventPayload::Narration { .. });
+        let live_stored: Vec<_> = live.iter().filter(|e| !narration(e)).collect();
+        assert_eq!(
+            live_stored.iter().map(|e| &e.id).collect::<Vec<_>>(),
+            stored.iter().map(|e| &e.id).collect::<Vec<_>>(),
+            "every stored event reaches the handle, in order"
+        );
+        lives.push(live.iter().filter(narration).count());
+    }
+    assert!(lives[0] > 0, "a default handle gets narration");
+    assert_eq!(lives[1], 0, "a handle that skips it gets none");
+}

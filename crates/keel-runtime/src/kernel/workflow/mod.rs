@@ -24,7 +24,6 @@ use keel_types::{
 };
 use keel_workspace::WorkflowSpec;
 use serde_json::Value;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Kernel, Origin, RequestOptions, Tracked};
@@ -232,7 +231,7 @@ impl Kernel {
     /// Spawns a workflow run's engine, tracked like any run.
     fn launch_workflow(&self, parts: Parts, recorded: Recorded) -> RunHandle {
         let request_id = parts.record.request_id.clone();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = crate::emitter::subscription();
         let emitter = Emitter::new(self.pipeline(), &parts.record, recorded.last_seq, Some(tx));
         let depth = parts.depth;
         let engine = Engine::new(self.clone(), parts, Arc::new(emitter), recorded);
