@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use keel::types::{AdapterEvent, EventPayload, PromptSection};
 use keel::{Message, RequestOptions, Runtime};
-use keel_test_support::{MockLlm, MockResponse, MockToolCall};
+use keel_test_support::{MockLlm, MockResponse, MockToolCall, TempWorkspace};
 
 use crate::common;
 
@@ -27,16 +27,24 @@ fn names(sections: &[PromptSection]) -> Vec<(&str, u32)> {
         .collect()
 }
 
+/// A workspace whose agent may `read_file`, and `runs` runs' worth of mock answers: a call
+/// reading a missing file, then text.
+fn runs_reading_a_missing_file(mock: &MockLlm, runs: usize) -> TempWorkspace {
+    for _ in 0..runs {
+        mock.push(MockResponse::tool_calls([MockToolCall::new(
+            "call_1",
+            "read_file",
+            [r#"{"path":"missing.txt"}"#],
+        )]));
+        mock.push(MockResponse::text(["No such file."]));
+    }
+    common::workspace(&mock.base_url(), &["read_file"], "")
+}
+
 #[tokio::test]
 async fn each_round_records_its_prompt_sections_and_the_tool_events_their_seed_fields() {
     let mock = MockLlm::start().await;
-    mock.push(MockResponse::tool_calls([MockToolCall::new(
-        "call_1",
-        "read_file",
-        [r#"{"path":"missing.txt"}"#],
-    )]));
-    mock.push(MockResponse::text(["No such file."]));
-    let ws = common::workspace(&mock.base_url(), &["read_file"], "");
+    let ws = runs_reading_a_missing_file(&mock, 1);
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let mut handle = runtime
         .request(RequestOptions {
@@ -143,15 +151,7 @@ async fn each_round_records_its_prompt_sections_and_the_tool_events_their_seed_f
 #[tokio::test]
 async fn a_handle_that_skips_narration_gets_every_stored_event_and_no_narration() {
     let mock = MockLlm::start().await;
-    for _ in 0..2 {
-        mock.push(MockResponse::tool_calls([MockToolCall::new(
-            "call_1",
-            "read_file",
-            [r#"{"path":"missing.txt"}"#],
-        )]));
-        mock.push(MockResponse::text(["No such file."]));
-    }
-    let ws = common::workspace(&mock.base_url(), &["read_file"], "");
+    let ws = runs_reading_a_missing_file(&mock, 2);
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let mut lives = Vec::new();
     for skip in [false, true] {
