@@ -410,6 +410,7 @@ impl WriterThread {
             rusqlite::wal::CheckpointMode::PASSIVE,
         ) {
             Ok((frames, copied)) => {
+                self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(path = %self.db.display(), frames, copied, "Checkpointed the WAL.");
             }
             Err(e) => {
@@ -418,7 +419,6 @@ impl WriterThread {
             }
         }
         self.counters.wal_pages.store(0, Ordering::Relaxed);
-        self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
     }
 
     fn count(&self, commands: &[Command], outcomes: &[Result<(), StoreError>]) {
