@@ -7,10 +7,13 @@
 //! divergence. [`diverge`] compares two logs ignoring ids, times and durations.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::Mutex;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::Stream;
 use keel_types::{
     AdapterEvent, ErrorCode, ErrorInfo, Event, EventPayload, ModelError, ModelEvent, ModelProvider,
     ModelRequest, ModelStopReason, ModelStream, ToolCall, Usage,
@@ -151,7 +154,7 @@ impl ModelProvider for ReplayProvider {
                 retry_after: None,
             });
         };
-        let mut items: Vec<Result<ModelEvent, ModelError>> = attempt
+        let mut items: VecDeque<Result<ModelEvent, ModelError>> = attempt
             .deltas
             .into_iter()
             .map(|text| Ok(ModelEvent::TextDelta { text }))
@@ -163,24 +166,50 @@ impl ModelProvider for ReplayProvider {
                 stop,
             } => {
                 for (index, call) in tool_calls.into_iter().enumerate() {
-                    items.push(Ok(ModelEvent::ToolCallStart {
+                    items.push_back(Ok(ModelEvent::ToolCallStart {
                         index,
                         id: call.id,
                         name: call.name,
                     }));
-                    items.push(Ok(ModelEvent::ToolCallArgsDelta {
+                    items.push_back(Ok(ModelEvent::ToolCallArgsDelta {
                         index,
                         delta: call.arguments,
                     }));
                 }
-                items.push(Ok(ModelEvent::Usage { usage }));
-                items.push(Ok(ModelEvent::Stop { reason: stop }));
+                items.push_back(Ok(ModelEvent::Usage { usage }));
+                items.push_back(Ok(ModelEvent::Stop { reason: stop }));
             }
             Outcome::Failed { error, retry_after } => {
-                items.push(Err(ModelError::Recorded { error, retry_after }));
+                items.push_back(Err(ModelError::Recorded { error, retry_after }));
             }
         }
-        Ok(Box::pin(futures_util::stream::iter(items)))
+        Ok(Box::pin(Recorded {
+            items,
+            pause: false,
+        }))
+    }
+}
+
+/// A recorded answer streamed back the way it was read: whatever follows a text delta comes
+/// one poll later, so the agent loop (which joins the deltas that are already there into one
+/// event) records each delta exactly as the original did.
+struct Recorded {
+    items: VecDeque<Result<ModelEvent, ModelError>>,
+    pause: bool,
+}
+
+impl Stream for Recorded {
+    type Item = Result<ModelEvent, ModelError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if std::mem::take(&mut this.pause) {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let item = this.items.pop_front();
+        this.pause = matches!(item, Some(Ok(ModelEvent::TextDelta { .. })));
+        Poll::Ready(item)
     }
 }
 

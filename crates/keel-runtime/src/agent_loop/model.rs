@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use keel_types::{
     AdapterEvent, ErrorInfo, EventPayload, Message, ModelError, ModelEvent, ModelParams,
     ModelRequest, ModelStopReason, NATIVE_ADAPTER, PromptSection, StoreError, ToolCall, Usage,
@@ -134,9 +134,30 @@ impl AgentRun {
         let mut calls: Vec<ToolCall> = Vec::new();
         let mut usage = Usage::default();
         let mut stop = None;
-        while let Some(item) = stream.next().await {
+        // What was read ahead while gathering text deltas, to be handled next (`Some(None)`:
+        // the stream ended).
+        let mut ahead = None;
+        loop {
+            let item = match ahead.take() {
+                Some(item) => item,
+                None => stream.next().await,
+            };
+            let Some(item) = item else { break };
             match item.map_err(RoundError::Model)? {
-                ModelEvent::TextDelta { text: delta } => {
+                ModelEvent::TextDelta { text: mut delta } => {
+                    // Deltas that are already here (one network read, or a loop that fell
+                    // behind) become one event: the same text, fewer events to store.
+                    while let Some(next) = stream.next().now_or_never() {
+                        match next {
+                            Some(Ok(ModelEvent::TextDelta { text: more })) => {
+                                delta.push_str(&more);
+                            }
+                            other => {
+                                ahead = Some(other);
+                                break;
+                            }
+                        }
+                    }
                     text.push_str(&delta);
                     self.emitter.emit(EventPayload::Adapter {
                         event: AdapterEvent::OutputDelta {

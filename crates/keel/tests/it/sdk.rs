@@ -178,3 +178,83 @@ async fn an_in_process_hook_can_deny_a_call() {
             .any(|e| e.type_name() == "runtime.hook.completed")
     );
 }
+
+/// Answers with text in two reads: `Hel` and `lo, ` arrive together, `world.` one poll later.
+struct TwoReads;
+
+/// Model events, with `None` standing for a read that is not there yet (one `Pending`).
+struct Reads(std::collections::VecDeque<Option<ModelEvent>>);
+
+impl futures_core::Stream for Reads {
+    type Item = Result<ModelEvent, ModelError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        match self.0.pop_front() {
+            Some(None) => {
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+            Some(Some(event)) => std::task::Poll::Ready(Some(Ok(event))),
+            None => std::task::Poll::Ready(None),
+        }
+    }
+}
+
+#[async_trait]
+impl ModelProvider for TwoReads {
+    fn provider_name(&self) -> &str {
+        "test"
+    }
+
+    fn model_name(&self) -> &str {
+        "two-reads"
+    }
+
+    async fn stream(&self, _request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let text = |t: &str| Some(ModelEvent::TextDelta { text: t.into() });
+        Ok(Box::pin(Reads(
+            [
+                text("Hel"),
+                text("lo, "),
+                None,
+                text("world."),
+                Some(ModelEvent::Stop {
+                    reason: ModelStopReason::Stop,
+                }),
+            ]
+            .into(),
+        )))
+    }
+}
+
+#[tokio::test]
+async fn text_deltas_that_arrive_together_are_one_event() {
+    let ws = common::workspace("http://127.0.0.1:9/v1", &[], "");
+    let runtime = Runtime::builder()
+        .workspace(ws.path())
+        .model_provider("mock", Arc::new(TwoReads))
+        .build()
+        .unwrap();
+
+    let (response, live) = common::run(&runtime, "Greet").await;
+
+    assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+    assert_eq!(response.output.as_deref(), Some("Hello, world."));
+    let deltas = |events: &[keel::Event]| -> Vec<String> {
+        events
+            .iter()
+            .filter_map(|e| match &e.payload {
+                keel::EventPayload::Adapter {
+                    event: keel::types::event::AdapterEvent::OutputDelta { text, .. },
+                } => Some(text.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let stored = common::stored(&runtime, &response).await;
+    assert_eq!(deltas(&stored), ["Hello, ", "world."]);
+    assert_eq!(deltas(&live), ["Hello, ", "world."]);
+}
