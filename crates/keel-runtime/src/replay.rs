@@ -7,13 +7,10 @@
 //! divergence. [`diverge`] compares two logs ignoring ids, times and durations.
 
 use std::collections::VecDeque;
-use std::pin::Pin;
 use std::sync::Mutex;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures_util::Stream;
 use keel_types::{
     AdapterEvent, ErrorCode, ErrorInfo, Event, EventPayload, ModelError, ModelEvent, ModelProvider,
     ModelRequest, ModelStopReason, ModelStream, ToolCall, Usage,
@@ -183,35 +180,11 @@ impl ModelProvider for ReplayProvider {
                 items.push_back(Err(ModelError::Recorded { error, retry_after }));
             }
         }
-        Ok(Box::pin(Recorded {
-            items,
-            pause: false,
-        }))
+        // Each recorded delta comes on its own, so the replay records the same events.
+        Ok(keel_types::ports::one_read_at_a_time(items))
     }
 }
 
-/// A recorded answer streamed back the way it was read: whatever follows a text delta comes
-/// one poll later, so the agent loop (which joins the deltas that are already there into one
-/// event) records each delta exactly as the original did.
-struct Recorded {
-    items: VecDeque<Result<ModelEvent, ModelError>>,
-    pause: bool,
-}
-
-impl Stream for Recorded {
-    type Item = Result<ModelEvent, ModelError>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        if std::mem::take(&mut this.pause) {
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
-        }
-        let item = this.items.pop_front();
-        this.pause = matches!(item, Some(Ok(ModelEvent::TextDelta { .. })));
-        Poll::Ready(item)
-    }
-}
 
 /// Where two runs' logs first differ.
 #[derive(Debug, Clone, PartialEq, Serialize)]

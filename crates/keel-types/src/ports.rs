@@ -20,8 +20,46 @@ use crate::{RequestId, SessionId};
 /// A boxed, sendable stream.
 pub type BoxStream<'a, T> = Pin<Box<dyn Stream<Item = T> + Send + 'a>>;
 
-/// The deltas of one model answer.
+/// The deltas of one model answer. Text deltas that are ready together (one network read)
+/// are one `agent.output.delta` event: the agent loop takes what is already there.
 pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
+
+/// A model answer known in advance (a script, a recorded run), streamed the way a network
+/// answer arrives: whatever follows a text delta comes one poll later, so each delta is its
+/// own `agent.output.delta` event rather than being joined with the next.
+pub fn one_read_at_a_time(
+    items: impl IntoIterator<Item = Result<ModelEvent, ModelError>>,
+) -> ModelStream {
+    Box::pin(Reads {
+        items: items.into_iter().collect(),
+        pause: false,
+    })
+}
+
+/// See [`one_read_at_a_time`].
+struct Reads {
+    items: std::collections::VecDeque<Result<ModelEvent, ModelError>>,
+    /// The last item was a text delta: the next poll yields (and wakes itself at once).
+    pause: bool,
+}
+
+impl Stream for Reads {
+    type Item = Result<ModelEvent, ModelError>;
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if std::mem::take(&mut this.pause) {
+            cx.waker().wake_by_ref();
+            return std::task::Poll::Pending;
+        }
+        let item = this.items.pop_front();
+        this.pause = matches!(item, Some(Ok(ModelEvent::TextDelta { .. })));
+        std::task::Poll::Ready(item)
+    }
+}
 
 /// A failure talking to a model, classified so the runtime knows whether to retry.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

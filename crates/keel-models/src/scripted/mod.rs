@@ -229,7 +229,8 @@ impl ModelProvider for ScriptedProvider {
             _ => Duration::ZERO,
         };
         if pause.is_zero() {
-            return Ok(Box::pin(stream::iter(items)));
+            // Each chunk is its own delta, as from a network stream.
+            return Ok(keel_types::ports::one_read_at_a_time(items));
         }
         Ok(Box::pin(stream::unfold(
             (items.into_iter(), true),
