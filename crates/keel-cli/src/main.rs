@@ -23,7 +23,6 @@ mod sessions;
 mod skills;
 mod store;
 mod tools;
-mod trim;
 mod workflows;
 mod workspace;
 
@@ -32,10 +31,29 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc instead of glibc's malloc: allocation was about a fifth of `keel serve`'s CPU
-/// under load (see the crate's README for what it changed).
+/// jemalloc instead of glibc's malloc: allocation was about a fifth of `keel serve`'s CPU
+/// under load, and glibc's arenas keep what a burst freed (see the crate's README).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read once at its start (the `_RJEM_MALLOC_CONF` environment variable
+/// still overrides them): background threads give memory freed and left unused for about a
+/// second back to the system, so a server that goes quiet after a burst shrinks again without
+/// a request having to come.
+// SAFETY: jemalloc (prefixed `_rjem_` by tikv-jemalloc-sys) declares this symbol as a weak
+// `const char *` and nothing else in the program defines it.
+#[allow(unsafe_code)]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static MALLOC_CONF: MallocConf =
+    MallocConf(c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0".as_ptr());
+
+/// A C string jemalloc reads at its start.
+#[repr(transparent)]
+struct MallocConf(*const std::ffi::c_char);
+
+// SAFETY: the pointer is to a `'static` C string literal, which nobody writes.
+#[allow(unsafe_code)]
+unsafe impl Sync for MallocConf {}
 
 use crate::error::{CliError, EXIT_USAGE};
 
@@ -207,7 +225,6 @@ fn main() -> ExitCode {
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .on_thread_park(trim::on_park)
         .build()
     {
         Ok(runtime) => runtime,

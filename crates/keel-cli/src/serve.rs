@@ -46,9 +46,6 @@ pub async fn serve(root: &Path, listen: Option<String>) -> Result<(), CliError> 
     // server answers meanwhile (runs wait only for the servers their agents use).
     runtime.start_mcp();
     runtime.watch_skills();
-    // Memory a burst of runs freed goes back to the system once the server is quiet.
-    let watched = runtime.clone();
-    tokio::spawn(crate::trim::watch(move || watched.active_runs()));
     out::line(&format!("listening on http://{bound}"));
     let grace = runtime.workspace().runtime.server.shutdown_grace;
     let shutdown = async move {
