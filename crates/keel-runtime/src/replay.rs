@@ -151,7 +151,7 @@ impl ModelProvider for ReplayProvider {
                 retry_after: None,
             });
         };
-        let mut items: VecDeque<Result<ModelEvent, ModelError>> = attempt
+        let mut items: Vec<Result<ModelEvent, ModelError>> = attempt
             .deltas
             .into_iter()
             .map(|text| Ok(ModelEvent::TextDelta { text }))
@@ -163,28 +163,27 @@ impl ModelProvider for ReplayProvider {
                 stop,
             } => {
                 for (index, call) in tool_calls.into_iter().enumerate() {
-                    items.push_back(Ok(ModelEvent::ToolCallStart {
+                    items.push(Ok(ModelEvent::ToolCallStart {
                         index,
                         id: call.id,
                         name: call.name,
                     }));
-                    items.push_back(Ok(ModelEvent::ToolCallArgsDelta {
+                    items.push(Ok(ModelEvent::ToolCallArgsDelta {
                         index,
                         delta: call.arguments,
                     }));
                 }
-                items.push_back(Ok(ModelEvent::Usage { usage }));
-                items.push_back(Ok(ModelEvent::Stop { reason: stop }));
+                items.push(Ok(ModelEvent::Usage { usage }));
+                items.push(Ok(ModelEvent::Stop { reason: stop }));
             }
             Outcome::Failed { error, retry_after } => {
-                items.push_back(Err(ModelError::Recorded { error, retry_after }));
+                items.push(Err(ModelError::Recorded { error, retry_after }));
             }
         }
         // Each recorded delta comes on its own, so the replay records the same events.
         Ok(keel_types::ports::one_read_at_a_time(items))
     }
 }
-
 
 /// Where two runs' logs first differ.
 #[derive(Debug, Clone, PartialEq, Serialize)]
