@@ -42,6 +42,7 @@ pub(crate) enum Typed {
 /// Loads the workspace at `root`.
 pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, LoadError> {
     let root = open_root(root)?;
+    crate::validate::warm_up();
     let mut diagnostics = Vec::new();
     let env = load_env(&root, &options.env, &mut diagnostics);
 
@@ -83,6 +84,7 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
     diagnostics.append(&mut interpolation);
 
     let mut checked = Vec::new();
+    crate::validate::prepare(docs.list.iter().map(|doc| doc.kind));
     let typed: Vec<Option<Typed>> = docs
         .list
         .iter()

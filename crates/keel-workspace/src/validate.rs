@@ -71,11 +71,73 @@ fn compile(kind: Kind) -> Result<KindSchema, String> {
     Ok(KindSchema { schema, validator })
 }
 
+/// A kind's compiled schema, compiled the first time a document of that kind is validated:
+/// compiling is most of what loading a small workspace costs (`keel run`'s cold start), so a
+/// workspace pays only for the kinds it uses.
 fn kind_schema(kind: Kind) -> Result<&'static KindSchema, &'static str> {
-    static CACHE: OnceLock<[Result<KindSchema, String>; Kind::ALL.len()]> = OnceLock::new();
-    let all = CACHE.get_or_init(|| Kind::ALL.map(compile));
-    let index = Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
-    all[index].as_ref().map_err(String::as_str)
+    CACHE[index(kind)]
+        .get_or_init(|| compile(kind))
+        .as_ref()
+        .map_err(String::as_str)
+}
+
+/// The compiled schemas, by [`Kind::ALL`] order.
+static CACHE: [OnceLock<Result<KindSchema, String>>; Kind::ALL.len()] =
+    [const { OnceLock::new() }; Kind::ALL.len()];
+
+fn index(kind: Kind) -> usize {
+    Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0)
+}
+
+/// Starts building, on a thread of its own, what compiling any kind's schema needs first (the
+/// JSON Schema meta-schema's validator, against which `jsonschema` checks every schema it
+/// compiles), so it overlaps with reading and parsing the files. Only the first load of a
+/// process has anything to warm; the thread is not waited for.
+pub(crate) fn warm_up() {
+    if CACHE.iter().any(|cached| cached.get().is_some()) {
+        return;
+    }
+    let _detached = std::thread::Builder::new()
+        .name("keel-schemas".into())
+        .spawn(|| {
+            // The draft schemars generates (`schema_of`).
+            let probe = json!({
+                "$schema": schemars::consts::meta_schemas::DRAFT2020_12,
+                "type": "object",
+            });
+            let _valid = jsonschema::meta::is_valid(&probe);
+        });
+}
+
+/// Compiles the schemas of `kinds` (the kinds of a workspace's documents) not compiled yet,
+/// two at a time, so validating the documents waits for the slower half instead of for every
+/// schema in turn.
+pub(crate) fn prepare(kinds: impl IntoIterator<Item = Kind>) {
+    let mut missing: Vec<Kind> = Vec::new();
+    for kind in kinds {
+        if CACHE[index(kind)].get().is_none() && !missing.contains(&kind) {
+            missing.push(kind);
+        }
+    }
+    if missing.len() < 2 {
+        return;
+    }
+    let (mine, theirs): (Vec<_>, Vec<_>) =
+        missing.iter().enumerate().partition(|(i, _)| i % 2 == 0);
+    std::thread::scope(|scope| {
+        let helper = std::thread::Builder::new()
+            .name("keel-schemas".into())
+            .spawn_scoped(scope, || {
+                for (_, kind) in &theirs {
+                    let _compiled = kind_schema(**kind);
+                }
+            });
+        for (_, kind) in &mine {
+            let _compiled = kind_schema(**kind);
+        }
+        // Without a thread, validation compiles the rest as it needs them.
+        drop(helper);
+    });
 }
 
 /// Validates `spec` against its kind's schema, reporting every error. Returns the spec as
@@ -438,6 +500,19 @@ mod tests {
         for kind in Kind::ALL {
             assert!(kind_schema(kind).is_ok(), "{kind}");
         }
+    }
+
+    #[test]
+    fn prepare_compiles_the_kinds_a_workspace_uses() {
+        let kinds = [Kind::Agent, Kind::Model, Kind::Agent, Kind::Workflow];
+        prepare(kinds);
+        for kind in kinds {
+            let compiled = CACHE[index(kind)].get().expect("compiled by prepare");
+            assert!(compiled.is_ok(), "{kind}");
+        }
+        // The documents of a prepared kind are validated as before.
+        warm_up();
+        assert!(kind_schema(Kind::Model).is_ok());
     }
 
     #[test]
