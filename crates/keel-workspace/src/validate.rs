@@ -122,21 +122,18 @@ pub(crate) fn prepare(kinds: impl IntoIterator<Item = Kind>) {
     if missing.len() < 2 {
         return;
     }
-    let (mine, theirs): (Vec<_>, Vec<_>) =
-        missing.iter().enumerate().partition(|(i, _)| i % 2 == 0);
     std::thread::scope(|scope| {
-        let helper = std::thread::Builder::new()
+        // Without the thread, validation compiles the other half as it needs them.
+        let _helper = std::thread::Builder::new()
             .name("keel-schemas".into())
             .spawn_scoped(scope, || {
-                for (_, kind) in &theirs {
-                    let _compiled = kind_schema(**kind);
+                for kind in missing.iter().skip(1).step_by(2) {
+                    let _compiled = kind_schema(*kind);
                 }
             });
-        for (_, kind) in &mine {
-            let _compiled = kind_schema(**kind);
+        for kind in missing.iter().step_by(2) {
+            let _compiled = kind_schema(*kind);
         }
-        // Without a thread, validation compiles the rest as it needs them.
-        drop(helper);
     });
 }
 
