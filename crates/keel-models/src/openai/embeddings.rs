@@ -8,7 +8,8 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use serde::Deserialize;
 
 use super::http_error::{body_error, classify_status, send_error};
-use super::{OpenAiConfig, build_client, endpoint};
+use super::transport::{is_loopback, reqwest_client};
+use super::{OpenAiConfig, endpoint};
 use crate::ProviderError;
 
 /// A client of `{base_url}/embeddings`.
@@ -31,8 +32,8 @@ impl fmt::Debug for OpenAiEmbedder {
 
 impl OpenAiEmbedder {
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
-        let client = build_client(&config)?;
         let url = endpoint(&config.base_url, "embeddings")?;
+        let client = reqwest_client(url.scheme() == "http", is_loopback(&url), config.timeout)?;
         let auth = super::bearer(config.api_key.as_deref())?;
         Ok(Self {
             client,
@@ -75,10 +76,16 @@ impl Embedder for OpenAiEmbedder {
         if let Some(auth) = &self.auth {
             request = request.header(AUTHORIZATION, auth.clone());
         }
-        let response = request.send().await.map_err(|e| send_error(&e))?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| send_error(&e, e.is_timeout()))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(|e| body_error(&e))?;
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| body_error(&e, e.is_timeout()))?;
         if !(200..300).contains(&status) {
             return Err(classify_status(status, &headers, &bytes));
         }

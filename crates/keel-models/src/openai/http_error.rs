@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use keel_types::ModelError;
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::{HeaderMap, LOCATION, RETRY_AFTER};
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc2822;
@@ -109,8 +109,25 @@ fn classify(status: u16, retry_after: Option<Duration>, details: &ErrorDetails) 
     }
 }
 
-/// Classifies a non-success HTTP answer.
+/// Classifies a non-success HTTP answer. A redirect is not followed (a `POST` to a model
+/// should not move); it is a `BadRequest` naming where the server points.
 pub(crate) fn classify_status(status: u16, headers: &HeaderMap, body: &[u8]) -> ModelError {
+    if (300..400).contains(&status) {
+        let target = headers
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(
+                || "nowhere".to_owned(),
+                |l| format!("`{}`", crate::truncate(l, 200)),
+            );
+        return ModelError::BadRequest {
+            status,
+            message: format!(
+                "the endpoint redirects to {target}; Keel does not follow redirects: set the \
+                 model's `baseUrl` to where it should go"
+            ),
+        };
+    }
     let details = ErrorDetails::from_body(body);
     let retry_after = if status == 429 {
         retry_after(headers, SystemTime::now())
@@ -164,9 +181,9 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
 }
 
 /// A failure sending the request or waiting for the response head.
-pub(crate) fn send_error(error: &reqwest::Error) -> ModelError {
+pub(crate) fn send_error(error: &(dyn std::error::Error + 'static), timed_out: bool) -> ModelError {
     let text = short_chain(error);
-    if error.is_timeout() {
+    if timed_out {
         ModelError::Timeout(text)
     } else {
         ModelError::Connect(text)
@@ -174,9 +191,9 @@ pub(crate) fn send_error(error: &reqwest::Error) -> ModelError {
 }
 
 /// A failure reading the body after the response began.
-pub(crate) fn body_error(error: &reqwest::Error) -> ModelError {
+pub(crate) fn body_error(error: &(dyn std::error::Error + 'static), timed_out: bool) -> ModelError {
     let text = short_chain(error);
-    if error.is_timeout() {
+    if timed_out {
         ModelError::Timeout(text)
     } else {
         ModelError::MalformedStream(format!(

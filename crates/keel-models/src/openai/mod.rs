@@ -11,6 +11,7 @@
 mod decode;
 mod embeddings;
 mod http_error;
+mod transport;
 mod wire;
 
 pub use embeddings::OpenAiEmbedder;
@@ -22,12 +23,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::stream;
 use keel_types::{ModelError, ModelEvent, ModelParams, ModelProvider, ModelRequest, ModelStream};
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use tracing::debug;
 
 use crate::ProviderError;
 use crate::sse::SseDecoder;
 use decode::ChunkDecoder;
+use transport::{Body, Outgoing, Transport};
 
 /// The endpoint used when a `Model` document names none.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -88,7 +90,7 @@ impl fmt::Debug for OpenAiConfig {
 
 /// A Chat Completions provider. Cheap to share (`Arc`); one HTTP connection pool per provider.
 pub struct OpenAiProvider {
-    client: reqwest::Client,
+    transport: Transport,
     url: reqwest::Url,
     model: String,
     auth: Option<HeaderValue>,
@@ -108,21 +110,36 @@ impl fmt::Debug for OpenAiProvider {
 }
 
 impl OpenAiProvider {
-    /// Builds a provider with its own connection pool.
+    /// Builds a provider with its own connection pool: plain HTTP/1 for an `http://`
+    /// endpoint no proxy applies to, reqwest (TLS, proxies, HTTP/2) for the others.
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
-        let client = build_client(&config)?;
-        Self::with_client(config, client)
+        let url = endpoint(&config.base_url, "chat/completions")?;
+        let transport = Transport::for_url(url.clone(), config.timeout)?;
+        Self::build(config, url, transport)
     }
 
-    /// Builds a provider on an existing client (to share one pool between providers).
+    /// Builds a provider on an existing reqwest client (to share one pool between providers,
+    /// or to configure TLS or a proxy yourself); every request goes through it.
     pub fn with_client(
         config: OpenAiConfig,
         client: reqwest::Client,
     ) -> Result<Self, ProviderError> {
         let url = endpoint(&config.base_url, "chat/completions")?;
+        let transport = Transport::Reqwest {
+            client,
+            url: url.clone(),
+        };
+        Self::build(config, url, transport)
+    }
+
+    fn build(
+        config: OpenAiConfig,
+        url: reqwest::Url,
+        transport: Transport,
+    ) -> Result<Self, ProviderError> {
         let auth = bearer(config.api_key.as_deref())?;
         Ok(Self {
-            client,
+            transport,
             url,
             model: config.model,
             auth,
@@ -156,41 +173,6 @@ fn endpoint(base_url: &str, path: &str) -> Result<reqwest::Url, ProviderError> {
     Ok(url)
 }
 
-fn build_client(config: &OpenAiConfig) -> Result<reqwest::Client, ProviderError> {
-    // reqwest is built without a compiled-in TLS crypto provider; ring is ours. A provider
-    // installed earlier by someone else is fine too, hence the ignored result.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(config.timeout)
-        .tcp_nodelay(true)
-        .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")));
-    if is_loopback(&config.base_url) {
-        // A local server (a mock, Ollama, vLLM) is never behind the system proxy.
-        builder = builder.no_proxy();
-    }
-    if config.base_url.starts_with("http://") {
-        // A plain-HTTP endpoint needs no TLS: skip loading the system's root certificates
-        // (milliseconds at every start). A redirect to https would fail verification, clearly.
-        builder = builder.tls_certs_only(std::iter::empty());
-    }
-    builder
-        .build()
-        .map_err(|e| ProviderError::HttpClient(e.to_string()))
-}
-
-fn is_loopback(base_url: &str) -> bool {
-    reqwest::Url::parse(base_url)
-        .ok()
-        .and_then(|url| url.host_str().map(str::to_owned))
-        .is_some_and(|host| {
-            host == "localhost"
-                || host == "[::1]"
-                || host
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
-        })
-}
-
 #[async_trait]
 impl ModelProvider for OpenAiProvider {
     fn provider_name(&self) -> &str {
@@ -217,46 +199,38 @@ impl ModelProvider for OpenAiProvider {
             status: 0,
             message: format!("cannot encode the request: {e}"),
         })?;
-        let mut builder = self
-            .client
-            .post(self.url.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(
-                ACCEPT,
-                if stream {
-                    "text/event-stream"
-                } else {
-                    "application/json"
-                },
-            )
-            .body(body);
-        if let Some(auth) = &self.auth {
-            builder = builder.header(AUTHORIZATION, auth.clone());
-        }
-        let response = match tokio::time::timeout(self.timeout, builder.send()).await {
-            Err(_) => {
-                return Err(ModelError::Timeout(format!(
-                    "no response within {:?}",
-                    self.timeout
-                )));
-            }
-            Ok(Err(e)) => return Err(http_error::send_error(&e)),
-            Ok(Ok(response)) => response,
+        let outgoing = Outgoing {
+            body,
+            accept: if stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            },
+            auth: self.auth.as_ref(),
         };
+        let (head, response) =
+            match tokio::time::timeout(self.timeout, self.transport.send(outgoing)).await {
+                Err(_) => {
+                    return Err(ModelError::Timeout(format!(
+                        "no response within {:?}",
+                        self.timeout
+                    )));
+                }
+                Ok(result) => result?,
+            };
 
-        let status = response.status();
+        let status = head.status;
         if !status.is_success() {
-            let headers = response.headers().clone();
             let body = read_body(response, self.timeout, MAX_ERROR_BYTES, true)
                 .await
                 .unwrap_or_default();
-            let error = http_error::classify_status(status.as_u16(), &headers, &body);
+            let error = http_error::classify_status(status.as_u16(), &head.headers, &body);
             debug!(status = status.as_u16(), model = %self.model, "Model endpoint answered with an error.");
             return Err(error);
         }
 
-        let is_sse = response
-            .headers()
+        let is_sse = head
+            .headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
@@ -284,7 +258,7 @@ impl ModelProvider for OpenAiProvider {
 /// Reads a whole body, each chunk within `idle`. Past `limit` the body is either truncated
 /// (`truncate`, for error bodies) or refused.
 async fn read_body(
-    mut response: reqwest::Response,
+    mut response: Body,
     idle: Duration,
     limit: usize,
     truncate: bool,
@@ -297,7 +271,7 @@ async fn read_body(
                     "no data from the model for {idle:?}"
                 )));
             }
-            Ok(Err(e)) => return Err(http_error::body_error(&e)),
+            Ok(Err(e)) => return Err(e),
             Ok(Ok(None)) => return Ok(body),
             Ok(Ok(Some(chunk))) => chunk,
         };
@@ -347,7 +321,7 @@ impl SseState {
 /// A streamed answer being read. Deltas decoded from one network read are queued in
 /// `pending` and handed out one by one; an error is handed out after the deltas before it.
 struct Streaming {
-    response: reqwest::Response,
+    response: Body,
     decoder: SseState,
     pending: VecDeque<ModelEvent>,
     failed: Option<ModelError>,
@@ -356,7 +330,7 @@ struct Streaming {
 }
 
 impl Streaming {
-    fn new(response: reqwest::Response, idle: Duration) -> Self {
+    fn new(response: Body, idle: Duration) -> Self {
         Self {
             response,
             decoder: SseState::default(),
@@ -402,7 +376,7 @@ impl Streaming {
             Err(_) => Err(ModelError::Timeout(format!(
                 "no data from the model for {wait:?}"
             ))),
-            Ok(Err(e)) => Err(http_error::body_error(&e)),
+            Ok(Err(e)) => Err(e),
         }
     }
 

@@ -360,3 +360,26 @@ async fn a_silent_gap_between_chunks_is_a_timeout() {
         "{items:?}"
     );
 }
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_says_where_it_points() {
+    let mock = MockLlm::start().await;
+    mock.push(
+        MockResponse::error(308, "")
+            .header("location", "https://models.example/v1/chat/completions"),
+    );
+
+    let error = failure(&provider(&mock), request(true)).await;
+
+    let ModelError::BadRequest { status, message } = &error else {
+        panic!("expected BadRequest, got {error:?}");
+    };
+    assert_eq!(*status, 308);
+    assert!(
+        message.contains("`https://models.example/v1/chat/completions`")
+            && message.contains("baseUrl"),
+        "{message}"
+    );
+    assert!(!error.is_retryable());
+    assert_eq!(mock.requests().len(), 1, "the redirect was followed");
+}

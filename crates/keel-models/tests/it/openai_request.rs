@@ -159,3 +159,48 @@ fn an_invalid_base_url_is_refused_at_construction() {
         "{error}"
     );
 }
+
+/// The plain HTTP/1 transport (an `http://` endpoint without a proxy) and reqwest (a client
+/// handed in, as for TLS or a proxy) send byte-for-byte the same request head and body, and
+/// their answers decode to the same events.
+#[tokio::test]
+async fn both_transports_send_the_same_request_and_read_the_same_answer() {
+    let mock = MockLlm::start().await;
+    let plain = provider(&mock);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .unwrap();
+    let mut config = keel_models::OpenAiConfig::new("gpt-test");
+    config.base_url = mock.base_url();
+    config.api_key = Some(API_KEY.into());
+    let through_reqwest = keel_models::OpenAiProvider::with_client(config, client).unwrap();
+
+    let mut sent = Vec::new();
+    let mut answers = Vec::new();
+    for provider in [&plain, &through_reqwest] {
+        for stream in [true, false] {
+            mock.push(if stream {
+                MockResponse::text(["Hel", "lo"])
+            } else {
+                MockResponse::completion_text("Hello")
+            });
+            answers.push(events(provider, request(stream)).await);
+            let request = mock.last_request().unwrap();
+            assert_eq!(
+                request.header("user-agent"),
+                Some(concat!("keel/", env!("CARGO_PKG_VERSION")))
+            );
+            sent.push(request);
+        }
+    }
+    assert_eq!(sent[0].header("accept"), Some("text/event-stream"));
+    assert_eq!(sent[1].header("accept"), Some("application/json"));
+    assert_eq!(sent[0], sent[2], "streamed requests differ");
+    assert_eq!(sent[1], sent[3], "whole-answer requests differ");
+    assert_eq!(answers[0], answers[2]);
+    assert_eq!(answers[1], answers[3]);
+    assert!(answers[0].len() > 2, "{:?}", answers[0]);
+}

@@ -1,0 +1,268 @@
+//! How a provider reaches its endpoint: one `POST` out, a status, headers and a body of chunks
+//! back.
+//!
+//! Two transports sit behind [`Transport`]:
+//!
+//! - **plain HTTP/1** (hyper-util's pooled client, nothing around it) for an `http://`
+//!   endpoint that no proxy applies to: the local model servers (Ollama, vLLM, llama.cpp, a
+//!   mock), where Keel's own cost per request is what is left to measure. It skips what
+//!   reqwest adds to every request — the redirect layer that parses the URL again, the
+//!   timeout and body wrappers — about a sixth of Keel's CPU per run in `agent_runs`.
+//! - **reqwest** for everything else: `https://` (rustls with the platform's verifier), a
+//!   proxy from the environment (`HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, as reqwest reads
+//!   them), HTTP/2, and a client a caller hands in ([`super::OpenAiProvider::with_client`]).
+//!
+//! Both send the same request (method, path, `Host`, `Content-Type`, `Accept`,
+//! `Authorization`, `User-Agent`, `Content-Length`). The plain transport follows no
+//! redirects: a model server answering 3xx is reported as the error it is.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, USER_AGENT};
+use http::response::Parts;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::proxy::matcher::Matcher;
+use hyper_util::rt::TokioExecutor;
+use keel_types::ModelError;
+
+use super::http_error;
+use crate::ProviderError;
+
+const AGENT: &str = concat!("keel/", env!("CARGO_PKG_VERSION"));
+
+/// One request: everything but the URL, which the transport holds.
+pub(super) struct Outgoing<'a> {
+    pub body: Vec<u8>,
+    pub accept: &'static str,
+    pub auth: Option<&'a HeaderValue>,
+}
+
+/// A provider's way to its endpoint, with its connection pool.
+pub(super) enum Transport {
+    Plain {
+        client: Box<Client<HttpConnector, Full<Bytes>>>,
+        uri: http::Uri,
+    },
+    Reqwest {
+        client: reqwest::Client,
+        url: reqwest::Url,
+    },
+}
+
+impl Transport {
+    /// The plain transport when `url` is `http://` and no proxy of the environment applies to
+    /// it (a loopback host never goes through one), reqwest otherwise.
+    pub fn for_url(url: reqwest::Url, timeout: Duration) -> Result<Self, ProviderError> {
+        Self::choose(url, timeout, &Matcher::from_env())
+    }
+
+    fn choose(
+        url: reqwest::Url,
+        timeout: Duration,
+        proxies: &Matcher,
+    ) -> Result<Self, ProviderError> {
+        let uri: http::Uri = url.as_str().parse().map_err(|e: http::uri::InvalidUri| {
+            ProviderError::InvalidBaseUrl {
+                url: url.to_string(),
+                reason: e.to_string(),
+            }
+        })?;
+        let loopback = is_loopback(&url);
+        if url.scheme() == "http" && (loopback || proxies.intercept(&uri).is_none()) {
+            let mut connector = HttpConnector::new();
+            connector.set_nodelay(true);
+            connector.set_connect_timeout(Some(timeout));
+            let client = Client::builder(TokioExecutor::new()).build(connector);
+            return Ok(Self::Plain {
+                client: Box::new(client),
+                uri,
+            });
+        }
+        let client = reqwest_client(url.scheme() == "http", loopback, timeout)?;
+        Ok(Self::Reqwest { client, url })
+    }
+
+    /// Sends `outgoing` and waits for the response head.
+    pub async fn send(&self, outgoing: Outgoing<'_>) -> Result<(Parts, Body), ModelError> {
+        match self {
+            Self::Plain { client, uri } => {
+                let mut request = http::Request::post(uri.clone())
+                    .header(CONTENT_TYPE, "application/json")
+                    .header(ACCEPT, outgoing.accept)
+                    .header(USER_AGENT, AGENT);
+                if let Some(auth) = outgoing.auth {
+                    request = request.header(AUTHORIZATION, auth.clone());
+                }
+                let request = request
+                    .body(Full::new(Bytes::from(outgoing.body)))
+                    .map_err(|e| ModelError::BadRequest {
+                        status: 0,
+                        message: format!("cannot build the request: {e}"),
+                    })?;
+                let response = client
+                    .request(request)
+                    .await
+                    .map_err(|e| http_error::send_error(&e, timed_out(&e)))?;
+                let (parts, body) = response.into_parts();
+                Ok((parts, Body::Plain(body)))
+            }
+            Self::Reqwest { client, url } => {
+                let mut request = client
+                    .post(url.clone())
+                    .header(CONTENT_TYPE, "application/json")
+                    .header(ACCEPT, outgoing.accept)
+                    .body(outgoing.body);
+                if let Some(auth) = outgoing.auth {
+                    request = request.header(AUTHORIZATION, auth.clone());
+                }
+                let response = request
+                    .send()
+                    .await
+                    .map_err(|e| http_error::send_error(&e, e.is_timeout()))?;
+                let (parts, body) = http::Response::from(response).into_parts();
+                Ok((parts, Body::Reqwest(body)))
+            }
+        }
+    }
+}
+
+/// A response body being read.
+pub(super) enum Body {
+    Plain(hyper::body::Incoming),
+    Reqwest(reqwest::Body),
+}
+
+impl Body {
+    /// The next chunk of data, or `None` at the end (trailers are skipped).
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, ModelError> {
+        loop {
+            let frame = match self {
+                Self::Plain(body) => body
+                    .frame()
+                    .await
+                    .transpose()
+                    .map_err(|e| http_error::body_error(&e, timed_out(&e)))?,
+                Self::Reqwest(body) => body
+                    .frame()
+                    .await
+                    .transpose()
+                    .map_err(|e| http_error::body_error(&e, e.is_timeout()))?,
+            };
+            let Some(frame) = frame else { return Ok(None) };
+            if let Ok(data) = frame.into_data()
+                && !data.is_empty()
+            {
+                return Ok(Some(data));
+            }
+        }
+    }
+}
+
+/// reqwest's client for endpoints the plain transport does not take.
+pub(super) fn reqwest_client(
+    plain_http: bool,
+    loopback: bool,
+    timeout: Duration,
+) -> Result<reqwest::Client, ProviderError> {
+    // reqwest is built without a compiled-in TLS crypto provider; ring is ours. A provider
+    // installed earlier by someone else is fine too, hence the ignored result.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(timeout)
+        .tcp_nodelay(true)
+        .user_agent(AGENT);
+    if loopback {
+        // A local server (a mock, Ollama, vLLM) is never behind the system proxy.
+        builder = builder.no_proxy();
+    }
+    if plain_http {
+        // A plain-HTTP endpoint needs no TLS: skip loading the system's root certificates
+        // (milliseconds at every start). A redirect to https would fail verification, clearly.
+        builder = builder.tls_certs_only(std::iter::empty());
+    }
+    builder
+        .build()
+        .map_err(|e| ProviderError::HttpClient(e.to_string()))
+}
+
+/// Whether `url` names this machine (`localhost`, `127.0.0.0/8`, `[::1]`).
+pub(super) fn is_loopback(url: &reqwest::Url) -> bool {
+    url.host_str().is_some_and(|host| {
+        host == "localhost"
+            || host == "[::1]"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    })
+}
+
+/// Whether an error of the plain transport is a timeout (the connector's connect timeout).
+fn timed_out(error: &(dyn StdError + 'static)) -> bool {
+    let mut source = Some(error);
+    while let Some(error) = source {
+        if error
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        source = error.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plain(url: &str, proxies: &Matcher) -> bool {
+        let url = reqwest::Url::parse(url).unwrap();
+        let transport = Transport::choose(url, Duration::from_secs(5), proxies).unwrap();
+        matches!(transport, Transport::Plain { .. })
+    }
+
+    #[test]
+    fn plain_http_without_a_proxy_skips_reqwest() {
+        let none = Matcher::builder().build();
+        assert!(plain("http://127.0.0.1:8080/v1/chat/completions", &none));
+        assert!(plain("http://gpu-box.lan:8000/v1/chat/completions", &none));
+        assert!(!plain("https://api.openai.com/v1/chat/completions", &none));
+    }
+
+    #[test]
+    fn a_proxy_of_the_environment_sends_plain_http_through_reqwest_except_on_loopback() {
+        let proxies = Matcher::builder()
+            .http("http://proxy.corp:3128")
+            .no("internal.corp")
+            .build();
+        assert!(!plain(
+            "http://gpu-box.lan:8000/v1/chat/completions",
+            &proxies
+        ));
+        assert!(plain(
+            "http://models.internal.corp/v1/chat/completions",
+            &proxies
+        ));
+        assert!(plain(
+            "http://localhost:11434/v1/chat/completions",
+            &proxies
+        ));
+        assert!(plain("http://[::1]:11434/v1/chat/completions", &proxies));
+        assert!(plain(
+            "http://127.0.0.2:11434/v1/chat/completions",
+            &proxies
+        ));
+    }
+
+    #[test]
+    fn a_connect_timeout_is_told_apart_from_other_errors() {
+        let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
+        assert!(timed_out(&timeout));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(!timed_out(&refused));
+    }
+}
