@@ -4,13 +4,13 @@
 //! Two transports sit behind [`Transport`]:
 //!
 //! - **plain HTTP/1** (hyper-util's pooled client, nothing around it) for an `http://`
-//!   endpoint that no proxy applies to: the local model servers (Ollama, vLLM, llama.cpp, a
+//!   endpoint without credentials in its URL that no proxy applies to: the local model servers (Ollama, vLLM, llama.cpp, a
 //!   mock), where Keel's own cost per request is what is left to measure. It skips what
 //!   reqwest adds to every request — the redirect layer that parses the URL again, the
 //!   timeout and body wrappers — about a sixth of Keel's CPU per run in `agent_runs`.
 //! - **reqwest** for everything else: `https://` (rustls with the platform's verifier), a
 //!   proxy from the environment (`HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, as reqwest reads
-//!   them), HTTP/2, and a client a caller hands in ([`super::OpenAiProvider::with_client`]).
+//!   them), `user:password@` in the URL, HTTP/2, and a client a caller hands in ([`super::OpenAiProvider::with_client`]).
 //!
 //! Both send the same request (method, path, `Host`, `Content-Type`, `Accept`,
 //! `Authorization`, `User-Agent`, `Content-Length`). The plain transport follows no
@@ -54,8 +54,8 @@ pub(super) enum Transport {
 }
 
 impl Transport {
-    /// The plain transport when `url` is `http://` and no proxy of the environment applies to
-    /// it (a loopback host never goes through one), reqwest otherwise.
+    /// The plain transport when `url` is `http://`, carries no credentials and no proxy of the
+    /// environment applies to it (a loopback host never goes through one), reqwest otherwise.
     pub fn for_url(url: reqwest::Url, timeout: Duration) -> Result<Self, ProviderError> {
         Self::choose(url, timeout, &Matcher::from_env())
     }
@@ -72,7 +72,10 @@ impl Transport {
             }
         })?;
         let loopback = is_loopback(&url);
-        if url.scheme() == "http" && (loopback || proxies.intercept(&uri).is_none()) {
+        // Credentials in the URL become a Basic `Authorization` header in reqwest only.
+        let credentials = !url.username().is_empty() || url.password().is_some();
+        if url.scheme() == "http" && !credentials && (loopback || proxies.intercept(&uri).is_none())
+        {
             let mut connector = HttpConnector::new();
             connector.set_nodelay(true);
             connector.set_connect_timeout(Some(timeout));
@@ -231,6 +234,10 @@ mod tests {
         assert!(plain("http://127.0.0.1:8080/v1/chat/completions", &none));
         assert!(plain("http://gpu-box.lan:8000/v1/chat/completions", &none));
         assert!(!plain("https://api.openai.com/v1/chat/completions", &none));
+        assert!(!plain(
+            "http://user:secret@127.0.0.1:8080/v1/chat/completions",
+            &none
+        ));
     }
 
     #[test]
