@@ -26,13 +26,15 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::proxy::matcher::Matcher;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use keel_types::ModelError;
 
 use super::http_error;
 use crate::ProviderError;
 
 const AGENT: &str = concat!("keel/", env!("CARGO_PKG_VERSION"));
+/// How long an idle connection stays in the plain transport's pool (reqwest's default too).
+const POOL_IDLE: Duration = Duration::from_secs(90);
 
 /// One request: everything but the URL, which the transport holds.
 pub(super) struct Outgoing<'a> {
@@ -57,13 +59,14 @@ impl Transport {
     /// The plain transport when `url` is `http://`, carries no credentials and no proxy of the
     /// environment applies to it (a loopback host never goes through one), reqwest otherwise.
     pub fn for_url(url: reqwest::Url, timeout: Duration) -> Result<Self, ProviderError> {
-        Self::choose(url, timeout, &Matcher::from_env())
+        Self::choose(url, timeout, &Matcher::from_env(), POOL_IDLE)
     }
 
     fn choose(
         url: reqwest::Url,
         timeout: Duration,
         proxies: &Matcher,
+        idle: Duration,
     ) -> Result<Self, ProviderError> {
         let uri: http::Uri = url.as_str().parse().map_err(|e: http::uri::InvalidUri| {
             ProviderError::InvalidBaseUrl {
@@ -79,7 +82,13 @@ impl Transport {
             let mut connector = HttpConnector::new();
             connector.set_nodelay(true);
             connector.set_connect_timeout(Some(timeout));
-            let client = Client::builder(TokioExecutor::new()).build(connector);
+            // The timers make the idle timeout happen (without a pool timer an idle
+            // connection stays until its server closes it).
+            let client = Client::builder(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .pool_timer(TokioTimer::new())
+                .pool_idle_timeout(idle)
+                .build(connector);
             return Ok(Self::Plain {
                 client: Box::new(client),
                 uri,
@@ -224,7 +233,7 @@ mod tests {
 
     fn plain(url: &str, proxies: &Matcher) -> bool {
         let url = reqwest::Url::parse(url).unwrap();
-        let transport = Transport::choose(url, Duration::from_secs(5), proxies).unwrap();
+        let transport = Transport::choose(url, Duration::from_secs(5), proxies, POOL_IDLE).unwrap();
         matches!(transport, Transport::Plain { .. })
     }
 
@@ -263,6 +272,63 @@ mod tests {
             "http://127.0.0.2:11434/v1/chat/completions",
             &proxies
         ));
+    }
+
+    /// An idle connection in the plain transport's pool is closed once the idle timeout has
+    /// passed (the server sees its end), not kept until the server gives up on it.
+    #[tokio::test]
+    async fn an_idle_pooled_connection_is_closed_after_the_idle_timeout() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        );
+        let url = reqwest::Url::parse(&url).unwrap();
+        let none = Matcher::builder().build();
+        let transport = Transport::choose(
+            url,
+            Duration::from_secs(5),
+            &none,
+            Duration::from_millis(200),
+        )
+        .unwrap();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            // The head and the 2-byte body `{}`.
+            while !request.ends_with(b"\r\n\r\n{}") {
+                let n = socket.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the client closed before sending its request");
+                request.extend_from_slice(&buf[..n]);
+            }
+            socket
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+                .await
+                .unwrap();
+            // Kept alive by the client, until the pool lets it go: then reading sees the end.
+            let rest = socket.read(&mut buf).await.unwrap();
+            assert_eq!(rest, 0, "the idle connection carried another request");
+        });
+
+        let outgoing = Outgoing {
+            body: b"{}".to_vec(),
+            accept: "application/json",
+            auth: None,
+        };
+        let (head, mut body) = transport.send(outgoing).await.unwrap();
+        assert_eq!(head.status, 200);
+        assert_eq!(body.chunk().await.unwrap().as_deref(), Some(&b"{}"[..]));
+        assert_eq!(body.chunk().await.unwrap(), None);
+        drop(body);
+
+        // Generous: the pool's timer fires within a few idle periods even on a loaded machine.
+        tokio::time::timeout(Duration::from_secs(60), server)
+            .await
+            .expect("the idle connection was never closed")
+            .unwrap();
     }
 
     #[test]
