@@ -4,17 +4,17 @@ use std::fmt;
 
 use async_trait::async_trait;
 use keel_types::{Embedder, ModelError};
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use reqwest::header::HeaderValue;
 use serde::Deserialize;
 
-use super::http_error::{body_error, classify_status, send_error};
-use super::transport::{is_loopback, reqwest_client};
-use super::{OpenAiConfig, endpoint};
+use super::http_error::classify_status;
+use super::transport::{Outgoing, Transport};
+use super::{MAX_ANSWER_BYTES, MAX_ERROR_BYTES, OpenAiConfig, endpoint, read_body};
 use crate::ProviderError;
 
-/// A client of `{base_url}/embeddings`.
+/// A client of `{base_url}/embeddings`, on the same transports as the chat provider.
 pub struct OpenAiEmbedder {
-    client: reqwest::Client,
+    transport: Transport,
     url: reqwest::Url,
     model: String,
     auth: Option<HeaderValue>,
@@ -33,10 +33,10 @@ impl fmt::Debug for OpenAiEmbedder {
 impl OpenAiEmbedder {
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
         let url = endpoint(&config.base_url, "embeddings")?;
-        let client = reqwest_client(url.scheme() == "http", is_loopback(&url), config.timeout)?;
+        let transport = Transport::for_url(url.clone(), config.timeout)?;
         let auth = super::bearer(config.api_key.as_deref())?;
         Ok(Self {
-            client,
+            transport,
             url,
             model: config.model,
             auth,
@@ -67,28 +67,28 @@ impl Embedder for OpenAiEmbedder {
             return Ok(Vec::new());
         }
         let body = serde_json::json!({"model": self.model, "input": texts});
-        let mut request = self
-            .client
-            .post(self.url.clone())
-            .timeout(self.timeout)
-            .header(CONTENT_TYPE, "application/json")
-            .body(body.to_string());
-        if let Some(auth) = &self.auth {
-            request = request.header(AUTHORIZATION, auth.clone());
+        let outgoing = Outgoing {
+            body: body.to_string().into_bytes(),
+            accept: "application/json",
+            auth: self.auth.as_ref(),
+        };
+        let (head, response) =
+            match tokio::time::timeout(self.timeout, self.transport.send(outgoing)).await {
+                Err(_) => {
+                    return Err(ModelError::Timeout(format!(
+                        "no response within {:?}",
+                        self.timeout
+                    )));
+                }
+                Ok(result) => result?,
+            };
+        if !head.status.is_success() {
+            let bytes = read_body(response, self.timeout, MAX_ERROR_BYTES, true)
+                .await
+                .unwrap_or_default();
+            return Err(classify_status(head.status.as_u16(), &head.headers, &bytes));
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| send_error(&e, e.is_timeout()))?;
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| body_error(&e, e.is_timeout()))?;
-        if !(200..300).contains(&status) {
-            return Err(classify_status(status, &headers, &bytes));
-        }
+        let bytes = read_body(response, self.timeout, MAX_ANSWER_BYTES, false).await?;
         let parsed: Response = serde_json::from_slice(&bytes).map_err(|e| {
             ModelError::MalformedStream(format!("the embeddings response does not parse: {e}"))
         })?;

@@ -175,7 +175,7 @@ impl Body {
 }
 
 /// reqwest's client for endpoints the plain transport does not take.
-pub(super) fn reqwest_client(
+fn reqwest_client(
     plain_http: bool,
     loopback: bool,
     timeout: Duration,
@@ -202,7 +202,7 @@ pub(super) fn reqwest_client(
 }
 
 /// Whether `url` names this machine (`localhost`, `127.0.0.0/8`, `[::1]`).
-pub(super) fn is_loopback(url: &reqwest::Url) -> bool {
+fn is_loopback(url: &reqwest::Url) -> bool {
     url.host_str().is_some_and(|host| {
         host == "localhost"
             || host == "[::1]"
