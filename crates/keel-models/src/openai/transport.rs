@@ -13,8 +13,8 @@
 //!   them), `user:password@` in the URL, HTTP/2, and a client a caller hands in ([`super::OpenAiProvider::with_client`]).
 //!
 //! Both send the same request (method, path, `Host`, `Content-Type`, `Accept`,
-//! `Authorization`, `User-Agent`, `Content-Length`). The plain transport follows no
-//! redirects: a model server answering 3xx is reported as the error it is.
+//! `Authorization`, `User-Agent`, `Content-Length`) and follow no redirects: a model server
+//! answering 3xx is reported as the error it is (a client handed in keeps its own policy).
 
 use std::error::Error as StdError;
 use std::time::Duration;
@@ -186,7 +186,10 @@ fn reqwest_client(
     let mut builder = reqwest::Client::builder()
         .connect_timeout(timeout)
         .tcp_nodelay(true)
-        .user_agent(AGENT);
+        .user_agent(AGENT)
+        // As on the plain transport: a redirected POST would turn into a GET (301, 302) or
+        // quietly go elsewhere; the 3xx is reported with its `Location` instead.
+        .redirect(reqwest::redirect::Policy::none());
     if loopback {
         // A local server (a mock, Ollama, vLLM) is never behind the system proxy.
         builder = builder.no_proxy();
