@@ -7,9 +7,8 @@ use keel_types::{Embedder, ModelError};
 use reqwest::header::HeaderValue;
 use serde::Deserialize;
 
-use super::http_error::classify_status;
 use super::transport::{Outgoing, Transport};
-use super::{MAX_ANSWER_BYTES, MAX_ERROR_BYTES, OpenAiConfig, endpoint, read_body};
+use super::{MAX_ANSWER_BYTES, OpenAiConfig, endpoint, exchange, read_body};
 use crate::ProviderError;
 
 /// A client of `{base_url}/embeddings`, on the same transports as the chat provider.
@@ -72,22 +71,7 @@ impl Embedder for OpenAiEmbedder {
             accept: "application/json",
             auth: self.auth.as_ref(),
         };
-        let (head, response) =
-            match tokio::time::timeout(self.timeout, self.transport.send(outgoing)).await {
-                Err(_) => {
-                    return Err(ModelError::Timeout(format!(
-                        "no response within {:?}",
-                        self.timeout
-                    )));
-                }
-                Ok(result) => result?,
-            };
-        if !head.status.is_success() {
-            let bytes = read_body(response, self.timeout, MAX_ERROR_BYTES, true)
-                .await
-                .unwrap_or_default();
-            return Err(classify_status(head.status.as_u16(), &head.headers, &bytes));
-        }
+        let (_, response) = exchange(&self.transport, outgoing, self.timeout, &self.model).await?;
         let bytes = read_body(response, self.timeout, MAX_ANSWER_BYTES, false).await?;
         let parsed: Response = serde_json::from_slice(&bytes).map_err(|e| {
             ModelError::MalformedStream(format!("the embeddings response does not parse: {e}"))

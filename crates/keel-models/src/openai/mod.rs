@@ -209,25 +209,7 @@ impl ModelProvider for OpenAiProvider {
             auth: self.auth.as_ref(),
         };
         let (head, response) =
-            match tokio::time::timeout(self.timeout, self.transport.send(outgoing)).await {
-                Err(_) => {
-                    return Err(ModelError::Timeout(format!(
-                        "no response within {:?}",
-                        self.timeout
-                    )));
-                }
-                Ok(result) => result?,
-            };
-
-        let status = head.status;
-        if !status.is_success() {
-            let body = read_body(response, self.timeout, MAX_ERROR_BYTES, true)
-                .await
-                .unwrap_or_default();
-            let error = http_error::classify_status(status.as_u16(), &head.headers, &body);
-            debug!(status = status.as_u16(), model = %self.model, "Model endpoint answered with an error.");
-            return Err(error);
-        }
+            exchange(&self.transport, outgoing, self.timeout, &self.model).await?;
 
         let is_sse = head
             .headers
@@ -253,6 +235,33 @@ impl ModelProvider for OpenAiProvider {
         };
         Ok(Box::pin(stream::iter(events.into_iter().map(Ok))))
     }
+}
+
+/// Sends `outgoing` and waits for a successful response head, within `timeout`. A
+/// non-success answer is read (up to [`MAX_ERROR_BYTES`]) and classified.
+async fn exchange(
+    transport: &Transport,
+    outgoing: Outgoing<'_>,
+    timeout: Duration,
+    model: &str,
+) -> Result<(http::response::Parts, Body), ModelError> {
+    let (head, body) = match tokio::time::timeout(timeout, transport.send(outgoing)).await {
+        Err(_) => {
+            return Err(ModelError::Timeout(format!(
+                "no response within {timeout:?}"
+            )));
+        }
+        Ok(result) => result?,
+    };
+    if head.status.is_success() {
+        return Ok((head, body));
+    }
+    let text = read_body(body, timeout, MAX_ERROR_BYTES, true)
+        .await
+        .unwrap_or_default();
+    let status = head.status.as_u16();
+    debug!(status, model, "Model endpoint answered with an error.");
+    Err(http_error::classify_status(status, &head.headers, &text))
 }
 
 /// Reads a whole body, each chunk within `idle`. Past `limit` the body is either truncated
