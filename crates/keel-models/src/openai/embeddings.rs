@@ -14,7 +14,6 @@ use crate::ProviderError;
 /// A client of `{base_url}/embeddings`, on the same transports as the chat provider.
 pub struct OpenAiEmbedder {
     transport: Transport,
-    url: reqwest::Url,
     model: String,
     auth: Option<HeaderValue>,
     timeout: std::time::Duration,
@@ -23,7 +22,7 @@ pub struct OpenAiEmbedder {
 impl fmt::Debug for OpenAiEmbedder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiEmbedder")
-            .field("url", &self.url.as_str())
+            .field("url", &format_args!("{}", self.transport.url()))
             .field("model", &self.model)
             .finish_non_exhaustive()
     }
@@ -32,11 +31,10 @@ impl fmt::Debug for OpenAiEmbedder {
 impl OpenAiEmbedder {
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
         let url = endpoint(&config.base_url, "embeddings")?;
-        let transport = Transport::for_url(url.clone(), config.timeout)?;
+        let transport = Transport::for_url(url, config.timeout)?;
         let auth = super::bearer(config.api_key.as_deref())?;
         Ok(Self {
             transport,
-            url,
             model: config.model,
             auth,
             timeout: config.timeout,

@@ -91,7 +91,6 @@ impl fmt::Debug for OpenAiConfig {
 /// A Chat Completions provider. Cheap to share (`Arc`); one HTTP connection pool per provider.
 pub struct OpenAiProvider {
     transport: Transport,
-    url: reqwest::Url,
     model: String,
     auth: Option<HeaderValue>,
     params: ModelParams,
@@ -102,7 +101,7 @@ pub struct OpenAiProvider {
 impl fmt::Debug for OpenAiProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiProvider")
-            .field("url", &self.url.as_str())
+            .field("url", &format_args!("{}", self.transport.url()))
             .field("model", &self.model)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
@@ -114,8 +113,8 @@ impl OpenAiProvider {
     /// endpoint no proxy applies to, reqwest (TLS, proxies, HTTP/2) for the others.
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
         let url = endpoint(&config.base_url, "chat/completions")?;
-        let transport = Transport::for_url(url.clone(), config.timeout)?;
-        Self::build(config, url, transport)
+        let transport = Transport::for_url(url, config.timeout)?;
+        Self::build(config, transport)
     }
 
     /// Builds a provider on an existing reqwest client (to share one pool between providers,
@@ -125,22 +124,13 @@ impl OpenAiProvider {
         client: reqwest::Client,
     ) -> Result<Self, ProviderError> {
         let url = endpoint(&config.base_url, "chat/completions")?;
-        let transport = Transport::Reqwest {
-            client,
-            url: url.clone(),
-        };
-        Self::build(config, url, transport)
+        Self::build(config, Transport::Reqwest { client, url })
     }
 
-    fn build(
-        config: OpenAiConfig,
-        url: reqwest::Url,
-        transport: Transport,
-    ) -> Result<Self, ProviderError> {
+    fn build(config: OpenAiConfig, transport: Transport) -> Result<Self, ProviderError> {
         let auth = bearer(config.api_key.as_deref())?;
         Ok(Self {
             transport,
-            url,
             model: config.model,
             auth,
             params: config.params,

@@ -98,6 +98,14 @@ impl Transport {
         Ok(Self::Reqwest { client, url })
     }
 
+    /// The endpoint requests go to.
+    pub fn url(&self) -> &dyn std::fmt::Display {
+        match self {
+            Self::Plain { uri, .. } => uri,
+            Self::Reqwest { url, .. } => url,
+        }
+    }
+
     /// Sends `outgoing` and waits for the response head.
     pub async fn send(&self, outgoing: Outgoing<'_>) -> Result<(Parts, Body), ModelError> {
         match self {
