@@ -14,9 +14,11 @@
 //! model rounds per request straight against the mock. It is what this machine does with no
 //! Keel in between (the client and the mock share its CPUs with `keel serve`), so "keel adds"
 //! is Keel's own cost in latency. `keel serve` sits idle through the floor round and
-//! `--rest-ms` more (the allocator hands freed memory back after a delay); its resident set
-//! then (at rest) is what it keeps from the round, with its threads, open files and tasks
-//! alive (`keel_tasks_alive`), and the last line compares the last round's with the first's.
+//! `--rest-ms` more (the allocator hands freed memory back after a delay), then until its
+//! resident set stops falling; its resident set then (at rest) is what it keeps from the
+//! round, with the allocator's live heap (`keel_memory_allocated_bytes`), its threads, open
+//! files and tasks alive (`keel_tasks_alive`), and the last lines compare the last round's
+//! with the first's.
 //!
 //! ```sh
 //! cargo build --release -p keel-test-support --bin keel-mock-llm
@@ -247,19 +249,33 @@ async fn bench(
         print_figures("floor", &figures, false);
         floors.push(figures);
         // Keel sat idle through the floor round and sits idle a little longer (the allocator
-        // gives freed memory back after a delay): what it holds now is what it keeps.
+        // gives freed memory back after a delay), until its resident set stops falling: what
+        // it holds then is what it keeps.
         tokio::time::sleep(Duration::from_millis(options.rest_ms)).await;
+        let settled = settle(serve.pid()).await;
         // The memory first: asking for `/metrics` makes the server allocate.
-        let rest = status_mib(serve.pid(), "VmRSS:");
+        let rss = status_mib(serve.pid(), "VmRSS:");
         let anonymous = status_mib(serve.pid(), "RssAnon:");
         let file = status_mib(serve.pid(), "RssFile:");
         let (threads, fds) = threads_and_fds(serve.pid());
-        let tasks = tasks_alive(&client, url).await;
+        let metrics = server_metrics(&client, url).await;
+        let mib = |name: &str| {
+            gauge(&metrics, name).map_or_else(|| "?".to_owned(), |b| format!("{:.1}", b / MIB))
+        };
+        let tasks =
+            gauge(&metrics, "keel_tasks_alive").map_or_else(|| "?".to_owned(), |n| n.to_string());
         println!(
-            "{:>9}  keel serve at rest after round {round}: RSS {rest:.1} MiB (anonymous {anonymous:.1}, file {file:.1}), {threads} threads, {fds} open files, {tasks} tasks alive",
+            "{:>9}  keel serve at rest after round {round} (settled {:.1} s later): RSS {rss:.1} MiB (anonymous {anonymous:.1}, file {file:.1}), live heap {} MiB (allocator's active pages {}), {threads} threads, {fds} open files, {tasks} tasks alive",
             "",
+            settled.as_secs_f64(),
+            mib("keel_memory_allocated_bytes"),
+            mib("keel_memory_allocator_active_bytes"),
         );
-        at_rest.push(rest);
+        at_rest.push(Rest {
+            rss,
+            heap: gauge(&metrics, "keel_memory_allocated_bytes").map(|b| b / MIB),
+            fds,
+        });
     }
     serve.check_alive()?;
 
@@ -288,12 +304,23 @@ async fn bench(
     if let (Some(first), Some(last)) = (at_rest.first(), at_rest.last())
         && at_rest.len() > 1
     {
-        let growth = (last / first - 1.0) * 100.0;
+        let growth = (last.rss / first.rss - 1.0) * 100.0;
         println!(
-            "RSS at rest after round 1 → {}: {first:.1} → {last:.1} MiB ({growth:+.1} %, target within 5 %): {}",
+            "RSS at rest after round 1 → {}: {:.1} → {:.1} MiB ({growth:+.1} %, target within 5 %): {}",
             at_rest.len(),
+            first.rss,
+            last.rss,
             verdict(growth.abs() <= 5.0),
         );
+        if let (Some(before), Some(after)) = (first.heap, last.heap) {
+            println!(
+                "live heap at rest after round 1 → {}: {before:.1} → {after:.1} MiB ({:+.1} %), with {} → {} open files (each open connection keeps its buffers)",
+                at_rest.len(),
+                (after / before - 1.0) * 100.0,
+                first.fds,
+                last.fds,
+            );
+        }
     }
     if failed > 0 {
         println!("FAILED: {failed} request(s) failed (warm-up included)");
@@ -303,17 +330,57 @@ async fn bench(
     Ok(failed == 0)
 }
 
-/// `keel_tasks_alive` from the server's `/metrics` (`?` when it cannot be read); `url` is
-/// the server's chat completions address.
-async fn tasks_alive(client: &reqwest::Client, url: &str) -> String {
+/// What `keel serve` holds at rest after a round.
+struct Rest {
+    rss: f64,
+    /// The allocator's live heap (MiB), when the server reports it.
+    heap: Option<f64>,
+    fds: usize,
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Waits until the resident set of `pid` has stopped falling (it fell by less than 0.1 MiB
+/// over the last second), at most 15 s; returns how long that took.
+async fn settle(pid: u32) -> Duration {
+    const STEP: Duration = Duration::from_millis(100);
+    const WINDOW: usize = 10;
+    let started = std::time::Instant::now();
+    let mut recent = std::collections::VecDeque::from([status_mib(pid, "VmRSS:")]);
+    while started.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(STEP).await;
+        recent.push_back(status_mib(pid, "VmRSS:"));
+        if recent.len() > WINDOW {
+            recent.pop_front();
+            let oldest = recent.front().copied().unwrap_or(0.0);
+            let newest = recent.back().copied().unwrap_or(0.0);
+            if oldest - newest < 0.1 {
+                break;
+            }
+        }
+    }
+    started.elapsed()
+}
+
+/// The server's `/metrics` text (empty when it cannot be read); `url` is the server's chat
+/// completions address.
+async fn server_metrics(client: &reqwest::Client, url: &str) -> String {
     let metrics = url.replace("/v1/chat/completions", "/metrics");
-    let text = match client.get(metrics).send().await {
+    match client.get(metrics).send().await {
         Ok(response) => response.text().await.unwrap_or_default(),
         Err(_) => String::new(),
-    };
-    text.lines()
-        .find_map(|line| line.strip_prefix("keel_tasks_alive "))
-        .map_or_else(|| "?".to_owned(), |n| n.trim().to_owned())
+    }
+}
+
+/// A sample's value in the metrics text.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        line.strip_prefix(name)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// One round against `target`: its figures and how many requests failed (printed here).

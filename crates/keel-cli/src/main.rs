@@ -47,6 +47,17 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 static MALLOC_CONF: MallocConf =
     MallocConf(c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0".as_ptr());
 
+/// jemalloc's own counts for `/metrics`: the live heap and the pages that hold it. jemalloc
+/// refreshes them when the epoch advances, so each reading advances it first.
+fn memory_use() -> Option<keel_server::MemoryUse> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    epoch::advance().ok()?;
+    Some(keel_server::MemoryUse {
+        allocated: u64::try_from(stats::allocated::read().ok()?).ok()?,
+        active: u64::try_from(stats::active::read().ok()?).ok()?,
+    })
+}
+
 /// A C string jemalloc reads at its start.
 #[repr(transparent)]
 struct MallocConf(*const std::ffi::c_char);

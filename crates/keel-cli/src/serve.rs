@@ -14,7 +14,7 @@ use crate::follow::OutputArgs;
 use crate::{out, workspace};
 
 pub async fn serve(root: &Path, listen: Option<String>) -> Result<(), CliError> {
-    let telemetry = keel_server::Telemetry::new();
+    let telemetry = keel_server::Telemetry::with_memory(crate::memory_use);
     let observer = telemetry.observer();
     let (runtime, _) =
         workspace::start_with(root, &OutputArgs::default(), |b| b.observer(observer)).await?;

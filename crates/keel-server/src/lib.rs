@@ -63,7 +63,7 @@ pub use auth::auth_configured;
 pub use error::ApiError;
 pub use mcp::{McpBackend, serve_mcp_stdio};
 pub use openai::{PROGRESS_HEADER, SESSION_HEADER};
-pub use telemetry::Telemetry;
+pub use telemetry::{MemoryProbe, MemoryUse, Telemetry};
 
 use state::AppState;
 

@@ -66,6 +66,58 @@ struct Metrics {
     queue_depth: Gauge,
     lease_takeovers: Gauge,
     tasks_alive: Gauge,
+    memory: Option<MemoryGauges>,
+}
+
+/// What the process's allocator reports, for the memory gauges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// Bytes handed out and not yet freed: the live heap.
+    pub allocated: u64,
+    /// Bytes of the allocator's pages that hold live allocations: the live heap and the free
+    /// space between its allocations in those pages (fragmentation).
+    pub active: u64,
+}
+
+/// Reads the allocator's counts, or `None` when it cannot now.
+pub type MemoryProbe = fn() -> Option<MemoryUse>;
+
+/// The memory gauges and where their values come from.
+struct MemoryGauges {
+    probe: MemoryProbe,
+    allocated: Gauge,
+    active: Gauge,
+}
+
+impl MemoryGauges {
+    fn register(registry: &mut Registry, probe: MemoryProbe) -> Self {
+        let allocated = Gauge::default();
+        registry.register(
+            "memory_allocated_bytes",
+            "Bytes the allocator has handed out and not had back: the live heap (the allocator's own count)",
+            allocated.clone(),
+        );
+        let active = Gauge::default();
+        registry.register(
+            "memory_allocator_active_bytes",
+            "Bytes of the allocator's pages that hold live allocations: the live heap and the free space fragmentation leaves between them",
+            active.clone(),
+        );
+        Self {
+            probe,
+            allocated,
+            active,
+        }
+    }
+
+    fn update(&self) {
+        if let Some(use_) = (self.probe)() {
+            self.allocated
+                .set(i64::try_from(use_.allocated).unwrap_or(i64::MAX));
+            self.active
+                .set(i64::try_from(use_.active).unwrap_or(i64::MAX));
+        }
+    }
 }
 
 impl Metrics {
@@ -138,6 +190,7 @@ impl Metrics {
         Self {
             registry,
             tasks_alive,
+            memory: None,
             queue_depth,
             lease_takeovers,
             runs_finished,
@@ -226,9 +279,22 @@ impl std::fmt::Debug for Telemetry {
 impl Telemetry {
     /// Fresh telemetry.
     pub fn new() -> Self {
+        Self::with_metrics(Metrics::new())
+    }
+
+    /// Fresh telemetry that also reports the process's memory as the allocator counts it
+    /// (`keel_memory_allocated_bytes`, `keel_memory_allocator_active_bytes`), read from
+    /// `probe` at each scrape. The program that chose the allocator provides the probe.
+    pub fn with_memory(probe: MemoryProbe) -> Self {
+        let mut metrics = Metrics::new();
+        metrics.memory = Some(MemoryGauges::register(&mut metrics.registry, probe));
+        Self::with_metrics(metrics)
+    }
+
+    fn with_metrics(metrics: Metrics) -> Self {
         Self {
             inner: Arc::new(Inner {
-                metrics: Metrics::new(),
+                metrics,
                 latencies: std::sync::Mutex::new(BTreeMap::new()),
                 models: OnceLock::new(),
                 followers: Followers::default(),
@@ -295,6 +361,9 @@ impl Telemetry {
             metrics
                 .tasks_alive
                 .set(i64::try_from(alive).unwrap_or(i64::MAX));
+        }
+        if let Some(memory) = &metrics.memory {
+            memory.update();
         }
         let mut text = String::new();
         encode(&mut text, &metrics.registry)?;

@@ -287,3 +287,49 @@ fn serve_answers_health_and_chat_completions_and_refuses_public_addresses() {
     assert!(completion.contains("chat.completion"), "{completion}");
     assert!(completion.contains("This workspace holds"), "{completion}");
 }
+
+/// `keel serve` reports the allocator's own counts next to the rest of its metrics: a live
+/// heap that is more than nothing, and the pages that hold it.
+#[test]
+fn serve_reports_the_allocators_memory_in_metrics() {
+    use std::io::{Read, Write};
+
+    let ws = quickstart();
+    let server = keel_in(&ws).serve();
+    let addr = server.addr();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let gauge = |name: &str| -> u64 {
+        let value = answer
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} in:\n{answer}"));
+        value
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{name} is not a count ({e}): {value}"))
+    };
+    let allocated = gauge("keel_memory_allocated_bytes");
+    let active = gauge("keel_memory_allocator_active_bytes");
+    assert!(
+        allocated > 0,
+        "an empty heap in a running server:\n{answer}"
+    );
+    // Whole pages, which hold every live allocation.
+    assert!(
+        allocated <= active,
+        "{allocated} allocated, {active} active"
+    );
+    assert_eq!(active % 4096, 0, "not whole pages: {active}");
+    assert!(
+        answer.contains("# HELP keel_memory_allocated_bytes"),
+        "the gauge is described:\n{answer}"
+    );
+}

@@ -20,7 +20,7 @@ use std::error::Error as StdError;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, USER_AGENT};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue, USER_AGENT};
 use http::response::Parts;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -48,6 +48,8 @@ pub(super) enum Transport {
     Plain {
         client: Box<Client<HttpConnector, Full<Bytes>>>,
         uri: http::Uri,
+        /// The `Host` header, made once: hyper-util would format it for every request.
+        host: HeaderValue,
     },
     Reqwest {
         client: reqwest::Client,
@@ -79,6 +81,7 @@ impl Transport {
         let credentials = !url.username().is_empty() || url.password().is_some();
         if url.scheme() == "http" && !credentials && (loopback || proxies.intercept(&uri).is_none())
         {
+            let host = host_header(&url)?;
             let mut connector = HttpConnector::new();
             connector.set_nodelay(true);
             connector.set_connect_timeout(Some(timeout));
@@ -92,6 +95,7 @@ impl Transport {
             return Ok(Self::Plain {
                 client: Box::new(client),
                 uri,
+                host,
             });
         }
         let client = reqwest_client(url.scheme() == "http", loopback, timeout)?;
@@ -109,8 +113,9 @@ impl Transport {
     /// Sends `outgoing` and waits for the response head.
     pub async fn send(&self, outgoing: Outgoing<'_>) -> Result<(Parts, Body), ModelError> {
         match self {
-            Self::Plain { client, uri } => {
+            Self::Plain { client, uri, host } => {
                 let mut request = http::Request::post(uri.clone())
+                    .header(HOST, host.clone())
                     .header(CONTENT_TYPE, "application/json")
                     .header(ACCEPT, outgoing.accept)
                     .header(USER_AGENT, AGENT);
@@ -212,6 +217,23 @@ fn reqwest_client(
         .map_err(|e| ProviderError::HttpClient(e.to_string()))
 }
 
+/// The `Host` header for `url`, as HTTP/1.1 wants it and reqwest sends it: the host, with the
+/// port when it is not the scheme's default.
+fn host_header(url: &reqwest::Url) -> Result<HeaderValue, ProviderError> {
+    let invalid = |reason: String| ProviderError::InvalidBaseUrl {
+        url: url.to_string(),
+        reason,
+    };
+    let host = url
+        .host_str()
+        .ok_or_else(|| invalid("it names no host".into()))?;
+    let value = match url.port() {
+        Some(port) => HeaderValue::from_str(&format!("{host}:{port}")),
+        None => HeaderValue::from_str(host),
+    };
+    value.map_err(|e| invalid(format!("its host is no valid `Host` header: {e}")))
+}
+
 /// Whether `url` names this machine (`localhost`, `127.0.0.0/8`, `[::1]`).
 fn is_loopback(url: &reqwest::Url) -> bool {
     url.host_str().is_some_and(|host| {
@@ -258,6 +280,15 @@ mod tests {
             "http://user:secret@127.0.0.1:8080/v1/chat/completions",
             &none
         ));
+    }
+
+    #[test]
+    fn the_host_header_names_the_port_only_when_it_is_not_the_default() {
+        let host = |url: &str| host_header(&reqwest::Url::parse(url).unwrap()).unwrap();
+        assert_eq!(host("http://127.0.0.1:8080/v1"), "127.0.0.1:8080");
+        assert_eq!(host("http://gpu-box.lan/v1"), "gpu-box.lan");
+        assert_eq!(host("http://gpu-box.lan:80/v1"), "gpu-box.lan");
+        assert_eq!(host("http://[::1]:11434/v1"), "[::1]:11434");
     }
 
     #[test]
