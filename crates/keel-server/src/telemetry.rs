@@ -111,11 +111,11 @@ impl MemoryGauges {
     }
 
     fn update(&self) {
-        if let Some(use_) = (self.probe)() {
+        if let Some(counts) = (self.probe)() {
             self.allocated
-                .set(i64::try_from(use_.allocated).unwrap_or(i64::MAX));
+                .set(i64::try_from(counts.allocated).unwrap_or(i64::MAX));
             self.active
-                .set(i64::try_from(use_.active).unwrap_or(i64::MAX));
+                .set(i64::try_from(counts.active).unwrap_or(i64::MAX));
         }
     }
 }
