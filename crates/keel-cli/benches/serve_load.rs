@@ -259,23 +259,20 @@ async fn bench(
         let file = status_mib(serve.pid(), "RssFile:");
         let (threads, fds) = threads_and_fds(serve.pid());
         let metrics = server_metrics(&client, url).await;
-        let mib = |name: &str| {
-            gauge(&metrics, name).map_or_else(|| "?".to_owned(), |b| format!("{:.1}", b / MIB))
+        let heap = gauge(&metrics, "keel_memory_allocated_bytes").map(|b| b / MIB);
+        let active = gauge(&metrics, "keel_memory_allocator_active_bytes").map(|b| b / MIB);
+        let shown = |value: Option<f64>, precision: usize| {
+            value.map_or_else(|| "?".to_owned(), |v| format!("{v:.precision$}"))
         };
-        let tasks =
-            gauge(&metrics, "keel_tasks_alive").map_or_else(|| "?".to_owned(), |n| n.to_string());
         println!(
-            "{:>9}  keel serve at rest after round {round} (settled {:.1} s later): RSS {rss:.1} MiB (anonymous {anonymous:.1}, file {file:.1}), live heap {} MiB (allocator's active pages {}), {threads} threads, {fds} open files, {tasks} tasks alive",
+            "{:>9}  keel serve at rest after round {round} (settled {:.1} s later): RSS {rss:.1} MiB (anonymous {anonymous:.1}, file {file:.1}), live heap {} MiB (allocator's active pages {}), {threads} threads, {fds} open files, {} tasks alive",
             "",
             settled.as_secs_f64(),
-            mib("keel_memory_allocated_bytes"),
-            mib("keel_memory_allocator_active_bytes"),
+            shown(heap, 1),
+            shown(active, 1),
+            shown(gauge(&metrics, "keel_tasks_alive"), 0),
         );
-        at_rest.push(Rest {
-            rss,
-            heap: gauge(&metrics, "keel_memory_allocated_bytes").map(|b| b / MIB),
-            fds,
-        });
+        at_rest.push(Rest { rss, heap, fds });
     }
     serve.check_alive()?;
 
