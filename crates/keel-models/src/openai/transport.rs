@@ -35,6 +35,11 @@ use crate::ProviderError;
 const AGENT: &str = concat!("keel/", env!("CARGO_PKG_VERSION"));
 /// How long an idle connection stays in the plain transport's pool (reqwest's default too).
 const POOL_IDLE: Duration = Duration::from_secs(90);
+/// The plain transport reads a connection into a buffer of one page. hyper's default starts
+/// at 8 KiB and grows with large reads; a pooled connection keeps its buffer while it idles,
+/// and a model's stream arrives a few hundred bytes at a time, so the second page mostly
+/// sat allocated and untouched, becoming resident later (see the README's memory notes).
+const READ_BUFFER: usize = 4096;
 
 /// One request: everything but the URL, which the transport holds.
 pub(super) struct Outgoing<'a> {
@@ -91,6 +96,7 @@ impl Transport {
                 .timer(TokioTimer::new())
                 .pool_timer(TokioTimer::new())
                 .pool_idle_timeout(idle)
+                .http1_read_buf_exact_size(READ_BUFFER)
                 .build(connector);
             return Ok(Self::Plain {
                 client: Box::new(client),

@@ -4,7 +4,7 @@ use keel_test_support::{MockLlm, MockResponse};
 use keel_types::{Message, ModelParams, ToolCall};
 use serde_json::json;
 
-use crate::{API_KEY, events, provider, provider_with, request};
+use crate::{API_KEY, assemble, events, provider, provider_with, request};
 
 #[tokio::test]
 async fn the_request_uses_the_chat_completions_format_and_bearer_auth() {
@@ -203,4 +203,23 @@ async fn both_transports_send_the_same_request_and_read_the_same_answer() {
     assert_eq!(answers[0], answers[2]);
     assert_eq!(answers[1], answers[3]);
     assert!(answers[0].len() > 2, "{:?}", answers[0]);
+}
+
+/// The plain transport reads a connection a page at a time: answers many times that size, and
+/// streamed chunks that straddle its reads, arrive whole and in order, streamed or not.
+#[tokio::test]
+async fn answers_larger_than_the_read_buffer_arrive_whole() {
+    let mock = MockLlm::start().await;
+    let plain = provider(&mock);
+    // 3,000 numbered pieces, about 40 KiB of SSE, with multi-byte characters across reads.
+    let pieces: Vec<String> = (0..3000).map(|i| format!("{i}é ")).collect();
+    let whole: String = pieces.concat();
+    mock.push(MockResponse::text(&pieces));
+    let streamed = assemble(&events(&plain, request(true)).await);
+    assert_eq!(streamed.text, whole);
+    // A 200 KiB JSON answer in one body.
+    let long = "0123456789abcdéf".repeat(12 * 1024);
+    mock.push(MockResponse::completion_text(&long));
+    let answer = assemble(&events(&plain, request(false)).await);
+    assert_eq!(answer.text, long);
 }
