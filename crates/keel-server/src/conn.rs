@@ -29,6 +29,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use keel::workspace::spec::ServerSpec;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -57,10 +58,18 @@ impl ConnLimits {
 }
 
 /// The open connections, in all and per client address.
-#[derive(Default)]
 struct Counts {
     total: usize,
     by_client: HashMap<IpAddr, usize>,
+    /// `total`, for `/metrics` (`keel_http_connections`).
+    gauge: Gauge,
+}
+
+impl Counts {
+    fn set_total(&mut self, total: usize) {
+        self.total = total;
+        self.gauge.set(i64::try_from(total).unwrap_or(i64::MAX));
+    }
 }
 
 /// One counted connection; it is uncounted when dropped (when its task ends, however).
@@ -72,7 +81,8 @@ struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        counts.total = counts.total.saturating_sub(1);
+        let total = counts.total.saturating_sub(1);
+        counts.set_total(total);
         if let Some(n) = counts.by_client.get_mut(&self.client) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -89,7 +99,8 @@ fn take_slot(counts: &Arc<Mutex<Counts>>, limits: ConnLimits, client: IpAddr) ->
     if guard.total >= limits.max_connections || of_client >= limits.max_connections_per_client {
         return None;
     }
-    guard.total += 1;
+    let total = guard.total + 1;
+    guard.set_total(total);
     guard.by_client.insert(client, of_client + 1);
     Some(Slot {
         counts: counts.clone(),
@@ -97,14 +108,20 @@ fn take_slot(counts: &Arc<Mutex<Counts>>, limits: ConnLimits, client: IpAddr) ->
     })
 }
 
-/// Serves `app` on `listener` until `stop` fires and the open connections have closed.
+/// Serves `app` on `listener` until `stop` fires and the open connections have closed;
+/// `gauge` follows how many are open.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     app: Router,
     limits: ConnLimits,
     stop: CancellationToken,
+    gauge: Gauge,
 ) {
-    let counts = Arc::new(Mutex::new(Counts::default()));
+    let counts = Arc::new(Mutex::new(Counts {
+        total: 0,
+        by_client: HashMap::new(),
+        gauge,
+    }));
     let mut connections = JoinSet::new();
     loop {
         let (stream, peer) = tokio::select! {

@@ -205,8 +205,9 @@ pub async fn serve(
     let mcp_stop = CancellationToken::new();
     // On a shared store: take over, claim queued requests, follow the other replicas.
     let replica = runtime.serve_replica(Some(Arc::new(telemetry.clone())));
+    let connections = telemetry.connections();
     let app = build_router(runtime.clone(), telemetry, mcp_stop.clone());
-    let server = conn::accept_loop(listener, app, limits, stop.clone());
+    let server = conn::accept_loop(listener, app, limits, stop.clone(), connections);
     let mut server = std::pin::pin!(server);
     tokio::select! {
         () = &mut server => return Ok(ShutdownSummary { finished: 0, interrupted: 0 }),

@@ -66,6 +66,7 @@ struct Metrics {
     queue_depth: Gauge,
     lease_takeovers: Gauge,
     tasks_alive: Gauge,
+    http_connections: Gauge,
     memory: Option<MemoryGauges>,
 }
 
@@ -187,9 +188,16 @@ impl Metrics {
             "Tokio tasks alive in this process: each run, open connection and live stream is one, so at rest about one per open connection",
             tasks_alive.clone(),
         );
+        let http_connections = Gauge::default();
+        registry.register(
+            "http_connections",
+            "HTTP connections the server holds open, kept-alive idle ones included (each keeps its buffers)",
+            http_connections.clone(),
+        );
         Self {
             registry,
             tasks_alive,
+            http_connections,
             memory: None,
             queue_depth,
             lease_takeovers,
@@ -300,6 +308,11 @@ impl Telemetry {
                 followers: Followers::default(),
             }),
         }
+    }
+
+    /// The gauge of open HTTP connections, which the accept loop keeps.
+    pub(crate) fn connections(&self) -> Gauge {
+        self.inner.metrics.http_connections.clone()
     }
 
     /// The observer to give the runtime builder.

@@ -58,12 +58,32 @@ async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
 
 /// A whole `GET /api/health` from `from`; what the server answered before closing.
 async fn health_from(from: &str, to: SocketAddr) -> String {
+    get_from(from, to, "/api/health").await
+}
+
+/// A whole `GET path` from `from`; what the server answered before closing.
+async fn get_from(from: &str, to: SocketAddr, path: &str) -> String {
     let mut stream = connect_from(from, to).await;
     // A refused connection may be closed before this write; the read below then says so.
     let _ = stream
-        .write_all(b"GET /api/health HTTP/1.1\r\nHost: keel\r\nConnection: close\r\n\r\n")
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: keel\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
         .await;
     String::from_utf8_lossy(&read_until_closed(&mut stream).await).into_owned()
+}
+
+/// `keel_http_connections` as `/metrics` reports it, the scrape's own connection included.
+async fn open_connections(to: SocketAddr) -> i64 {
+    let answer = get_from("127.0.0.1", to, "/metrics").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    answer
+        .lines()
+        .find_map(|line| line.strip_prefix("keel_http_connections "))
+        .unwrap_or_else(|| panic!("no keel_http_connections in {answer}"))
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[tokio::test]
@@ -147,5 +167,29 @@ async fn a_stalled_body_fails_after_the_body_timeout() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert!(answer.contains("server.bodyReadTimeout"), "{answer}");
+    let _ = server.stop.map(|s| s.send(()));
+}
+
+#[tokio::test]
+async fn metrics_count_the_open_connections_idle_ones_included() {
+    let ws = workspace("{ headerReadTimeout: 10m }");
+    let server = start(&ws).await;
+    let to = addr(&server);
+    let mut idle = Vec::new();
+    for _ in 0..5 {
+        idle.push(connect_from("127.0.0.1", to).await);
+    }
+    // The accept loop takes connections in the order they arrived, so the five idle ones are
+    // counted before the scrape's own.
+    assert_eq!(open_connections(to).await, 6);
+    drop(idle);
+    // A closed connection is uncounted when its task sees the end of the stream.
+    tokio::time::timeout(GUARD, async {
+        while open_connections(to).await != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the closed connections are no longer counted");
     let _ = server.stop.map(|s| s.send(()));
 }
