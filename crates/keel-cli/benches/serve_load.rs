@@ -17,8 +17,9 @@
 //! `--rest-ms` more (the allocator hands freed memory back after a delay), then until its
 //! resident set stops falling; its resident set then (at rest) is what it keeps from the
 //! round, with the allocator's live heap (`keel_memory_allocated_bytes`), its threads, open
-//! files and tasks alive (`keel_tasks_alive`), and the last lines compare the last round's
-//! with the first's.
+//! files, the clients' connections it holds (`keel_http_connections`) and tasks alive
+//! (`keel_tasks_alive`), and the last lines compare the last round's with the first's and
+//! check the speed issue's targets (p99 over the same round's floor, CPU per request).
 //!
 //! ```sh
 //! cargo build --release -p keel-test-support --bin keel-mock-llm
@@ -270,11 +271,12 @@ async fn bench(
             value.map_or_else(|| "?".to_owned(), |v| format!("{v:.precision$}"))
         };
         println!(
-            "{:>9}  keel serve at rest after round {round} (settled {:.1} s later): RSS {rss:.1} MiB (anonymous {anonymous:.1}, file {file:.1}), live heap {} MiB (allocator's active pages {}), {threads} threads, {fds} open files, {} tasks alive",
+            "{:>9}  keel serve at rest after round {round} (settled {:.1} s later): RSS {rss:.1} MiB (anonymous {anonymous:.1}, file {file:.1}), live heap {} MiB (allocator's active pages {}), {threads} threads, {fds} open files ({} HTTP connections), {} tasks alive",
             "",
             settled.as_secs_f64(),
             shown(heap, 1),
             shown(active, 1),
+            shown(gauge(&metrics, "keel_http_connections"), 0),
             shown(gauge(&metrics, "keel_tasks_alive"), 0),
         );
         at_rest.push(Rest { rss, heap, fds });
