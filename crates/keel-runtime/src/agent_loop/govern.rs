@@ -71,7 +71,7 @@ impl AgentRun {
         input.agent = Some(self.record.agent.clone());
         let env = BTreeMap::from([("KEEL_REQUEST_ID".to_owned(), request_id)]);
         let root = &self.services.workspace.root;
-        let (round, calls) = governance.hook_round(event, tool, &input, root, &env).await;
+        let (round, calls) = Box::pin(governance.hook_round(event, tool, &input, root, &env)).await;
         for call in calls {
             self.record_hook(event, input.tool_use_id.as_deref(), call)?;
         }

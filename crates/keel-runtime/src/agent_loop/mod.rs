@@ -406,6 +406,10 @@ impl AgentRun {
     }
 
     /// Model rounds and tool calls until an answer or a failure.
+    ///
+    /// Every phase but the model round is awaited boxed. A future is as large as its largest
+    /// state, so with tools, hooks and the final answer inline every run's task was about
+    /// 14 KiB while it waited for its model; boxed, a phase costs an allocation while it runs.
     async fn drive(&mut self) -> End {
         // Tools of sources that start with the runtime (MCP servers) are listed once their
         // servers have answered or failed, before the model or a direct call sees them.
@@ -426,13 +430,13 @@ impl AgentRun {
             }
         }
         if let Some(direct) = self.direct.as_ref().map(|d| d.call.clone()) {
-            return match self.run_direct(direct).await {
+            return match Box::pin(self.run_direct(direct)).await {
                 Ok(end) => end,
                 Err(error) => End::store(error),
             };
         }
         if self.steps == 0 && self.pending.is_empty() {
-            match self.prompt_hooks().await {
+            match Box::pin(self.prompt_hooks()).await {
                 Ok(None) => {}
                 Ok(Some(reason)) => {
                     return End::failed(ErrorCode::HookStopped, reason, FinishReason::Stopped);
@@ -440,7 +444,7 @@ impl AgentRun {
                 Err(error) => return End::store(error),
             }
         }
-        if let Err(error) = self.run_pending().await {
+        if let Err(error) = Box::pin(self.run_pending()).await {
             return End::store(error);
         }
         let max_steps = self.max_steps();
@@ -467,7 +471,7 @@ impl AgentRun {
                     Structured::Reask => continue,
                     Structured::End(end) => return end,
                 };
-                return self.final_answer(answer, value).await;
+                return Box::pin(self.final_answer(answer, value)).await;
             }
             // Calls the run could no longer follow up on are not made.
             if let Some(end) = self.token_budget_spent() {
@@ -475,7 +479,7 @@ impl AgentRun {
             }
             self.messages
                 .push(Message::assistant(answer.text, answer.calls.clone()));
-            match self.run_tools(&answer.calls).await {
+            match Box::pin(self.run_tools(&answer.calls)).await {
                 Ok(results) => self.messages.extend(results),
                 Err(error) => return End::store(error),
             }
@@ -721,7 +725,7 @@ impl AgentRun {
 /// Runs a request to its end: the opening event, the loop under cancellation, interruption
 /// (shutdown) and the wall-clock budget, then the terminal event.
 pub(crate) async fn execute(
-    mut run: AgentRun,
+    mut run: Box<AgentRun>,
     cancel: CancellationToken,
     interrupt: CancellationToken,
 ) -> RunResponse {
@@ -768,7 +772,7 @@ pub(crate) async fn execute(
             )),
         }
     };
-    run.finish(end, started).await
+    Box::pin((*run).finish(end, started)).await
 }
 
 fn millis(duration: Duration) -> u64 {
