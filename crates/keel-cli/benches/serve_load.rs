@@ -145,6 +145,8 @@ struct Figures {
     ttfc_p50: f64,
     ttfc_p99: f64,
     serve_cpu_ms: f64,
+    /// `keel serve`'s CPU over the whole round (ms).
+    serve_cpu_total_ms: f64,
     mock_cpu_ms: f64,
     client_cpu_ms: f64,
     serve_hwm_mib: f64,
@@ -166,7 +168,8 @@ fn print_errors(errors: &BTreeMap<String, usize>) {
 }
 
 /// One line of latency figures; with `keel`, a second of `keel serve`'s CPU and memory (a
-/// floor round has only the mock's and the client's CPU).
+/// floor round has the mock's and the client's CPU, and what `keel serve` spent meanwhile,
+/// though it served nothing: work left over from its round).
 fn print_figures(label: &str, f: &Figures, keel: bool) {
     println!(
         "{label:>9}: wall {:>6.2} s  {:>6.0} req/s  latency p50 {:>7.1}  p90 {:>7.1}  p99 {:>7.1}  max {:>7.1} ms  first content p50 {:>7.1}  p99 {:>7.1} ms",
@@ -174,8 +177,8 @@ fn print_figures(label: &str, f: &Figures, keel: bool) {
     );
     if !keel {
         println!(
-            "{:>9}  (mock CPU {:.2} ms/req, client CPU {:.2} ms/req)",
-            "", f.mock_cpu_ms, f.client_cpu_ms
+            "{:>9}  (mock CPU {:.2} ms/req, client CPU {:.2} ms/req; keel serve meanwhile {:.0} ms of CPU)",
+            "", f.mock_cpu_ms, f.client_cpu_ms, f.serve_cpu_total_ms,
         );
         return;
     }
@@ -426,6 +429,7 @@ async fn measure(
         ttfc_p50: percentile(&firsts, 0.50),
         ttfc_p99: percentile(&firsts, 0.99),
         serve_cpu_ms: per_request(after.0, before.0),
+        serve_cpu_total_ms: after.0.saturating_sub(before.0).as_secs_f64() * 1000.0,
         mock_cpu_ms: per_request(after.1, before.1),
         client_cpu_ms: per_request(after.2, before.2),
         serve_hwm_mib: status_mib(serve.pid(), "VmHWM:"),
@@ -452,6 +456,7 @@ fn medians(rounds: &[Figures], serve: &Guard) -> Figures {
         ttfc_p50: pick(|f| f.ttfc_p50),
         ttfc_p99: pick(|f| f.ttfc_p99),
         serve_cpu_ms: pick(|f| f.serve_cpu_ms),
+        serve_cpu_total_ms: pick(|f| f.serve_cpu_total_ms),
         mock_cpu_ms: pick(|f| f.mock_cpu_ms),
         client_cpu_ms: pick(|f| f.client_cpu_ms),
         serve_hwm_mib: status_mib(serve.pid(), "VmHWM:"),
