@@ -20,7 +20,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use crate::live::{Followers, Wake};
 
@@ -92,17 +92,17 @@ struct MemoryGauges {
 
 impl MemoryGauges {
     fn register(registry: &mut Registry, probe: MemoryProbe) -> Self {
-        let allocated = Gauge::default();
-        registry.register(
+        let allocated = registered(
+            registry,
             "memory_allocated_bytes",
             "Bytes the allocator has handed out and not had back: the live heap (the allocator's own count)",
-            allocated.clone(),
+            Gauge::default(),
         );
-        let active = Gauge::default();
-        registry.register(
+        let active = registered(
+            registry,
             "memory_allocator_active_bytes",
             "Bytes of the allocator's pages that hold live allocations: the live heap and the free space fragmentation leaves between them",
-            active.clone(),
+            Gauge::default(),
         );
         Self {
             probe,
@@ -121,78 +121,86 @@ impl MemoryGauges {
     }
 }
 
+/// `metric`, registered under `name` with its `help`.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl Metrics {
     fn new() -> Self {
         let mut registry = Registry::with_prefix("keel");
-        let runs_finished = Family::<StatusLabels, Counter>::default();
-        registry.register(
+        let runs_finished = registered(
+            &mut registry,
             "runs_finished",
             "Runs this process finished, by final status",
-            runs_finished.clone(),
+            Family::<StatusLabels, Counter>::default(),
         );
-        let runs = Family::<StatusLabels, Gauge>::default();
-        registry.register("runs", "Runs in the store, by status", runs.clone());
-        let runs_in_flight = Gauge::default();
-        registry.register(
+        let runs = registered(
+            &mut registry,
+            "runs",
+            "Runs in the store, by status",
+            Family::<StatusLabels, Gauge>::default(),
+        );
+        let runs_in_flight = registered(
+            &mut registry,
             "http_runs_in_flight",
             "Runs started over HTTP that have not ended (running or waiting for a slot)",
-            runs_in_flight.clone(),
+            Gauge::default(),
         );
-        let model_latency =
-            Family::<ModelLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
-        registry.register(
+        let model_latency = registered(
+            &mut registry,
             "model_latency_seconds",
             "Time of one model round, from the request to the end of the answer",
-            model_latency.clone(),
+            Family::<ModelLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _),
         );
-        let tokens = Family::<TokenLabels, Counter>::default();
-        registry.register(
+        let tokens = registered(
+            &mut registry,
             "model_tokens",
             "Tokens reported by models, by kind (prompt, completion)",
-            tokens.clone(),
+            Family::<TokenLabels, Counter>::default(),
         );
-        let tool_latency =
-            Family::<ToolLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
-        registry.register(
+        let tool_latency = registered(
+            &mut registry,
             "tool_latency_seconds",
             "Time of one tool call, by tool and outcome",
-            tool_latency.clone(),
+            Family::<ToolLabels, Histogram>::new_with_constructor(latency_histogram as fn() -> _),
         );
-        let approvals_requested = Counter::default();
-        registry.register(
+        let approvals_requested = registered(
+            &mut registry,
             "approvals_requested",
             "Approvals this process asked for",
-            approvals_requested.clone(),
+            Counter::default(),
         );
-        let approvals_pending = Gauge::default();
-        registry.register(
+        let approvals_pending = registered(
+            &mut registry,
             "approvals_pending",
             "Approvals waiting for a decision, in the store",
-            approvals_pending.clone(),
+            Gauge::default(),
         );
-        let queue_depth = Gauge::default();
-        registry.register(
+        let queue_depth = registered(
+            &mut registry,
             "queue_depth",
             "Queued requests no replica has claimed yet (shared store only)",
-            queue_depth.clone(),
+            Gauge::default(),
         );
-        let lease_takeovers = Gauge::default();
-        registry.register(
+        let lease_takeovers = registered(
+            &mut registry,
             "lease_takeovers",
             "Runs this replica took over from replicas whose lease expired, since it started (shared store only)",
-            lease_takeovers.clone(),
+            Gauge::default(),
         );
-        let tasks_alive = Gauge::default();
-        registry.register(
+        let tasks_alive = registered(
+            &mut registry,
             "tasks_alive",
             "Tokio tasks alive in this process: each run, open connection and live stream is one, so at rest about one per open connection",
-            tasks_alive.clone(),
+            Gauge::default(),
         );
-        let http_connections = Gauge::default();
-        registry.register(
+        let http_connections = registered(
+            &mut registry,
             "http_connections",
             "HTTP connections the server holds open, kept-alive idle ones included (each keeps its buffers)",
-            http_connections.clone(),
+            Gauge::default(),
         );
         Self {
             registry,
