@@ -1,18 +1,22 @@
 //! Identifiers: sortable (UUIDv7-based) strings with a short prefix naming what they identify.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-/// A new sortable identifier with the given prefix, e.g. `run_0193…`.
+/// A new sortable identifier with the given prefix, e.g. `run_0193…`. Within a process the
+/// identifiers sort in the order they were made, also when many are made in one millisecond.
 pub fn new_id(prefix: &str) -> String {
     // UUIDv7 layout (48-bit millisecond time, then random bits) with the random part from a
     // fast thread-local generator: ids are made for every event, and asking the OS for
-    // randomness each time is a system call per event.
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let random: [u8; 10] = std::array::from_fn(|_| fastrand::u8(..));
+    // randomness each time is a system call per event. The 12 bits after the version are a
+    // counter within the millisecond (RFC 9562, 6.2, method 1).
+    let (millis, counter) = next_tick();
+    let mut random: [u8; 10] = std::array::from_fn(|_| fastrand::u8(..));
+    let [high, low] = counter.to_be_bytes();
+    random[0] = high;
+    random[1] = low;
     let uuid = uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid();
     let mut buf = uuid::Uuid::encode_buffer();
     let hex = uuid.simple().encode_lower(&mut buf);
@@ -21,6 +25,31 @@ pub fn new_id(prefix: &str) -> String {
     id.push('_');
     id.push_str(hex);
     id
+}
+
+/// Bits of the counter within a millisecond.
+const COUNTER_BITS: u32 = 12;
+
+/// The last (milliseconds << 12 | counter) handed out in this process.
+static LAST_TICK: AtomicU64 = AtomicU64::new(0);
+
+/// The time and counter of the next identifier: now's millisecond with counter 0, or one past
+/// the last one handed out when that is not older (a 4,097th identifier in one millisecond, or
+/// a clock that stepped back, borrows the next millisecond).
+fn next_tick() -> (u64, u16) {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .min(u64::MAX >> COUNTER_BITS);
+    let now = millis << COUNTER_BITS;
+    let mut tick = now;
+    // The closure always answers, so the update always happens.
+    let _ = LAST_TICK.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+        tick = now.max(last.saturating_add(1));
+        Some(tick)
+    });
+    let counter = u16::try_from(tick & ((1 << COUNTER_BITS) - 1)).unwrap_or(0);
+    (tick >> COUNTER_BITS, counter)
 }
 
 macro_rules! id_type {
@@ -137,7 +166,29 @@ impl SessionId {
 
 #[cfg(test)]
 mod tests {
-    use super::{InvalidSessionId, SessionId};
+    use super::{InvalidSessionId, SessionId, new_id};
+
+    #[test]
+    fn ids_sort_in_the_order_they_were_made() {
+        // Far more than one millisecond holds, from two threads at once.
+        let made: Vec<Vec<String>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..2)
+                .map(|_| scope.spawn(|| (0..20_000).map(|_| new_id("evt")).collect()))
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        for ids in &made {
+            assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "out of order");
+        }
+        let mut all: Vec<&String> = made.iter().flatten().collect();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 40_000, "every id is unique");
+        // Still a UUIDv7: version 7, RFC variant.
+        let uuid = uuid::Uuid::parse_str(&made[0][0]["evt_".len()..]).unwrap();
+        assert_eq!(uuid.get_version_num(), 7);
+        assert_eq!(uuid.get_variant(), uuid::Variant::RFC4122);
+    }
 
     #[test]
     fn session_ids_follow_one_rule() {
