@@ -70,7 +70,16 @@ pub fn provider_for(
         .models
         .get(model_name)
         .ok_or_else(|| ProviderError::UnknownModel(model_name.to_owned()))?;
-    provider_from_spec(model_name, spec, &workspace.root, &workspace.env)
+    let idle = idle_connections(workspace);
+    build_provider(model_name, spec, &workspace.root, &workspace.env, idle)
+}
+
+/// How many idle connections a workspace's model client keeps to its endpoint: as many as
+/// runs may be in flight, each waiting for one model call before making the next. (A pool
+/// left unbounded grows past that: a call that finds no idle connection opens one while the
+/// connection of another run's finished call is on its way back.)
+fn idle_connections(workspace: &Workspace) -> usize {
+    usize::try_from(workspace.runtime.limits.max_concurrent_runs).unwrap_or(usize::MAX)
 }
 
 /// The endpoint settings of an `openai` model document.
@@ -78,6 +87,7 @@ fn openai_config(
     model_name: &str,
     spec: &ModelSpec,
     env: &BTreeMap<String, String>,
+    max_idle_connections: usize,
 ) -> Result<OpenAiConfig, ProviderError> {
     let model = spec.model.clone().ok_or(ProviderError::MissingField {
         model: model_name.to_owned(),
@@ -112,6 +122,7 @@ fn openai_config(
             .map_or(openai::DEFAULT_TIMEOUT, |t| t.0)
             .max(Duration::from_millis(1)),
         allow_stream: spec.stream,
+        max_idle_connections,
     };
     Ok(config)
 }
@@ -133,21 +144,38 @@ pub fn embedder_for(
             field: "provider",
         });
     }
-    let config = openai_config(model_name, spec, &workspace.env)?;
+    let config = openai_config(
+        model_name,
+        spec,
+        &workspace.env,
+        idle_connections(workspace),
+    )?;
     Ok(Arc::new(openai::OpenAiEmbedder::new(config)?))
 }
 
 /// Builds a provider from one `Model` spec: `root` resolves a script path, `env` holds the
-/// variable named by `apiKeyEnv`. [`provider_for`] is this with a workspace's values.
+/// variable named by `apiKeyEnv`; its pool keeps any number of idle connections.
+/// [`provider_for`] is this with a workspace's values, its pool bounded by the workspace's
+/// `limits.maxConcurrentRuns`.
 pub fn provider_from_spec(
     model_name: &str,
     spec: &ModelSpec,
     root: &Path,
     env: &BTreeMap<String, String>,
 ) -> Result<Arc<dyn ModelProvider>, ProviderError> {
+    build_provider(model_name, spec, root, env, usize::MAX)
+}
+
+fn build_provider(
+    model_name: &str,
+    spec: &ModelSpec,
+    root: &Path,
+    env: &BTreeMap<String, String>,
+    max_idle_connections: usize,
+) -> Result<Arc<dyn ModelProvider>, ProviderError> {
     match spec.provider {
         ProviderKind::Openai => {
-            let config = openai_config(model_name, spec, env)?;
+            let config = openai_config(model_name, spec, env, max_idle_connections)?;
             Ok(Arc::new(OpenAiProvider::new(config)?))
         }
         ProviderKind::Scripted => {

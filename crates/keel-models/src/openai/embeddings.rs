@@ -7,7 +7,7 @@ use keel_types::{Embedder, ModelError};
 use reqwest::header::HeaderValue;
 use serde::Deserialize;
 
-use super::transport::{Outgoing, Transport};
+use super::transport::{Outgoing, Pool, Transport};
 use super::{MAX_ANSWER_BYTES, OpenAiConfig, endpoint, exchange, read_body};
 use crate::ProviderError;
 
@@ -31,7 +31,8 @@ impl fmt::Debug for OpenAiEmbedder {
 impl OpenAiEmbedder {
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
         let url = endpoint(&config.base_url, "embeddings")?;
-        let transport = Transport::for_url(url, config.timeout)?;
+        let pool = Pool::new(config.max_idle_connections);
+        let transport = Transport::for_url(url, config.timeout, pool)?;
         let auth = super::bearer(config.api_key.as_deref())?;
         Ok(Self {
             transport,

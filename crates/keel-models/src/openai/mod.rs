@@ -29,7 +29,7 @@ use tracing::debug;
 use crate::ProviderError;
 use crate::sse::SseDecoder;
 use decode::ChunkDecoder;
-use transport::{Body, Outgoing, Transport};
+use transport::{Body, Outgoing, Pool, Transport};
 
 /// The endpoint used when a `Model` document names none.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -59,6 +59,12 @@ pub struct OpenAiConfig {
     /// When false, answers are always requested whole, even if a request asks to stream (for
     /// servers without SSE support).
     pub allow_stream: bool,
+    /// At most this many idle connections to the endpoint stay open; one that comes back to
+    /// a full pool is closed. [`crate::provider_for`] sets it to the workspace's
+    /// `limits.maxConcurrentRuns`: a run waits for one model call before it makes the next,
+    /// so more idle connections than runs could never all be used at once. Unbounded by
+    /// default.
+    pub max_idle_connections: usize,
 }
 
 impl OpenAiConfig {
@@ -71,6 +77,7 @@ impl OpenAiConfig {
             params: ModelParams::default(),
             timeout: DEFAULT_TIMEOUT,
             allow_stream: true,
+            max_idle_connections: usize::MAX,
         }
     }
 }
@@ -84,6 +91,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("params", &self.params)
             .field("timeout", &self.timeout)
             .field("allow_stream", &self.allow_stream)
+            .field("max_idle_connections", &self.max_idle_connections)
             .finish()
     }
 }
@@ -113,7 +121,8 @@ impl OpenAiProvider {
     /// endpoint no proxy applies to, reqwest (TLS, proxies, HTTP/2) for the others.
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
         let url = endpoint(&config.base_url, "chat/completions")?;
-        let transport = Transport::for_url(url, config.timeout)?;
+        let pool = Pool::new(config.max_idle_connections);
+        let transport = Transport::for_url(url, config.timeout, pool)?;
         Self::build(config, transport)
     }
 

@@ -33,7 +33,7 @@ use super::http_error;
 use crate::ProviderError;
 
 const AGENT: &str = concat!("keel/", env!("CARGO_PKG_VERSION"));
-/// How long an idle connection stays in the plain transport's pool (reqwest's default too).
+/// How long an idle connection stays in the pool (reqwest's default too).
 const POOL_IDLE: Duration = Duration::from_secs(90);
 /// The plain transport reads a connection into a buffer of one page. hyper's default starts
 /// at 8 KiB and grows with large reads; a pooled connection keeps its buffer while it idles,
@@ -46,6 +46,25 @@ pub(super) struct Outgoing<'a> {
     pub body: Vec<u8>,
     pub accept: &'static str,
     pub auth: Option<&'a HeaderValue>,
+}
+
+/// How a transport's pool keeps connections that are not in use.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pool {
+    /// An idle connection is closed after this long.
+    pub idle_timeout: Duration,
+    /// At most this many idle connections are kept; one that comes back to a full pool is
+    /// closed.
+    pub max_idle: usize,
+}
+
+impl Pool {
+    pub fn new(max_idle: usize) -> Self {
+        Self {
+            idle_timeout: POOL_IDLE,
+            max_idle,
+        }
+    }
 }
 
 /// A provider's way to its endpoint, with its connection pool.
@@ -65,15 +84,19 @@ pub(super) enum Transport {
 impl Transport {
     /// The plain transport when `url` is `http://`, carries no credentials and no proxy of the
     /// environment applies to it (a loopback host never goes through one), reqwest otherwise.
-    pub fn for_url(url: reqwest::Url, timeout: Duration) -> Result<Self, ProviderError> {
-        Self::choose(url, timeout, &Matcher::from_env(), POOL_IDLE)
+    pub fn for_url(
+        url: reqwest::Url,
+        timeout: Duration,
+        pool: Pool,
+    ) -> Result<Self, ProviderError> {
+        Self::choose(url, timeout, &Matcher::from_env(), pool)
     }
 
     fn choose(
         url: reqwest::Url,
         timeout: Duration,
         proxies: &Matcher,
-        idle: Duration,
+        pool: Pool,
     ) -> Result<Self, ProviderError> {
         let uri: http::Uri = url.as_str().parse().map_err(|e: http::uri::InvalidUri| {
             ProviderError::InvalidBaseUrl {
@@ -95,7 +118,8 @@ impl Transport {
             let client = Client::builder(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .pool_timer(TokioTimer::new())
-                .pool_idle_timeout(idle)
+                .pool_idle_timeout(pool.idle_timeout)
+                .pool_max_idle_per_host(pool.max_idle)
                 .http1_read_buf_exact_size(READ_BUFFER)
                 .build(connector);
             return Ok(Self::Plain {
@@ -104,7 +128,7 @@ impl Transport {
                 host,
             });
         }
-        let client = reqwest_client(url.scheme() == "http", loopback, timeout)?;
+        let client = reqwest_client(url.scheme() == "http", loopback, timeout, pool)?;
         Ok(Self::Reqwest { client, url })
     }
 
@@ -198,6 +222,7 @@ fn reqwest_client(
     plain_http: bool,
     loopback: bool,
     timeout: Duration,
+    pool: Pool,
 ) -> Result<reqwest::Client, ProviderError> {
     // reqwest is built without a compiled-in TLS crypto provider; ring is ours. A provider
     // installed earlier by someone else is fine too, hence the ignored result.
@@ -205,6 +230,8 @@ fn reqwest_client(
     let mut builder = reqwest::Client::builder()
         .connect_timeout(timeout)
         .tcp_nodelay(true)
+        .pool_idle_timeout(pool.idle_timeout)
+        .pool_max_idle_per_host(pool.max_idle)
         .user_agent(AGENT)
         // As on the plain transport: a redirected POST would turn into a GET (301, 302) or
         // quietly go elsewhere; the 3xx is reported with its `Location` instead.
@@ -272,7 +299,8 @@ mod tests {
 
     fn plain(url: &str, proxies: &Matcher) -> bool {
         let url = reqwest::Url::parse(url).unwrap();
-        let transport = Transport::choose(url, Duration::from_secs(5), proxies, POOL_IDLE).unwrap();
+        let transport =
+            Transport::choose(url, Duration::from_secs(5), proxies, Pool::new(usize::MAX)).unwrap();
         matches!(transport, Transport::Plain { .. })
     }
 
@@ -339,7 +367,10 @@ mod tests {
             url,
             Duration::from_secs(5),
             &none,
-            Duration::from_millis(200),
+            Pool {
+                idle_timeout: Duration::from_millis(200),
+                max_idle: usize::MAX,
+            },
         )
         .unwrap();
         let server = tokio::spawn(async move {
@@ -377,6 +408,119 @@ mod tests {
             .await
             .expect("the idle connection was never closed")
             .unwrap();
+    }
+
+    /// The pool keeps at most `max_idle` connections once a burst is over: the others are
+    /// closed as they come back, and the ones kept serve the next requests.
+    #[tokio::test]
+    async fn the_pool_keeps_at_most_max_idle_connections_after_a_burst() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::sync::watch;
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        );
+        let none = Matcher::builder().build();
+        let pool = Pool {
+            idle_timeout: Duration::from_secs(600),
+            max_idle: 2,
+        };
+        let url = reqwest::Url::parse(&url).unwrap();
+        let transport = Transport::choose(url, Duration::from_secs(5), &none, pool).unwrap();
+        // Requests arrived, the number to hold answers back until, connections accepted and
+        // connections open.
+        let (arrived, _) = watch::channel(0usize);
+        let (release, _) = watch::channel(0usize);
+        let (accepted, _) = watch::channel(0usize);
+        let (open, mut open_rx) = watch::channel(0usize);
+        let server = {
+            let (arrived, release, accepted, open) = (
+                arrived.clone(),
+                release.clone(),
+                accepted.clone(),
+                open.clone(),
+            );
+            tokio::spawn(async move {
+                loop {
+                    let (mut socket, _) = listener.accept().await.unwrap();
+                    accepted.send_modify(|n| *n += 1);
+                    open.send_modify(|n| *n += 1);
+                    let (arrived, mut release, open) =
+                        (arrived.clone(), release.subscribe(), open.clone());
+                    tokio::spawn(async move {
+                        let mut buf = [0u8; 4096];
+                        'requests: loop {
+                            let mut request = Vec::new();
+                            while !request.ends_with(b"\r\n\r\n{}") {
+                                let n = socket.read(&mut buf).await.unwrap_or(0);
+                                if n == 0 {
+                                    break 'requests;
+                                }
+                                request.extend_from_slice(&buf[..n]);
+                            }
+                            arrived.send_modify(|n| *n += 1);
+                            let mine = *arrived.borrow();
+                            release.wait_for(|r| *r >= mine).await.unwrap();
+                            socket
+                                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+                                .await
+                                .unwrap();
+                        }
+                        open.send_modify(|n| *n -= 1);
+                    });
+                }
+            })
+        };
+
+        // `n` requests at once; the server answers none until all have arrived, so each
+        // needs a connection of its own.
+        let burst = |n: usize| {
+            let transport = &transport;
+            let (arrived, release) = (arrived.subscribe(), release.clone());
+            async move {
+                let requests = (0..n).map(|_| async {
+                    let outgoing = Outgoing {
+                        body: b"{}".to_vec(),
+                        accept: "application/json",
+                        auth: None,
+                    };
+                    let (head, mut body) = transport.send(outgoing).await.unwrap();
+                    assert_eq!(head.status, 200);
+                    while body.chunk().await.unwrap().is_some() {}
+                });
+                let all = futures_util::future::join_all(requests);
+                let gate = async {
+                    let mut arrived = arrived;
+                    let target = *arrived.borrow() + n;
+                    arrived.wait_for(|a| *a >= target).await.unwrap();
+                    release.send_replace(target);
+                };
+                tokio::join!(all, gate);
+            }
+        };
+
+        let wait = Duration::from_secs(60);
+        tokio::time::timeout(wait, burst(5)).await.unwrap();
+        assert_eq!(
+            *accepted.borrow(),
+            5,
+            "five requests at once, five connections"
+        );
+        // Two come back to the pool and stay; the other three are closed.
+        tokio::time::timeout(wait, open_rx.wait_for(|n| *n == 2))
+            .await
+            .expect("the pool kept more than two idle connections")
+            .unwrap();
+        // The next two requests at once reuse the two kept.
+        tokio::time::timeout(wait, burst(2)).await.unwrap();
+        assert_eq!(
+            *accepted.borrow(),
+            5,
+            "the kept connections were not reused"
+        );
+        server.abort();
     }
 
     #[test]
