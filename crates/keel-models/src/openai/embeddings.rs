@@ -7,7 +7,8 @@ use keel_types::{Embedder, ModelError};
 use reqwest::header::HeaderValue;
 use serde::Deserialize;
 
-use super::transport::{Outgoing, Pool, Transport};
+use super::http1::Pool;
+use super::transport::{Outgoing, Transport};
 use super::{MAX_ANSWER_BYTES, OpenAiConfig, endpoint, exchange, read_body};
 use crate::ProviderError;
 

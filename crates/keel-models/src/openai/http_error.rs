@@ -202,6 +202,21 @@ pub(crate) fn body_error(error: &(dyn std::error::Error + 'static), timed_out: b
     }
 }
 
+/// Whether `error` or one of its sources is an I/O timeout (a connect timeout).
+pub(crate) fn timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(error);
+    while let Some(error) = source {
+        if error
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        source = error.source();
+    }
+    false
+}
+
 /// `error: source: source…` ([`keel_types::error_chain`]), truncated.
 fn short_chain(error: &(dyn std::error::Error + 'static)) -> String {
     crate::truncate(&keel_types::error_chain(error), MESSAGE_LEN).into_owned()

@@ -10,6 +10,7 @@
 
 mod decode;
 mod embeddings;
+mod http1;
 mod http_error;
 mod transport;
 mod wire;
@@ -29,7 +30,8 @@ use tracing::debug;
 use crate::ProviderError;
 use crate::sse::SseDecoder;
 use decode::ChunkDecoder;
-use transport::{Body, Outgoing, Pool, Transport};
+use http1::Pool;
+use transport::{Body, Outgoing, Transport};
 
 /// The endpoint used when a `Model` document names none.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";

@@ -3,7 +3,7 @@
 //!
 //! Two transports sit behind [`Transport`]:
 //!
-//! - **plain HTTP/1** (hyper-util's pooled client, nothing around it) for an `http://`
+//! - **plain HTTP/1** (hyper's connections in a pool of our own, [`super::http1`]) for an `http://`
 //!   endpoint without credentials in its URL that no proxy applies to: the local model servers (Ollama, vLLM, llama.cpp, a
 //!   mock), where Keel's own cost per request is what is left to measure. It skips what
 //!   reqwest adds to every request — the redirect layer that parses the URL again, the
@@ -16,25 +16,20 @@
 //! `Authorization`, `User-Agent`, `Content-Length`) and follow no redirects: a model server
 //! answering 3xx is reported as the error it is (a client handed in keeps its own policy).
 
-use std::error::Error as StdError;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue, USER_AGENT};
 use http::response::Parts;
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::proxy::matcher::Matcher;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use keel_types::ModelError;
 
 use super::http_error;
+use super::http1::{Http1Client, Lease, Pool};
 use crate::ProviderError;
 
 const AGENT: &str = concat!("keel/", env!("CARGO_PKG_VERSION"));
-/// How long an idle connection stays in the pool (reqwest's default too).
-const POOL_IDLE: Duration = Duration::from_secs(90);
 /// The plain transport reads a connection into a buffer of one page. hyper's default starts
 /// at 8 KiB and grows with large reads; a pooled connection keeps its buffer while it idles,
 /// and a model's stream arrives a few hundred bytes at a time, so the second page mostly
@@ -48,31 +43,15 @@ pub(super) struct Outgoing<'a> {
     pub auth: Option<&'a HeaderValue>,
 }
 
-/// How a transport's pool keeps connections that are not in use.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Pool {
-    /// An idle connection is closed after this long.
-    pub idle_timeout: Duration,
-    /// At most this many idle connections are kept; one that comes back to a full pool is
-    /// closed.
-    pub max_idle: usize,
-}
-
-impl Pool {
-    pub fn new(max_idle: usize) -> Self {
-        Self {
-            idle_timeout: POOL_IDLE,
-            max_idle,
-        }
-    }
-}
-
 /// A provider's way to its endpoint, with its connection pool.
 pub(super) enum Transport {
     Plain {
-        client: Box<Client<HttpConnector, Full<Bytes>>>,
+        client: Http1Client,
+        /// The endpoint, as shown.
         uri: http::Uri,
-        /// The `Host` header, made once: hyper-util would format it for every request.
+        /// The request target: the endpoint's path and query.
+        path: http::Uri,
+        /// The `Host` header, made once.
         host: HeaderValue,
     },
     Reqwest {
@@ -110,21 +89,24 @@ impl Transport {
         if url.scheme() == "http" && !credentials && (loopback || proxies.intercept(&uri).is_none())
         {
             let host = host_header(&url)?;
-            let mut connector = HttpConnector::new();
-            connector.set_nodelay(true);
-            connector.set_connect_timeout(Some(timeout));
-            // The timers make the idle timeout happen (without a pool timer an idle
-            // connection stays until its server closes it).
-            let client = Client::builder(TokioExecutor::new())
-                .timer(TokioTimer::new())
-                .pool_timer(TokioTimer::new())
-                .pool_idle_timeout(pool.idle_timeout)
-                .pool_max_idle_per_host(pool.max_idle)
-                .http1_read_buf_exact_size(READ_BUFFER)
-                .build(connector);
+            let invalid = |reason: String| ProviderError::InvalidBaseUrl {
+                url: url.to_string(),
+                reason,
+            };
+            let authority = match (url.host_str(), url.port_or_known_default()) {
+                (Some(host), Some(port)) => format!("{host}:{port}"),
+                _ => return Err(invalid("it names no host".into())),
+            };
+            let path = uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .parse()
+                .map_err(|e: http::uri::InvalidUri| invalid(e.to_string()))?;
+            let client = Http1Client::new(authority, timeout, READ_BUFFER, pool);
             return Ok(Self::Plain {
-                client: Box::new(client),
+                client,
                 uri,
+                path,
                 host,
             });
         }
@@ -143,27 +125,35 @@ impl Transport {
     /// Sends `outgoing` and waits for the response head.
     pub async fn send(&self, outgoing: Outgoing<'_>) -> Result<(Parts, Body), ModelError> {
         match self {
-            Self::Plain { client, uri, host } => {
-                let mut request = http::Request::post(uri.clone())
-                    .header(HOST, host.clone())
-                    .header(CONTENT_TYPE, "application/json")
-                    .header(ACCEPT, outgoing.accept)
-                    .header(USER_AGENT, AGENT);
-                if let Some(auth) = outgoing.auth {
-                    request = request.header(AUTHORIZATION, auth.clone());
-                }
-                let request = request
-                    .body(Full::new(Bytes::from(outgoing.body)))
-                    .map_err(|e| ModelError::BadRequest {
-                        status: 0,
-                        message: format!("cannot build the request: {e}"),
-                    })?;
-                let response = client
-                    .request(request)
-                    .await
-                    .map_err(|e| http_error::send_error(&e, timed_out(&e)))?;
+            Self::Plain {
+                client, path, host, ..
+            } => {
+                let body = Bytes::from(outgoing.body);
+                let make = || {
+                    let mut request = http::Request::post(path.clone())
+                        .header(HOST, host.clone())
+                        .header(CONTENT_TYPE, "application/json")
+                        .header(ACCEPT, outgoing.accept)
+                        .header(USER_AGENT, AGENT);
+                    if let Some(auth) = outgoing.auth {
+                        request = request.header(AUTHORIZATION, auth.clone());
+                    }
+                    request
+                        .body(Full::new(body.clone()))
+                        .map_err(|e| ModelError::BadRequest {
+                            status: 0,
+                            message: format!("cannot build the request: {e}"),
+                        })
+                };
+                let (response, lease) = client.send(make).await?;
                 let (parts, body) = response.into_parts();
-                Ok((parts, Body::Plain(body)))
+                Ok((
+                    parts,
+                    Body::Plain {
+                        body,
+                        lease: Some(lease),
+                    },
+                ))
             }
             Self::Reqwest { client, url } => {
                 let mut request = client
@@ -187,7 +177,11 @@ impl Transport {
 
 /// A response body being read.
 pub(super) enum Body {
-    Plain(hyper::body::Incoming),
+    Plain {
+        body: hyper::body::Incoming,
+        /// The connection, back to the pool at the body's end.
+        lease: Option<Lease>,
+    },
     Reqwest(reqwest::Body),
 }
 
@@ -196,11 +190,19 @@ impl Body {
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, ModelError> {
         loop {
             let frame = match self {
-                Self::Plain(body) => body
-                    .frame()
-                    .await
-                    .transpose()
-                    .map_err(|e| http_error::body_error(&e, timed_out(&e)))?,
+                Self::Plain { body, lease } => {
+                    let frame = body
+                        .frame()
+                        .await
+                        .transpose()
+                        .map_err(|e| http_error::body_error(&e, http_error::timed_out(&e)))?;
+                    if frame.is_none()
+                        && let Some(lease) = lease.take()
+                    {
+                        lease.release();
+                    }
+                    frame
+                }
                 Self::Reqwest(body) => body
                     .frame()
                     .await
@@ -276,21 +278,6 @@ fn is_loopback(url: &reqwest::Url) -> bool {
                 .parse::<std::net::IpAddr>()
                 .is_ok_and(|ip| ip.is_loopback())
     })
-}
-
-/// Whether an error of the plain transport is a timeout (the connector's connect timeout).
-fn timed_out(error: &(dyn StdError + 'static)) -> bool {
-    let mut source = Some(error);
-    while let Some(error) = source {
-        if error
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
-        {
-            return true;
-        }
-        source = error.source();
-    }
-    false
 }
 
 #[cfg(test)]
@@ -523,11 +510,134 @@ mod tests {
         server.abort();
     }
 
+    /// A server on loopback that answers every request (head and the body `{}`) with `{}`
+    /// and counts the connections it accepted; with `close_after_answer` it closes each
+    /// connection right after its first answer, without saying so.
+    async fn counting_server(
+        close_after_answer: bool,
+    ) -> (reqwest::Url, tokio::sync::watch::Receiver<usize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        );
+        let (accepted, accepted_rx) = tokio::sync::watch::channel(0usize);
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                accepted.send_modify(|n| *n += 1);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        let mut request = Vec::new();
+                        while !request.ends_with(b"\r\n\r\n{}") {
+                            let n = socket.read(&mut buf).await.unwrap_or(0);
+                            if n == 0 {
+                                return;
+                            }
+                            request.extend_from_slice(&buf[..n]);
+                        }
+                        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
+                        if socket.write_all(answer).await.is_err() || close_after_answer {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (reqwest::Url::parse(&url).unwrap(), accepted_rx)
+    }
+
+    /// One exchange on `transport`, its answer read to the end.
+    async fn exchange(transport: &Transport) -> Result<(), ModelError> {
+        let outgoing = Outgoing {
+            body: b"{}".to_vec(),
+            accept: "application/json",
+            auth: None,
+        };
+        let (head, mut body) = transport.send(outgoing).await?;
+        assert_eq!(head.status, 200);
+        assert_eq!(body.chunk().await?.as_deref(), Some(&b"{}"[..]));
+        assert_eq!(body.chunk().await?, None);
+        Ok(())
+    }
+
+    /// A call made right after another's answer ended uses that connection: it is back in
+    /// the pool by then, so nothing opens a second one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_one_after_another_share_one_connection() {
+        let (url, accepted) = counting_server(false).await;
+        let none = Matcher::builder().build();
+        let transport =
+            Transport::choose(url, Duration::from_secs(5), &none, Pool::new(usize::MAX)).unwrap();
+        for _ in 0..50 {
+            exchange(&transport).await.unwrap();
+        }
+        assert_eq!(*accepted.borrow(), 1);
+    }
+
+    /// Callers at once open no more connections than calls are in flight: each connection
+    /// is back in the pool when its answer ends, before its caller makes the next call.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_callers_open_no_more_connections_than_calls_in_flight() {
+        let (url, accepted) = counting_server(false).await;
+        let none = Matcher::builder().build();
+        let transport =
+            Transport::choose(url, Duration::from_secs(5), &none, Pool::new(usize::MAX)).unwrap();
+        let callers = (0..4).map(|_| async {
+            for _ in 0..100 {
+                exchange(&transport).await.unwrap();
+            }
+        });
+        futures_util::future::join_all(callers).await;
+        let opened = *accepted.borrow();
+        assert!(
+            (1..=4).contains(&opened),
+            "{opened} connections for 4 callers"
+        );
+    }
+
+    /// An idle connection the server closed is not used: the request goes out on a new one
+    /// and succeeds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_the_server_closed_is_replaced() {
+        let (url, accepted) = counting_server(true).await;
+        let none = Matcher::builder().build();
+        let transport =
+            Transport::choose(url, Duration::from_secs(5), &none, Pool::new(usize::MAX)).unwrap();
+        for _ in 0..20 {
+            exchange(&transport).await.unwrap();
+        }
+        assert_eq!(*accepted.borrow(), 20);
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_a_connect_error() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        );
+        drop(listener);
+        let none = Matcher::builder().build();
+        let url = reqwest::Url::parse(&url).unwrap();
+        let transport =
+            Transport::choose(url, Duration::from_secs(5), &none, Pool::new(usize::MAX)).unwrap();
+        match exchange(&transport).await {
+            Err(ModelError::Connect(message)) => {
+                assert!(message.contains("refused"), "{message}");
+            }
+            other => panic!("expected a connect error, got {other:?}"),
+        }
+    }
+
     #[test]
     fn a_connect_timeout_is_told_apart_from_other_errors() {
         let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
-        assert!(timed_out(&timeout));
+        assert!(http_error::timed_out(&timeout));
         let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
-        assert!(!timed_out(&refused));
+        assert!(!http_error::timed_out(&refused));
     }
 }
