@@ -6,7 +6,7 @@
 //! connections than calls were in flight at once. hyper-util's pooled client, which this
 //! replaced, handed a connection back from a task of its own, and a call that found none idle
 //! meanwhile opened another: under `serve_load` at 1,000 concurrent completions its pool held
-//! up to 1,098 connections for at most 1,000 calls in flight, more round after round.
+//! up to 1,098 connections for at most 1,000 calls in flight.
 //!
 //! The pool is a stack (the connection used last is used next, so the rest can expire), holds
 //! at most [`Pool::max_idle`] connections, and closes one idle for [`Pool::idle_timeout`] (a
@@ -196,17 +196,20 @@ impl Shared {
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             state.reaping = true;
-            runtime.spawn(reap(Arc::downgrade(self)));
+            runtime.spawn(reap(Reaping {
+                shared: Arc::downgrade(self),
+                stopped: false,
+            }));
         }
     }
 }
 
 /// Closes the connections idle for longer than the timeout, until none is idle (or the
 /// client is gone).
-async fn reap(shared: Weak<Shared>) {
+async fn reap(mut reaping: Reaping) {
     loop {
         let wait = {
-            let Some(shared) = shared.upgrade() else {
+            let Some(shared) = reaping.shared.upgrade() else {
                 return;
             };
             let timeout = shared.pool.idle_timeout;
@@ -219,11 +222,30 @@ async fn reap(shared: Weak<Shared>) {
                 Some(oldest) => (oldest + timeout).saturating_duration_since(now),
                 None => {
                     state.reaping = false;
+                    reaping.stopped = true;
                     return;
                 }
             }
         };
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// The reaper's hold on its client: if its task is dropped unfinished (its runtime shut
+/// down, maybe before the task ever ran), the next connection put back starts another.
+struct Reaping {
+    shared: Weak<Shared>,
+    /// Whether the reaper said so itself.
+    stopped: bool,
+}
+
+impl Drop for Reaping {
+    fn drop(&mut self) {
+        if !self.stopped
+            && let Some(shared) = self.shared.upgrade()
+        {
+            shared.lock().reaping = false;
+        }
     }
 }
 

@@ -510,12 +510,10 @@ mod tests {
         server.abort();
     }
 
-    /// A server on loopback that answers every request (head and the body `{}`) with `{}`
-    /// and counts the connections it accepted; with `close_after_answer` it closes each
-    /// connection right after its first answer, without saying so.
-    async fn counting_server(
-        close_after_answer: bool,
-    ) -> (reqwest::Url, tokio::sync::watch::Receiver<usize>) {
+    /// A server on loopback that answers every request (head and the body `{}`) with `{}`,
+    /// counting the connections it accepted and those still open; with `close_after_answer`
+    /// it closes each connection right after its first answer, without saying so.
+    async fn counting_server(close_after_answer: bool) -> (reqwest::Url, Counts, Counts) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -524,31 +522,38 @@ mod tests {
             listener.local_addr().unwrap()
         );
         let (accepted, accepted_rx) = tokio::sync::watch::channel(0usize);
+        let (open, open_rx) = tokio::sync::watch::channel(0usize);
         tokio::spawn(async move {
             loop {
                 let (mut socket, _) = listener.accept().await.unwrap();
                 accepted.send_modify(|n| *n += 1);
+                open.send_modify(|n| *n += 1);
+                let open = open.clone();
                 tokio::spawn(async move {
                     let mut buf = [0u8; 4096];
-                    loop {
+                    'requests: loop {
                         let mut request = Vec::new();
                         while !request.ends_with(b"\r\n\r\n{}") {
                             let n = socket.read(&mut buf).await.unwrap_or(0);
                             if n == 0 {
-                                return;
+                                break 'requests;
                             }
                             request.extend_from_slice(&buf[..n]);
                         }
                         let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
                         if socket.write_all(answer).await.is_err() || close_after_answer {
-                            return;
+                            break;
                         }
                     }
+                    drop(socket);
+                    open.send_modify(|n| *n -= 1);
                 });
             }
         });
-        (reqwest::Url::parse(&url).unwrap(), accepted_rx)
+        (reqwest::Url::parse(&url).unwrap(), accepted_rx, open_rx)
     }
+
+    type Counts = tokio::sync::watch::Receiver<usize>;
 
     /// One exchange on `transport`, its answer read to the end.
     async fn exchange(transport: &Transport) -> Result<(), ModelError> {
@@ -568,7 +573,7 @@ mod tests {
     /// the pool by then, so nothing opens a second one.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_one_after_another_share_one_connection() {
-        let (url, accepted) = counting_server(false).await;
+        let (url, accepted, _) = counting_server(false).await;
         let none = Matcher::builder().build();
         let transport =
             Transport::choose(url, Duration::from_secs(5), &none, Pool::new(usize::MAX)).unwrap();
@@ -582,7 +587,7 @@ mod tests {
     /// is back in the pool when its answer ends, before its caller makes the next call.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_callers_open_no_more_connections_than_calls_in_flight() {
-        let (url, accepted) = counting_server(false).await;
+        let (url, accepted, _) = counting_server(false).await;
         let none = Matcher::builder().build();
         let transport =
             Transport::choose(url, Duration::from_secs(5), &none, Pool::new(usize::MAX)).unwrap();
@@ -603,7 +608,7 @@ mod tests {
     /// and succeeds.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_connection_the_server_closed_is_replaced() {
-        let (url, accepted) = counting_server(true).await;
+        let (url, accepted, _) = counting_server(true).await;
         let none = Matcher::builder().build();
         let transport =
             Transport::choose(url, Duration::from_secs(5), &none, Pool::new(usize::MAX)).unwrap();
@@ -611,6 +616,41 @@ mod tests {
             exchange(&transport).await.unwrap();
         }
         assert_eq!(*accepted.borrow(), 20);
+    }
+
+    /// The pool's idle timeout still holds after the runtime that first pooled a connection
+    /// (and ran the task closing idle ones) has ended: the next runtime's gets its own.
+    #[test]
+    fn idle_connections_expire_after_the_first_runtime_ended() {
+        let server = tokio::runtime::Runtime::new().unwrap();
+        let (url, accepted, mut open) = server.block_on(counting_server(false));
+        let none = Matcher::builder().build();
+        let pool = Pool {
+            idle_timeout: Duration::from_millis(200),
+            max_idle: usize::MAX,
+        };
+        let transport = Transport::choose(url, Duration::from_secs(5), &none, pool).unwrap();
+        let first = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        first.block_on(exchange(&transport)).unwrap();
+        drop(first);
+        let second = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        second.block_on(exchange(&transport)).unwrap();
+        // The second exchange's connection is idle in the pool now; nothing else runs on the
+        // second runtime but the task that closes it.
+        second.block_on(async {
+            let wait = Duration::from_secs(60);
+            tokio::time::timeout(wait, open.wait_for(|n| *n == 0))
+                .await
+                .expect("an idle connection outlived the idle timeout")
+                .unwrap();
+        });
+        assert_eq!(*accepted.borrow(), 2);
     }
 
     #[tokio::test]
