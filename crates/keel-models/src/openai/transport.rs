@@ -341,66 +341,97 @@ mod tests {
     /// passed (the server sees its end), not kept until the server gives up on it.
     #[tokio::test]
     async fn an_idle_pooled_connection_is_closed_after_the_idle_timeout() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!(
-            "http://{}/v1/chat/completions",
-            listener.local_addr().unwrap()
-        );
-        let url = reqwest::Url::parse(&url).unwrap();
-        let none = Matcher::builder().build();
-        let transport = Transport::choose(
-            url,
-            Duration::from_secs(5),
-            &none,
-            Pool {
-                idle_timeout: Duration::from_millis(200),
-                max_idle: usize::MAX,
-            },
-        )
-        .unwrap();
-        let server = tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = Vec::new();
-            let mut buf = [0u8; 4096];
-            // The head and the 2-byte body `{}`.
-            while !request.ends_with(b"\r\n\r\n{}") {
-                let n = socket.read(&mut buf).await.unwrap();
-                assert!(n > 0, "the client closed before sending its request");
-                request.extend_from_slice(&buf[..n]);
-            }
-            socket
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
-                .await
-                .unwrap();
-            // Kept alive by the client, until the pool lets it go: then reading sees the end.
-            let rest = socket.read(&mut buf).await.unwrap();
-            assert_eq!(rest, 0, "the idle connection carried another request");
-        });
-
-        let outgoing = Outgoing {
-            body: b"{}".to_vec(),
-            accept: "application/json",
-            auth: None,
+        let mut server = test_server(Answer::Always).await;
+        let pool = Pool {
+            idle_timeout: Duration::from_millis(200),
+            max_idle: usize::MAX,
         };
-        let (head, mut body) = transport.send(outgoing).await.unwrap();
-        assert_eq!(head.status, 200);
-        assert_eq!(body.chunk().await.unwrap().as_deref(), Some(&b"{}"[..]));
-        assert_eq!(body.chunk().await.unwrap(), None);
-        drop(body);
-
+        let transport = plain_transport(&server.url, pool);
+        exchange(&transport).await.unwrap();
         // Generous: the pool's timer fires within a few idle periods even on a loaded machine.
-        tokio::time::timeout(Duration::from_secs(60), server)
+        tokio::time::timeout(Duration::from_secs(60), server.open.wait_for(|n| *n == 0))
             .await
             .expect("the idle connection was never closed")
             .unwrap();
+        assert_eq!(*server.accepted.borrow(), 1);
     }
 
     /// The pool keeps at most `max_idle` connections once a burst is over: the others are
     /// closed as they come back, and the ones kept serve the next requests.
     #[tokio::test]
     async fn the_pool_keeps_at_most_max_idle_connections_after_a_burst() {
+        let mut server = test_server(Answer::WhenReleased).await;
+        let pool = Pool {
+            idle_timeout: Duration::from_secs(600),
+            max_idle: 2,
+        };
+        let transport = plain_transport(&server.url, pool);
+        // `n` requests at once; the server answers none until all have arrived, so each
+        // needs a connection of its own.
+        let burst = |n: usize| {
+            let (transport, mut arrived, release) =
+                (&transport, server.arrived.clone(), server.release.clone());
+            async move {
+                let requests = (0..n).map(|_| exchange(transport));
+                let gate = async {
+                    let target = *arrived.borrow() + n;
+                    arrived.wait_for(|a| *a >= target).await.unwrap();
+                    release.send_replace(target);
+                };
+                let (answers, ()) = tokio::join!(futures_util::future::join_all(requests), gate);
+                answers.into_iter().collect::<Result<Vec<()>, _>>().unwrap();
+            }
+        };
+
+        let wait = Duration::from_secs(60);
+        tokio::time::timeout(wait, burst(5)).await.unwrap();
+        assert_eq!(
+            *server.accepted.borrow(),
+            5,
+            "five at once, five connections"
+        );
+        // Two come back to the pool and stay; the other three are closed.
+        tokio::time::timeout(wait, server.open.wait_for(|n| *n == 2))
+            .await
+            .expect("the pool kept more than two idle connections")
+            .unwrap();
+        // The next two requests at once reuse the two kept.
+        tokio::time::timeout(wait, burst(2)).await.unwrap();
+        assert_eq!(
+            *server.accepted.borrow(),
+            5,
+            "the kept ones were not reused"
+        );
+    }
+
+    /// How [`test_server`] answers.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Answer {
+        /// Every request, keeping the connection open.
+        Always,
+        /// The first request, then it closes the connection without saying so.
+        ThenClose,
+        /// Each request once `release` has reached its number (requests are numbered 1, 2…
+        /// as they arrive).
+        WhenReleased,
+    }
+
+    /// A server on loopback answering each request (a head and the body `{}`) with `{}`,
+    /// counting what arrives.
+    struct TestServer {
+        url: reqwest::Url,
+        /// Connections accepted.
+        accepted: Counts,
+        /// Connections still open.
+        open: Counts,
+        /// Requests arrived.
+        arrived: Counts,
+        release: tokio::sync::watch::Sender<usize>,
+    }
+
+    type Counts = tokio::sync::watch::Receiver<usize>;
+
+    async fn test_server(answer: Answer) -> TestServer {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         use tokio::sync::watch;
 
@@ -409,126 +440,22 @@ mod tests {
             "http://{}/v1/chat/completions",
             listener.local_addr().unwrap()
         );
-        let none = Matcher::builder().build();
-        let pool = Pool {
-            idle_timeout: Duration::from_secs(600),
-            max_idle: 2,
+        let (accepted, accepted_rx) = watch::channel(0usize);
+        let (open, open_rx) = watch::channel(0usize);
+        let (arrived, arrived_rx) = watch::channel(0usize);
+        let first = if answer == Answer::WhenReleased {
+            0
+        } else {
+            usize::MAX
         };
-        let url = reqwest::Url::parse(&url).unwrap();
-        let transport = Transport::choose(url, Duration::from_secs(5), &none, pool).unwrap();
-        // Requests arrived, the number to hold answers back until, connections accepted and
-        // connections open.
-        let (arrived, _) = watch::channel(0usize);
-        let (release, _) = watch::channel(0usize);
-        let (accepted, _) = watch::channel(0usize);
-        let (open, mut open_rx) = watch::channel(0usize);
-        let server = {
-            let (arrived, release, accepted, open) = (
-                arrived.clone(),
-                release.clone(),
-                accepted.clone(),
-                open.clone(),
-            );
-            tokio::spawn(async move {
-                loop {
-                    let (mut socket, _) = listener.accept().await.unwrap();
-                    accepted.send_modify(|n| *n += 1);
-                    open.send_modify(|n| *n += 1);
-                    let (arrived, mut release, open) =
-                        (arrived.clone(), release.subscribe(), open.clone());
-                    tokio::spawn(async move {
-                        let mut buf = [0u8; 4096];
-                        'requests: loop {
-                            let mut request = Vec::new();
-                            while !request.ends_with(b"\r\n\r\n{}") {
-                                let n = socket.read(&mut buf).await.unwrap_or(0);
-                                if n == 0 {
-                                    break 'requests;
-                                }
-                                request.extend_from_slice(&buf[..n]);
-                            }
-                            arrived.send_modify(|n| *n += 1);
-                            let mine = *arrived.borrow();
-                            release.wait_for(|r| *r >= mine).await.unwrap();
-                            socket
-                                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
-                                .await
-                                .unwrap();
-                        }
-                        open.send_modify(|n| *n -= 1);
-                    });
-                }
-            })
-        };
-
-        // `n` requests at once; the server answers none until all have arrived, so each
-        // needs a connection of its own.
-        let burst = |n: usize| {
-            let transport = &transport;
-            let (arrived, release) = (arrived.subscribe(), release.clone());
-            async move {
-                let requests = (0..n).map(|_| async {
-                    let outgoing = Outgoing {
-                        body: b"{}".to_vec(),
-                        accept: "application/json",
-                        auth: None,
-                    };
-                    let (head, mut body) = transport.send(outgoing).await.unwrap();
-                    assert_eq!(head.status, 200);
-                    while body.chunk().await.unwrap().is_some() {}
-                });
-                let all = futures_util::future::join_all(requests);
-                let gate = async {
-                    let mut arrived = arrived;
-                    let target = *arrived.borrow() + n;
-                    arrived.wait_for(|a| *a >= target).await.unwrap();
-                    release.send_replace(target);
-                };
-                tokio::join!(all, gate);
-            }
-        };
-
-        let wait = Duration::from_secs(60);
-        tokio::time::timeout(wait, burst(5)).await.unwrap();
-        assert_eq!(
-            *accepted.borrow(),
-            5,
-            "five requests at once, five connections"
-        );
-        // Two come back to the pool and stay; the other three are closed.
-        tokio::time::timeout(wait, open_rx.wait_for(|n| *n == 2))
-            .await
-            .expect("the pool kept more than two idle connections")
-            .unwrap();
-        // The next two requests at once reuse the two kept.
-        tokio::time::timeout(wait, burst(2)).await.unwrap();
-        assert_eq!(
-            *accepted.borrow(),
-            5,
-            "the kept connections were not reused"
-        );
-        server.abort();
-    }
-
-    /// A server on loopback that answers every request (head and the body `{}`) with `{}`,
-    /// counting the connections it accepted and those still open; with `close_after_answer`
-    /// it closes each connection right after its first answer, without saying so.
-    async fn counting_server(close_after_answer: bool) -> (reqwest::Url, Counts, Counts) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!(
-            "http://{}/v1/chat/completions",
-            listener.local_addr().unwrap()
-        );
-        let (accepted, accepted_rx) = tokio::sync::watch::channel(0usize);
-        let (open, open_rx) = tokio::sync::watch::channel(0usize);
+        let (release, release_rx) = watch::channel(first);
         tokio::spawn(async move {
             loop {
                 let (mut socket, _) = listener.accept().await.unwrap();
                 accepted.send_modify(|n| *n += 1);
                 open.send_modify(|n| *n += 1);
-                let open = open.clone();
+                let (open, arrived, mut release) =
+                    (open.clone(), arrived.clone(), release_rx.clone());
                 tokio::spawn(async move {
                     let mut buf = [0u8; 4096];
                     'requests: loop {
@@ -540,8 +467,11 @@ mod tests {
                             }
                             request.extend_from_slice(&buf[..n]);
                         }
-                        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
-                        if socket.write_all(answer).await.is_err() || close_after_answer {
+                        arrived.send_modify(|n| *n += 1);
+                        let mine = *arrived.borrow();
+                        release.wait_for(|r| *r >= mine).await.unwrap();
+                        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
+                        if socket.write_all(head).await.is_err() || answer == Answer::ThenClose {
                             break;
                         }
                     }
@@ -550,10 +480,23 @@ mod tests {
                 });
             }
         });
-        (reqwest::Url::parse(&url).unwrap(), accepted_rx, open_rx)
+        TestServer {
+            url: reqwest::Url::parse(&url).unwrap(),
+            accepted: accepted_rx,
+            open: open_rx,
+            arrived: arrived_rx,
+            release,
+        }
     }
 
-    type Counts = tokio::sync::watch::Receiver<usize>;
+    /// The plain transport to `url`, no proxy in the environment.
+    fn plain_transport(url: &reqwest::Url, pool: Pool) -> Transport {
+        let none = Matcher::builder().build();
+        let transport = Transport::choose(url.clone(), Duration::from_secs(5), &none, pool);
+        let transport = transport.unwrap();
+        assert!(matches!(transport, Transport::Plain { .. }));
+        transport
+    }
 
     /// One exchange on `transport`, its answer read to the end.
     async fn exchange(transport: &Transport) -> Result<(), ModelError> {
@@ -573,10 +516,9 @@ mod tests {
     /// the pool by then, so nothing opens a second one.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_one_after_another_share_one_connection() {
-        let (url, accepted, _) = counting_server(false).await;
-        let none = Matcher::builder().build();
-        let transport =
-            Transport::choose(url, Duration::from_secs(5), &none, Pool::new(usize::MAX)).unwrap();
+        let server = test_server(Answer::Always).await;
+        let accepted = &server.accepted;
+        let transport = plain_transport(&server.url, Pool::new(usize::MAX));
         for _ in 0..50 {
             exchange(&transport).await.unwrap();
         }
@@ -587,10 +529,9 @@ mod tests {
     /// is back in the pool when its answer ends, before its caller makes the next call.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_callers_open_no_more_connections_than_calls_in_flight() {
-        let (url, accepted, _) = counting_server(false).await;
-        let none = Matcher::builder().build();
-        let transport =
-            Transport::choose(url, Duration::from_secs(5), &none, Pool::new(usize::MAX)).unwrap();
+        let server = test_server(Answer::Always).await;
+        let accepted = &server.accepted;
+        let transport = plain_transport(&server.url, Pool::new(usize::MAX));
         let callers = (0..4).map(|_| async {
             for _ in 0..100 {
                 exchange(&transport).await.unwrap();
@@ -608,10 +549,9 @@ mod tests {
     /// and succeeds.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_connection_the_server_closed_is_replaced() {
-        let (url, accepted, _) = counting_server(true).await;
-        let none = Matcher::builder().build();
-        let transport =
-            Transport::choose(url, Duration::from_secs(5), &none, Pool::new(usize::MAX)).unwrap();
+        let server = test_server(Answer::ThenClose).await;
+        let accepted = &server.accepted;
+        let transport = plain_transport(&server.url, Pool::new(usize::MAX));
         for _ in 0..20 {
             exchange(&transport).await.unwrap();
         }
@@ -622,14 +562,18 @@ mod tests {
     /// (and ran the task closing idle ones) has ended: the next runtime's gets its own.
     #[test]
     fn idle_connections_expire_after_the_first_runtime_ended() {
-        let server = tokio::runtime::Runtime::new().unwrap();
-        let (url, accepted, mut open) = server.block_on(counting_server(false));
-        let none = Matcher::builder().build();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let TestServer {
+            url,
+            accepted,
+            mut open,
+            ..
+        } = runtime.block_on(test_server(Answer::Always));
         let pool = Pool {
             idle_timeout: Duration::from_millis(200),
             max_idle: usize::MAX,
         };
-        let transport = Transport::choose(url, Duration::from_secs(5), &none, pool).unwrap();
+        let transport = plain_transport(&url, pool);
         let first = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -661,10 +605,8 @@ mod tests {
             listener.local_addr().unwrap()
         );
         drop(listener);
-        let none = Matcher::builder().build();
         let url = reqwest::Url::parse(&url).unwrap();
-        let transport =
-            Transport::choose(url, Duration::from_secs(5), &none, Pool::new(usize::MAX)).unwrap();
+        let transport = plain_transport(&url, Pool::new(usize::MAX));
         match exchange(&transport).await {
             Err(ModelError::Connect(message)) => {
                 assert!(message.contains("refused"), "{message}");
