@@ -75,9 +75,9 @@ pub fn provider_for(
 }
 
 /// How many idle connections a workspace's model client keeps to its endpoint: as many as
-/// runs may be in flight, each waiting for one model call before making the next. (A pool
-/// left unbounded grows past that: a call that finds no idle connection opens one while the
-/// connection of another run's finished call is on its way back.)
+/// runs may be in flight, each waiting for one model call before making the next; more could
+/// never all be used at once. (reqwest's pool, left unbounded, grows past that: a call that
+/// finds no idle connection opens one while another run's is on its way back.)
 fn idle_connections(workspace: &Workspace) -> usize {
     usize::try_from(workspace.runtime.limits.max_concurrent_runs).unwrap_or(usize::MAX)
 }
