@@ -179,7 +179,7 @@ impl Transport {
 pub(super) enum Body {
     Plain {
         body: hyper::body::Incoming,
-        /// The connection, back to the pool at the body's end.
+        /// The connection, driven while the body is read and back to the pool at its end.
         lease: Option<Lease>,
     },
     Reqwest(reqwest::Body),
@@ -191,11 +191,16 @@ impl Body {
         loop {
             let frame = match self {
                 Self::Plain { body, lease } => {
-                    let frame = body
-                        .frame()
-                        .await
-                        .transpose()
-                        .map_err(|e| http_error::body_error(&e, http_error::timed_out(&e)))?;
+                    // The connection is driven here, by the reader of its answer.
+                    let frame = std::future::poll_fn(|cx| {
+                        if let Some(lease) = lease.as_mut() {
+                            lease.drive(cx);
+                        }
+                        hyper::body::Body::poll_frame(std::pin::Pin::new(&mut *body), cx)
+                    })
+                    .await
+                    .transpose()
+                    .map_err(|e| http_error::body_error(&e, http_error::timed_out(&e)))?;
                     if frame.is_none()
                         && let Some(lease) = lease.take()
                     {
@@ -414,6 +419,10 @@ mod tests {
         /// Each request once `release` has reached its number (requests are numbered 1, 2…
         /// as they arrive).
         WhenReleased,
+        /// Every request, saying `Connection: close` but leaving the connection open.
+        SayingClose,
+        /// Every request, its body chunked and written a piece at a time with pauses.
+        InPieces,
     }
 
     /// A server on loopback answering each request (a head and the body `{}`) with `{}`,
@@ -470,8 +479,12 @@ mod tests {
                         arrived.send_modify(|n| *n += 1);
                         let mine = *arrived.borrow();
                         release.wait_for(|r| *r >= mine).await.unwrap();
-                        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
-                        if socket.write_all(head).await.is_err() || answer == Answer::ThenClose {
+                        let written = match answer {
+                            Answer::SayingClose => socket.write_all(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}").await,
+                            Answer::InPieces => write_in_pieces(&mut socket).await,
+                            _ => socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}").await,
+                        };
+                        if written.is_err() || answer == Answer::ThenClose {
                             break;
                         }
                     }
@@ -487,6 +500,24 @@ mod tests {
             arrived: arrived_rx,
             release,
         }
+    }
+
+    /// `{}` as a chunked body of two pieces, each written on its own after a pause, so the
+    /// reader waits for the connection between them.
+    async fn write_in_pieces(socket: &mut tokio::net::TcpStream) -> std::io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        let pieces: [&[u8]; 3] = [
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\n{\r\n",
+            b"1\r\n}\r\n",
+            b"0\r\n\r\n",
+        ];
+        for piece in pieces {
+            socket.write_all(piece).await?;
+            socket.flush().await?;
+            // A slow server, not a wait for anything: the answer is whole whatever the timing.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Ok(())
     }
 
     /// The plain transport to `url`, no proxy in the environment.
@@ -556,6 +587,42 @@ mod tests {
             exchange(&transport).await.unwrap();
         }
         assert_eq!(*accepted.borrow(), 20);
+    }
+
+    /// An answer that arrives a piece at a time is read whole (the reader drives the
+    /// connection while it waits), and its connection serves the next call.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_in_pieces_arrives_whole_and_its_connection_is_reused() {
+        let server = test_server(Answer::InPieces).await;
+        let transport = plain_transport(&server.url, Pool::new(usize::MAX));
+        for _ in 0..5 {
+            let outgoing = Outgoing {
+                body: b"{}".to_vec(),
+                accept: "application/json",
+                auth: None,
+            };
+            let (head, mut body) = transport.send(outgoing).await.unwrap();
+            assert_eq!(head.status, 200);
+            let mut answer = Vec::new();
+            while let Some(chunk) = body.chunk().await.unwrap() {
+                answer.extend_from_slice(&chunk);
+            }
+            assert_eq!(answer, b"{}");
+        }
+        assert_eq!(*server.accepted.borrow(), 1);
+    }
+
+    /// An answer saying `Connection: close` leaves its connection out of the pool, even when
+    /// the server has not closed it yet: the next call opens another.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_whose_answer_said_close_is_not_kept() {
+        let server = test_server(Answer::SayingClose).await;
+        let transport = plain_transport(&server.url, Pool::new(usize::MAX));
+        for _ in 0..3 {
+            exchange(&transport).await.unwrap();
+        }
+        assert_eq!(*server.accepted.borrow(), 3);
+        assert_eq!(*server.arrived.borrow(), 3, "no request went out twice");
     }
 
     /// The pool's idle timeout still holds after the runtime that first pooled a connection
