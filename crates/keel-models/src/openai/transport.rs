@@ -31,9 +31,9 @@ use crate::ProviderError;
 
 const AGENT: &str = concat!("keel/", env!("CARGO_PKG_VERSION"));
 /// The plain transport reads a connection into a buffer of one page. hyper's default starts
-/// at 8 KiB and grows with large reads; a pooled connection keeps its buffer while it idles,
-/// and a model's stream arrives a few hundred bytes at a time, so the second page mostly
-/// sat allocated and untouched, becoming resident later (see the README's memory notes).
+/// at 8 KiB and grows with large reads, and a model's stream arrives a few hundred bytes at a
+/// time, so the second page mostly sat allocated and untouched (an idle pooled connection
+/// keeps no buffer at all now; see `http1.rs`).
 const READ_BUFFER: usize = 4096;
 
 /// One request: everything but the URL, which the transport holds.
