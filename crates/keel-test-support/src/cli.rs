@@ -71,11 +71,14 @@ fn parse_json(text: &str) -> Value {
     }
 }
 
-/// A running `keel serve`, killed (and reaped) when dropped.
+/// A running `keel serve`, killed (and reaped) when dropped. Its stderr goes to a temporary
+/// file; when it is dropped while a test panics, the end of that log is written to stderr, so
+/// a failing test shows what each server said.
 #[derive(Debug)]
 pub struct Serving {
     child: Child,
     addr: String,
+    log: Option<tempfile::NamedTempFile>,
 }
 
 impl Serving {
@@ -94,8 +97,26 @@ impl Drop for Serving {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking()
+            && let Some(log) = &self.log
+        {
+            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(SHOWN_LOG_LINES)..];
+            let _ = writeln!(
+                std::io::stderr(),
+                "--- keel serve on {}: the last {} of {} lines of its stderr ---\n{}",
+                self.addr,
+                tail.len(),
+                lines.len(),
+                tail.join("\n")
+            );
+        }
     }
 }
+
+/// How much of a server's stderr a failing test shows.
+const SHOWN_LOG_LINES: usize = 200;
 
 impl Cli {
     /// `bin` run inside `dir`.
@@ -188,11 +209,16 @@ impl Cli {
     /// When the server does not start or prints no address.
     #[track_caller]
     pub fn serve(&self) -> Serving {
+        let log = tempfile::NamedTempFile::new().ok();
+        let stderr = log
+            .as_ref()
+            .and_then(|log| log.reopen().ok())
+            .map_or_else(Stdio::null, Stdio::from);
         let spawned = self
             .command(["serve", "--listen", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn();
         let mut child = match spawned {
             Ok(child) => child,
@@ -206,6 +232,7 @@ impl Cli {
             Some(addr) => Serving {
                 addr: addr.to_owned(),
                 child,
+                log,
             },
             None => {
                 let _ = child.kill();

@@ -106,7 +106,13 @@ impl Replicas {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let servers = names
             .iter()
-            .map(|name| Some(keel_in(ws).env("KEEL_REPLICA", name).serve()))
+            .map(|name| {
+                // Takeovers, fencing and failures are logged, and shown if the test fails.
+                let keel = keel_in(ws)
+                    .env("KEEL_REPLICA", name)
+                    .env("KEEL_LOG", "warn");
+                Some(keel.serve())
+            })
             .collect();
         Self {
             http: reqwest::Client::new(),
@@ -398,17 +404,7 @@ async fn three_replicas_share_queue_approvals_and_streams_and_survive_a_sigkill(
     let mut killed = replicas.servers[1].take().unwrap();
     killed.child().kill().unwrap();
     killed.child().wait().unwrap();
-    until(
-        Duration::from_secs(240),
-        "every run to complete",
-        || async {
-            let page = replicas
-                .get(0, "/api/requests?agent=worker&status=completed&limit=1000")
-                .await;
-            page["data"].as_array().map_or(0, Vec::len) == 200
-        },
-    )
-    .await;
+    every_run_completes(&replicas, &ids).await;
     let mut answered = BTreeSet::new();
     let mut total_events = 0;
     for id in &ids {
@@ -452,6 +448,60 @@ async fn three_replicas_share_queue_approvals_and_streams_and_survive_a_sigkill(
         taken_over, resumed,
         "the runs taken over are the runs resumed"
     );
+}
+
+/// Waits until every run of `ids` has completed. Fails at once, showing the run, when one
+/// ends otherwise, and when none ends for a minute, showing the runs still unfinished.
+async fn every_run_completes(replicas: &Replicas, ids: &[String]) {
+    let mut completed = 0;
+    let mut progress_at = Instant::now();
+    loop {
+        let page = replicas
+            .get(0, "/api/requests?agent=worker&limit=1000")
+            .await;
+        let runs = page["data"].as_array().cloned().unwrap_or_default();
+        let ours: Vec<&Value> = runs
+            .iter()
+            .filter(|run| ids.iter().any(|id| run["requestId"] == id.as_str()))
+            .collect();
+        assert_eq!(ours.len(), ids.len(), "every queued run is listed");
+        let unfinished: Vec<&Value> = ours
+            .into_iter()
+            .filter(|run| run["status"] != "completed")
+            .collect();
+        if let Some(run) = unfinished
+            .iter()
+            .find(|run| matches!(run["status"].as_str(), Some("failed" | "cancelled")))
+        {
+            let id = run["requestId"].as_str().unwrap_or_default();
+            let events = replicas.events(0, id).await;
+            panic!("run {id} did not complete: {run:#}\nits events: {events:#?}");
+        }
+        let done = ids.len() - unfinished.len();
+        if done == ids.len() {
+            return;
+        }
+        if done > completed {
+            completed = done;
+            progress_at = Instant::now();
+        }
+        if progress_at.elapsed() > Duration::from_secs(60) {
+            let shown: Vec<String> = unfinished
+                .iter()
+                .map(|run| format!("{} {} {}", run["requestId"], run["status"], run["links"]))
+                .collect();
+            let health = [
+                replicas.get(0, "/api/health").await,
+                replicas.get(2, "/api/health").await,
+            ];
+            panic!(
+                "no run completed for a minute; {done} of {} did. Unfinished:\n{}\nhealth: {health:#?}",
+                ids.len(),
+                shown.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// How many times `ids` were resumed (taken over from a replica whose lease expired).

@@ -282,6 +282,22 @@ impl PgStore {
     pub(crate) async fn token(&self) -> Result<i64, StoreError> {
         Ok(self.inner.leases.current(self).await?.token)
     }
+
+    /// Stores `batch` (and replaces its run's record) under this process's lease.
+    async fn write(
+        &self,
+        batch: crate::batch::EncodedBatch,
+        replace: Option<writer::Replace>,
+    ) -> Result<(), StoreError> {
+        let token = self.token().await?;
+        let result = self.writer().append(batch, token, replace).await;
+        if let Err(StoreError::Fenced(_)) = &result {
+            // Refused: if it was because our lease ran out, forget it now (the next write
+            // registers a new one) rather than at the next heartbeat.
+            let _ = self.inner.leases.renew(self, token).await;
+        }
+        result
+    }
 }
 
 #[async_trait]
@@ -295,17 +311,22 @@ impl RunStore for PgStore {
     async fn append(&self, events: &[Event]) -> Result<(), StoreError> {
         self.ready().await?;
         match crate::batch::encode(events)? {
-            Some(batch) => {
-                let token = self.token().await?;
-                let result = self.writer().append(batch, token).await;
-                if let Err(StoreError::Fenced(_)) = &result {
-                    // Refused: if it was because our lease ran out, forget it now (the next
-                    // write registers a new one) rather than at the next heartbeat.
-                    let _ = self.inner.leases.renew(self, token).await;
-                }
-                result
-            }
+            Some(batch) => self.write(batch, None).await,
             None => Ok(()),
+        }
+    }
+
+    /// The events and the record in one statement: a run's end is stored whole or not at all.
+    async fn append_and_update(&self, events: &[Event], run: &RunRecord) -> Result<(), StoreError> {
+        keel_types::check_run_of(run, events)?;
+        self.ready().await?;
+        let replace = writer::Replace {
+            status: run.status.as_str(),
+            record: to_json(run)?,
+        };
+        match crate::batch::encode(events)? {
+            Some(batch) => self.write(batch, Some(replace)).await,
+            None => runs::update(self, run).await,
         }
     }
 

@@ -4,13 +4,17 @@
 //!
 //! 1. `UPDATE runs … FROM unnest(…)` advances `last_seq` of each run whose log the batch
 //!    continues, owned by this process's token whose lease has not expired (fencing), and
-//!    notifies `keel_events` for it (delivered at commit);
+//!    notifies `keel_events` for it (delivered at commit). A run's last batch brings its final
+//!    record ([`Replace`]), written by the same statement: a log that ended never sits beside
+//!    a record that says the run is still going;
 //! 2. `INSERT INTO events … SELECT … FROM unnest(…)` stores the events of the runs step 1
 //!    accepted — the same snapshot, so a refused batch writes nothing.
 //!
-//! A run appears at most once per statement (a second append of one run waits for the next
-//! round). A batch that was refused is diagnosed after the commit: unknown run, a `seq` that
-//! does not continue the log, or a lost lease ([`StoreError::Fenced`]).
+//! A statement carries one fencing token and each run at most once: an append of another
+//! token (sent before this process lost its lease, or after it registered a new one) or a
+//! second append of one run waits for the next round. A batch that was refused is diagnosed
+//! after the commit: unknown run, a `seq` that does not continue the log, or a lost lease
+//! ([`StoreError::Fenced`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -29,6 +33,7 @@ const MAX_GROUP: usize = 256;
 struct Append {
     batch: EncodedBatch,
     token: i64,
+    replace: Option<Replace>,
     reply: oneshot::Sender<Result<(), StoreError>>,
 }
 
@@ -37,6 +42,14 @@ struct Counters {
     commits: AtomicU64,
     commands: AtomicU64,
     events: AtomicU64,
+}
+
+/// A run's status and record, replaced when its batch is stored (the other columns of a run
+/// do not change once it has started).
+pub(super) struct Replace {
+    pub status: &'static str,
+    /// The record as JSON text.
+    pub record: String,
 }
 
 /// The handle to the writer task.
@@ -53,7 +66,12 @@ impl Writer {
         Self { tx, counters }
     }
 
-    pub(super) async fn append(&self, batch: EncodedBatch, token: i64) -> Result<(), StoreError> {
+    pub(super) async fn append(
+        &self,
+        batch: EncodedBatch,
+        token: i64,
+        replace: Option<Replace>,
+    ) -> Result<(), StoreError> {
         let (reply, answer) = oneshot::channel();
         let gone = || StoreError::Io {
             path: "postgres".into(),
@@ -63,6 +81,7 @@ impl Writer {
             .send(Append {
                 batch,
                 token,
+                replace,
                 reply,
             })
             .map_err(|_| gone())?;
@@ -94,13 +113,16 @@ async fn run(
                 None => return,
             },
         };
+        let token = first.token;
         let mut group = vec![first];
         let mut runs: HashSet<String> = HashSet::from([group[0].batch.request_id.0.clone()]);
         while group.len() < MAX_GROUP {
             match rx.try_recv() {
                 Ok(next) => {
-                    // One run once per statement: keep a second append for the next round.
-                    if !runs.insert(next.batch.request_id.0.clone()) {
+                    // One token per statement (appends sent before this process lost its
+                    // lease and after it registered a new one can wait side by side), and
+                    // one run once per statement: keep the append for the next round.
+                    if next.token != token || !runs.insert(next.batch.request_id.0.clone()) {
                         held = Some(next);
                         break;
                     }
@@ -109,14 +131,18 @@ async fn run(
                 Err(_) => break,
             }
         }
-        let events: usize = group.iter().map(|a| a.batch.events.len()).sum();
         match commit(&pool, &group).await {
             Ok(accepted) => {
+                // What was stored: a refused append counts for nothing.
+                let stored = group
+                    .iter()
+                    .filter(|a| accepted.contains(&a.batch.request_id.0));
+                let (commands, events) = stored.fold((0, 0), |(commands, events), append| {
+                    (commands + 1, events + append.batch.events.len() as u64)
+                });
                 counters.commits.fetch_add(1, Ordering::Relaxed);
-                counters
-                    .commands
-                    .fetch_add(group.len() as u64, Ordering::Relaxed);
-                counters.events.fetch_add(events as u64, Ordering::Relaxed);
+                counters.commands.fetch_add(commands, Ordering::Relaxed);
+                counters.events.fetch_add(events, Ordering::Relaxed);
                 for append in group {
                     let result = match accepted.contains(&append.batch.request_id.0) {
                         true => Ok(()),
@@ -141,6 +167,8 @@ async fn commit(pool: &PgPool, group: &[Append]) -> Result<HashSet<String>, sqlx
     let mut run_ids = Vec::with_capacity(group.len());
     let mut firsts = Vec::with_capacity(group.len());
     let mut lasts = Vec::with_capacity(group.len());
+    let mut statuses = Vec::with_capacity(group.len());
+    let mut records = Vec::with_capacity(group.len());
     let (mut ids, mut seqs, mut types, mut bodies) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for append in group {
@@ -148,6 +176,8 @@ async fn commit(pool: &PgPool, group: &[Append]) -> Result<HashSet<String>, sqlx
         run_ids.push(batch.request_id.0.as_str());
         firsts.push(batch.first_seq() as i64);
         lasts.push(batch.last_seq() as i64);
+        statuses.push(append.replace.as_ref().map(|r| r.status));
+        records.push(append.replace.as_ref().map(|r| r.record.as_str()));
         for event in &batch.events {
             ids.push(batch.request_id.0.as_str());
             seqs.push(event.seq as i64);
@@ -155,14 +185,15 @@ async fn commit(pool: &PgPool, group: &[Append]) -> Result<HashSet<String>, sqlx
             bodies.push(event.body.as_str());
         }
     }
-    // Every append of a group carries this process's token; a group is one process's.
-    debug_assert!(group.iter().all(|a| a.token == token));
+    // Every append of a group carries the same token (`run` groups them so).
     let mut tx = pool.begin().await?;
     let rows = sqlx_core::query::query::<Postgres>(
         "WITH batch AS (\
-           SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS b(request_id, first_seq, last_seq)\
+           SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $9::text[], $10::text[]) \
+             AS b(request_id, first_seq, last_seq, status, record)\
          ), accepted AS (\
-           UPDATE runs r SET last_seq = b.last_seq FROM batch b \
+           UPDATE runs r SET last_seq = b.last_seq, status = COALESCE(b.status, r.status), \
+             record = COALESCE(b.record, r.record) FROM batch b \
            WHERE r.request_id = b.request_id AND r.last_seq = b.first_seq - 1 \
              AND r.owner_token = $4 \
              AND EXISTS (SELECT 1 FROM leases l WHERE l.token = $4 AND l.expires_at > clock_timestamp()) \
@@ -183,6 +214,8 @@ async fn commit(pool: &PgPool, group: &[Append]) -> Result<HashSet<String>, sqlx
     .bind(&seqs)
     .bind(&types)
     .bind(&bodies)
+    .bind(&statuses)
+    .bind(&records)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

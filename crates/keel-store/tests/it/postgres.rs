@@ -11,7 +11,7 @@ use keel_types::{Cluster, RequestId, RunStatus, RunStore, Signal, SignalSink, St
 use serde_json::json;
 
 use crate::backends::{Backend, database_url, pg_options};
-use crate::{delta, record, started};
+use crate::{completed, delta, record, started};
 
 /// Makes a lease expire now, as a process frozen past its lease would find it.
 fn expire(schema: &str, token: i64) {
@@ -80,6 +80,194 @@ async fn a_process_that_lost_its_lease_cannot_append_and_the_taker_continues_the
         .collect();
     assert_eq!(seqs, [1, 2], "one history, written by the owner only");
     assert_eq!(taker.status().await.unwrap().taken_over, 1);
+}
+
+/// A `psql` session holding the row lock of one run until it is dropped.
+struct RowLock {
+    psql: std::process::Child,
+    /// The session's backend, whose lock others wait on.
+    pid: String,
+}
+
+impl RowLock {
+    fn take(schema: &str, id: &str) -> Self {
+        use std::io::{BufRead, Write};
+        let mut psql = std::process::Command::new("psql")
+            .arg(database_url())
+            .args(["-v", "ON_ERROR_STOP=1", "-q", "-A", "-t"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = psql.stdin.as_mut().unwrap();
+        writeln!(
+            stdin,
+            "BEGIN; SELECT 1 FROM {schema}.runs WHERE request_id = '{id}' FOR UPDATE; \
+             SELECT pg_backend_pid();"
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+        let mut lines = std::io::BufReader::new(psql.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "1", "the row is locked");
+        let pid = lines.next().unwrap().unwrap();
+        Self { psql, pid }
+    }
+
+    /// Waits until another session waits on this lock.
+    async fn wait_for_a_waiter(&self) {
+        let started = std::time::Instant::now();
+        loop {
+            let output = std::process::Command::new("psql")
+                .arg(database_url())
+                .args(["-A", "-t", "-c"])
+                .arg(format!(
+                    "SELECT count(*) FROM pg_stat_activity WHERE {} = ANY(pg_blocking_pids(pid))",
+                    self.pid
+                ))
+                .output()
+                .unwrap();
+            if String::from_utf8_lossy(&output.stdout).trim() != "0" {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "nothing waited on the lock"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for RowLock {
+    fn drop(&mut self) {
+        // Closing its input ends the session, which rolls back and frees the row.
+        drop(self.psql.stdin.take());
+        let _ = self.psql.wait();
+    }
+}
+
+/// Polls `future` once (an append: it is queued for the writer by then).
+fn send(future: &mut std::pin::Pin<Box<impl std::future::Future>>) {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(
+        future.as_mut().poll(&mut cx).is_pending(),
+        "the writer is busy"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_queued_across_a_new_lease_are_each_judged_by_their_own_token() {
+    let backend = Backend::postgres().await;
+    let store = backend.postgres.clone().unwrap();
+    let schema = schema_of(&backend);
+    for id in ["run_0", "run_1"] {
+        store
+            .create_run(&record(id, "a", RunStatus::Running))
+            .await
+            .unwrap();
+    }
+    let old = store.lease().await.unwrap().token;
+
+    // The writer is stuck in a statement on run_0 while more appends queue behind it.
+    let lock = RowLock::take(&schema, "run_0");
+    let blocked = tokio::spawn({
+        let store = store.clone();
+        async move { store.append(&[started("run_0", 1)]).await }
+    });
+    lock.wait_for_a_waiter().await;
+    // Sent under the old token, which then expires.
+    let stale_events = [started("run_1", 1)];
+    let mut stale = Box::pin(store.append(&stale_events));
+    send(&mut stale);
+    expire(&schema, old);
+    assert!(matches!(
+        store.heartbeat().await,
+        Err(StoreError::Fenced(_))
+    ));
+    // A run created under the new lease, whose first append waits behind the stale one.
+    store
+        .create_run(&record("run_2", "a", RunStatus::Running))
+        .await
+        .unwrap();
+    assert_ne!(store.lease().await.unwrap().token, old);
+    let fresh_events = [started("run_2", 1)];
+    let mut fresh = Box::pin(store.append(&fresh_events));
+    send(&mut fresh);
+    drop(lock);
+
+    // The statement that waited began under the live lease, so it may land; either way the
+    // writer goes on.
+    let _ = blocked.await.unwrap();
+    let refused = stale.await.unwrap_err();
+    assert!(matches!(refused, StoreError::Fenced(_)), "{refused}");
+    fresh.await.unwrap();
+    store.append(&[delta("run_2", 2)]).await.unwrap();
+    for (id, seqs) in [("run_1", vec![]), ("run_2", vec![1, 2])] {
+        let stored: Vec<u64> = store
+            .events(&RequestId::from(id), 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(stored, seqs, "{id}: only what its owner's live lease wrote");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_lease_expires_as_it_ends_keeps_a_log_and_record_that_agree() {
+    let backend = Backend::postgres().await;
+    let store = backend.postgres.clone().unwrap();
+    let schema = schema_of(&backend);
+    let mut run = record("run_1", "a", RunStatus::Running);
+    store
+        .create_run_with(&run, &[started("run_1", 1), delta("run_1", 2)])
+        .await
+        .unwrap();
+    let token = store.lease().await.unwrap().token;
+
+    // The run's end waits on its row while the lease expires.
+    let lock = RowLock::take(&schema, "run_1");
+    run.status = RunStatus::Completed;
+    run.output = Some("done".into());
+    run.event_count = 3;
+    let ending = tokio::spawn({
+        let (store, run) = (store.clone(), run.clone());
+        async move {
+            store
+                .append_and_update(&[completed("run_1", 3)], &run)
+                .await
+        }
+    });
+    lock.wait_for_a_waiter().await;
+    expire(&schema, token);
+    drop(lock);
+    let ended = ending.await.unwrap();
+
+    // Either the end was stored whole, or not at all: never a log that ended beside a
+    // record of a run still going, which no process could take over and finish.
+    let seqs: Vec<u64> = store
+        .events(&RequestId::from("run_1"), 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    let stored = store.get_run(&run.request_id).await.unwrap().unwrap();
+    match ended {
+        Ok(()) => {
+            assert_eq!(seqs, [1, 2, 3]);
+            assert_eq!(stored, run);
+        }
+        Err(error) => {
+            assert!(matches!(error, StoreError::Fenced(_)), "{error}");
+            assert_eq!(seqs, [1, 2]);
+            assert_eq!(stored.status, RunStatus::Running);
+        }
+    }
+    let taker = second(&backend).await;
+    let taken = taker.recover().await.unwrap();
+    assert_eq!(taken.is_empty(), stored.status == RunStatus::Completed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
