@@ -394,6 +394,7 @@ impl Kernel {
                 before.status.as_str()
             )));
         }
+        self.not_ending_here(id)?;
         if before.workflow().is_some() {
             return self.resume_workflow(before).await;
         }

@@ -188,6 +188,22 @@ impl Kernel {
         Some(Replica { stop })
     }
 
+    /// Refuses to resume run `id` while a launch of it is still ending in this process (one
+    /// that ran under a store lease this process lost, whose run it then took back itself),
+    /// and stops that launch: its writes are refused, and two launches must not continue one
+    /// log. The replica loop tries again at its next sweep.
+    pub(super) fn not_ending_here(&self, id: &RequestId) -> Result<(), RuntimeError> {
+        match self.tracker().runs.get(id) {
+            Some(active) => {
+                active.interrupt.cancel();
+                Err(RuntimeError::Conflict(format!(
+                    "run `{id}` is still ending in this process; it can be resumed once it has"
+                )))
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Resolves when a run of this kernel ends (or starts): there may be room again.
     async fn run_ended(&self) {
         let mut live = self.inner.live.subscribe();
@@ -222,6 +238,9 @@ async fn replica_loop(
                 for id in taken {
                     match kernel.resume(&id).await {
                         Ok(handle) => finish_in_background(handle),
+                        Err(error @ RuntimeError::Conflict(_)) => {
+                            tracing::debug!(request_id = %id, %error, "A run taken over waits for its earlier launch here to end.")
+                        }
                         Err(error) => {
                             tracing::warn!(request_id = %id, %error, "Cannot resume a run taken over.")
                         }

@@ -9,7 +9,13 @@
 //! `take_over` (the store's `recover`) deletes expired leases and, in the same transaction,
 //! gives their runs to the caller: a run that never stored an event goes back to the queue;
 //! any other active run becomes `interrupted`, reserved for the taker, which resumes it.
+//!
+//! A run's writes carry the token this process took it under ([`Leases::hold`]), not
+//! whichever lease the process holds when it writes: after a lost lease, what was still
+//! running under the old token stays refused, even once the process holds a new lease and
+//! even if it took the run back itself (then only the launch that claimed it writes).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -42,6 +48,8 @@ pub(super) struct Leases {
     replica: String,
     ttl: Duration,
     current: Mutex<Option<Lease>>,
+    /// The token each run this process is writing was created or claimed under.
+    held: Mutex<HashMap<String, i64>>,
     registering: tokio::sync::Mutex<()>,
     taken_over: AtomicU64,
     /// Dropped (or sent `true`) to stop the heartbeat and listener tasks.
@@ -60,6 +68,7 @@ impl Leases {
             replica,
             ttl: options.lease_ttl.max(Duration::from_millis(300)),
             current: Mutex::new(None),
+            held: Mutex::default(),
             registering: tokio::sync::Mutex::new(()),
             taken_over: AtomicU64::new(0),
             stop: tokio::sync::watch::channel(false).0,
@@ -79,6 +88,26 @@ impl Leases {
     /// The token of the lease this process holds, if any (no registration).
     pub(super) fn token_if_any(&self) -> Option<i64> {
         self.get().map(|l| l.token)
+    }
+
+    /// Run `id` is this process's to write under `token` (it created or claimed it).
+    pub(super) fn hold(&self, id: &str, token: i64) {
+        if let Ok(mut held) = self.held.lock() {
+            held.insert(id.to_owned(), token);
+        }
+    }
+
+    /// The token to write run `id` with: the one it was taken under, else the current one.
+    pub(super) fn token_for(&self, id: &str) -> Option<i64> {
+        let held = self.held.lock().ok().and_then(|h| h.get(id).copied());
+        held.or_else(|| self.token_if_any())
+    }
+
+    /// Run `id` has ended (its end was stored): nothing writes it any more.
+    pub(super) fn let_go(&self, id: &str) {
+        if let Ok(mut held) = self.held.lock() {
+            held.remove(id);
+        }
     }
 
     /// Stops the background tasks.
@@ -413,6 +442,7 @@ impl Cluster for PgStore {
         let mut claimed = Vec::with_capacity(rows.len());
         for row in rows {
             let run = runs::run_from(&row, 0)?;
+            self.inner.leases.hold(run.request_id.as_str(), token);
             let request: Option<String> = row.try_get(2).map_err(|e| self.db_error(&e))?;
             let request = serde_json::from_str(request.as_deref().unwrap_or("null"))
                 .map_err(|e| super::corrupt("runs.queued", run.request_id.as_str(), &e))?;

@@ -283,18 +283,28 @@ impl PgStore {
         Ok(self.inner.leases.current(self).await?.token)
     }
 
-    /// Stores `batch` (and replaces its run's record) under this process's lease.
+    /// Stores `batch` (and replaces its run's record) under the token its run was taken
+    /// under.
     async fn write(
         &self,
         batch: crate::batch::EncodedBatch,
         replace: Option<writer::Replace>,
     ) -> Result<(), StoreError> {
-        let token = self.token().await?;
+        let id = batch.request_id.0.clone();
+        let token = match self.inner.leases.token_for(&id) {
+            Some(token) => token,
+            None => self.token().await?,
+        };
+        let ended = replace.as_ref().is_some_and(|r| r.ended);
         let result = self.writer().append(batch, token, replace).await;
-        if let Err(StoreError::Fenced(_)) = &result {
+        match &result {
+            Ok(()) if ended => self.inner.leases.let_go(&id),
             // Refused: if it was because our lease ran out, forget it now (the next write
             // registers a new one) rather than at the next heartbeat.
-            let _ = self.inner.leases.renew(self, token).await;
+            Err(StoreError::Fenced(_)) if self.inner.leases.token_if_any() == Some(token) => {
+                let _ = self.inner.leases.renew(self, token).await;
+            }
+            _ => {}
         }
         result
     }
@@ -305,7 +315,9 @@ impl RunStore for PgStore {
     async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         self.ready().await?;
         let token = self.token().await?;
-        runs::insert(self, run, Some(token), None).await
+        runs::insert(self, run, Some(token), None).await?;
+        self.inner.leases.hold(run.request_id.as_str(), token);
+        Ok(())
     }
 
     async fn append(&self, events: &[Event]) -> Result<(), StoreError> {
@@ -323,16 +335,21 @@ impl RunStore for PgStore {
         let replace = writer::Replace {
             status: run.status.as_str(),
             record: to_json(run)?,
+            ended: run.status.is_terminal(),
         };
         match crate::batch::encode(events)? {
             Some(batch) => self.write(batch, Some(replace)).await,
-            None => runs::update(self, run).await,
+            None => self.update_run(run).await,
         }
     }
 
     async fn update_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         self.ready().await?;
-        runs::update(self, run).await
+        runs::update(self, run).await?;
+        if run.status.is_terminal() {
+            self.inner.leases.let_go(run.request_id.as_str());
+        }
+        Ok(())
     }
 
     async fn get_run(&self, id: &RequestId) -> Result<Option<RunRecord>, StoreError> {
@@ -363,7 +380,9 @@ impl RunStore for PgStore {
     async fn claim(&self, id: &RequestId) -> Result<RunRecord, StoreError> {
         self.ready().await?;
         let token = self.token().await?;
-        runs::claim(self, id, token).await
+        let run = runs::claim(self, id, token).await?;
+        self.inner.leases.hold(id.as_str(), token);
+        Ok(run)
     }
 
     async fn prune(&self, before: &str) -> Result<u64, StoreError> {

@@ -99,7 +99,7 @@ pub(super) async fn insert(
 /// expired lease) is refused.
 pub(super) async fn update(store: &PgStore, run: &RunRecord) -> Result<(), StoreError> {
     let record = to_json(run)?;
-    let token = store.inner.leases.token_if_any();
+    let token = store.inner.leases.token_for(run.request_id.as_str());
     let row = query(
         "WITH target AS (SELECT request_id, owner_token FROM runs WHERE request_id = $1 FOR UPDATE), \
          allowed AS (SELECT t.request_id FROM target t WHERE t.owner_token IS NULL \

@@ -50,6 +50,8 @@ pub(super) struct Replace {
     pub status: &'static str,
     /// The record as JSON text.
     pub record: String,
+    /// The run has ended with this record.
+    pub ended: bool,
 }
 
 /// The handle to the writer task.

@@ -11,7 +11,7 @@ use keel_types::{Cluster, RequestId, RunStatus, RunStore, Signal, SignalSink, St
 use serde_json::json;
 
 use crate::backends::{Backend, database_url, pg_options};
-use crate::{completed, delta, record, started};
+use crate::{completed, delta, record, started, stored_seqs};
 
 /// Makes a lease expire now, as a process frozen past its lease would find it.
 fn expire(schema: &str, token: i64) {
@@ -268,6 +268,58 @@ async fn a_run_whose_lease_expires_as_it_ends_keeps_a_log_and_record_that_agree(
     let taker = second(&backend).await;
     let taken = taker.recover().await.unwrap();
     assert_eq!(taken.is_empty(), stored.status == RunStatus::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_ran_under_a_lost_lease_stays_refused_when_its_process_takes_the_run_back() {
+    let backend = Backend::postgres().await;
+    let store = backend.postgres.clone().unwrap();
+    let mut run = record("run_1", "a", RunStatus::Running);
+    store
+        .create_run_with(&run, &[started("run_1", 1)])
+        .await
+        .unwrap();
+    let old = store.lease().await.unwrap().token;
+    expire(&schema_of(&backend), old);
+
+    // The process finds its lease lost, registers a new one and takes its own run back.
+    assert!(matches!(
+        store.heartbeat().await,
+        Err(StoreError::Fenced(_))
+    ));
+    assert_eq!(store.recover().await.unwrap(), [RequestId::from("run_1")]);
+    assert_ne!(store.lease().await.unwrap().token, old);
+
+    // What still runs of the run under the old lease cannot write it…
+    let refused = store.append(&[delta("run_1", 2)]).await.unwrap_err();
+    assert!(matches!(refused, StoreError::Fenced(_)), "{refused}");
+    run.status = RunStatus::Failed;
+    let refused = store.update_run(&run).await.unwrap_err();
+    assert!(matches!(refused, StoreError::Fenced(_)), "{refused}");
+    let stored = store.get_run(&run.request_id).await.unwrap().unwrap();
+    assert_eq!(
+        stored.status,
+        RunStatus::Interrupted,
+        "reserved for its resume"
+    );
+
+    // …and the resume that claims it does.
+    let claimed = store.claim(&RequestId::from("run_1")).await.unwrap();
+    assert_eq!(claimed.links.resumed, 1);
+    store.append(&[delta("run_1", 2)]).await.unwrap();
+    let mut ended = claimed.clone();
+    ended.status = RunStatus::Completed;
+    store
+        .append_and_update(&[completed("run_1", 3)], &ended)
+        .await
+        .unwrap();
+    let stored = store.get_run(&run.request_id).await.unwrap().unwrap();
+    assert_eq!(stored.status, RunStatus::Completed);
+    assert_eq!(
+        stored_seqs(&store, "run_1").await,
+        [1, 2, 3],
+        "one history, written by the claimed run only"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

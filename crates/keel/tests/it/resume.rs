@@ -421,3 +421,70 @@ async fn a_resumed_run_may_change_a_file_it_read_before_the_interruption() {
     let on_disk = std::fs::read_to_string(ws.join("README.md")).unwrap();
     assert_eq!(on_disk, "# Rewritten\n");
 }
+
+/// A run whose record says `interrupted` while this process still runs it (a replica that
+/// lost its store lease and took the run back itself): resume is refused and stops that
+/// launch, so two launches never continue one log; once it has ended, the run resumes.
+#[tokio::test]
+async fn a_run_still_live_here_is_stopped_before_it_resumes() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["Too late."]).delay(std::time::Duration::from_secs(600)));
+    mock.push(MockResponse::text(["Resumed."]));
+    let ws = common::workspace(&mock.base_url(), &[], "");
+    let (store, runtime) = runtime_with_store(&ws);
+    let mut live = runtime
+        .request(keel::RequestOptions {
+            input: "Hi".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let id = live.request_id().clone();
+    while let Some(event) = live.next_event().await {
+        if matches!(event.payload, EventPayload::ModelStarted { .. }) {
+            break;
+        }
+    }
+    let mut record = store.get_run(&id).await.unwrap().unwrap();
+    record.status = RunStatus::Interrupted;
+    store.update_run(&record).await.unwrap();
+
+    let Err(refused) = runtime.resume(&id).await else {
+        panic!("a second launch of a run live here");
+    };
+    assert!(
+        matches!(
+            refused,
+            keel::Error::Runtime(keel::RuntimeError::Conflict(_))
+        ),
+        "{refused}"
+    );
+    while live.next_event().await.is_some() {}
+    assert_eq!(live.wait().await.unwrap().status, RunStatus::Interrupted);
+
+    let mut handle = runtime.resume(&id).await.unwrap();
+    while handle.next_event().await.is_some() {}
+    let response = handle.wait().await.unwrap();
+    assert_eq!(response.status, RunStatus::Completed);
+    assert_eq!(response.output.as_deref(), Some("Resumed."));
+    // One log: the first launch up to its stop, then the resumed one.
+    let events = common::stored(&runtime, &response).await;
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
+    let types: Vec<&str> = events.iter().map(|e| e.type_name()).collect();
+    assert_eq!(
+        types,
+        [
+            "runtime.request.started",
+            "runtime.prompt.assembled",
+            "runtime.model.started",
+            "runtime.request.interrupted",
+            "runtime.request.resumed",
+            "runtime.prompt.assembled",
+            "runtime.model.started",
+            "runtime.adapter.event",
+            "runtime.model.completed",
+            "runtime.request.completed",
+        ]
+    );
+}
