@@ -410,9 +410,10 @@ impl Kernel {
                 ..prompt
             })
             .unwrap_or_default();
+        // The claim is the last step that can fail (see `resume_workflow`).
+        let history = self.history_of(&before).await?;
+        let (depth, narrowing) = self.lineage(&before).await?;
         let record = store.claim(id).await?;
-        let history = self.history_of(&record).await?;
-        let (depth, narrowing) = self.lineage(&record).await?;
         let start = Start::Resumed {
             cut_off_round: rebuilt.cut_off_round,
         };

@@ -214,8 +214,11 @@ impl Kernel {
         }
         let input = parse_input(&name, &spec, &before.input)?;
         let recorded = Recorded::from_events(&events);
+        // Everything that can fail comes before the claim: a claimed run that never
+        // launched would stay `running` under this process's live lease, and no replica
+        // would take it over.
+        let (depth, _) = self.lineage(&before).await?;
         let record = self.store().claim(&id).await?;
-        let (depth, _) = self.lineage(&record).await?;
         let parts = Parts {
             record,
             name,
