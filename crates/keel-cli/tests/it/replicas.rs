@@ -54,8 +54,8 @@ impl Drop for Schema {
     }
 }
 
-/// The model: slow answers for queued jobs, a long trickling answer for `stream`, a
-/// `write_file` call (which asks for approval) for `approval`.
+/// The model: slow answers for queued jobs (slower for `slow …`), a long trickling answer
+/// for `stream`, a `write_file` call (which asks for approval) for `approval`.
 fn script(mock: &MockLlm) {
     mock.respond_with(|request| {
         if request.last_role() == Some("tool") {
@@ -76,7 +76,11 @@ fn script(mock: &MockLlm) {
             return MockResponse::text((0..40).map(|i| format!("w{i} ")))
                 .chunk_delay(Duration::from_millis(50));
         }
-        MockResponse::text(["done: ", input.as_str()]).delay(Duration::from_millis(300))
+        let delay = match input.starts_with("slow") {
+            true => Duration::from_secs(1),
+            false => Duration::from_millis(300),
+        };
+        MockResponse::text(["done: ", input.as_str()]).delay(delay)
     });
 }
 
@@ -588,4 +592,70 @@ async fn a_replica_frozen_past_its_lease_cannot_append_when_it_wakes() {
         },
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_frozen_past_their_leases_while_a_queue_drains_still_complete_every_run() {
+    let mock = MockLlm::start().await;
+    script(&mock);
+    let schema = Schema::new();
+    let ws = workspace(&mock, &schema, "2s");
+    let mut replicas = Replicas::start(&ws, &["a", "b", "c"]);
+    let mut ids = Vec::new();
+    for i in 0..240 {
+        let (status, body) = replicas
+            .post(
+                i % 3,
+                "/api/requests",
+                json!({"input": format!("slow job {i}")}),
+            )
+            .await;
+        assert_eq!(status, 202, "{body}");
+        ids.push(body["requestId"].as_str().unwrap().to_owned());
+    }
+    // Each replica in turn sleeps past its lease while it runs some of them: the others take
+    // its runs over, or it takes them back itself when it wakes to find its lease gone.
+    for replica in [0, 2, 1] {
+        let before = completed_count(&replicas).await;
+        until(
+            Duration::from_secs(120),
+            "a run to complete before the next freeze",
+            || async { completed_count(&replicas).await > before },
+        )
+        .await;
+        let health = replicas.get(replica, "/api/health").await;
+        assert!(
+            health["store"]["cluster"]["lease"]["token"].is_i64(),
+            "replica {replica} holds a lease: {health}"
+        );
+        signal(replicas.servers[replica].as_mut().unwrap(), "STOP");
+        let other = (replica + 1) % 3;
+        until(
+            Duration::from_secs(60),
+            "the frozen replica's lease to expire",
+            || async {
+                let health = replicas.get(other, "/api/health").await;
+                health["store"]["cluster"]["replicas"].as_u64() == Some(2)
+            },
+        )
+        .await;
+        signal(replicas.servers[replica].as_mut().unwrap(), "CONT");
+    }
+    every_run_completes(&replicas, &ids).await;
+    for id in &ids {
+        assert_log(id, &replicas.events(1, id).await);
+    }
+    let resumed = resumed_count(&replicas, &ids).await;
+    assert!(
+        resumed >= 1,
+        "the frozen replicas held runs that were taken over"
+    );
+}
+
+/// How many runs of agent `worker` have completed, as replica 0 lists them.
+async fn completed_count(replicas: &Replicas) -> usize {
+    let page = replicas
+        .get(0, "/api/requests?agent=worker&status=completed&limit=1000")
+        .await;
+    page["data"].as_array().map_or(0, Vec::len)
 }

@@ -688,8 +688,12 @@ impl AgentRun {
                 error.get_or_insert(ErrorInfo::new(ErrorCode::Store, store_error.to_string()));
                 self.record.error = error.clone();
                 self.record.event_count = self.emitter.count();
-                // The record on its own, so it says how the run ended if the store can.
-                if let Err(store_error) = self.services.store.update_run(&self.record).await {
+                // The record on its own, so it says how the run ended if the store can; not
+                // when the run is no longer this process's (it lost its lease, and the run was
+                // taken over or went back to the queue).
+                if !matches!(store_error, keel_types::StoreError::Fenced(_))
+                    && let Err(store_error) = self.services.store.update_run(&self.record).await
+                {
                     tracing::error!(request_id = %self.record.request_id, %store_error, "Could not update the run record.");
                 }
             }

@@ -96,13 +96,14 @@ pub(super) async fn insert(
 }
 
 /// Replaces a run's record. Fenced: a run owned by another lease (or by this process's
-/// expired lease) is refused.
+/// expired lease) is refused, and so is a queued run (the queue's until a replica claims it;
+/// `cancel_queued` ends one).
 pub(super) async fn update(store: &PgStore, run: &RunRecord) -> Result<(), StoreError> {
     let record = to_json(run)?;
     let token = store.inner.leases.token_for(run.request_id.as_str());
     let row = query(
-        "WITH target AS (SELECT request_id, owner_token FROM runs WHERE request_id = $1 FOR UPDATE), \
-         allowed AS (SELECT t.request_id FROM target t WHERE t.owner_token IS NULL \
+        "WITH target AS (SELECT request_id, owner_token, status FROM runs WHERE request_id = $1 FOR UPDATE), \
+         allowed AS (SELECT t.request_id FROM target t WHERE (t.owner_token IS NULL AND t.status <> 'queued') \
            OR (t.owner_token = $9 AND EXISTS (SELECT 1 FROM leases l \
                WHERE l.token = $9 AND l.expires_at > clock_timestamp()))), \
          changed AS (UPDATE runs r SET status = $2, session_id = $3, agent = $4, started_at = $5, \

@@ -388,6 +388,11 @@ async fn a_claimed_run_that_never_started_goes_back_to_the_queue() {
         .unwrap()
         .unwrap();
     assert_eq!(run.status, RunStatus::Queued);
+    // The claimer wakes and records the end it reached: refused, the run is the queue's.
+    let mut stale = claimed[0].run.clone();
+    stale.status = RunStatus::Completed;
+    let refused = claimer.update_run(&stale).await.unwrap_err();
+    assert!(matches!(refused, StoreError::Fenced(_)), "{refused}");
     let again = other.claim_queued(1).await.unwrap();
     assert_eq!(again[0].run.request_id.as_str(), "run_q");
     // Cancelling a queued run ends it without starting it.

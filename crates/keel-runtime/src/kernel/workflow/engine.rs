@@ -577,6 +577,7 @@ impl Engine {
             ),
         };
         let mut error = error;
+        let mut fenced = false;
         let last = events.len() - 1;
         for (i, event) in events.into_iter().enumerate() {
             let written = match i == last {
@@ -585,6 +586,7 @@ impl Engine {
             };
             if let Err(store_error) = written {
                 tracing::error!(%store_error, "Could not record the end of a workflow run.");
+                fenced |= matches!(store_error, keel_types::StoreError::Fenced(_));
                 error.get_or_insert(ErrorInfo::new(ErrorCode::Store, store_error.to_string()));
             }
         }
@@ -598,7 +600,8 @@ impl Engine {
         record.steps = steps;
         record.ended_at = Some(keel_types::now_rfc3339());
         record.event_count = self.emitter.count();
-        if let Err(store_error) = self.kernel.store().update_run(&record).await {
+        // Not when the run is no longer this process's (see the agent loop's end).
+        if !fenced && let Err(store_error) = self.kernel.store().update_run(&record).await {
             tracing::error!(request_id = %record.request_id, %store_error, "Could not update the run record.");
         }
         RunResponse {
