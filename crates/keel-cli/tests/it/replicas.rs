@@ -151,6 +151,25 @@ impl Replicas {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// Queues `count` runs of the default agent, spread over the replicas in turn, with
+    /// inputs `{prefix} {i}`; their ids.
+    async fn enqueue(&self, count: usize, prefix: &str) -> Vec<String> {
+        let mut ids = Vec::with_capacity(count);
+        for i in 0..count {
+            let input = format!("{prefix} {i}");
+            let (status, body) = self
+                .post(
+                    i % self.servers.len(),
+                    "/api/requests",
+                    json!({"input": input}),
+                )
+                .await;
+            assert_eq!(status, 202, "{body}");
+            ids.push(body["requestId"].as_str().unwrap().to_owned());
+        }
+        ids
+    }
+
     /// The runs of `agent` (newest first), as replica `replica` lists them.
     async fn runs_of(&self, replica: usize, agent: &str) -> Vec<Value> {
         let page = self
@@ -386,14 +405,7 @@ async fn three_replicas_share_queue_approvals_and_streams_and_survive_a_sigkill(
     assert_eq!(answer["status"], "cancelled", "{answer}");
 
     // 200 queued runs over the three replicas; replica b is killed on the way.
-    let mut ids = Vec::new();
-    for i in 0..200 {
-        let (status, body) = replicas
-            .post(i % 3, "/api/requests", json!({"input": format!("job {i}")}))
-            .await;
-        assert_eq!(status, 202, "{body}");
-        ids.push(body["requestId"].as_str().unwrap().to_owned());
-    }
+    let ids = replicas.enqueue(200, "job").await;
     until(
         Duration::from_secs(120),
         "a third of the runs to complete",
@@ -601,18 +613,7 @@ async fn replicas_frozen_past_their_leases_while_a_queue_drains_still_complete_e
     let schema = Schema::new();
     let ws = workspace(&mock, &schema, "2s");
     let mut replicas = Replicas::start(&ws, &["a", "b", "c"]);
-    let mut ids = Vec::new();
-    for i in 0..240 {
-        let (status, body) = replicas
-            .post(
-                i % 3,
-                "/api/requests",
-                json!({"input": format!("slow job {i}")}),
-            )
-            .await;
-        assert_eq!(status, 202, "{body}");
-        ids.push(body["requestId"].as_str().unwrap().to_owned());
-    }
+    let ids = replicas.enqueue(240, "slow job").await;
     // Each replica in turn sleeps past its lease while it runs some of them: the others take
     // its runs over, or it takes them back itself when it wakes to find its lease gone.
     for replica in [0, 2, 1] {

@@ -203,13 +203,7 @@ async fn appends_queued_across_a_new_lease_are_each_judged_by_their_own_token() 
     fresh.await.unwrap();
     store.append(&[delta("run_2", 2)]).await.unwrap();
     for (id, seqs) in [("run_1", vec![]), ("run_2", vec![1, 2])] {
-        let stored: Vec<u64> = store
-            .events(&RequestId::from(id), 0)
-            .await
-            .unwrap()
-            .iter()
-            .map(|e| e.seq)
-            .collect();
+        let stored = stored_seqs(&store, id).await;
         assert_eq!(stored, seqs, "{id}: only what its owner's live lease wrote");
     }
 }
@@ -246,13 +240,7 @@ async fn a_run_whose_lease_expires_as_it_ends_keeps_a_log_and_record_that_agree(
 
     // Either the end was stored whole, or not at all: never a log that ended beside a
     // record of a run still going, which no process could take over and finish.
-    let seqs: Vec<u64> = store
-        .events(&RequestId::from("run_1"), 0)
-        .await
-        .unwrap()
-        .iter()
-        .map(|e| e.seq)
-        .collect();
+    let seqs = stored_seqs(&store, "run_1").await;
     let stored = store.get_run(&run.request_id).await.unwrap().unwrap();
     match ended {
         Ok(()) => {
