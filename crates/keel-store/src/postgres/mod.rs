@@ -290,18 +290,21 @@ impl PgStore {
         batch: crate::batch::EncodedBatch,
         replace: Option<writer::Replace>,
     ) -> Result<(), StoreError> {
-        let id = batch.request_id.0.clone();
-        let token = match self.inner.leases.token_for(&id) {
+        let token = match self.inner.leases.token_for(&batch.request_id.0) {
             Some(token) => token,
             None => self.token().await?,
         };
-        let ended = replace.as_ref().is_some_and(|r| r.ended);
+        // The run whose end this stores, to forget once it is stored.
+        let ended = replace
+            .as_ref()
+            .filter(|r| r.status.is_terminal())
+            .map(|_| batch.request_id.0.clone());
         let result = self.writer().append(batch, token, replace).await;
-        match &result {
-            Ok(()) if ended => self.inner.leases.let_go(&id),
+        match (&result, ended) {
+            (Ok(()), Some(id)) => self.inner.leases.let_go(&id),
             // Refused: if it was because our lease ran out, forget it now (the next write
             // registers a new one) rather than at the next heartbeat.
-            Err(StoreError::Fenced(_)) if self.inner.leases.token_if_any() == Some(token) => {
+            (Err(StoreError::Fenced(_)), _) if self.inner.leases.token_if_any() == Some(token) => {
                 let _ = self.inner.leases.renew(self, token).await;
             }
             _ => {}
@@ -333,9 +336,8 @@ impl RunStore for PgStore {
         keel_types::check_run_of(run, events)?;
         self.ready().await?;
         let replace = writer::Replace {
-            status: run.status.as_str(),
+            status: run.status,
             record: to_json(run)?,
-            ended: run.status.is_terminal(),
         };
         match crate::batch::encode(events)? {
             Some(batch) => self.write(batch, Some(replace)).await,

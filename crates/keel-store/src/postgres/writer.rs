@@ -47,11 +47,9 @@ struct Counters {
 /// A run's status and record, replaced when its batch is stored (the other columns of a run
 /// do not change once it has started).
 pub(super) struct Replace {
-    pub status: &'static str,
+    pub status: keel_types::RunStatus,
     /// The record as JSON text.
     pub record: String,
-    /// The run has ended with this record.
-    pub ended: bool,
 }
 
 /// The handle to the writer task.
@@ -178,7 +176,7 @@ async fn commit(pool: &PgPool, group: &[Append]) -> Result<HashSet<String>, sqlx
         run_ids.push(batch.request_id.0.as_str());
         firsts.push(batch.first_seq() as i64);
         lasts.push(batch.last_seq() as i64);
-        statuses.push(append.replace.as_ref().map(|r| r.status));
+        statuses.push(append.replace.as_ref().map(|r| r.status.as_str()));
         records.push(append.replace.as_ref().map(|r| r.record.as_str()));
         for event in &batch.events {
             ids.push(batch.request_id.0.as_str());
