@@ -157,7 +157,8 @@ impl std::fmt::Debug for Governance {
 
 impl Governance {
     /// Compiles the workspace's policies and hooks. Hooks bound on a tool run only for that
-    /// tool; the others run for every matching call.
+    /// tool; the others run for every matching call; disabled hooks (`enabled: false`) never
+    /// run.
     pub fn from_workspace(workspace: &Workspace) -> Self {
         Self::new(workspace, Vec::new())
     }
@@ -174,6 +175,10 @@ impl Governance {
         let mut session_hooks = Vec::new();
         let mut bound_hooks = BTreeMap::new();
         for (name, spec) in &workspace.hooks {
+            if !spec.enabled {
+                tracing::debug!(hook = %name, "Hook not run: it is disabled.");
+                continue;
+            }
             let compiled = match CompiledHook::new(name, spec) {
                 Ok(compiled) => compiled,
                 Err(error) => {

@@ -66,6 +66,7 @@ fn main() {
             timeout: None,
         },
         on_error: HookOnError::Warn,
+        enabled: true,
     };
     let hook = CompiledHook::new("noop", &spec).unwrap();
     let env = BTreeMap::new();

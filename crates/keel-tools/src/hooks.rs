@@ -469,6 +469,7 @@ mod tests {
                 timeout: None,
             },
             on_error: HookOnError::Warn,
+            enabled: true,
         }
     }
 

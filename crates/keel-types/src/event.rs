@@ -411,6 +411,10 @@ pub enum EventPayload {
     HookFailed {
         hook: String,
         event: String,
+        /// The tool call it was asked about (tool events), so the failures of parallel calls'
+        /// hooks can be told apart.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
         error: String,
         on_error: String,
         duration_ms: u64,

@@ -275,6 +275,7 @@ fn examples() -> Vec<EventPayload> {
         EventPayload::HookFailed {
             hook: "review".into(),
             event: "PreToolUse".into(),
+            call_id: Some(call()),
             error: "timed out after 5s".into(),
             on_error: "deny".into(),
             duration_ms: 5000,

@@ -546,6 +546,10 @@ pub struct HookSpec {
     pub handler: HookHandler,
     #[serde(default)]
     pub on_error: HookOnError,
+    /// A disabled hook is kept in the workspace (validated, still bindable) but never run
+    /// (default true).
+    #[serde(default = "yes")]
+    pub enabled: bool,
 }
 
 /// How a hook runs.

@@ -484,3 +484,74 @@ async fn chat_asks_for_approval_in_the_conversation() {
     assert!(ws.exists("deployed.txt"));
     assert!(output.stdout.contains("Done."));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_failed_hook_of_parallel_calls_names_its_call() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::tool_calls([
+        MockToolCall::new("c1", "deploy", [r#"{"service":"web"}"#]),
+        MockToolCall::new("c2", "deploy", [r#"{"service":"db"}"#]),
+    ]));
+    mock.push(MockResponse::text(["Done."]));
+    let ws = workspace(&mock.base_url())
+        .hook("gate", &sh_hook("gate", "PreToolUse", "onError: warn"))
+        .policy("p", "{ rules: [{ tool: deploy, decision: allow }] }")
+        .build();
+    script(&ws, "gate.sh", "cat > /dev/null\necho 'oops' >&2\nexit 1\n");
+    let keel = keel_in(&ws);
+    let output = tokio::task::block_in_place(|| keel.run(["run", "deploy web and db"]));
+    assert_eq!(output.code, Some(0), "{}", output.stderr);
+    let mut calls: Vec<String> = keel
+        .newest_run_events()
+        .into_iter()
+        .filter(|e| e["type"] == "runtime.hook.failed")
+        .map(|e| e["callId"].as_str().unwrap_or("(none)").to_owned())
+        .collect();
+    calls.sort();
+    assert_eq!(calls, ["c1", "c2"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_disabled_hook_stays_in_the_workspace_and_does_not_run() {
+    let mock = MockLlm::start().await;
+    deploy_then_answer(&mock);
+    let ws = WorkspaceBuilder::new()
+        .openai_model_at("mock", &mock.base_url())
+        .tool(
+            "deploy",
+            r#"
+            description: Deploys a service.
+            schema: { type: object, properties: { service: { type: string } }, required: [service] }
+            impl: { kind: command, command: ["sh", "-c", "cat >> deployed.txt; echo; echo deployed"] }
+            hooks: { preCall: [bound] }
+            "#,
+        )
+        .agent("a", "{ model: mock, tools: [deploy] }")
+        .policy("p", "{ rules: [{ tool: deploy, decision: allow }] }")
+        .hook(
+            "gate",
+            &sh_hook("gate", "PreToolUse", "onError: deny\nenabled: false"),
+        )
+        .hook(
+            "bound",
+            &sh_hook("bound", "PreToolUse", "onError: deny\nenabled: false"),
+        )
+        .build();
+    // Either hook would block the call if it ran.
+    script(&ws, "gate.sh", "echo 'blocked by gate' >&2\nexit 2\n");
+    script(&ws, "bound.sh", "echo 'blocked by bound' >&2\nexit 2\n");
+    let keel = keel_in(&ws);
+    let validated = keel.run(["validate"]);
+    assert_eq!(validated.code, Some(0), "{}", validated.stderr);
+    let output = tokio::task::block_in_place(|| keel.run(["run", "deploy web"]));
+    assert_eq!(output.code, Some(0), "{}", output.stderr);
+    assert!(
+        ws.exists("deployed.txt"),
+        "no disabled hook blocked the call"
+    );
+    let types = event_types(&keel);
+    assert!(
+        !types.iter().any(|t| t.starts_with("runtime.hook.")),
+        "{types:?}"
+    );
+}

@@ -103,6 +103,7 @@ impl AgentRun {
             HookResult::Failed { error, on_error } => EventPayload::HookFailed {
                 hook,
                 event,
+                call_id: call_id.map(str::to_owned),
                 error: error.to_string(),
                 on_error: on_error.to_owned(),
                 duration_ms,

@@ -38,6 +38,7 @@ fn command_hook(event: HookEvent, command: &[&str], timeout: Option<Duration>) -
             timeout,
         },
         on_error: HookOnError::Warn,
+        enabled: true,
     }
 }
 
@@ -356,6 +357,7 @@ impl Server {
                 timeout: None,
             },
             on_error: HookOnError::Deny,
+            enabled: true,
         }
     }
 }
