@@ -226,11 +226,14 @@ fn show(workspace: &Workspace, name: &str, json: bool) -> Result<(), CliError> {
 }
 
 /// The workspace's skills: every problem of theirs that loading finds (front matter,
-/// collisions, agents naming skills), or a count.
+/// collisions, agents naming skills; a broken skill alone leaves the load whole), or a count.
 fn validate_workspace(root: &Path) -> Result<(), CliError> {
     match Workspace::load(root) {
         Ok(workspace) => {
             let set = workspace.skills.current();
+            if !set.problems.is_empty() {
+                return report(&set.problems.iter().collect::<Vec<_>>());
+            }
             out::line(&format!(
                 "ok: {} skill(s) in {}",
                 set.skills.len(),

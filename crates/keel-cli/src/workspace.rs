@@ -27,6 +27,10 @@ pub async fn start_with(
     configure: impl FnOnce(RuntimeBuilder) -> RuntimeBuilder,
 ) -> Result<(Runtime, Printer), CliError> {
     let workspace = Workspace::load(root)?;
+    // A broken skill is left out, and said; the rest of the workspace runs.
+    for problem in &workspace.skills.current().problems {
+        out::status(&format!("» A skill is left out: {problem}"));
+    }
     let printer = Printer::new(&workspace, output)?;
     let runtime = configure(Runtime::builder().loaded_workspace(workspace))
         .build()

@@ -99,9 +99,8 @@ impl Narrator {
                     .first()
                     .map(|i| format!(": {}", i.message))
                     .unwrap_or_default();
-                // Its caller — the model, or whoever called the tool directly — gets the issues.
                 format!(
-                    "Blocked a call to {tool} ({} issue(s){first}); the caller is told why.",
+                    "Blocked a call to {tool} ({} issue(s){first}); the model will be told.",
                     issues.len()
                 )
             }
@@ -173,9 +172,15 @@ impl Narrator {
                 Some(task) => format!("Running task {task} ({tool})…"),
                 None => format!("Calling {tool} directly…"),
             },
-            // A direct call's end says nothing new: the tool's result, its block, the policy
-            // or the approval that refused it, and the run's end are each narrated already.
-            EventPayload::DirectCompleted { .. } => return None,
+            EventPayload::DirectCompleted {
+                tool,
+                ok,
+                duration_ms,
+                ..
+            } => match ok {
+                true => format!("{tool} finished in {}.", millis(*duration_ms)),
+                false => format!("{tool} did not succeed."),
+            },
             EventPayload::ApprovalRequested { approval } => format!(
                 "Waiting for approval of {} {} (keel approvals approve {}).",
                 approval.tool, approval.arguments, approval.approval_id

@@ -231,7 +231,12 @@ fn agent_skills(set: &SkillSet, agent: &AgentSpec, budget: usize) -> AgentSkills
 fn read_body(set: &SkillSet, name: &str, budget: usize) -> Result<Arc<(String, bool)>, String> {
     let skill = set
         .get(name)
-        .ok_or_else(|| "it is no longer in the workspace's skills".to_owned())?;
+        .ok_or_else(|| match set.broken.contains(name) {
+            true => "it is left out of the workspace's skills for a problem in its SKILL.md (see \
+                 `keel skills validate`)"
+                .to_owned(),
+            false => "it is no longer in the workspace's skills".to_owned(),
+        })?;
     let body = skill_body(skill).map_err(|e| e.to_string())?;
     Ok(Arc::new(fit_body(name, &body, budget)))
 }

@@ -16,8 +16,12 @@
 //! fencing `token`, `expiresAt`), its `ownedRuns`, the live `replicas`, the `queueDepth` and
 //! the runs it `takenOver`.
 //!
+//! `workspace.skills` counts the skills in use and the `problems` of those left out (the
+//! inventory, behind an operator key, lists them).
+//!
 //! `status` is `ok`, `degraded` (200: a model's provider is not configured, so its agents'
-//! requests fail, or an MCP server is unavailable, so its tools are) or `unavailable` (503:
+//! requests fail, an MCP server is unavailable, so its tools are, or a skill is left out for
+//! a problem in its `SKILL.md`) or `unavailable` (503:
 //! the store is not usable). The route needs no key, so
 //! the body carries no internals: a store failure is named by its kind, its detail goes to the
 //! log; a model's reason names no secret value.
@@ -91,9 +95,10 @@ pub(crate) async fn health(State(state): State<AppState>) -> Response {
         }
     }
     let store_ok = store["status"] == "ok";
+    let skills = workspace.skills.current();
     let status = match (
         store_ok,
-        runtime.unavailable_models().is_empty() && !mcp_down,
+        runtime.unavailable_models().is_empty() && !mcp_down && skills.problems.is_empty(),
     ) {
         (false, _) => "unavailable",
         (true, false) => "degraded",
@@ -112,6 +117,7 @@ pub(crate) async fn health(State(state): State<AppState>) -> Response {
                 "hooks": workspace.hooks.len(),
                 "mcpServers": workspace.mcp_servers.len(),
             },
+            "skills": { "count": skills.skills.len(), "problems": skills.problems.len() },
         },
         "models": models,
         "mcpServers": mcp_servers,

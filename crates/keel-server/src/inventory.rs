@@ -17,8 +17,9 @@ use crate::state::AppState;
 
 /// `GET /api/inventory` → the workspace's agents (model, tools), models (provider and
 /// endpoint; never key values), tools (as models see them, with the agents that may call
-/// them and their default policy), policies and hooks by name, and MCP servers (state, the
-/// tools they offer, restarts, last error, lifecycle history). MCP tools are listed once
+/// them and their default policy), policies and hooks by name, MCP servers (state, the
+/// tools they offer, restarts, last error, lifecycle history) and skills (in use, left out
+/// and why). MCP tools are listed once
 /// their servers have answered or failed.
 ///
 /// Only names and settings safe to show are listed: values read from the environment (keys,
@@ -78,7 +79,18 @@ pub(crate) async fn inventory(State(state): State<AppState>) -> Result<Json<Valu
         "policies": workspace.policies.keys().collect::<Vec<_>>(),
         "hooks": hooks,
         "mcpServers": runtime.mcp_servers(),
+        "skills": skills(workspace),
     })))
+}
+
+/// The skills in use by name, the names left out and their problems (located), so a broken skill is seen where the rest of the workspace is.
+fn skills(workspace: &keel::Workspace) -> Value {
+    let set = workspace.skills.current();
+    json!({
+        "names": set.skills.keys().collect::<Vec<_>>(),
+        "leftOut": set.broken,
+        "problems": set.problems.iter().map(crate::skills::problem).collect::<Vec<_>>(),
+    })
 }
 
 #[derive(Debug, Deserialize)]

@@ -616,8 +616,8 @@ pub(crate) fn routes() -> Vec<Route> {
             Method::GET,
             "/api/inventory",
             Operator,
-            "The workspace's agents, models, tools, policies, hooks and MCP servers (no secret values)",
-            "`{agents, models, tools, policies, hooks, mcpServers}`",
+            "The workspace's agents, models, tools, policies, hooks, MCP servers and skills (no secret values)",
+            "`{agents, models, tools, policies, hooks, mcpServers, skills}`",
             || routing::get(inventory::inventory),
         ),
         mcp(

@@ -32,7 +32,7 @@ fn summary(skill: &Skill) -> Value {
     entry
 }
 
-fn problem(diagnostic: &Diagnostic) -> Value {
+pub(crate) fn problem(diagnostic: &Diagnostic) -> Value {
     json!({
         "file": diagnostic.file.display().to_string(),
         "line": diagnostic.line,

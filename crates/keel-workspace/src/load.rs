@@ -48,26 +48,12 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
 
     let mut docs = Documents::default();
     let before_files = diagnostics.len();
-    // The files read whole that hold no document (empty, or only comments).
-    let mut empty = Vec::new();
-    let files = yaml_files(&root.join("config"), Path::new("config"), &mut diagnostics);
-    // A file (or folder) that could not be read at all, or not decoded: nothing of it is known.
-    let mut unreadable = diagnostics.len() > before_files;
-    for file in files {
-        let shown = display_path(&root, &file, &file);
+    for file in yaml_files(&root.join("config"), Path::new("config"), &mut diagnostics) {
         let source = Source {
-            file: shown.clone(),
+            file: display_path(&root, &file, &file),
             overlay: false,
         };
-        let before = diagnostics.len();
-        let Some(read) = read_file(&file, source, &mut diagnostics) else {
-            unreadable = true;
-            continue;
-        };
-        if read.is_empty() && diagnostics.len() == before {
-            empty.push(shown);
-        }
-        for doc in read {
+        for doc in read_file(&file, source, &mut diagnostics) {
             docs.add_own(doc, &mut diagnostics);
         }
     }
@@ -77,11 +63,7 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
                 file: shown,
                 overlay: true,
             };
-            let Some(read) = read_file(&file, source, &mut diagnostics) else {
-                unreadable = true;
-                continue;
-            };
-            for doc in read {
+            for doc in read_file(&file, source, &mut diagnostics) {
                 docs.add_overlay(doc);
             }
         }
@@ -89,11 +71,6 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
     // A file that could not be read or parsed may hold the agent: only a workspace read whole
     // is known to have none.
     let read_whole = diagnostics.len() == before_files;
-    // And a reference to a document not found may name one in a file that could not be read
-    // at all; a file that could not be parsed says where, and references are still checked.
-    if unreadable {
-        docs.set_partial();
-    }
 
     let mut interpolation = Vec::new();
     for doc in &mut docs.list {
@@ -115,11 +92,13 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
         .collect();
     check_all(&docs, &options.provided_tools, &mut checked);
     let roots = skill_roots(&typed);
-    let mut skills = scan_skills(&root, &roots);
-    checked.extend(std::mem::take(&mut skills.diagnostics));
-    check_agent_skills(&docs, &skills.skills, &mut checked);
+    // A broken skill does not stop the workspace from loading: it is left out, its problems
+    // kept in the library (`keel validate` reports them as errors). They are listed with the
+    // workspace's own errors when there are any.
+    let skills = scan_skills(&root, &roots);
+    check_agent_skills(&docs, &skills.skills, &skills.broken, &mut checked);
     if options.require_agent && read_whole {
-        check_runnable(&docs, Path::new("config"), &empty, &mut checked);
+        check_runnable(&docs, Path::new("config"), &mut checked);
     }
     diagnostics.extend(
         checked
@@ -128,6 +107,7 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
     );
 
     if !diagnostics.is_empty() {
+        diagnostics.extend(skills.diagnostics);
         diagnostics.sort_by(|a, b| {
             (&a.file, a.line, a.column, &a.message).cmp(&(&b.file, b.line, b.column, &b.message))
         });
@@ -260,37 +240,30 @@ fn overlay_files(
         .collect()
 }
 
-/// Reads, parses and identifies the documents of one file; `None` when the file cannot be
-/// read or is not UTF-8 (nothing of it is known).
-fn read_file(
-    path: &Path,
-    source: Source,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Option<Vec<Document>> {
+/// Reads, parses and identifies the documents of one file.
+fn read_file(path: &Path, source: Source, diagnostics: &mut Vec<Diagnostic>) -> Vec<Document> {
     let source = Arc::new(source);
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) => {
             diagnostics.push(Loc::start_of(&source).error(format!("cannot read file: {e}"), None));
-            return None;
+            return Vec::new();
         }
     };
     let text = match decode_utf8(bytes, &source) {
         Ok(text) => text,
         Err(diagnostic) => {
             diagnostics.push(diagnostic);
-            return None;
+            return Vec::new();
         }
     };
     let parsed = parse_documents(&text, &source);
     diagnostics.extend(parsed.errors);
-    Some(
-        parsed
-            .documents
-            .into_iter()
-            .filter_map(|root| read_envelope(root, diagnostics))
-            .collect(),
-    )
+    parsed
+        .documents
+        .into_iter()
+        .filter_map(|root| read_envelope(root, diagnostics))
+        .collect()
 }
 
 /// The file's text, or a diagnostic at the first byte that is not UTF-8: its line, and its

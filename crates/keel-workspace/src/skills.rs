@@ -5,9 +5,12 @@
 //! [`scan_skills`] reads only each file's front matter (at most [`MAX_FRONT_MATTER`] bytes,
 //! never the body), validates it, and reports every problem with file:line:column. The same
 //! name in two roots is an error naming both files, unless the root that comes first is
-//! declared to override the others — then the override is kept and said.
+//! declared to override the others — then the override is kept and said. The same name in two
+//! folders of one root is an error naming both files too. A broken skill is left out of the
+//! scan's skills and its name kept in [`SkillScan::broken`], so an agent naming it gets no
+//! second, misleading "unknown skill" error.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -62,12 +65,16 @@ pub struct Skill {
     pub extra: BTreeMap<String, Value>,
 }
 
-/// What a scan found: the valid skills by name, the problems, and the skills another root's
-/// override hid (`(winner, hidden)` files), so nothing disappears without a word.
+/// What a scan found: the valid skills by name, the problems, the names of the skills left
+/// out for them, and the skills another root's override hid (`(winner, hidden)` files), so
+/// nothing disappears without a word.
 #[derive(Debug, Default)]
 pub struct SkillScan {
     pub skills: BTreeMap<String, Skill>,
     pub diagnostics: Vec<Diagnostic>,
+    /// The names of skills left out because of a problem: the folder's name and, when the
+    /// front matter declares one, that name.
+    pub broken: BTreeSet<String>,
     pub overridden: Vec<(PathBuf, PathBuf)>,
 }
 
@@ -92,14 +99,50 @@ pub fn scan_skills(workspace: &Path, roots: &[SkillRoot]) -> SkillScan {
             .filter(|p| p.join("SKILL.md").is_file())
             .collect();
         folders.sort();
+        // The files of this root declaring each name, valid or not.
+        let mut declared: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
         for folder in folders {
             let shown = shown_path(workspace, &folder.join("SKILL.md"));
-            if let Some(skill) = read_skill(&folder, &shown, &mut scan.diagnostics) {
-                found
+            let (name, skill) = read_skill(&folder, &shown, &mut scan.diagnostics);
+            if let Some(name) = &name {
+                declared
+                    .entry(name.clone())
+                    .or_default()
+                    .push(shown.clone());
+            }
+            match skill {
+                Some(skill) => found
                     .entry(skill.name.clone())
                     .or_default()
-                    .push((skill, root.overrides));
+                    .push((skill, root.overrides)),
+                None => {
+                    scan.broken.extend(name);
+                    if let Some(folder) = folder.file_name() {
+                        scan.broken.insert(folder.to_string_lossy().into_owned());
+                    }
+                }
             }
+        }
+        for (name, files) in declared.into_iter().filter(|(_, f)| f.len() > 1) {
+            let shown: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            scan.diagnostics.push(Diagnostic {
+                file: files[0].clone(),
+                line: 1,
+                column: 1,
+                message: format!(
+                    "skill `{name}` is defined {} times in {}: {}",
+                    files.len(),
+                    root.path.display(),
+                    shown.join(" and ")
+                ),
+                hint: Some(
+                    "give each skill folder its own skill, named as the folder; until then \
+                     none of them is used"
+                        .into(),
+                ),
+            });
+            found.remove(&name);
+            scan.broken.insert(name);
         }
     }
     for (name, mut definitions) in found {
@@ -122,6 +165,7 @@ pub fn scan_skills(workspace: &Path, roots: &[SkillRoot]) -> SkillScan {
             .iter()
             .map(|(skill, _)| skill.file.display().to_string())
             .collect();
+        scan.broken.insert(name.clone());
         scan.diagnostics.push(Diagnostic {
             file: definitions[0].0.file.clone(),
             line: 1,
@@ -180,8 +224,13 @@ fn front_matter(file: &Path) -> Result<String, String> {
     ))
 }
 
-/// Reads and checks one skill; problems go to `out`.
-fn read_skill(folder: &Path, shown: &Path, out: &mut Vec<Diagnostic>) -> Option<Skill> {
+/// Reads and checks one skill; problems go to `out`. Returns the name its front matter
+/// declares (when it declares a string) and the skill when it is valid.
+fn read_skill(
+    folder: &Path,
+    shown: &Path,
+    out: &mut Vec<Diagnostic>,
+) -> (Option<String>, Option<Skill>) {
     let source = Arc::new(Source {
         file: shown.to_path_buf(),
         overlay: false,
@@ -196,13 +245,13 @@ fn read_skill(folder: &Path, shown: &Path, out: &mut Vec<Diagnostic>) -> Option<
                     "start the file with `---`, then `name:` and `description:`, then `---`".into(),
                 ),
             ));
-            return None;
+            return (None, None);
         }
     };
     let parsed = parse_documents(&text, &source);
     if !parsed.errors.is_empty() {
         out.extend(parsed.errors);
-        return None;
+        return (None, None);
     }
     let Some(node) = parsed
         .documents
@@ -211,7 +260,7 @@ fn read_skill(folder: &Path, shown: &Path, out: &mut Vec<Diagnostic>) -> Option<
         .filter(|n| n.entries().is_some())
     else {
         out.push(start.error("the front matter is not a map of fields", None));
-        return None;
+        return (None, None);
     };
     let folder_name = folder
         .file_name()
@@ -279,7 +328,7 @@ fn read_skill(folder: &Path, shown: &Path, out: &mut Vec<Diagnostic>) -> Option<
         },
     };
     if out.len() > before {
-        return None;
+        return (name, None);
     }
     let extra = node
         .entries()
@@ -288,13 +337,17 @@ fn read_skill(folder: &Path, shown: &Path, out: &mut Vec<Diagnostic>) -> Option<
         .filter(|e| e.key != "name" && e.key != "description")
         .map(|e| (e.key.clone(), e.value.to_json()))
         .collect();
-    Some(Skill {
-        name: name?,
-        description: description?,
+    let (Some(name), Some(description)) = (name, description) else {
+        return (None, None);
+    };
+    let skill = Skill {
+        name: name.clone(),
+        description,
         dir: folder.to_path_buf(),
         file: shown.to_path_buf(),
         extra,
-    })
+    };
+    (Some(name), Some(skill))
 }
 
 /// Whether an agent whose `skills` are `patterns` (names or globs) may use skill `name`.

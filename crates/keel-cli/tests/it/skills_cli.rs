@@ -224,3 +224,89 @@ fn a_proposed_skill_with_a_bad_name_is_blocked_by_the_gateway() {
     let none = keel.run(["skills", "candidates", "--status", "all", "--json"]);
     assert!(none.stdout.trim().is_empty(), "{}", none.stdout);
 }
+
+/// `GET path` on a running server, answered whole (status line, headers, body).
+fn get(addr: &str, path: &str) -> (String, Value) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[test]
+fn a_broken_skill_fails_validate_but_a_starting_runtime_leaves_it_out_and_runs() {
+    let ws = WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: writer }")
+        .scripted_model(
+            "m",
+            &json!({"conversations": [{"steps": [{"text": "Done."}]}]}),
+        )
+        .agent("writer", "{ model: m, skills: [\"release-*\"] }")
+        .agent("triager", "{ model: m, skills: [triage] }")
+        .file("resources/skills/release-notes/SKILL.md", RELEASE_NOTES)
+        .file(
+            "resources/skills/triage/SKILL.md",
+            "---\nname: triage\nlicense: MIT\n---\nSort the bugs.\n",
+        )
+        .build();
+    let keel = keel_in(&ws);
+
+    // `keel validate`: the skill's problem is an error, and the agent naming the skill gets no
+    // second, "unknown skill" one.
+    let validate = keel.run(["validate"]);
+    assert_eq!(validate.code, Some(2), "{}", validate.stdout);
+    assert!(
+        validate
+            .stderr
+            .contains("resources/skills/triage/SKILL.md:2:1: error: missing `description`"),
+        "{}",
+        validate.stderr
+    );
+    assert!(
+        !validate.stderr.contains("unknown skill"),
+        "{}",
+        validate.stderr
+    );
+
+    // A starting runtime leaves it out, says so, and runs the rest.
+    let run = keel.run(["run", "Write the notes."]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("A skill is left out")
+            && run.stderr.contains("resources/skills/triage/SKILL.md"),
+        "{}",
+        run.stderr
+    );
+
+    // So does a starting server: health is degraded, the inventory names the skill and why.
+    let server = keel.serve();
+    let (status, health) = get(server.addr(), "/api/health");
+    assert!(status.contains(" 200 "), "{status}: {health}");
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(
+        health["workspace"]["skills"],
+        json!({"count": 1, "problems": 1}),
+        "{health}"
+    );
+    let (status, inventory) = get(server.addr(), "/api/inventory");
+    assert!(status.contains(" 200 "), "{status}: {inventory}");
+    let skills = &inventory["skills"];
+    assert_eq!(skills["names"], json!(["release-notes"]), "{skills}");
+    assert_eq!(skills["leftOut"], json!(["triage"]), "{skills}");
+    assert_eq!(
+        skills["problems"][0]["file"], "resources/skills/triage/SKILL.md",
+        "{skills}"
+    );
+    assert_eq!(
+        skills["problems"][0]["message"], "missing `description`",
+        "{skills}"
+    );
+}

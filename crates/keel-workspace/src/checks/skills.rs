@@ -1,7 +1,9 @@
 //! Agents' skills against the skills the scan found: every `skills` entry names a skill (or is
-//! a glob matching at least one), every `alwaysOnSkills` entry is a skill the agent lists.
+//! a glob matching at least one), every `alwaysOnSkills` entry is a skill the agent lists. A
+//! skill left out for its own problems (`broken`) is not also reported as unknown: its problem
+//! is the error.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::strings;
 use crate::Diagnostic;
@@ -13,6 +15,7 @@ use crate::suggest::{closest, list};
 pub(crate) fn check_agent_skills(
     docs: &Documents,
     skills: &BTreeMap<String, Skill>,
+    broken: &BTreeSet<String>,
     out: &mut Vec<Diagnostic>,
 ) {
     let known = || skills.keys().map(String::as_str);
@@ -30,8 +33,11 @@ pub(crate) fn check_agent_skills(
         let listed = strings(spec.get("skills"));
         for (entry, node) in &listed {
             let matches = match has_glob_chars(entry) {
-                true => skills.keys().any(|name| glob_matches(entry, name)),
-                false => skills.contains_key(*entry),
+                true => skills
+                    .keys()
+                    .chain(broken)
+                    .any(|name| glob_matches(entry, name)),
+                false => skills.contains_key(*entry) || broken.contains(*entry),
             };
             if !matches {
                 let message = match has_glob_chars(entry) {
@@ -42,6 +48,9 @@ pub(crate) fn check_agent_skills(
             }
         }
         for (entry, node) in strings(spec.get("alwaysOnSkills")) {
+            if broken.contains(entry) {
+                continue;
+            }
             if !skills.contains_key(entry) {
                 out.push(
                     node.loc

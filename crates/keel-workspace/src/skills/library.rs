@@ -8,7 +8,7 @@
 //! last scan and scans again only when it differs; the SDK calls it from a background task
 //! every `skills.refreshInterval`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
@@ -21,9 +21,11 @@ use crate::Diagnostic;
 pub struct SkillSet {
     /// The valid skills, by name.
     pub skills: BTreeMap<String, Skill>,
-    /// What the scan found wrong (after a refresh, the broken skills are left out and their
-    /// problems are kept here; at load they fail the workspace).
+    /// What the scan found wrong: the broken skills are left out and their problems kept
+    /// here, at load as after a refresh (`keel validate` reports them as errors).
     pub problems: Vec<Diagnostic>,
+    /// The names of the skills left out for those problems.
+    pub broken: BTreeSet<String>,
     /// Skills an overriding root replaced: `(winner, hidden)` files.
     pub overridden: Vec<(PathBuf, PathBuf)>,
     /// Counts the scans: 1 for the load's, then one more for each rescan.
@@ -53,6 +55,7 @@ impl SkillLibrary {
         let set = SkillSet {
             skills: scan.skills,
             problems: scan.diagnostics,
+            broken: scan.broken,
             overridden: scan.overridden,
             generation: 1,
             fingerprint,
@@ -109,6 +112,7 @@ impl SkillLibrary {
         let set = Arc::new(SkillSet {
             skills: scan.skills,
             problems: scan.diagnostics,
+            broken: scan.broken,
             overridden: scan.overridden,
             generation,
             fingerprint,

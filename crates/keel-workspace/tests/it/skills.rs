@@ -220,4 +220,69 @@ mod loaded {
             "{got:#?}"
         );
     }
+
+    #[test]
+    fn a_broken_skill_is_left_out_and_the_rest_of_the_workspace_loads() {
+        let ws = builder()
+            .agent("a", "{ model: m, skills: [release-notes, broken] }")
+            .build();
+        write_release_notes(&ws, "resources/skills");
+        ws.write(
+            "resources/skills/broken/SKILL.md",
+            "---\nname: broken\n---\n",
+        );
+        // Loading (what a starting runtime does) leaves it out and keeps its problem; the
+        // agent naming it is not refused as naming an unknown skill.
+        let loaded = ws.load_ok(&env(&[]));
+        let skills = loaded.skills.current();
+        assert_eq!(
+            skills.skills.keys().collect::<Vec<_>>(),
+            ["release-notes"],
+            "{:?}",
+            skills.problems
+        );
+        assert_eq!(
+            located(&skills.problems),
+            ["resources/skills/broken/SKILL.md:2:1: missing `description`"]
+        );
+        assert!(skills.broken.contains("broken"), "{:?}", skills.broken);
+    }
+
+    #[test]
+    fn one_name_in_two_folders_of_a_root_is_a_collision_naming_both_files() {
+        let ws = builder()
+            .agent(
+                "a",
+                "{ model: m, skills: [notes, nope], alwaysOnSkills: [notes] }",
+            )
+            .build();
+        let skill = |name: &str| format!("---\nname: {name}\ndescription: Notes.\n---\nBody.\n");
+        ws.write("resources/skills/notes/SKILL.md", skill("notes"));
+        ws.write("resources/skills/notes-copy/SKILL.md", skill("notes"));
+        // With another error in the workspace every problem is listed: the collision, the
+        // copy's folder, the truly unknown skill — and no "unknown skill `notes`".
+        let got = located(&ws.diagnostics(&env(&[])));
+        assert_eq!(
+            got,
+            [
+                "config/keel.yaml:14:35: unknown skill `nope`",
+                "resources/skills/notes/SKILL.md:1:1: skill `notes` is defined 2 times in resources/skills: resources/skills/notes/SKILL.md and resources/skills/notes-copy/SKILL.md",
+                "resources/skills/notes-copy/SKILL.md:2:7: skill name `notes` differs from its folder `notes-copy`",
+            ],
+            "{got:#?}"
+        );
+
+        // Without it the workspace loads, with neither file's skill in use.
+        ws.write(
+            "config/keel.yaml",
+            std::fs::read_to_string(ws.path().join("config/keel.yaml"))
+                .unwrap()
+                .replace(", nope]", "]"),
+        );
+        let loaded = ws.load_ok(&env(&[]));
+        let skills = loaded.skills.current();
+        assert!(skills.skills.is_empty(), "{:?}", skills.skills.keys());
+        assert_eq!(skills.problems.len(), 2, "{:?}", located(&skills.problems));
+        assert!(skills.broken.contains("notes"), "{:?}", skills.broken);
+    }
 }
