@@ -15,18 +15,57 @@ pub fn validate(root: &Path) -> Result<(), CliError> {
     if !skill_problems.is_empty() {
         return Err(keel::LoadError::Invalid(skill_problems).into());
     }
-    let workflows = match ws.workflows.len() {
-        0 => String::new(),
-        n => format!(", {n} workflow(s)"),
-    };
-    out::line(&format!(
-        "ok: {} agent(s), {} model(s), {} tool(s){workflows} in {}",
-        ws.agents.len(),
-        ws.models.len(),
-        ws.tools.len(),
-        root.display()
-    ));
+    out::line(&format!("ok: {} in {}", summary(&ws), root.display()));
     Ok(())
+}
+
+/// What a workspace defines, counted: agents, models and tools always; workflows, MCP
+/// servers, memories, skills, hooks (and how many are disabled) and policies when it has any.
+fn summary(ws: &Workspace) -> String {
+    let count = |n: usize, one: &str, many: &str| match n {
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
+    };
+    let mut parts = vec![
+        count(ws.agents.len(), "agent", "agents"),
+        count(ws.models.len(), "model", "models"),
+        count(ws.tools.len(), "tool", "tools"),
+    ];
+    let disabled = ws.hooks.iter().filter(|(_, hook)| !hook.enabled).count();
+    let hooks = match disabled {
+        0 => count(ws.hooks.len(), "hook", "hooks"),
+        n => format!("{} ({n} disabled)", count(ws.hooks.len(), "hook", "hooks")),
+    };
+    let optional = [
+        (
+            ws.workflows.len(),
+            count(ws.workflows.len(), "workflow", "workflows"),
+        ),
+        (
+            ws.mcp_servers.len(),
+            count(ws.mcp_servers.len(), "MCP server", "MCP servers"),
+        ),
+        (
+            ws.memories.len(),
+            count(ws.memories.len(), "memory", "memories"),
+        ),
+        {
+            let skills = ws.skills.current().skills.len();
+            (skills, count(skills, "skill", "skills"))
+        },
+        (ws.hooks.len(), hooks),
+        (
+            ws.policies.len(),
+            count(ws.policies.len(), "policy", "policies"),
+        ),
+    ];
+    parts.extend(
+        optional
+            .into_iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(_, part)| part),
+    );
+    parts.join(", ")
 }
 
 pub fn explain(root: &Path) -> Result<(), CliError> {

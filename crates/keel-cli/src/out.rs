@@ -33,3 +33,40 @@ pub fn prompt(text: &str) {
     let _ = stderr.write_all(text.as_bytes());
     let _ = stderr.flush();
 }
+
+/// Lines of a table: each column as wide as its widest cell (header included, counted in
+/// characters) and two spaces apart, so a long value (an agent's name) never shifts the
+/// columns after it; the columns in `right` are aligned right, the last is not padded.
+pub fn table(
+    headers: &[&str],
+    right: &[usize],
+    rows: impl IntoIterator<Item = Vec<String>>,
+) -> Vec<String> {
+    let header: Vec<String> = headers.iter().map(|h| (*h).to_owned()).collect();
+    let rows: Vec<Vec<String>> = std::iter::once(header).chain(rows).collect();
+    let mut widths = vec![0; headers.len()];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let last = headers.len().saturating_sub(1);
+    rows.iter()
+        .map(|row| {
+            let cells: Vec<String> = row
+                .iter()
+                .enumerate()
+                .map(|(i, cell)| {
+                    let width = widths.get(i).copied().unwrap_or(0);
+                    let pad = width.saturating_sub(cell.chars().count());
+                    match (i == last, right.contains(&i)) {
+                        (true, false) => cell.clone(),
+                        (_, true) => format!("{}{cell}", " ".repeat(pad)),
+                        (false, false) => format!("{cell}{}", " ".repeat(pad)),
+                    }
+                })
+                .collect();
+            cells.join("  ")
+        })
+        .collect()
+}

@@ -273,20 +273,22 @@ async fn list(store: &dyn RunStore, filter: &RunFilter, json: bool) -> Result<()
         }
         return Ok(());
     }
-    out::line(&format!(
-        "{:<36}  {:<11}  {:<14}  {:>5}  {:<24}  INPUT",
-        "ID", "STATUS", "AGENT", "STEPS", "STARTED"
-    ));
-    for run in &runs {
-        out::line(&format!(
-            "{:<36}  {:<11}  {:<14}  {:>5}  {:<24}  {}",
-            run.request_id,
-            run.status.as_str(),
-            run.agent,
-            run.steps,
-            run.started_at,
-            one_line(&run.input, 50)
-        ));
+    let rows = runs.iter().map(|run| {
+        vec![
+            run.request_id.to_string(),
+            run.status.as_str().to_owned(),
+            run.agent.clone(),
+            run.steps.to_string(),
+            run.started_at.clone(),
+            one_line(&run.input, 50),
+        ]
+    });
+    for line in out::table(
+        &["ID", "STATUS", "AGENT", "STEPS", "STARTED", "INPUT"],
+        &[3],
+        rows,
+    ) {
+        out::line(&line);
     }
     Ok(())
 }

@@ -99,8 +99,9 @@ impl Narrator {
                     .first()
                     .map(|i| format!(": {}", i.message))
                     .unwrap_or_default();
+                // Its caller — the model, or whoever called the tool directly — gets the issues.
                 format!(
-                    "Blocked a call to {tool} ({} issue(s){first}); the model will be told.",
+                    "Blocked a call to {tool} ({} issue(s){first}); the caller is told why.",
                     issues.len()
                 )
             }
@@ -172,15 +173,9 @@ impl Narrator {
                 Some(task) => format!("Running task {task} ({tool})…"),
                 None => format!("Calling {tool} directly…"),
             },
-            EventPayload::DirectCompleted {
-                tool,
-                ok,
-                duration_ms,
-                ..
-            } => match ok {
-                true => format!("{tool} finished in {}.", millis(*duration_ms)),
-                false => format!("{tool} did not succeed."),
-            },
+            // A direct call's end says nothing new: the tool's result, its block, the policy
+            // or the approval that refused it, and the run's end are each narrated already.
+            EventPayload::DirectCompleted { .. } => return None,
             EventPayload::ApprovalRequested { approval } => format!(
                 "Waiting for approval of {} {} (keel approvals approve {}).",
                 approval.tool, approval.arguments, approval.approval_id

@@ -674,30 +674,46 @@ fn regex_reason(error: regex::Error) -> String {
 }
 
 /// A workspace must define an agent or a workflow: without one nothing can run. `docs` is
-/// every document read; the error points at the first of them (or at `config/` when there
-/// is none).
+/// every document read and `empty` the files that hold none; the error points at the first
+/// empty file and names them all (an agent file saved empty is the usual cause), else at the
+/// first document (or at `config/` when there is none).
 pub(crate) fn check_runnable(
     docs: &Documents,
     config: &std::path::Path,
+    empty: &[std::path::PathBuf],
     out: &mut Vec<Diagnostic>,
 ) {
     if docs.names(Kind::Agent).next().is_some() || docs.names(Kind::Workflow).next().is_some() {
         return;
     }
-    let message = "the workspace defines no agent (nor workflow), so nothing can run".to_owned();
+    let mut message =
+        "the workspace defines no agent (nor workflow), so nothing can run".to_owned();
+    if !empty.is_empty() {
+        let files: Vec<String> = empty.iter().map(|f| f.display().to_string()).collect();
+        let (files, verb) = match files.len() {
+            1 => (format!("`{}`", files[0]), "holds no document: it is empty"),
+            _ => (
+                list(files.iter().map(String::as_str)),
+                "hold no document: they are empty",
+            ),
+        };
+        message = format!("{message}; {files} {verb} (or only comments)");
+    }
     let hint = Some(
         "add a `kind: Agent` document naming a model and its tools (`keel init` writes one)"
             .to_owned(),
     );
-    let diagnostic = match docs.list.first() {
-        Some(doc) => doc.loc.error(message, hint),
-        None => Diagnostic {
-            file: config.to_path_buf(),
-            line: 1,
-            column: 1,
-            message,
-            hint,
-        },
+    let at_file = |file: &std::path::Path, message, hint| Diagnostic {
+        file: file.to_path_buf(),
+        line: 1,
+        column: 1,
+        message,
+        hint,
+    };
+    let diagnostic = match (empty.first(), docs.list.first()) {
+        (Some(file), _) => at_file(file, message, hint),
+        (None, Some(doc)) => doc.loc.error(message, hint),
+        (None, None) => at_file(config, message, hint),
     };
     out.push(diagnostic);
 }

@@ -296,6 +296,8 @@ fn scalar_text(node: &Node) -> String {
 pub(crate) struct Documents {
     pub list: Vec<Document>,
     index: HashMap<(Kind, String), usize>,
+    /// A file could not be read: the documents it holds are unknown.
+    partial: bool,
 }
 
 impl Documents {
@@ -346,9 +348,16 @@ impl Documents {
         }
     }
 
-    /// Whether a document of `kind` named `name` exists.
+    /// Marks the documents as partial: a file could not be read (or is not UTF-8), so a
+    /// reference to a document not found may name one in that file, and is not reported.
+    pub fn set_partial(&mut self) {
+        self.partial = true;
+    }
+
+    /// Whether a document of `kind` named `name` exists — or may exist, in a file that could
+    /// not be read (see [`Documents::set_partial`]).
     pub fn contains(&self, kind: Kind, name: &str) -> bool {
-        self.index.contains_key(&(kind, name.to_owned()))
+        self.partial || self.index.contains_key(&(kind, name.to_owned()))
     }
 
     /// The document of `kind` named `name`.

@@ -48,12 +48,26 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
 
     let mut docs = Documents::default();
     let before_files = diagnostics.len();
-    for file in yaml_files(&root.join("config"), Path::new("config"), &mut diagnostics) {
+    // The files read whole that hold no document (empty, or only comments).
+    let mut empty = Vec::new();
+    let files = yaml_files(&root.join("config"), Path::new("config"), &mut diagnostics);
+    // A file (or folder) that could not be read at all, or not decoded: nothing of it is known.
+    let mut unreadable = diagnostics.len() > before_files;
+    for file in files {
+        let shown = display_path(&root, &file, &file);
         let source = Source {
-            file: display_path(&root, &file, &file),
+            file: shown.clone(),
             overlay: false,
         };
-        for doc in read_file(&file, source, &mut diagnostics) {
+        let before = diagnostics.len();
+        let Some(read) = read_file(&file, source, &mut diagnostics) else {
+            unreadable = true;
+            continue;
+        };
+        if read.is_empty() && diagnostics.len() == before {
+            empty.push(shown);
+        }
+        for doc in read {
             docs.add_own(doc, &mut diagnostics);
         }
     }
@@ -63,7 +77,11 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
                 file: shown,
                 overlay: true,
             };
-            for doc in read_file(&file, source, &mut diagnostics) {
+            let Some(read) = read_file(&file, source, &mut diagnostics) else {
+                unreadable = true;
+                continue;
+            };
+            for doc in read {
                 docs.add_overlay(doc);
             }
         }
@@ -71,6 +89,11 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
     // A file that could not be read or parsed may hold the agent: only a workspace read whole
     // is known to have none.
     let read_whole = diagnostics.len() == before_files;
+    // And a reference to a document not found may name one in a file that could not be read
+    // at all; a file that could not be parsed says where, and references are still checked.
+    if unreadable {
+        docs.set_partial();
+    }
 
     let mut interpolation = Vec::new();
     for doc in &mut docs.list {
@@ -98,7 +121,7 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
     let skills = scan_skills(&root, &roots);
     check_agent_skills(&docs, &skills.skills, &skills.broken, &mut checked);
     if options.require_agent && read_whole {
-        check_runnable(&docs, Path::new("config"), &mut checked);
+        check_runnable(&docs, Path::new("config"), &empty, &mut checked);
     }
     diagnostics.extend(
         checked
@@ -240,30 +263,37 @@ fn overlay_files(
         .collect()
 }
 
-/// Reads, parses and identifies the documents of one file.
-fn read_file(path: &Path, source: Source, diagnostics: &mut Vec<Diagnostic>) -> Vec<Document> {
+/// Reads, parses and identifies the documents of one file; `None` when the file cannot be
+/// read or is not UTF-8 (nothing of it is known).
+fn read_file(
+    path: &Path,
+    source: Source,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Vec<Document>> {
     let source = Arc::new(source);
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) => {
             diagnostics.push(Loc::start_of(&source).error(format!("cannot read file: {e}"), None));
-            return Vec::new();
+            return None;
         }
     };
     let text = match decode_utf8(bytes, &source) {
         Ok(text) => text,
         Err(diagnostic) => {
             diagnostics.push(diagnostic);
-            return Vec::new();
+            return None;
         }
     };
     let parsed = parse_documents(&text, &source);
     diagnostics.extend(parsed.errors);
-    parsed
-        .documents
-        .into_iter()
-        .filter_map(|root| read_envelope(root, diagnostics))
-        .collect()
+    Some(
+        parsed
+            .documents
+            .into_iter()
+            .filter_map(|root| read_envelope(root, diagnostics))
+            .collect(),
+    )
 }
 
 /// The file's text, or a diagnostic at the first byte that is not UTF-8: its line, and its

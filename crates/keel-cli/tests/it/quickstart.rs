@@ -113,7 +113,7 @@ fn init_creates_a_valid_workspace_and_refuses_to_overwrite() {
     assert!(
         valid
             .stdout
-            .starts_with("ok: 2 agent(s), 1 model(s), 1 tool(s), 1 workflow(s)"),
+            .starts_with("ok: 2 agents, 1 model, 1 tool, 1 workflow"),
         "{}",
         valid.stdout
     );

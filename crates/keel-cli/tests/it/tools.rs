@@ -215,3 +215,44 @@ fn large_arguments_come_from_a_file_or_stdin() {
         missing.stderr
     );
 }
+
+#[test]
+fn a_direct_calls_narration_says_each_fact_once() {
+    let ws = quickstart();
+    let keel = keel_in(&ws);
+
+    let called = keel.run([
+        "tools",
+        "call",
+        "read_file",
+        "--args",
+        r#"{"path":"notes/ideas.md"}"#,
+    ]);
+    assert_eq!(called.code, Some(0), "{}", called.stderr);
+    let narration = called.stderr;
+    assert_eq!(
+        narration.matches("read_file finished in").count(),
+        1,
+        "{narration}"
+    );
+}
+
+#[test]
+fn a_blocked_direct_calls_narration_speaks_of_no_model() {
+    let ws = quickstart();
+    let keel = keel_in(&ws);
+    // A call the gateway blocks: nobody but the caller is told, and there is no model.
+    let blocked = keel.run(["tools", "call", "read_file", "--args", "{}"]);
+    assert_eq!(blocked.code, Some(1), "{}", blocked.stderr);
+    let narration = blocked.stderr;
+    let line = narration
+        .lines()
+        .find(|l| l.contains("Blocked a call to read_file"))
+        .unwrap_or_else(|| panic!("no block narrated: {narration}"));
+    assert!(!line.contains("model"), "{line}");
+    assert_eq!(
+        narration.matches("did not succeed").count() + narration.matches("» Failed").count(),
+        1,
+        "{narration}"
+    );
+}
