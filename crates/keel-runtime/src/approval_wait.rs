@@ -10,32 +10,35 @@ use keel_types::{ApprovalRecord, ApprovalScope, ApprovalStatus, RequestId, RunSt
 /// decision made by another process on a store without signals).
 const APPROVAL_POLL: Duration = Duration::from_millis(200);
 
-/// The pending approval run `request_id` asked for call `call_id`, when its earlier process
-/// had asked already.
-pub(crate) async fn pending(
-    store: &dyn RunStore,
-    request_id: &RequestId,
-    call_id: &str,
-) -> Result<Option<ApprovalRecord>, StoreError> {
-    Ok(store
-        .list_approvals(Some(ApprovalStatus::Pending))
-        .await?
-        .into_iter()
-        .find(|a| &a.request_id == request_id && a.call_id.as_deref() == Some(call_id)))
+/// What an earlier process of a run had asked a person about one call.
+pub(crate) enum Earlier {
+    /// Nothing: the call asks now.
+    Nothing,
+    /// An approval nobody has decided yet: the run waits on it again.
+    Pending(ApprovalRecord),
+    /// An approval decided (or expired) while no process waited on it: the decision counts.
+    Decided(ApprovalRecord),
 }
 
-/// The approval run `request_id` asked for call `call_id`, whatever its status (newest
-/// first): a decision made while the run's process was down still counts.
-pub(crate) async fn asked(
+/// The one lookup of a resumed run (an agent loop's tool call, a workflow's approval node or
+/// gate) for the approval its earlier process asked for call `call_id`, whatever its status
+/// (the newest when there are several): a pending one is waited on again, a decision made
+/// while the run had no process is taken as it stands.
+pub(crate) async fn earlier(
     store: &dyn RunStore,
     request_id: &RequestId,
     call_id: &str,
-) -> Result<Option<ApprovalRecord>, StoreError> {
-    Ok(store
+) -> Result<Earlier, StoreError> {
+    let found = store
         .list_approvals(None)
         .await?
         .into_iter()
-        .find(|a| &a.request_id == request_id && a.call_id.as_deref() == Some(call_id)))
+        .find(|a| &a.request_id == request_id && a.call_id.as_deref() == Some(call_id));
+    Ok(match found {
+        None => Earlier::Nothing,
+        Some(approval) if approval.status == ApprovalStatus::Pending => Earlier::Pending(approval),
+        Some(approval) => Earlier::Decided(approval),
+    })
 }
 
 /// Waits until approval `id` is decided; after `timeout` it expires (unless someone decided
@@ -81,5 +84,15 @@ pub(crate) async fn decision(
             _ = woken => {}
             _ = tokio::time::sleep(APPROVAL_POLL) => {}
         }
+    }
+}
+
+/// `runtime.approval.resolved` for a decided approval.
+pub(crate) fn resolved(decided: &ApprovalRecord) -> keel_types::EventPayload {
+    keel_types::EventPayload::ApprovalResolved {
+        approval_id: decided.approval_id.clone(),
+        status: decided.status,
+        decided_by: decided.decided_by.clone(),
+        reason: decided.decision_reason.clone(),
     }
 }

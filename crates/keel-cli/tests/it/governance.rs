@@ -555,3 +555,46 @@ async fn a_disabled_hook_stays_in_the_workspace_and_does_not_run() {
         "{types:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_decided_while_no_process_waits_counts_when_the_run_resumes() {
+    let mock = MockLlm::start().await;
+    deploy_then_answer(&mock);
+    let ws = workspace(&mock.base_url())
+        .runtime("{ limits: { approvalTimeout: 60s } }")
+        .build();
+    let keel = keel_in(&ws);
+    // `deploy` asks; the process dies while it waits, and a person approves meanwhile.
+    let mut first = keel
+        .command(["run", "deploy web"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let asked = wait_for_pending(&keel).await;
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &first.id().to_string()])
+        .status();
+    tokio::task::block_in_place(|| first.wait().unwrap());
+    let approval_id = asked[0]["approvalId"].as_str().unwrap();
+    let approved = keel.run(["approvals", "approve", approval_id]);
+    assert_eq!(approved.code, Some(0), "{}", approved.stderr);
+    let id = keel.newest_run()["requestId"].as_str().unwrap().to_owned();
+
+    // The resumed run takes the decision: it neither asks again nor waits.
+    let resumed = tokio::task::block_in_place(|| keel.run(["runs", "resume", &id]));
+    assert_eq!(resumed.code, Some(0), "{}", resumed.stderr);
+    assert!(ws.exists("deployed.txt"));
+    let all = keel.json_lines(["approvals", "list", "--status", "all", "--json"]);
+    assert_eq!(all.len(), 1, "a second approval was asked: {all:?}");
+    assert_eq!(all[0]["status"], "approved");
+    let record = keel.run(["runs", "show", &id, "--json"]).json();
+    assert_eq!(record["status"], "completed");
+    let resolved: Vec<_> = keel
+        .json_lines(["runs", "events", &id, "--json"])
+        .into_iter()
+        .filter(|e| e["type"] == "runtime.approval.resolved")
+        .collect();
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!(resolved[0]["status"], "approved");
+}

@@ -20,7 +20,8 @@ pub(crate) type CallOutcome = Result<String, String>;
 
 /// Runs `call` with `inventory` as the only tool, under the name `agent` (what policies
 /// and hooks see), its events in `record`'s log through `emitter`. `shutdown` is the host
-/// run's interruption.
+/// run's interruption. `resumed`: the call had started in an earlier process of the host run
+/// (which may have asked a person about it).
 pub(crate) async fn embedded_call(
     services: Arc<Services>,
     emitter: Arc<Emitter>,
@@ -28,6 +29,7 @@ pub(crate) async fn embedded_call(
     agent: &str,
     call: ToolCall,
     shutdown: CancellationToken,
+    resumed: bool,
 ) -> Result<CallOutcome, StoreError> {
     let spec = AgentSpec {
         tools: vec![call.name.clone()],
@@ -48,6 +50,7 @@ pub(crate) async fn embedded_call(
     };
     let mut run = AgentRun::new(services, emitter, launch);
     run.embedded = true;
+    run.asked_before = resumed;
     run.interrupt = shutdown;
     // Tools of MCP servers are listed once their servers answered.
     run.services.gateway.settle(&run.agent.tools).await;

@@ -6,7 +6,8 @@
 //! when the store keeps the run's log in a file, `request_id`, `agent`) and records each call as `runtime.hook.completed` (with the tool call and the
 //! hook's reason) or `runtime.hook.failed`.
 //! An *approval* is persisted before the run waits on it, so any process can decide it; a
-//! resumed run waits again on the approval its dead process asked for; nobody deciding within
+//! resumed run waits again on the approval its dead process asked for, or takes the decision a
+//! person made while no process waited on it (`approval_wait::earlier`); nobody deciding within
 //! `limits.approvalTimeout` denies the call.
 //!
 //! Where these steps sit in a tool call's path is in `tools.rs`; the prompt and end-of-run
@@ -21,6 +22,7 @@ use keel_types::{
 use serde_json::Value;
 
 use super::AgentRun;
+use crate::approval_wait::Earlier;
 use crate::governance::{HookCall, HookResult, HookRound};
 
 /// What a human decided about a call.
@@ -127,18 +129,34 @@ impl AgentRun {
                 reason: None,
             });
         }
-        // A resumed run goes back to waiting on the approval its dead process had asked for.
-        let existing = crate::approval_wait::pending(
-            self.services.store.as_ref(),
-            &self.record.request_id,
-            call_id,
-        )
-        .await?;
-        // The run is `waiting_approval` before anyone can see the approval.
-        self.set_status(RunStatus::WaitingApproval).await?;
-        let approval = match existing {
-            Some(existing) => existing,
-            None => {
+        // A resumed run goes back to waiting on the approval its earlier process had asked
+        // for, or takes the decision made while no process waited on it.
+        let earlier = match self.asked_before {
+            true => {
+                crate::approval_wait::earlier(
+                    self.services.store.as_ref(),
+                    &self.record.request_id,
+                    call_id,
+                )
+                .await?
+            }
+            false => Earlier::Nothing,
+        };
+        let approval = match earlier {
+            Earlier::Decided(decided) => {
+                self.emitter
+                    .emit(crate::approval_wait::resolved(&decided))?;
+                return Ok(Decision {
+                    approved: decided.status == ApprovalStatus::Approved,
+                    reason: decided.decision_reason,
+                });
+            }
+            Earlier::Pending(pending) => {
+                // The run is `waiting_approval` again while it waits.
+                self.set_status(RunStatus::WaitingApproval).await?;
+                pending
+            }
+            Earlier::Nothing => {
                 let approval = ApprovalRecord::pending(
                     &self.record,
                     call_id,
@@ -147,6 +165,8 @@ impl AgentRun {
                     asked_by,
                     ask_reason,
                 );
+                // The run is `waiting_approval` before anyone can see the approval.
+                self.set_status(RunStatus::WaitingApproval).await?;
                 self.services.store.create_approval(&approval).await?;
                 approval
             }
@@ -174,12 +194,8 @@ impl AgentRun {
             timeout,
         )
         .await?;
-        self.emitter.emit(EventPayload::ApprovalResolved {
-            approval_id: decided.approval_id.clone(),
-            status: decided.status,
-            decided_by: decided.decided_by.clone(),
-            reason: decided.decision_reason.clone(),
-        })?;
+        self.emitter
+            .emit(crate::approval_wait::resolved(&decided))?;
         self.set_status(RunStatus::Running).await?;
         Ok(Decision {
             approved: decided.status == ApprovalStatus::Approved,

@@ -200,6 +200,9 @@ pub(crate) struct AgentRun {
     /// A tool call made inside another run (a workflow's tool node): its events go to that
     /// run's log, and that run keeps its own record and status.
     embedded: bool,
+    /// An earlier process of this run may have asked a person about its calls (the run, or
+    /// the workflow run hosting this call, was resumed): a call looks for that approval first.
+    asked_before: bool,
 }
 
 /// How the loop ended, before the terminal event is written.
@@ -272,6 +275,7 @@ impl AgentRun {
             call_id: None,
             call_seq: None,
         };
+        let asked_before = matches!(start, Start::Resumed { .. });
         let stream = workspace
             .models
             .get(&agent.model)
@@ -306,6 +310,7 @@ impl AgentRun {
             interrupt: CancellationToken::new(),
             delegated: std::sync::Mutex::new(Usage::default()),
             embedded: false,
+            asked_before,
             services,
         };
         run.assemble_prompt(skills.messages, memory.messages, history);

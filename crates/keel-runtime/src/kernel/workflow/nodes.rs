@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::engine::{Engine, Failure};
 use crate::RuntimeError;
+use crate::approval_wait::Earlier;
 use crate::kernel::{Kernel, Origin, RequestOptions};
 use crate::subagents::{CancelChild, Child, ChildRequest};
 
@@ -339,7 +340,8 @@ impl Engine {
         tool: &str,
         arguments: Value,
     ) -> Result<String, Failure> {
-        if self.started_before(id, key, attempt) {
+        let resumed = self.started_before(id, key, attempt);
+        if resumed {
             if let Some((ok, output)) = self.recorded.tool_results.get(call) {
                 return match ok {
                     true => Ok(output.clone()),
@@ -368,6 +370,7 @@ impl Engine {
             &agent,
             call,
             self.shutdown.clone(),
+            resumed,
         )
         .await?;
         outcome.map_err(Failure::failed)
@@ -484,35 +487,31 @@ impl Engine {
         let record = self.record();
         // Asked before this process (only a resumed run can have asked): waited on again, or
         // taken as decided while it was down.
-        let existing = match self.recorded.last_seq > 0 {
+        let earlier = match self.recorded.last_seq > 0 {
             true => {
-                crate::approval_wait::asked(store.as_ref(), &record.request_id, call_id).await?
+                crate::approval_wait::earlier(store.as_ref(), &record.request_id, call_id).await?
             }
-            false => None,
+            false => Earlier::Nothing,
         };
-        if let Some(decided) = existing
-            .as_ref()
-            .filter(|a| a.status != ApprovalStatus::Pending)
-        {
-            self.emitter.emit(EventPayload::ApprovalResolved {
-                approval_id: decided.approval_id.clone(),
-                status: decided.status,
-                decided_by: decided.decided_by.clone(),
-                reason: decided.decision_reason.clone(),
-            })?;
-            return Ok(decided.clone());
-        }
-        let fresh = existing.is_none();
-        let approval = existing.unwrap_or_else(|| {
-            ApprovalRecord::pending(
-                &record,
-                call_id,
-                format!("{}:{subject}", record.agent),
-                json!({"workflow": self.name, "node": subject, "message": message}),
-                asked_by,
-                Some(message.to_owned()),
-            )
-        });
+        let (approval, fresh) = match earlier {
+            Earlier::Decided(decided) => {
+                self.emitter
+                    .emit(crate::approval_wait::resolved(&decided))?;
+                return Ok(decided);
+            }
+            Earlier::Pending(pending) => (pending, false),
+            Earlier::Nothing => (
+                ApprovalRecord::pending(
+                    &record,
+                    call_id,
+                    format!("{}:{subject}", record.agent),
+                    json!({"workflow": self.name, "node": subject, "message": message}),
+                    asked_by,
+                    Some(message.to_owned()),
+                ),
+                true,
+            ),
+        };
         if self
             .waiting
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
@@ -547,12 +546,8 @@ impl Engine {
             self.set_status(RunStatus::Running).await?;
         }
         let decided = decided?;
-        self.emitter.emit(EventPayload::ApprovalResolved {
-            approval_id: decided.approval_id.clone(),
-            status: decided.status,
-            decided_by: decided.decided_by.clone(),
-            reason: decided.decision_reason.clone(),
-        })?;
+        self.emitter
+            .emit(crate::approval_wait::resolved(&decided))?;
         Ok(decided)
     }
 }
