@@ -96,3 +96,35 @@ pub(crate) fn resolved(decided: &ApprovalRecord) -> keel_types::EventPayload {
         reason: decided.decision_reason.clone(),
     }
 }
+
+/// Closes the approvals run `request_id` waited on and left pending when it ended for good (cancelled, or
+/// failed while it waited, e.g. on its time budget): nobody can approve a call of a run that
+/// is over. Each becomes `expired`, decided by `runtime`, with `reason`. A decision made at
+/// the same moment stands (deciding is exactly once); a store error is logged, not returned.
+pub(crate) async fn close_pending(store: &dyn RunStore, request_id: &RequestId, reason: &str) {
+    let pending = match store.list_approvals(Some(ApprovalStatus::Pending)).await {
+        Ok(pending) => pending,
+        Err(store_error) => {
+            tracing::warn!(%request_id, %store_error, "Cannot list the approvals of an ended run.");
+            return;
+        }
+    };
+    // A memory write sent for approval does not hold the run up: it outlives the run.
+    let waits = pending
+        .iter()
+        .filter(|a| &a.request_id == request_id && a.memory.is_none());
+    for approval in waits {
+        if let Err(store_error) = store
+            .decide_approval(
+                &approval.approval_id,
+                ApprovalStatus::Expired,
+                ApprovalScope::Once,
+                "runtime",
+                Some(reason),
+            )
+            .await
+        {
+            tracing::warn!(approval_id = %approval.approval_id, %store_error, "Cannot close the approval of an ended run.");
+        }
+    }
+}

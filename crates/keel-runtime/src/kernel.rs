@@ -694,6 +694,11 @@ impl Kernel {
         }
     }
 
+    /// Whether a shutdown has begun (no new work is taken).
+    pub fn is_shutting_down(&self) -> bool {
+        self.tracker().shutting_down
+    }
+
     /// Fails once a shutdown has begun.
     pub(crate) fn accepting(&self) -> Result<(), RuntimeError> {
         match self.tracker().shutting_down {

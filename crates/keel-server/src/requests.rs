@@ -384,7 +384,8 @@ struct EventsQuery {
 /// `GET /api/requests/{id}/events?after=SEQ&limit=N`: a JSON page `{data: [Event…],
 /// nextAfter}` (`nextAfter` is set when more events follow), or with
 /// `Accept: text/event-stream` a live SSE stream (`id:` is the event's `seq`; resumable with
-/// `Last-Event-ID`) that ends after the final event (or when the run stops without one); with
+/// `Last-Event-ID`) that ends after the final event (`completed`, `failed`, `cancelled`; an
+/// interrupted run is followed on through its resume, until this server shuts down); with
 /// `narration=true` each event is followed by its narration, if it has one (no `id:`).
 pub(crate) async fn request_events(
     State(state): State<AppState>,
@@ -528,10 +529,16 @@ impl EventStream {
                         .extend(events.into_iter().filter(|e| e.seq > last));
                 }
                 Ok(_) => {
-                    // Nothing new: stop if the run ended without a terminal event (e.g.
-                    // interrupted by a crash), otherwise wait and look again.
+                    // Nothing new: stop if the run ended for good without a final event read,
+                    // otherwise wait and look again. An `interrupted` run has not ended: it is
+                    // resumed (taken over by another replica, or `keel runs resume`) and its
+                    // stream goes on — unless this server is shutting down.
                     match runtime.get_run(&self.id).await {
-                        Ok(Some(run)) if !run.status.is_terminal() => {
+                        Ok(Some(run))
+                            if !run.status.is_terminal()
+                                || (run.status == RunStatus::Interrupted
+                                    && !runtime.is_shutting_down()) =>
+                        {
                             if idle >= KEEPALIVE {
                                 return Some(Bytes::from_static(b": keepalive\n\n"));
                             }

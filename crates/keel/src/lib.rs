@@ -441,6 +441,11 @@ impl Runtime {
         Ok(self.kernel.request(options).await?)
     }
 
+    /// Whether a shutdown has begun ([`Self::shutdown`]): no new work is taken.
+    pub fn is_shutting_down(&self) -> bool {
+        self.kernel.is_shutting_down()
+    }
+
     /// Cancels an active request. Returns whether it was active.
     pub fn cancel(&self, id: &RequestId) -> bool {
         self.kernel.cancel(id)

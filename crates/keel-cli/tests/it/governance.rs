@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::common::keel_in;
 
 /// A workspace whose agent `a` has the `deploy` command tool (it appends to deployed.txt).
-fn workspace(base_url: &str) -> WorkspaceBuilder {
+pub(crate) fn workspace(base_url: &str) -> WorkspaceBuilder {
     WorkspaceBuilder::new()
         .openai_model_at("mock", base_url)
         .tool(
@@ -43,7 +43,7 @@ fn script(ws: &TempWorkspace, name: &str, body: &str) {
     ws.write_executable(format!("hooks/{name}"), body);
 }
 
-fn deploy_then_answer(mock: &MockLlm) {
+pub(crate) fn deploy_then_answer(mock: &MockLlm) {
     mock.push(MockResponse::tool_calls([MockToolCall::new(
         "c1",
         "deploy",
@@ -58,7 +58,7 @@ fn pending(keel: &Cli) -> Vec<Value> {
 }
 
 /// Waits (up to 20 s) until some approval is pending; returns the pending ones.
-async fn wait_for_pending(keel: &Cli) -> Vec<Value> {
+pub(crate) async fn wait_for_pending(keel: &Cli) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let found = pending(keel);

@@ -8,6 +8,7 @@ mod claude_hooks;
 mod common;
 mod console_browser;
 mod crash;
+mod durability;
 mod governance;
 mod mcp_client;
 mod mcp_server;

@@ -687,7 +687,19 @@ impl AgentRun {
         self.record.ended_at = Some(keel_types::now_rfc3339());
         // The terminal event and the final record, in one write.
         match self.emitter.finish(payload, self.record.clone()).await {
-            Ok(seq) => self.record.event_count = seq,
+            Ok(seq) => {
+                self.record.event_count = seq;
+                // A run that is over closes what it was waiting for: nobody approves its calls.
+                if status != RunStatus::Interrupted && !self.embedded {
+                    let reason = format!("the run ended ({status}) before anyone decided");
+                    crate::approval_wait::close_pending(
+                        self.services.store.as_ref(),
+                        &self.record.request_id,
+                        &reason,
+                    )
+                    .await;
+                }
+            }
             Err(store_error) => {
                 tracing::error!(request_id = %self.record.request_id, %store_error, "Could not record the end of a run.");
                 error.get_or_insert(ErrorInfo::new(ErrorCode::Store, store_error.to_string()));

@@ -97,10 +97,15 @@ impl Leases {
         }
     }
 
+    /// The token run `id` was created or claimed under, while this process holds it (its
+    /// end is not stored yet).
+    pub(super) fn held(&self, id: &str) -> Option<i64> {
+        self.held.lock().ok().and_then(|h| h.get(id).copied())
+    }
+
     /// The token to write run `id` with: the one it was taken under, else the current one.
     pub(super) fn token_for(&self, id: &str) -> Option<i64> {
-        let held = self.held.lock().ok().and_then(|h| h.get(id).copied());
-        held.or_else(|| self.token_if_any())
+        self.held(id).or_else(|| self.token_if_any())
     }
 
     /// Run `id` has ended (its end was stored): nothing writes it any more.

@@ -213,15 +213,13 @@ impl PgStore {
         inner
             .ready
             .get_or_try_init(|| async {
-                if let Some(schema) = &inner.options.schema {
-                    sqlx_core::query::query(sqlx_core::sql_str::AssertSqlSafe(format!(
-                        "CREATE SCHEMA IF NOT EXISTS {schema}"
-                    )))
-                    .execute(&inner.pool)
+                // The schema is created under the migrations' lock: `CREATE SCHEMA IF NOT
+                // EXISTS` run by replicas starting together can fail on the catalogue's
+                // unique index.
+                let schema = inner.options.schema.as_deref();
+                schema::migrate(&inner.pool, &inner.shown, schema)
                     .await
-                    .map_err(|e| db_error(&inner.shown, &e))?;
-                }
-                schema::migrate(&inner.pool, &inner.shown).await.map(|_| ())
+                    .map(|_| ())
             })
             .await
             .map(|_| ())

@@ -97,17 +97,23 @@ pub(super) async fn insert(
 
 /// Replaces a run's record. Fenced: a run owned by another lease (or by this process's
 /// expired lease) is refused, and so is a queued run (the queue's until a replica claims it;
-/// `cancel_queued` ends one).
+/// `cancel_queued` ends one). A run that ended for good gave up its owner token: it is
+/// refused to a process that still holds the run from before (a launch whose end was not
+/// stored, e.g. one that lost its lease while another process finished the run).
 pub(super) async fn update(store: &PgStore, run: &RunRecord) -> Result<(), StoreError> {
     let record = to_json(run)?;
     let token = store.inner.leases.token_for(run.request_id.as_str());
     let row = query(
         "WITH target AS (SELECT request_id, owner_token, status FROM runs WHERE request_id = $1 FOR UPDATE), \
-         allowed AS (SELECT t.request_id FROM target t WHERE (t.owner_token IS NULL AND t.status <> 'queued') \
+         allowed AS (SELECT t.request_id FROM target t WHERE (t.owner_token IS NULL \
+             AND t.status <> 'queued' \
+             AND ($11::bigint IS NULL OR t.status NOT IN ('completed', 'failed', 'cancelled'))) \
            OR (t.owner_token = $9 AND EXISTS (SELECT 1 FROM leases l \
                WHERE l.token = $9 AND l.expires_at > clock_timestamp()))), \
          changed AS (UPDATE runs r SET status = $2, session_id = $3, agent = $4, started_at = $5, \
-           owner = $6, parent_id = $7, root_id = $8, record = $10 \
+           owner = $6, parent_id = $7, root_id = $8, record = $10, \
+           owner_token = CASE WHEN $2 IN ('completed', 'failed', 'cancelled') THEN NULL \
+             ELSE r.owner_token END \
            FROM allowed a WHERE r.request_id = a.request_id RETURNING r.request_id) \
          SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM changed)",
     )
@@ -121,6 +127,7 @@ pub(super) async fn update(store: &PgStore, run: &RunRecord) -> Result<(), Store
     .bind(run.links.root_id.as_ref().map(|p| p.as_str()))
     .bind(token)
     .bind(record)
+    .bind(store.inner.leases.held(run.request_id.as_str()))
     .fetch_one(store.pool())
     .await
     .map_err(|e| store.db_error(&e))?;
@@ -129,7 +136,7 @@ pub(super) async fn update(store: &PgStore, run: &RunRecord) -> Result<(), Store
     match (found, changed) {
         (0, _) => Err(StoreError::NotFound(run.request_id.to_string())),
         (_, 0) => Err(StoreError::Fenced(format!(
-            "run `{}` is owned by another process's lease, or this process's lease expired",
+            "run `{}` is owned by another process's lease, or this process's lease expired, or the run has ended",
             run.request_id
         ))),
         _ => Ok(()),

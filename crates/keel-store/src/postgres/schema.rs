@@ -52,8 +52,13 @@ pub(super) async fn version(pool: &PgPool, shown: &str) -> Result<u32, StoreErro
     Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(0)))
 }
 
-/// Applies the pending migrations; a database newer than this Keel is refused untouched.
-pub(super) async fn migrate(pool: &PgPool, shown: &str) -> Result<u32, StoreError> {
+/// Creates `schema` when it is set and missing, then applies the pending migrations, all
+/// under one lock; a database newer than this Keel is refused untouched.
+pub(super) async fn migrate(
+    pool: &PgPool,
+    shown: &str,
+    schema: Option<&str>,
+) -> Result<u32, StoreError> {
     let error = |e: sqlx_core::Error| db_error(shown, &e);
     let mut tx = pool.begin().await.map_err(error)?;
     sqlx_core::query::query::<Postgres>("SELECT pg_advisory_xact_lock($1)")
@@ -61,6 +66,14 @@ pub(super) async fn migrate(pool: &PgPool, shown: &str) -> Result<u32, StoreErro
         .execute(&mut *tx)
         .await
         .map_err(error)?;
+    if let Some(schema) = schema {
+        sqlx_core::query::query::<Postgres>(sqlx_core::sql_str::AssertSqlSafe(format!(
+            "CREATE SCHEMA IF NOT EXISTS {schema}"
+        )))
+        .execute(&mut *tx)
+        .await
+        .map_err(error)?;
+    }
     sqlx_core::query::query::<Postgres>(CREATE_VERSIONS)
         .execute(&mut *tx)
         .await

@@ -193,7 +193,9 @@ async fn commit(pool: &PgPool, group: &[Append]) -> Result<HashSet<String>, sqlx
              AS b(request_id, first_seq, last_seq, status, record)\
          ), accepted AS (\
            UPDATE runs r SET last_seq = b.last_seq, status = COALESCE(b.status, r.status), \
-             record = COALESCE(b.record, r.record) FROM batch b \
+             record = COALESCE(b.record, r.record), \
+             owner_token = CASE WHEN b.status IN ('completed', 'failed', 'cancelled') THEN NULL \
+               ELSE r.owner_token END FROM batch b \
            WHERE r.request_id = b.request_id AND r.last_seq = b.first_seq - 1 \
              AND r.owner_token = $4 \
              AND EXISTS (SELECT 1 FROM leases l WHERE l.token = $4 AND l.expires_at > clock_timestamp()) \
@@ -242,6 +244,11 @@ async fn diagnose(pool: &PgPool, shown: &str, append: &Append) -> StoreError {
     let last: i64 = row.try_get(0).unwrap_or_default();
     let owner: Option<i64> = row.try_get(1).unwrap_or_default();
     let lease_valid: bool = row.try_get(2).unwrap_or_default();
+    if owner.is_none() {
+        return StoreError::Fenced(format!(
+            "run `{id}` has ended or is queued; it takes no more events"
+        ));
+    }
     if owner != Some(append.token) {
         return StoreError::Fenced(format!(
             "run `{id}` is not owned by this process's lease (token {}); another process took it over",

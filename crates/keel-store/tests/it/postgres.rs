@@ -503,3 +503,108 @@ async fn artifacts_kept_in_the_database_round_trip_in_chunks_and_check_their_has
     let refused = other.get("file:///etc/passwd").await.unwrap_err();
     assert!(matches!(refused, StoreError::Invalid(_)), "{refused}");
 }
+
+/// Run `id`'s `owner_token` column, as psql shows it (empty when NULL).
+fn owner_token(schema: &str, id: &str) -> String {
+    let output = std::process::Command::new("psql")
+        .arg(database_url())
+        .args(["-v", "ON_ERROR_STOP=1", "-q", "-At", "-c"])
+        .arg(format!(
+            "SELECT owner_token FROM {schema}.runs WHERE request_id = '{id}'"
+        ))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_ended_gives_up_its_owner_token_and_its_record_is_final() {
+    let backend = Backend::postgres().await;
+    let store = backend.postgres.clone().unwrap();
+    let schema = schema_of(&backend);
+    // Ended with its last events (the agent loop), and by its record alone (a workflow).
+    let mut run = record("run_1", "a", RunStatus::Running);
+    store
+        .create_run_with(&run, &[started("run_1", 1)])
+        .await
+        .unwrap();
+    let token = store.lease().await.unwrap().token;
+    assert_eq!(owner_token(&schema, "run_1"), token.to_string());
+    run.status = RunStatus::Completed;
+    run.event_count = 2;
+    store
+        .append_and_update(&[completed("run_1", 2)], &run)
+        .await
+        .unwrap();
+    assert_eq!(
+        owner_token(&schema, "run_1"),
+        "",
+        "an ended run has no owner"
+    );
+    let mut other = record("run_2", "a", RunStatus::Running);
+    store
+        .create_run_with(&other, &[started("run_2", 1)])
+        .await
+        .unwrap();
+    other.status = RunStatus::Failed;
+    store.update_run(&other).await.unwrap();
+    assert_eq!(owner_token(&schema, "run_2"), "");
+    // A waiting run keeps its owner.
+    let mut waiting = record("run_3", "a", RunStatus::Running);
+    store
+        .create_run_with(&waiting, &[started("run_3", 1)])
+        .await
+        .unwrap();
+    waiting.status = RunStatus::WaitingApproval;
+    store.update_run(&waiting).await.unwrap();
+    assert_eq!(owner_token(&schema, "run_3"), token.to_string());
+
+    // A process that still holds a run another process finished cannot write it, owner or
+    // not: the first process lost its lease while running run_4, the taker ended it.
+    let stale = record("run_4", "a", RunStatus::Running);
+    store
+        .create_run_with(&stale, &[started("run_4", 1)])
+        .await
+        .unwrap();
+    expire(&schema, token);
+    let taker = second(&backend).await;
+    taker.recover().await.unwrap();
+    let mut taken = taker.claim(&RequestId::from("run_4")).await.unwrap();
+    taken.status = RunStatus::Completed;
+    taken.event_count = 2;
+    taker
+        .append_and_update(&[completed("run_4", 2)], &taken)
+        .await
+        .unwrap();
+    assert_eq!(owner_token(&schema, "run_4"), "");
+    let mut late = stale.clone();
+    late.status = RunStatus::Failed;
+    let refused = store.update_run(&late).await.unwrap_err();
+    assert!(matches!(refused, StoreError::Fenced(_)), "{refused}");
+    let stored = taker.get_run(&late.request_id).await.unwrap().unwrap();
+    assert_eq!(stored.status, RunStatus::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_starting_together_on_a_new_schema_all_create_and_migrate_it() {
+    let schema = crate::backends::fresh_schema();
+    let stores: Vec<PgStore> = (0..12)
+        .map(|_| PgStore::lazy(pg_options(&schema)).unwrap())
+        .collect();
+    let starts = stores.iter().map(|store| {
+        let store = store.clone();
+        tokio::spawn(async move { store.get_run(&RequestId::from("none")).await })
+    });
+    let mut failures = Vec::new();
+    for start in starts.collect::<Vec<_>>() {
+        if let Err(error) = start.await.unwrap() {
+            failures.push(error.to_string());
+        }
+    }
+    let _ = stores[0].drop_schema().await;
+    assert!(
+        failures.is_empty(),
+        "replicas failed to start: {failures:?}"
+    );
+}
