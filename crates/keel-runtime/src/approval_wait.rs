@@ -97,11 +97,21 @@ pub(crate) fn resolved(decided: &ApprovalRecord) -> keel_types::EventPayload {
     }
 }
 
-/// Closes the approvals run `request_id` waited on and left pending when it ended for good (cancelled, or
-/// failed while it waited, e.g. on its time budget): nobody can approve a call of a run that
-/// is over. Each becomes `expired`, decided by `runtime`, with `reason`. A decision made at
-/// the same moment stands (deciding is exactly once); a store error is logged, not returned.
-pub(crate) async fn close_pending(store: &dyn RunStore, request_id: &RequestId, reason: &str) {
+/// Closes the approvals run `request_id` waited on and left pending when it ended for good
+/// as `status` (cancelled, or failed while it waited, e.g. on its time budget; nothing for an
+/// interrupted run, which waits again when resumed): nobody can approve a call of a run that
+/// is over. Each becomes `expired`, decided by `runtime`. A decision made at the same moment
+/// stands (deciding is exactly once); a store error is logged, not returned.
+pub(crate) async fn close_pending(
+    store: &dyn RunStore,
+    request_id: &RequestId,
+    status: keel_types::RunStatus,
+) {
+    if !status.is_terminal() || status == keel_types::RunStatus::Interrupted {
+        return;
+    }
+    let reason = format!("the run ended ({status}) before anyone decided");
+    let reason = reason.as_str();
     let pending = match store.list_approvals(Some(ApprovalStatus::Pending)).await {
         Ok(pending) => pending,
         Err(store_error) => {

@@ -694,13 +694,8 @@ impl Kernel {
         }
     }
 
-    /// Whether a shutdown has begun (no new work is taken).
-    pub fn is_shutting_down(&self) -> bool {
-        self.tracker().shutting_down
-    }
-
     /// Fails once a shutdown has begun.
-    pub(crate) fn accepting(&self) -> Result<(), RuntimeError> {
+    pub fn accepting(&self) -> Result<(), RuntimeError> {
         match self.tracker().shutting_down {
             true => Err(RuntimeError::ShuttingDown),
             false => Ok(()),

@@ -443,7 +443,7 @@ impl Runtime {
 
     /// Whether a shutdown has begun ([`Self::shutdown`]): no new work is taken.
     pub fn is_shutting_down(&self) -> bool {
-        self.kernel.is_shutting_down()
+        self.kernel.accepting().is_err()
     }
 
     /// Cancels an active request. Returns whether it was active.

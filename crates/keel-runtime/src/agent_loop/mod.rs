@@ -689,15 +689,10 @@ impl AgentRun {
         match self.emitter.finish(payload, self.record.clone()).await {
             Ok(seq) => {
                 self.record.event_count = seq;
-                // A run that is over closes what it was waiting for: nobody approves its calls.
-                if status != RunStatus::Interrupted && !self.embedded {
-                    let reason = format!("the run ended ({status}) before anyone decided");
-                    crate::approval_wait::close_pending(
-                        self.services.store.as_ref(),
-                        &self.record.request_id,
-                        &reason,
-                    )
-                    .await;
+                if !self.embedded {
+                    let store = self.services.store.as_ref();
+                    crate::approval_wait::close_pending(store, &self.record.request_id, status)
+                        .await;
                 }
             }
             Err(store_error) => {

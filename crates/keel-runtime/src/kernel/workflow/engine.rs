@@ -603,15 +603,10 @@ impl Engine {
         // Not when the run is no longer this process's (see the agent loop's end).
         if !fenced && let Err(store_error) = self.kernel.store().update_run(&record).await {
             tracing::error!(request_id = %record.request_id, %store_error, "Could not update the run record.");
-        } else if !fenced && status != RunStatus::Interrupted {
+        } else if !fenced {
             // Its approval nodes and gates still waiting are closed with it.
-            let reason = format!("the run ended ({status}) before anyone decided");
-            crate::approval_wait::close_pending(
-                self.kernel.store().as_ref(),
-                &record.request_id,
-                &reason,
-            )
-            .await;
+            let store = self.kernel.store();
+            crate::approval_wait::close_pending(store.as_ref(), &record.request_id, status).await;
         }
         RunResponse {
             request_id: record.request_id,
