@@ -722,6 +722,9 @@ fn summary(event: &Event) -> String {
             ..
         } => format!("{target}: {merged} merged, {expired} expired"),
         EventPayload::MemoryMaintenanceFailed { target, error } => format!("{target}: {error}"),
+        EventPayload::WorkspaceReloaded { digest, changes } => {
+            format!("{digest}: {}", changes.join(", "))
+        }
         EventPayload::ApprovalRequested { approval } => {
             format!(
                 "{} {} {}",

@@ -2,7 +2,10 @@
 //! operator API under `/api`. With no API keys configured (`Runtime.spec.server.apiKeys`) it
 //! listens on loopback only and refuses any other address. Ctrl-C or SIGTERM shuts down
 //! gracefully: no new requests, runs in flight get `server.shutdownGrace` to finish, the rest
-//! are recorded `interrupted` (resumable with `keel runs resume`).
+//! are recorded `interrupted` (resumable with `keel runs resume`). SIGHUP (and, with
+//! `server.watch: true`, a change to the configuration files) reloads the workspace.
+
+mod reload;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -46,6 +49,9 @@ pub async fn serve(root: &Path, listen: Option<String>) -> Result<(), CliError> 
     // server answers meanwhile (runs wait only for the servers their agents use).
     runtime.start_mcp();
     runtime.watch_skills();
+    let reloads = reload::Reloads::install(root, &runtime)
+        .map_err(|e| CliError::failed(format!("cannot install the SIGHUP handler: {e}")))?;
+    tokio::spawn(reloads.run(runtime.clone()));
     out::line(&format!("listening on http://{bound}"));
     let grace = runtime.workspace().runtime.server.shutdown_grace;
     let shutdown = async move {

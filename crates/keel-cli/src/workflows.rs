@@ -66,7 +66,7 @@ pub async fn workflows(root: &Path, command: WorkflowsCommand) -> Result<(), Cli
             no_approve_here,
         } => {
             let (runtime, printer) = workspace::start(root, &output).await?;
-            find(runtime.workspace(), &name)?;
+            find(&runtime.workspace(), &name)?;
             let handle = runtime
                 .run_workflow(&name, input, None)
                 .await

@@ -299,7 +299,7 @@ impl Kernel {
 
     /// Policy's decision on a task's call the gateway allowed.
     fn decide_policy(&self, task: &mut TaskRecord) {
-        let policy = self.governance().policy().decide(
+        let policy = self.services().governance.policy().decide(
             &keel_tools::policy::PolicyQuery {
                 agent: &task.agent,
                 tool: &task.tool,
@@ -337,7 +337,8 @@ impl Kernel {
         let mut input = HookInput::new(HookEvent::PreToolUse, &self.workspace().root);
         input.session_id = Some(task.task_id.clone());
         input.permission_mode = Some(
-            self.governance()
+            self.services()
+                .governance
                 .policy()
                 .mode(&task.agent, None)
                 .as_str()
@@ -349,7 +350,8 @@ impl Kernel {
         input.agent = Some(task.agent.clone());
         let env = BTreeMap::from([("KEEL_TASK_ID".to_owned(), task.task_id.clone())]);
         let (round, calls) = self
-            .governance()
+            .services()
+            .governance
             .hook_round(
                 HookEvent::PreToolUse,
                 Some(&task.tool),

@@ -5,20 +5,25 @@
 mod branches;
 mod children;
 mod memory_runs;
+mod options;
 mod queue;
+mod reload;
 mod workflow;
 
+pub use options::RequestOptions;
 pub use queue::Replica;
+use reload::Current;
+pub use reload::{RELOAD_AGENT, ReloadParts, workspace_changes, workspace_digest};
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use keel_tools::gateway::Gateway;
 use keel_tools::hooks::HookInput;
 use keel_types::{
     ArtifactStore, Event, EventObserver, EventPayload, HookEvent, Message, ModelProvider,
-    PermissionMode, RequestId, RunFilter, RunLinks, RunRecord, RunStatus, RunStore, SessionId,
+    RequestId, RunFilter, RunLinks, RunRecord, RunStatus, RunStore, SessionId,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use tokio::sync::{Semaphore, watch};
@@ -27,14 +32,12 @@ use tokio_util::sync::CancellationToken;
 use crate::RuntimeError;
 use crate::agent_loop::{self, AgentRun, Launch, Services, Start};
 use crate::emitter::{Emitter, Pipeline};
-use crate::governance::{Governance, HookResult};
+use crate::governance::HookResult;
 use crate::handle::RunHandle;
 use crate::history::{trim_history, validate_history};
 use crate::memory::{MemoryPrompt, MemoryService};
-use crate::narrator::Narrator;
 use crate::rebuild::{opening, rebuild};
-use crate::redact::Redactor;
-use crate::skills::{SkillCache, SkillPrompt};
+use crate::skills::SkillPrompt;
 
 /// Everything the kernel is assembled from.
 pub struct KernelParts {
@@ -51,27 +54,32 @@ pub struct KernelParts {
     pub observers: Vec<Arc<dyn EventObserver>>,
     /// Long-term memory, when the workspace declares `Memory` documents.
     pub memory: Option<Arc<MemoryService>>,
+    /// Held while a run of this workspace snapshot lives (see [`ReloadParts::keep`]).
+    pub keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
-/// The runtime kernel. Cheap to clone.
+/// The runtime kernel. Cheap to clone. A clone made by [`Kernel::pin`] keeps using the
+/// workspace snapshot current when it was made, whatever reloads happen meanwhile.
 #[derive(Clone)]
 pub struct Kernel {
     inner: Arc<Inner>,
+    pinned: Option<Arc<Current>>,
 }
 
 struct Inner {
-    /// What every run shares: workspace, gateway, store, artifacts, governance.
-    services: Arc<Services>,
-    /// Providers by `Model` document name; an `Err` explains why that model is unusable.
-    models: HashMap<String, Result<Arc<dyn ModelProvider>, String>>,
-    /// Where every run's events go.
-    pipeline: Pipeline,
+    /// The loaded workspace and what is built from it, swapped whole by a reload.
+    current: RwLock<Arc<Current>>,
+    store: Arc<dyn RunStore>,
+    artifacts: Arc<dyn ArtifactStore>,
+    /// Hooks written in Rust, run with the workspace's hooks (kept across reloads).
+    hooks: Vec<Arc<dyn keel_tools::hooks::InProcessHook>>,
+    observers: crate::emitter::Observers,
+    /// Woken when an approval is decided.
+    decisions: Arc<tokio::sync::Notify>,
     permits: Arc<Semaphore>,
     active: Mutex<Tracker>,
     /// The number of live runs, for waiting on them.
     live: watch::Sender<usize>,
-    /// Set once the task keeping the skills current has started.
-    skill_watch: std::sync::Once,
 }
 
 /// The live runs of this kernel and the shutdown state, under one lock.
@@ -106,28 +114,6 @@ pub struct ShutdownReport {
     pub interrupted: usize,
 }
 
-/// One request to run.
-#[derive(Debug, Clone, Default)]
-pub struct RequestOptions {
-    pub input: String,
-    /// The agent; the workspace default when `None`.
-    pub agent: Option<String>,
-    pub session_id: Option<SessionId>,
-    /// The run's permission mode (`plan`, `dontAsk`, …); `None`: the policies' own mode.
-    pub mode: Option<PermissionMode>,
-    /// An earlier conversation supplied by the caller, sent after the session's history and
-    /// before the input (recorded in `runtime.request.started`). Checked against what the
-    /// model wire accepts; a bad message is [`RuntimeError::InvalidInput`] naming its index.
-    pub history: Vec<Message>,
-    /// A time budget for this run; the smaller of it and `limits.runTimeout` applies.
-    pub timeout: Option<Duration>,
-    /// The principal creating the run (recorded as [`RunRecord::owner`]).
-    pub owner: Option<String>,
-    /// The request's metadata (e.g. `user`), recorded in `runtime.request.started`; memory
-    /// namespaces are rendered from it (`users/{metadata.user}`).
-    pub metadata: BTreeMap<String, String>,
-}
-
 impl Kernel {
     /// Assembles a kernel.
     pub fn new(parts: KernelParts) -> Self {
@@ -140,88 +126,87 @@ impl Kernel {
             hooks,
             observers,
             memory,
+            keep,
         } = parts;
-        let runtime = &workspace.runtime;
-        let pipeline = Pipeline {
-            store: store.clone(),
-            redactor: Arc::new(Redactor::for_workspace(&workspace)),
-            narrator: Arc::new(Narrator::new(&runtime.progress.narration)),
-            observers: observers.into(),
+        let permits = Arc::new(Semaphore::new(
+            workspace.runtime.limits.max_concurrent_runs as usize,
+        ));
+        let observers: crate::emitter::Observers = observers.into();
+        let decisions: Arc<tokio::sync::Notify> = Arc::default();
+        let parts = ReloadParts {
+            workspace,
+            models,
+            gateway,
+            memory,
+            keep,
         };
-        let permits = Arc::new(Semaphore::new(runtime.limits.max_concurrent_runs as usize));
-        let governance = Governance::new(&workspace, hooks);
-        Self {
-            inner: Arc::new_cyclic(|inner| Inner {
-                services: Arc::new(Services {
-                    workspace,
-                    gateway,
-                    store,
-                    artifacts,
-                    governance,
-                    skills: SkillCache::default(),
-                    memory,
-                    delegate: Arc::new(children::KernelRef(inner.clone())),
-                    decisions: Arc::new(tokio::sync::Notify::new()),
-                }),
-                models,
-                pipeline,
+        let inner = Arc::new_cyclic(|weak| {
+            let base = reload::Base {
+                store: &store,
+                artifacts: &artifacts,
+                hooks: &hooks,
+                observers: &observers,
+                decisions: &decisions,
+                kernel: weak.clone(),
+            };
+            let current = reload::compile(&base, parts);
+            Inner {
+                current: RwLock::new(Arc::new(current)),
+                store,
+                artifacts,
+                hooks,
+                observers,
+                decisions,
                 permits,
                 active: Mutex::new(Tracker::default()),
                 live: watch::Sender::new(0),
-                skill_watch: std::sync::Once::new(),
-            }),
+            }
+        });
+        Self {
+            inner,
+            pinned: None,
         }
     }
 
     /// The compiled workspace.
-    pub fn workspace(&self) -> &Arc<Workspace> {
-        &self.inner.services.workspace
+    pub fn workspace(&self) -> Arc<Workspace> {
+        self.current().services.workspace.clone()
     }
 
     /// The run store.
     pub fn store(&self) -> &Arc<dyn RunStore> {
-        &self.inner.services.store
+        &self.inner.store
     }
 
-    /// What every run shares.
-    pub(crate) fn services(&self) -> &Services {
-        &self.inner.services
+    /// What every run shares, to hold.
+    pub(crate) fn services(&self) -> Arc<Services> {
+        self.current().services.clone()
     }
 
     /// What every run shares, to hold (a workflow's tool calls).
     pub(crate) fn shared_services(&self) -> Arc<Services> {
-        self.inner.services.clone()
-    }
-
-    /// Providers by `Model` document name.
-    pub(crate) fn models(&self) -> &HashMap<String, Result<Arc<dyn ModelProvider>, String>> {
-        &self.inner.models
+        self.services()
     }
 
     /// Where every run's events go.
-    pub(crate) fn pipeline(&self) -> &Pipeline {
-        &self.inner.pipeline
+    pub(crate) fn pipeline(&self) -> Pipeline {
+        self.current().pipeline.clone()
     }
 
     /// The artifact store.
     pub fn artifacts(&self) -> &Arc<dyn ArtifactStore> {
-        &self.inner.services.artifacts
-    }
-
-    /// Policies and hooks.
-    pub(crate) fn governance(&self) -> &Governance {
-        &self.inner.services.governance
+        &self.inner.artifacts
     }
 
     /// The tool gateway.
-    pub fn gateway(&self) -> &Arc<Gateway> {
-        &self.inner.services.gateway
+    pub fn gateway(&self) -> Arc<Gateway> {
+        self.current().services.gateway.clone()
     }
 
     /// Starts a run. The run is recorded before this returns; its events flow to the handle.
     pub async fn request(&self, options: RequestOptions) -> Result<RunHandle, RuntimeError> {
         self.accepting()?;
-        self.start_run(options, Origin::default()).await
+        self.pin().start_run(options, Origin::default()).await
     }
 
     /// Starts a new run with the agent, input, session, supplied history and mode of ended
@@ -243,7 +228,7 @@ impl Kernel {
                 original.status.as_str()
             )));
         }
-        let events = self.inner.services.store.events(id, 0).await?;
+        let events = self.inner.store.events(id, 0).await?;
         if events
             .iter()
             .any(|e| matches!(e.payload, EventPayload::DirectStarted { .. }))
@@ -301,7 +286,8 @@ impl Kernel {
             SessionId::parse(&session.to_string())
                 .map_err(|error| RuntimeError::InvalidInput(error.to_string()))?;
         }
-        let workspace = &self.inner.services.workspace;
+        let current = self.current();
+        let workspace = &current.services.workspace;
         let agent_name = match options.agent.as_deref().or(workspace.default_agent()) {
             Some(name) => name.to_owned(),
             None => return Err(RuntimeError::NoDefaultAgent),
@@ -309,7 +295,7 @@ impl Kernel {
         let agent = self.agent(&agent_name)?;
         let provider = self.provider(&agent_name, &agent)?;
         let skills = self.skill_prompt(&agent_name, &agent, &options.input)?;
-        let memory = match &self.inner.services.memory {
+        let memory = match &current.services.memory {
             Some(memory) => {
                 memory
                     .recall(
@@ -322,7 +308,7 @@ impl Kernel {
             }
             None => MemoryPrompt::default(),
         };
-        let store = &self.inner.services.store;
+        let store = &self.inner.store;
         let history = match &options.session_id {
             Some(session) => {
                 store.ensure_session(session, &agent_name).await?;
@@ -352,7 +338,7 @@ impl Kernel {
                 record.links = links;
                 // The record and the opening event: one write.
                 let opening = crate::emitter::opening_event(
-                    &self.inner.pipeline,
+                    &current.pipeline,
                     &record,
                     EventPayload::RequestStarted {
                         input: record.input.clone(),
@@ -386,23 +372,24 @@ impl Kernel {
     /// idempotent (the model is told the outcome is unknown otherwise).
     pub async fn resume(&self, id: &RequestId) -> Result<RunHandle, RuntimeError> {
         self.accepting()?;
-        let store = &self.inner.services.store;
-        let before = self.existing_run(id).await?;
+        let kernel = self.pin();
+        let store = &self.inner.store;
+        let before = kernel.existing_run(id).await?;
         if before.status != RunStatus::Interrupted {
             return Err(RuntimeError::InvalidInput(format!(
                 "run `{id}` is {}, only interrupted runs can be resumed",
                 before.status.as_str()
             )));
         }
-        self.not_ending_here(id)?;
+        kernel.not_ending_here(id)?;
         if before.workflow().is_some() {
-            return self.resume_workflow(before).await;
+            return kernel.resume_workflow(before).await;
         }
-        let agent = self.agent(&before.agent)?;
-        let provider = self.provider(&before.agent, &agent)?;
+        let agent = kernel.agent(&before.agent)?;
+        let provider = kernel.provider(&before.agent, &agent)?;
         let events = store.events(id, 0).await?;
         let rebuilt = rebuild(&events).map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
-        let skills = self.skill_prompt(&before.agent, &agent, &before.input)?;
+        let skills = kernel.skill_prompt(&before.agent, &agent, &before.input)?;
         // The log already holds the recall; the prompt gets the same context again.
         let memory = MemoryPrompt::recorded(&events)
             .map(|(_, prompt)| MemoryPrompt {
@@ -411,13 +398,13 @@ impl Kernel {
             })
             .unwrap_or_default();
         // The claim is the last step that can fail (see `resume_workflow`).
-        let history = self.history_of(&before).await?;
-        let (depth, narrowing) = self.lineage(&before).await?;
+        let history = kernel.history_of(&before).await?;
+        let (depth, narrowing) = kernel.lineage(&before).await?;
         let record = store.claim(id).await?;
         let start = Start::Resumed {
             cut_off_round: rebuilt.cut_off_round,
         };
-        Ok(self.launch(Launch {
+        Ok(kernel.launch(Launch {
             history,
             narrowing,
             depth,
@@ -433,13 +420,12 @@ impl Kernel {
 
     /// Marks runs left active by processes that died as `interrupted`; returns their ids.
     pub async fn recover(&self) -> Result<Vec<RequestId>, RuntimeError> {
-        Ok(self.inner.services.store.recover().await?)
+        Ok(self.inner.store.recover().await?)
     }
 
     /// The record of a run that must exist.
     async fn existing_run(&self, id: &RequestId) -> Result<RunRecord, RuntimeError> {
         self.inner
-            .services
             .store
             .get_run(id)
             .await?
@@ -448,7 +434,7 @@ impl Kernel {
 
     /// The agent named, or the workspace's default.
     pub(crate) fn agent_name(&self, agent: Option<&str>) -> Result<String, RuntimeError> {
-        let workspace = &self.inner.services.workspace;
+        let workspace = self.workspace();
         let name = agent
             .or(workspace.default_agent())
             .ok_or(RuntimeError::NoDefaultAgent)?;
@@ -457,7 +443,7 @@ impl Kernel {
     }
 
     pub(crate) fn agent(&self, name: &str) -> Result<AgentSpec, RuntimeError> {
-        let workspace = &self.inner.services.workspace;
+        let workspace = self.workspace();
         workspace
             .agents
             .get(name)
@@ -476,14 +462,15 @@ impl Kernel {
     /// Starts the task that keeps the workspace's skills current (once; needs a Tokio
     /// runtime; off when `skills.refreshInterval` is `0s`).
     pub fn watch_skills(&self) {
-        let workspace = &self.inner.services.workspace;
+        let current = self.current();
+        let workspace = &current.services.workspace;
         let interval = workspace.runtime.skills.refresh_interval.0;
         if interval.is_zero() || workspace.skills.roots().is_empty() {
             return;
         }
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let library = Arc::downgrade(&workspace.skills);
-            self.inner
+            current
                 .skill_watch
                 .call_once(|| drop(handle.spawn(crate::skills::watch(library, interval))));
         }
@@ -496,7 +483,7 @@ impl Kernel {
         agent: &AgentSpec,
         input: &str,
     ) -> Result<SkillPrompt, RuntimeError> {
-        let services = &self.inner.services;
+        let services = self.services();
         services
             .skills
             .prompt(&services.workspace, agent_name, agent, input)
@@ -512,7 +499,7 @@ impl Kernel {
             model: agent.model.clone(),
             message,
         };
-        match self.inner.models.get(&agent.model) {
+        match self.current().models.get(&agent.model) {
             Some(Ok(provider)) => Ok(provider.clone()),
             Some(Err(message)) => Err(unavailable(message.clone())),
             None => Err(unavailable("no provider is configured for it".into())),
@@ -524,14 +511,14 @@ impl Kernel {
         let Some(session) = &record.session_id else {
             return Ok(Vec::new());
         };
-        let transcript = self.inner.services.store.session_messages(session).await?;
+        let transcript = self.inner.store.session_messages(session).await?;
         Ok(trim_history(
             transcript
                 .into_iter()
                 .filter(|m| m.request_id != record.request_id)
                 .map(|m| m.message)
                 .collect(),
-            self.inner.services.workspace.runtime.limits.history_tokens,
+            self.workspace().runtime.limits.history_tokens,
         ))
     }
 
@@ -547,7 +534,8 @@ impl Kernel {
         let extraction = (launch.direct.is_none() && self.wants_extraction(&launch.record.agent))
             .then(|| (launch.record.clone(), launch.metadata.clone()));
         let (tx, rx) = crate::emitter::subscription();
-        let pipeline = &self.inner.pipeline;
+        let current = self.current();
+        let pipeline = &current.pipeline;
         let emitter = match opened {
             Some(opening) => Emitter::opened(pipeline, &launch.record, opening, Some(tx)),
             None => {
@@ -559,7 +547,7 @@ impl Kernel {
         // loop's); with the loop's phases boxed too (`AgentRun::drive`) the task is about
         // 1.5 KiB, not 14 KiB, which counts at a thousand runs in flight.
         let run = Box::new(AgentRun::new(
-            self.inner.services.clone(),
+            current.services.clone(),
             Arc::new(emitter),
             launch,
         ));
@@ -655,12 +643,13 @@ impl Kernel {
     /// non-blocking and no run's log holds them: each call is traced, and a failure is only
     /// logged, whatever its `onError`.
     pub async fn end_session(&self, session: &SessionId, reason: &str) {
-        let governance = &self.inner.services.governance;
+        let services = self.services();
+        let governance = &services.governance;
         if !governance.wants(HookEvent::SessionEnd, None) {
             return;
         }
-        let workspace = &self.inner.services.workspace;
-        let agent = match self.inner.services.store.get_session(session).await {
+        let workspace = &services.workspace;
+        let agent = match self.inner.store.get_session(session).await {
             Ok(Some(record)) => Some(record.agent),
             _ => workspace.default_agent().map(str::to_owned),
         };
@@ -704,22 +693,22 @@ impl Kernel {
 
     /// Counts of stored runs by status.
     pub async fn run_counts(&self) -> Result<Vec<(RunStatus, u64)>, RuntimeError> {
-        Ok(self.inner.services.store.run_counts().await?)
+        Ok(self.inner.store.run_counts().await?)
     }
 
     /// One run's record.
     pub async fn get_run(&self, id: &RequestId) -> Result<Option<RunRecord>, RuntimeError> {
-        Ok(self.inner.services.store.get_run(id).await?)
+        Ok(self.inner.store.get_run(id).await?)
     }
 
     /// Runs, newest first.
     pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, RuntimeError> {
-        Ok(self.inner.services.store.list_runs(filter).await?)
+        Ok(self.inner.store.list_runs(filter).await?)
     }
 
     /// A run's stored events after `seq`.
     pub async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, RuntimeError> {
-        Ok(self.inner.services.store.events(id, after).await?)
+        Ok(self.inner.store.events(id, after).await?)
     }
 
     fn tracker(&self) -> MutexGuard<'_, Tracker> {

@@ -29,5 +29,8 @@ pub use direct::TaskRequest;
 pub use error::RuntimeError;
 pub use governance::Governance;
 pub use handle::{RunHandle, RunResponse};
-pub use kernel::{Kernel, KernelParts, Replica, RequestOptions, ShutdownReport};
+pub use kernel::{
+    Kernel, KernelParts, RELOAD_AGENT, ReloadParts, Replica, RequestOptions, ShutdownReport,
+    workspace_changes, workspace_digest,
+};
 pub use replay::Divergence;

@@ -217,7 +217,8 @@ impl Redactor {
             EventPayload::MemoryApprovalRequested { text, .. } => s(text),
             EventPayload::MemoryMaintenanceFailed { error, .. } => s(error),
             EventPayload::MemoryMaintenanceStarted { .. }
-            | EventPayload::MemoryMaintenanceCompleted { .. } => {}
+            | EventPayload::MemoryMaintenanceCompleted { .. }
+            | EventPayload::WorkspaceReloaded { .. } => {}
         }
     }
 

@@ -16,7 +16,8 @@
 //! fencing `token`, `expiresAt`), its `ownedRuns`, the live `replicas`, the `queueDepth` and
 //! the runs it `takenOver`.
 //!
-//! `workspace.skills` counts the skills in use and the `problems` of those left out (the
+//! `workspace.digest` is the loaded workspace's (`sha256:…` of its compiled documents; a
+//! reload changes it). `workspace.skills` counts the skills in use and the `problems` of those left out (the
 //! inventory, behind an operator key, lists them).
 //!
 //! `status` is `ok`, `degraded` (200: a model's provider is not configured, so its agents'
@@ -109,6 +110,7 @@ pub(crate) async fn health(State(state): State<AppState>) -> Response {
         "store": store,
         "workspace": {
             "loadedAt": runtime.loaded_at(),
+            "digest": runtime.workspace_digest(),
             "documents": {
                 "agents": workspace.agents.len(),
                 "models": workspace.models.len(),

@@ -79,7 +79,7 @@ pub(crate) async fn inventory(State(state): State<AppState>) -> Result<Json<Valu
         "policies": workspace.policies.keys().collect::<Vec<_>>(),
         "hooks": hooks,
         "mcpServers": runtime.mcp_servers(),
-        "skills": skills(workspace),
+        "skills": skills(&workspace),
     })))
 }
 

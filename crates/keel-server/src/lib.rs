@@ -42,6 +42,7 @@ mod memory;
 mod metrics;
 mod openai;
 mod openapi;
+mod reload;
 mod requests;
 mod sessions;
 mod skills;
@@ -67,6 +68,15 @@ pub use telemetry::{MemoryProbe, MemoryUse, Telemetry};
 
 use state::AppState;
 
+/// Loads `runtime`'s workspace again and swaps it in (SIGHUP, `server.watch`, and `POST
+/// /api/workspace/reload` all come here): the answer the route gives, or why the workspace
+/// was refused (every error; the loaded one keeps serving).
+pub async fn reload_workspace(runtime: &keel::Runtime) -> Result<serde_json::Value, String> {
+    reload::reload_runtime(runtime, None)
+        .await
+        .map_err(|error| error.to_string())
+}
+
 /// The HTTP routes over `runtime`, with telemetry of their own: `/metrics` then shows the
 /// store's counts but no latencies (use [`router_with`] and a runtime built with the
 /// telemetry's observer for those).
@@ -82,7 +92,7 @@ pub fn router_with(runtime: keel::Runtime, telemetry: Telemetry) -> Router {
 
 /// The routes, with `/mcp`'s sessions ended when `stop` fires.
 fn build_router(runtime: keel::Runtime, telemetry: Telemetry, stop: CancellationToken) -> Router {
-    telemetry.describe(runtime.workspace());
+    telemetry.describe(&runtime.workspace());
     let keys = Arc::new(auth::Keys::from_runtime(&runtime));
     let server = &runtime.workspace().runtime.server;
     let body_limit = usize::try_from(server.max_body_bytes).unwrap_or(usize::MAX);
@@ -131,7 +141,7 @@ fn app_state(
     keys_configured: bool,
     stop: CancellationToken,
 ) -> AppState {
-    let admission = Arc::new(state::Admission::for_workspace(runtime.workspace()));
+    let admission = Arc::new(state::Admission::for_workspace(&runtime.workspace()));
     let mcp = mcp::http_service(mcp::HttpMount {
         runtime: runtime.clone(),
         admission: admission.clone(),

@@ -22,7 +22,7 @@ use crate::state::AppState;
 /// Who the API records as the author of operator writes.
 const OPERATOR: &str = "api";
 
-fn memory(state: &AppState) -> Result<&std::sync::Arc<MemoryService>, ApiError> {
+fn memory(state: &AppState) -> Result<std::sync::Arc<MemoryService>, ApiError> {
     state.runtime.memory().map_err(runtime_error)
 }
 

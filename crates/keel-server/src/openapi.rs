@@ -12,7 +12,7 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
 use crate::state::AppState;
-use crate::{approvals, inventory, metrics, openai, requests, sessions, tasks};
+use crate::{approvals, inventory, metrics, openai, reload, requests, sessions, tasks};
 
 mod console;
 mod knowledge;
@@ -612,6 +612,14 @@ pub(crate) fn routes() -> Vec<Route> {
                 || routing::get(inventory::artifact),
             )
         },
+        route(
+            Method::POST,
+            "/api/workspace/reload",
+            Operator,
+            "Load the workspace again and swap it in; runs in flight finish on theirs (409 with every error when it is invalid: the loaded one keeps serving)",
+            "`{digest, changed, changes, run, mcp: {kept, restarted, removed}}`",
+            || routing::post(reload::reload),
+        ),
         route(
             Method::GET,
             "/api/inventory",

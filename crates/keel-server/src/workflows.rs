@@ -33,9 +33,8 @@ pub(crate) async fn get_workflow(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let spec = state
-        .runtime
-        .workflows()
+    let workflows = state.runtime.workflows();
+    let spec = workflows
         .get(&name)
         .ok_or_else(|| ApiError::ResourceNotFound(format!("no workflow `{name}`")))?;
     Ok(Json(json!({

@@ -573,6 +573,15 @@ pub enum EventPayload {
     /// Memory maintenance stopped with an error; what it had done stays done.
     #[serde(rename = "runtime.memory.maintenance.failed", rename_all = "camelCase")]
     MemoryMaintenanceFailed { target: String, error: String },
+    /// `keel serve` loaded its workspace again (SIGHUP, `POST /api/workspace/reload`, or a
+    /// watched file changed): the new workspace's digest and what changed, one
+    /// `Kind/name (added|removed|changed)` each. Recorded in a run of its own (agent
+    /// `workspace`).
+    #[serde(rename = "runtime.workspace.reloaded", rename_all = "camelCase")]
+    WorkspaceReloaded {
+        digest: String,
+        changes: Vec<String>,
+    },
     /// The final answer did not match the agent's `output.schema`; the model is asked again
     /// with the issues while `attempt` is within `maxRetries`.
     #[serde(rename = "runtime.output.rejected", rename_all = "camelCase")]
@@ -667,6 +676,7 @@ impl EventPayload {
             Self::MemoryMaintenanceStarted { .. } => "runtime.memory.maintenance.started",
             Self::MemoryMaintenanceCompleted { .. } => "runtime.memory.maintenance.completed",
             Self::MemoryMaintenanceFailed { .. } => "runtime.memory.maintenance.failed",
+            Self::WorkspaceReloaded { .. } => "runtime.workspace.reloaded",
             Self::OutputRejected { .. } => "runtime.output.rejected",
             Self::WorkflowStarted(_) => "runtime.workflow.started",
             Self::WorkflowCompleted(_) => "runtime.workflow.completed",

@@ -84,10 +84,11 @@ fn slot(payload: &EventPayload) -> usize {
         EventPayload::PhaseCompleted(_) => 47,
         EventPayload::PhaseVerified(_) => 48,
         EventPayload::Narration { .. } => 49,
+        EventPayload::WorkspaceReloaded { .. } => 50,
     }
 }
 
-const SLOTS: usize = 50;
+const SLOTS: usize = 51;
 
 fn usage() -> Usage {
     Usage {
@@ -479,6 +480,13 @@ fn examples() -> Vec<EventPayload> {
             source_event_types: vec!["runtime.adapter.event".into()],
             source_event_ids: vec![EventId::from("evt_1")],
             style: "concise".into(),
+        },
+        EventPayload::WorkspaceReloaded {
+            digest: "sha256:4f2a".into(),
+            changes: vec![
+                "Agent/assistant (changed)".into(),
+                "Tool/search (added)".into(),
+            ],
         },
     ]
 }

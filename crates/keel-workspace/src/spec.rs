@@ -236,6 +236,9 @@ pub struct ServerSpec {
     /// Open connections one client address may hold at once; more are closed as they arrive.
     #[schemars(range(min = 1))]
     pub max_connections_per_client: u32,
+    /// Reload the workspace when its configuration files change (checked every second);
+    /// SIGHUP and `POST /api/workspace/reload` reload it in any case.
+    pub watch: bool,
 }
 
 impl Default for ServerSpec {
@@ -251,6 +254,7 @@ impl Default for ServerSpec {
             body_read_timeout: Duration::from_secs(30),
             max_connections: 1024,
             max_connections_per_client: 64,
+            watch: false,
         }
     }
 }

@@ -53,13 +53,15 @@ pub use keel_types::{ClusterStatus, Lease, Signal, SignalSink};
 pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
 
 pub use keel_mcp::client::{
-    LifecycleEvent, McpError, McpHub, PromptArgument, PromptInfo, ResourceInfo, ServerState,
-    ServerStatus,
+    HubReload, LifecycleEvent, McpError, McpHub, PromptArgument, PromptInfo, ResourceInfo,
+    ServerState, ServerStatus,
 };
 use keel_runtime::{Kernel, KernelParts};
+pub use reload::ReloadReport;
 
 mod cluster;
 mod memory;
+mod reload;
 mod skills;
 mod stores;
 #[cfg(feature = "sqlite")]
@@ -67,7 +69,7 @@ pub use stores::mirror_layout;
 #[cfg(feature = "postgres")]
 pub use stores::postgres_options;
 mod workflows;
-use keel_tools::gateway::{Gateway, GatewayError};
+use keel_tools::gateway::GatewayError;
 
 /// Why the runtime could not be assembled or used.
 #[derive(Debug, thiserror::Error)]
@@ -192,16 +194,14 @@ impl RuntimeBuilder {
     /// Loads the workspace and assembles the runtime. Needs a Tokio runtime only when runs
     /// start, not here.
     pub fn build(self) -> Result<Runtime, Error> {
+        let mut options = self.options.unwrap_or_else(LoadOptions::from_process_env);
+        // Agents may list the tools this program injects.
+        options
+            .provided_tools
+            .extend(self.tools.iter().map(|t| t.spec().name.clone()));
         let workspace = match (self.workspace, self.root) {
             (Some(workspace), _) => workspace,
-            (None, Some(root)) => {
-                let mut options = self.options.unwrap_or_else(LoadOptions::from_process_env);
-                // Agents may list the tools this program injects.
-                options
-                    .provided_tools
-                    .extend(self.tools.iter().map(|t| t.spec().name.clone()));
-                Workspace::load_with(&root, &options)?
-            }
+            (None, Some(root)) => Workspace::load_with(&root, &options)?,
             (None, None) => {
                 return Err(Error::InvalidInput(
                     "no workspace given: call .workspace(path) or .loaded_workspace(ws)".into(),
@@ -209,25 +209,6 @@ impl RuntimeBuilder {
             }
         };
         let workspace = Arc::new(workspace);
-        let loaded_at: Arc<str> = keel_types::now_rfc3339().into();
-
-        let mut models: HashMap<String, Result<Arc<dyn ModelProvider>, String>> = HashMap::new();
-        for name in workspace.models.keys() {
-            let provider = match self.models.get(name) {
-                Some(provider) => Ok(provider.clone()),
-                None => keel_models::provider_for(&workspace, name).map_err(|e| e.to_string()),
-            };
-            models.insert(name.clone(), provider);
-        }
-        for (name, provider) in self.models {
-            models.entry(name).or_insert(Ok(provider));
-        }
-
-        let unavailable_models: BTreeMap<String, String> = models
-            .iter()
-            .filter_map(|(name, provider)| Some((name.clone(), provider.as_ref().err()?.clone())))
-            .collect();
-
         let defaults = match &self.store {
             Some(_) => None,
             None => Some(stores::default_store(&workspace)?),
@@ -237,174 +218,55 @@ impl RuntimeBuilder {
             (None, Some(defaults)) => (defaults.runs.clone(), defaults.memory.clone()),
             (None, None) => return Err(Error::NoStore("run store", "store")),
         };
-        let memory = memory_service(
-            &workspace,
-            self.memory_store.or(default_memory),
-            &store,
-            self.embedders,
-        )?;
-        let mut tools = self.tools;
-        let proposes = |agent: &keel_workspace::AgentSpec| {
-            agent
-                .tools
-                .iter()
-                .any(|t| t == keel_workspace::skills::PROPOSE_SKILL_TOOL)
+        let recipe = reload::Recipe {
+            root: workspace.root.clone(),
+            options,
+            models: self.models,
+            tools: self.tools,
+            embedders: self.embedders,
+            memory_store: self.memory_store.or(default_memory),
+            store: store.clone(),
+            lock: tokio::sync::Mutex::new(()),
         };
-        if let Some(memory) = &memory {
-            tools.push(Arc::new(keel_runtime::memory::MemorySearchTool::new(
-                memory.clone(),
-            )));
-            tools.push(Arc::new(keel_runtime::memory::RememberTool::new(
-                memory.clone(),
-            )));
-        }
-        if workspace.agents.values().any(|a| !a.subagents.is_empty()) {
-            tools.push(Arc::new(keel_runtime::subagents::TaskTool::new(
-                workspace.clone(),
-            )));
-        }
-        if workspace.agents.values().any(proposes) {
-            tools.insert(
-                0,
-                Arc::new(keel_tools::builtin::ProposeSkill::new(
-                    workspace.clone(),
-                    store.clone(),
-                )),
-            );
-        }
-        let mut gateway = Gateway::new(assemble_tools(&workspace, tools))?;
-        // MCP servers publish their tools into the gateway's catalog once they start.
-        let mcp = McpHub::new(&workspace, gateway.catalog());
-        for source in mcp.sources() {
-            gateway = gateway.with_source(source);
-        }
-        if let Some(tool) = mcp.resource_tool() {
-            let name = tool.spec().name.clone();
-            if let Some(error) = gateway
-                .catalog()
-                .publish(&name, vec![tool])
-                .into_iter()
-                .next()
-            {
-                return Err(Error::Gateway(error));
-            }
-        }
-        if let Some(name) = &workspace.runtime.gateway.repair_model {
-            match models.get(name) {
-                Some(Ok(provider)) => gateway = gateway.with_repair_model(provider.clone()),
-                Some(Err(message)) => {
-                    return Err(Error::InvalidInput(format!(
-                        "the gateway's repair model `{name}` is unavailable: {message}"
-                    )));
-                }
-                None => {
-                    return Err(Error::InvalidInput(format!(
-                        "the gateway's repair model `{name}` is not a Model of this workspace"
-                    )));
-                }
-            }
-        }
-        let gateway = Arc::new(gateway);
+        let assembled = reload::assemble(&recipe, &workspace, None)?;
         let artifacts = match self.artifacts {
             Some(artifacts) => artifacts,
             None => stores::default_artifacts(&workspace, defaults.as_ref())?,
         };
+        let digest = keel_runtime::workspace_digest(&workspace);
         let kernel = Kernel::new(KernelParts {
             workspace,
-            models,
-            gateway,
+            models: assembled.models,
+            gateway: assembled.gateway,
             store,
             artifacts,
             hooks: self.hooks,
             observers: self.observers,
-            memory,
+            memory: assembled.memory,
+            keep: Some(Arc::new(assembled.mcp.clone())),
         });
         Ok(Runtime {
             kernel,
-            mcp,
-            loaded_at,
-            unavailable_models: Arc::new(unavailable_models),
+            loaded: Arc::new(std::sync::RwLock::new(Arc::new(reload::Loaded {
+                mcp: assembled.mcp,
+                loaded_at: keel_types::now_rfc3339().into(),
+                unavailable_models: Arc::new(assembled.unavailable_models),
+                digest,
+            }))),
+            recipe: Arc::new(recipe),
         })
     }
-}
-
-/// The memory of a workspace that declares `Memory` documents: their store and embeddings
-/// models (injected, or from the `Model` documents they name).
-fn memory_service(
-    workspace: &Arc<Workspace>,
-    store: Option<Arc<dyn MemoryStore>>,
-    runs: &Arc<dyn RunStore>,
-    mut embedders: BTreeMap<String, Arc<dyn Embedder>>,
-) -> Result<Option<Arc<MemoryService>>, Error> {
-    if workspace.memories.is_empty() {
-        return Ok(None);
-    }
-    let Some(store) = store else {
-        return Err(Error::NoStore("memory store", "memory_store"));
-    };
-    for spec in workspace.memories.values() {
-        let Some(embeddings) = &spec.embeddings else {
-            continue;
-        };
-        if embedders.contains_key(&embeddings.model) {
-            continue;
-        }
-        let embedder = keel_models::embedder_for(workspace, &embeddings.model).map_err(|e| {
-            Error::InvalidInput(format!(
-                "the embeddings model `{}` is unavailable: {e}",
-                embeddings.model
-            ))
-        })?;
-        embedders.insert(embeddings.model.clone(), embedder);
-    }
-    Ok(Some(Arc::new(MemoryService::new(
-        workspace.clone(),
-        store,
-        runs.clone(),
-        embedders,
-    ))))
-}
-
-/// Every tool an agent of this workspace could list: built-ins, then the workspace's declared
-/// tools, then injected ones (which replace same-named tools).
-fn assemble_tools(workspace: &Arc<Workspace>, injected: Vec<Arc<dyn Tool>>) -> Vec<Arc<dyn Tool>> {
-    let mut by_name: Vec<(String, Arc<dyn Tool>)> = Vec::new();
-    let mut put = |tool: Arc<dyn Tool>| {
-        let name = tool.spec().name.clone();
-        by_name.retain(|(n, _)| n != &name);
-        by_name.push((name, tool));
-    };
-    for tool in keel_tools::builtin::builtins(&workspace.runtime.tools) {
-        put(tool);
-    }
-    if workspace
-        .agents
-        .values()
-        .any(|agent| !agent.skills.is_empty())
-    {
-        for tool in keel_tools::builtin::skill_tools(workspace) {
-            put(tool);
-        }
-    }
-    for (name, doc) in &workspace.tools {
-        put(keel_tools::declared_in(name, doc, workspace));
-    }
-    for tool in injected {
-        put(tool);
-    }
-    by_name.into_iter().map(|(_, tool)| tool).collect()
 }
 
 /// An assembled runtime. Cheap to clone; clones share runs and state.
 #[derive(Clone)]
 pub struct Runtime {
     kernel: Kernel,
-    /// The workspace's MCP servers.
-    mcp: McpHub,
-    /// When the runtime loaded (or was given) its workspace, RFC 3339.
-    loaded_at: Arc<str>,
-    /// Models whose provider could not be built, with why.
-    unavailable_models: Arc<BTreeMap<String, String>>,
+    /// What the current workspace's load gave besides the kernel's parts (its MCP servers,
+    /// when, its digest); swapped by a reload.
+    loaded: Arc<std::sync::RwLock<Arc<reload::Loaded>>>,
+    /// How to load and assemble the workspace again.
+    recipe: Arc<reload::Recipe>,
 }
 
 impl Runtime {
@@ -413,20 +275,27 @@ impl Runtime {
         RuntimeBuilder::default()
     }
 
-    /// The compiled workspace.
-    pub fn workspace(&self) -> &Arc<Workspace> {
+    /// The compiled workspace (the one loaded last: a reload swaps it).
+    pub fn workspace(&self) -> Arc<Workspace> {
         self.kernel.workspace()
     }
 
-    /// When this runtime loaded its workspace (or was given a loaded one), RFC 3339.
-    pub fn loaded_at(&self) -> &str {
-        &self.loaded_at
+    /// When this runtime loaded its workspace (or was given a loaded one, or last reloaded
+    /// it), RFC 3339.
+    pub fn loaded_at(&self) -> Arc<str> {
+        self.loaded().loaded_at.clone()
+    }
+
+    /// The digest of the loaded workspace's compiled documents (`sha256:…`), which a reload
+    /// records and `/api/health` shows.
+    pub fn workspace_digest(&self) -> String {
+        self.loaded().digest.clone()
     }
 
     /// The workspace's models whose provider could not be built (e.g. an unset API key
     /// variable), with why; requests to their agents fail. Names no secret values.
-    pub fn unavailable_models(&self) -> &BTreeMap<String, String> {
-        &self.unavailable_models
+    pub fn unavailable_models(&self) -> Arc<BTreeMap<String, String>> {
+        self.loaded().unavailable_models.clone()
     }
 
     /// Whether the run store is usable now (see [`RunStore::health`]): its schema version
@@ -468,41 +337,41 @@ impl Runtime {
     /// stored.
     pub async fn shutdown(&self, grace: std::time::Duration) -> ShutdownReport {
         let report = self.kernel.shutdown(grace).await;
-        self.mcp.shutdown().await;
+        self.loaded().mcp.shutdown().await;
         report
     }
 
     /// The workspace's MCP servers: their state, tools and lifecycle history.
     pub fn mcp_servers(&self) -> Vec<ServerStatus> {
-        self.mcp.status()
+        self.loaded().mcp.status()
     }
 
     /// Starts the workspace's MCP servers now rather than when a run first needs their tools
     /// (`keel serve` does at boot); returns at once. Needs a Tokio runtime.
     pub fn start_mcp(&self) {
-        self.mcp.start();
+        self.loaded().mcp.start();
     }
 
     /// Starts the workspace's MCP servers and waits until each has listed its tools or
     /// failed (each within its `startupTimeout`), so [`Self::tools`] shows their tools.
     pub async fn settle_mcp(&self) {
-        self.mcp.settle().await;
+        self.loaded().mcp.settle().await;
     }
 
     /// The prompts MCP server `name` offers (starting it if needed).
     pub async fn mcp_prompts(&self, name: &str) -> Result<Vec<PromptInfo>, McpError> {
-        self.mcp.prompts(name).await
+        self.loaded().mcp.prompts(name).await
     }
 
     /// The resources MCP server `name` lists (starting it if needed).
     pub async fn mcp_resources(&self, name: &str) -> Result<Vec<ResourceInfo>, McpError> {
-        self.mcp.resources(name).await
+        self.loaded().mcp.resources(name).await
     }
 
     /// Stops the MCP servers (a stdio server's whole process group). [`Self::shutdown`] does
     /// this too; a program that only lists tools calls it before it exits.
     pub async fn stop_mcp(&self) {
-        self.mcp.shutdown().await;
+        self.loaded().mcp.shutdown().await;
     }
 
     /// How many runs of this runtime are live (queued or running).
@@ -609,11 +478,11 @@ impl Runtime {
 
     /// The agent's `tools:` entries as written (names and `mcp__<server>__*` globs).
     pub fn listed_tools(&self, agent: Option<&str>) -> Result<Vec<String>, Error> {
+        let workspace = self.workspace();
         let name = agent
-            .or(self.workspace().default_agent())
+            .or(workspace.default_agent())
             .ok_or(RuntimeError::NoDefaultAgent)?;
-        let spec = self
-            .workspace()
+        let spec = workspace
             .agents
             .get(name)
             .ok_or_else(|| RuntimeError::UnknownAgent {

@@ -12,7 +12,7 @@ use crate::{Error, Runtime};
 impl Runtime {
     /// The memory of this workspace; [`keel_runtime::RuntimeError::Memory`] when it declares
     /// no `Memory` document.
-    pub fn memory(&self) -> Result<&Arc<MemoryService>, Error> {
+    pub fn memory(&self) -> Result<Arc<MemoryService>, Error> {
         Ok(self.kernel.memory()?)
     }
 

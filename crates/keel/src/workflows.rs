@@ -9,8 +9,8 @@ use crate::{Error, RequestOptions, RunHandle, Runtime};
 
 impl Runtime {
     /// The workspace's workflows by name.
-    pub fn workflows(&self) -> &std::collections::BTreeMap<String, WorkflowSpec> {
-        &self.workspace().workflows
+    pub fn workflows(&self) -> std::collections::BTreeMap<String, WorkflowSpec> {
+        self.workspace().workflows.clone()
     }
 
     /// Starts a run of workflow `name` with `input` (text, or JSON when the workflow's

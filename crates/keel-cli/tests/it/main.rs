@@ -17,6 +17,7 @@ mod openai_clients;
 mod openapi_tester;
 mod policy;
 mod quickstart;
+mod reload;
 mod replicas;
 mod sessions;
 mod skill_mentions;

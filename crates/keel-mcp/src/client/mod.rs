@@ -42,16 +42,33 @@ pub struct McpHub {
     _stop: Arc<StopOnDrop>,
 }
 
-/// Stops the servers when the last [`McpHub`] clone goes.
+/// Stops the servers when the last [`McpHub`] clone goes (but not those a reloaded hub took
+/// over).
 #[derive(Default)]
-struct StopOnDrop(Vec<Arc<Server>>);
+struct StopOnDrop(std::sync::Mutex<Vec<Arc<Server>>>);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        for server in &self.0 {
+        let servers = self.0.get_mut().map_or_else(
+            |poisoned| std::mem::take(poisoned.into_inner()),
+            std::mem::take,
+        );
+        for server in servers {
             server.stop_soon();
         }
     }
+}
+
+/// What a hub's reload did, by server name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HubReload {
+    /// Servers whose document and environment did not change: kept running.
+    pub kept: Vec<String>,
+    /// Servers new or changed: started afresh (a changed one's old process stops once the
+    /// runs that use it have ended).
+    pub restarted: Vec<String>,
+    /// Servers no longer in the workspace: stopped once the runs that use them have ended.
+    pub removed: Vec<String>,
 }
 
 impl std::fmt::Debug for McpHub {
@@ -142,9 +159,56 @@ impl McpHub {
             })
             .collect();
         Self {
-            _stop: Arc::new(StopOnDrop(servers.clone())),
+            _stop: Arc::new(StopOnDrop(std::sync::Mutex::new(servers.clone()))),
             servers,
         }
+    }
+
+    /// The servers of a reloaded `workspace`, publishing into `catalog` (the new gateway's):
+    /// a server whose document and environment did not change is kept — running, its tools
+    /// published into `catalog` at once — and no longer stopped with this hub; the others
+    /// are new. This hub's remaining servers stop when its last clone goes (hold it while
+    /// runs that use them live).
+    pub fn reload(&self, workspace: &Workspace, catalog: &Catalog) -> (Self, HubReload) {
+        let mut report = HubReload::default();
+        let mut servers = Vec::new();
+        for (name, spec) in &workspace.mcp_servers {
+            let old = self
+                .servers
+                .iter()
+                .find(|s| s.name == *name && s.same_as(spec, &workspace.env));
+            match old {
+                Some(old) => {
+                    old.retarget(catalog);
+                    report.kept.push(name.clone());
+                    servers.push(old.clone());
+                }
+                None => {
+                    report.restarted.push(name.clone());
+                    servers.push(Server::new(
+                        name,
+                        spec,
+                        workspace.root.clone(),
+                        workspace.env.clone(),
+                        catalog.clone(),
+                    ));
+                }
+            }
+        }
+        report.removed = self
+            .servers
+            .iter()
+            .filter(|s| !workspace.mcp_servers.contains_key(&s.name))
+            .map(|s| s.name.clone())
+            .collect();
+        if let Ok(mut stop) = self._stop.0.lock() {
+            stop.retain(|s| !servers.iter().any(|kept| Arc::ptr_eq(kept, s)));
+        }
+        let hub = Self {
+            _stop: Arc::new(StopOnDrop(std::sync::Mutex::new(servers.clone()))),
+            servers,
+        };
+        (hub, report)
     }
 
     /// Whether the workspace declares no server.

@@ -61,6 +61,8 @@ pub(crate) struct Services {
     /// Woken when an approval is decided (here, or on another replica of a shared store), so
     /// a waiting run looks at once instead of at its next poll.
     pub decisions: Arc<tokio::sync::Notify>,
+    /// Held while a run of this workspace snapshot lives (the MCP servers its tools call).
+    pub _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// What one run is launched with: the recorded run and everything that shapes its loop.

@@ -19,7 +19,7 @@ impl Kernel {
     /// there with the live model. The fork has no session (it is a branch, not a turn).
     pub async fn fork(&self, id: &RequestId, at_seq: u64) -> Result<RunHandle, RuntimeError> {
         self.accepting()?;
-        let store = &self.inner.services.store;
+        let store = &self.inner.store;
         let original = self.existing_run(id).await?;
         agent_run_only(&original, "forked")?;
         let events = store.events(id, 0).await?;
@@ -88,7 +88,7 @@ impl Kernel {
     /// original's log; tools run for real. Compare the two with [`Kernel::divergence`].
     pub async fn replay(&self, id: &RequestId) -> Result<RunHandle, RuntimeError> {
         self.accepting()?;
-        let store = &self.inner.services.store;
+        let store = &self.inner.store;
         let original = self.existing_run(id).await?;
         agent_run_only(&original, "replayed")?;
         let events = store.events(id, 0).await?;
@@ -120,7 +120,7 @@ impl Kernel {
         original: &RequestId,
         new: &RequestId,
     ) -> Result<Option<Divergence>, RuntimeError> {
-        let store = &self.inner.services.store;
+        let store = &self.inner.store;
         let a = store.events(original, 0).await?;
         let b = store.events(new, 0).await?;
         Ok(diverge(&a, &b))

@@ -21,7 +21,12 @@ pub(super) struct KernelRef(pub(super) Weak<Inner>);
 impl Delegate for KernelRef {
     async fn delegate(&self, child: ChildRequest) -> Result<Child, RuntimeError> {
         let inner = self.0.upgrade().ok_or(RuntimeError::ShuttingDown)?;
-        Kernel { inner }.start_child(child).await
+        Kernel {
+            inner,
+            pinned: None,
+        }
+        .start_child(child)
+        .await
     }
 }
 
@@ -117,7 +122,7 @@ impl Kernel {
             };
             if parent.workflow().is_none() {
                 let (_, mode, _) = opening(&store.events(&id, 0).await?);
-                layers.extend(layers_of(self.workspace(), &parent.agent, mode));
+                layers.extend(layers_of(&self.workspace(), &parent.agent, mode));
             }
             next = parent.links.parent_id.clone();
         }

@@ -40,7 +40,7 @@ impl OwnRun {
         record.links.parent_id = parent;
         record.owner = owner;
         kernel.store().create_run(&record).await?;
-        let emitter = Emitter::new(kernel.pipeline(), &record, 0, None);
+        let emitter = Emitter::new(&kernel.pipeline(), &record, 0, None);
         emitter.emit(EventPayload::RequestStarted {
             input: record.input.clone(),
             history: Vec::new(),
@@ -103,8 +103,8 @@ impl OwnRun {
 impl Kernel {
     /// Long-term memory; [`RuntimeError::NotFound`] when the workspace declares no `Memory`
     /// document.
-    pub fn memory(&self) -> Result<&Arc<MemoryService>, RuntimeError> {
-        self.services().memory.as_ref().ok_or_else(|| {
+    pub fn memory(&self) -> Result<Arc<MemoryService>, RuntimeError> {
+        self.services().memory.clone().ok_or_else(|| {
             RuntimeError::NotFound(
                 "no memory: the workspace declares no `kind: Memory` document".into(),
             )
@@ -113,7 +113,7 @@ impl Kernel {
 
     /// The provider of `Model` document `name`, if it is usable.
     pub(crate) fn model_provider(&self, name: &str) -> Option<Arc<dyn ModelProvider>> {
-        self.models().get(name)?.as_ref().ok().cloned()
+        self.current().models.get(name)?.as_ref().ok().cloned()
     }
 
     /// Whether runs of `agent` are followed by a post-run extraction (it writes a memory

@@ -68,7 +68,7 @@ impl SignalSink for Relay {
                     tracing::info!(request_id = %id, "Run cancelled by another replica.");
                 }
             }
-            Signal::Decided(_) => self.kernel.inner.services.decisions.notify_waiters(),
+            Signal::Decided(_) => self.kernel.inner.decisions.notify_waiters(),
             Signal::Appended(..) => {}
         }
         if let Some(outside) = &self.outside {
@@ -80,12 +80,12 @@ impl SignalSink for Relay {
 impl Kernel {
     /// The shared store's cluster port, when the store is shared.
     pub fn cluster(&self) -> Option<Arc<dyn Cluster>> {
-        self.inner.services.store.cluster()
+        self.inner.store.cluster()
     }
 
     /// Wakes the runs of this process waiting on an approval: one was just decided.
     pub fn approval_decided(&self) {
-        self.inner.services.decisions.notify_waiters();
+        self.inner.decisions.notify_waiters();
     }
 
     /// Queues a request in the shared store instead of running it here: any replica with
@@ -212,13 +212,7 @@ impl Kernel {
 
     /// Room for more top-level runs here.
     fn room(&self) -> usize {
-        let max = self
-            .inner
-            .services
-            .workspace
-            .runtime
-            .limits
-            .max_concurrent_runs as usize;
+        let max = self.workspace().runtime.limits.max_concurrent_runs as usize;
         max.saturating_sub(self.active_runs())
     }
 }

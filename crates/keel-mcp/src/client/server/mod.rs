@@ -59,7 +59,8 @@ pub(crate) struct Server {
     pub(crate) spec: McpServerSpec,
     root: PathBuf,
     env: BTreeMap<String, String>,
-    catalog: Catalog,
+    /// The gateway catalog its tools go to (a workspace reload gives it the new gateway's).
+    catalog: Mutex<Catalog>,
     phase: watch::Sender<Phase>,
     /// Whether the first connection attempt has ended (successfully or not).
     settled: watch::Sender<bool>,
@@ -98,7 +99,7 @@ impl Server {
             spec: spec.clone(),
             root,
             env,
-            catalog,
+            catalog: Mutex::new(catalog),
             phase: watch::channel(initial).0,
             settled: watch::channel(!spec.enabled).0,
             started: OnceLock::new(),
@@ -172,6 +173,24 @@ impl Server {
     }
 
     /// Tells the supervisor to stop without waiting for it.
+    /// Whether this server runs as `spec` and `env` say (a reload keeps it then).
+    pub(crate) fn same_as(&self, spec: &McpServerSpec, env: &BTreeMap<String, String>) -> bool {
+        self.spec == *spec && self.env == *env
+    }
+
+    /// Publishes its tools into `catalog` (a reloaded workspace's gateway) from now on, and
+    /// the tools it offers now at once.
+    pub(crate) fn retarget(self: &Arc<Self>, catalog: &Catalog) {
+        *self
+            .catalog
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = catalog.clone();
+        let tools = self.lock_record().tools.clone();
+        if !tools.is_empty() {
+            self.publish(tools);
+        }
+    }
+
     pub(crate) fn stop_soon(&self) {
         self.stop.cancel();
     }
@@ -374,7 +393,12 @@ impl Server {
             .iter()
             .map(|remote| Arc::new(McpTool::new(self.clone(), remote.clone())) as Arc<dyn Tool>)
             .collect();
-        for error in self.catalog.publish(&self.tool_prefix, published) {
+        let catalog = self
+            .catalog
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        for error in catalog.publish(&self.tool_prefix, published) {
             warn!(server = %self.name, %error, "MCP tool left out.");
         }
         self.lock_record().tools = offered;

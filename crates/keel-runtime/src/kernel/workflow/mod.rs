@@ -235,7 +235,7 @@ impl Kernel {
     fn launch_workflow(&self, parts: Parts, recorded: Recorded) -> RunHandle {
         let request_id = parts.record.request_id.clone();
         let (tx, rx) = crate::emitter::subscription();
-        let emitter = Emitter::new(self.pipeline(), &parts.record, recorded.last_seq, Some(tx));
+        let emitter = Emitter::new(&self.pipeline(), &parts.record, recorded.last_seq, Some(tx));
         let depth = parts.depth;
         let engine = Engine::new(self.clone(), parts, Arc::new(emitter), recorded);
         let cancel = CancellationToken::new();
