@@ -8,6 +8,7 @@ mod claude_hooks;
 mod common;
 mod console_browser;
 mod crash;
+mod db_restarts;
 mod durability;
 mod governance;
 mod mcp_client;

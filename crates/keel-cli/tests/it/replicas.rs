@@ -56,7 +56,7 @@ impl Drop for Schema {
 
 /// The model: slow answers for queued jobs (slower for `slow …`), a long trickling answer
 /// for `stream`, a `write_file` call (which asks for approval) for `approval`.
-fn script(mock: &MockLlm) {
+pub(crate) fn script(mock: &MockLlm) {
     mock.respond_with(|request| {
         if request.last_role() == Some("tool") {
             return MockResponse::text(["written"]);
@@ -100,13 +100,13 @@ fn workspace(mock: &MockLlm, schema: &Schema, lease_ttl: &str) -> TempWorkspace 
         .build()
 }
 
-struct Replicas {
-    http: reqwest::Client,
+pub(crate) struct Replicas {
+    pub(crate) http: reqwest::Client,
     servers: Vec<Option<Serving>>,
 }
 
 impl Replicas {
-    fn start(ws: &TempWorkspace, names: &[&str]) -> Self {
+    pub(crate) fn start(ws: &TempWorkspace, names: &[&str]) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let servers = names
             .iter()
@@ -124,7 +124,7 @@ impl Replicas {
         }
     }
 
-    fn url(&self, replica: usize, path: &str) -> String {
+    pub(crate) fn url(&self, replica: usize, path: &str) -> String {
         let serving = self.servers[replica].as_ref().expect("replica is running");
         format!("http://{}{path}", serving.addr())
     }
@@ -153,7 +153,7 @@ impl Replicas {
 
     /// Queues `count` runs of the default agent, spread over the replicas in turn, with
     /// inputs `{prefix} {i}`; their ids.
-    async fn enqueue(&self, count: usize, prefix: &str) -> Vec<String> {
+    pub(crate) async fn enqueue(&self, count: usize, prefix: &str) -> Vec<String> {
         let mut ids = Vec::with_capacity(count);
         for i in 0..count {
             let input = format!("{prefix} {i}");
@@ -178,7 +178,7 @@ impl Replicas {
         page["data"].as_array().cloned().unwrap_or_default()
     }
 
-    async fn events(&self, replica: usize, id: &str) -> Vec<Value> {
+    pub(crate) async fn events(&self, replica: usize, id: &str) -> Vec<Value> {
         let page = self
             .get(replica, &format!("/api/requests/{id}/events?limit=10000"))
             .await;
@@ -242,7 +242,7 @@ async fn read_frames(
 }
 
 /// Every run's log: dense from 1, one terminal event, last, and it is `completed`.
-fn assert_log(id: &str, events: &[Value]) {
+pub(crate) fn assert_log(id: &str, events: &[Value]) {
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(
         seqs,

@@ -57,6 +57,7 @@ pub(crate) async fn embedded_call(
     Ok(match run.run_direct(call).await? {
         End::Answer { output, .. } => Ok(output),
         End::Failed { error, .. } => Err(error.message),
+        End::Unsettled(failure) => Err(failure),
         End::Cancelled | End::Interrupted => Err("the call was stopped".to_owned()),
     })
 }

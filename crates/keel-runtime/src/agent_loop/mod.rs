@@ -21,14 +21,15 @@ use keel_tools::gateway::Gateway;
 use keel_tools::hooks::HookInput;
 use keel_types::{
     ArtifactStore, ErrorCode, ErrorInfo, EventPayload, FinishReason, HookEvent, Message,
-    ModelError, ModelProvider, ModelStopReason, PermissionMode, RequestId, RunRecord, RunStatus,
-    RunStore, SeenFiles, StoreError, TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
+    ModelProvider, ModelStopReason, PermissionMode, RequestId, RunRecord, RunStatus, RunStore,
+    SeenFiles, StoreError, TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use tokio_util::sync::CancellationToken;
 
 mod delegation;
 mod embedded;
+mod end;
 mod govern;
 mod model;
 mod structured;
@@ -40,6 +41,7 @@ use crate::handle::RunResponse;
 use crate::rebuild::{PendingCall, Rebuilt};
 use crate::skills::{SkillCache, SkillPrompt};
 pub(crate) use embedded::embedded_call;
+use end::End;
 use model::{Answer, RoundError};
 use structured::Structured;
 
@@ -205,40 +207,6 @@ pub(crate) struct AgentRun {
     /// An earlier process of this run may have asked a person about its calls (the run, or
     /// the workflow run hosting this call, was resumed): a call looks for that approval first.
     asked_before: bool,
-}
-
-/// How the loop ended, before the terminal event is written.
-enum End {
-    Answer {
-        output: String,
-        /// The structured output, when the agent declares `output.schema`.
-        value: Option<serde_json::Value>,
-        finish_reason: FinishReason,
-    },
-    Failed {
-        error: ErrorInfo,
-        finish_reason: FinishReason,
-    },
-    Cancelled,
-    /// The runtime shut down; the run can be resumed.
-    Interrupted,
-}
-
-impl End {
-    fn failed(code: ErrorCode, message: impl Into<String>, finish_reason: FinishReason) -> Self {
-        Self::Failed {
-            error: ErrorInfo::new(code, message),
-            finish_reason,
-        }
-    }
-
-    fn store(error: StoreError) -> Self {
-        Self::failed(ErrorCode::Store, error.to_string(), FinishReason::Internal)
-    }
-
-    fn model(error: &ModelError) -> Self {
-        Self::failed(error.code(), error.to_string(), FinishReason::ModelError)
-    }
 }
 
 impl AgentRun {
@@ -673,6 +641,18 @@ impl AgentRun {
                     duration_ms,
                 },
             ),
+            End::Unsettled(failure) => (
+                RunStatus::Interrupted,
+                None,
+                Some(ErrorInfo::new(ErrorCode::Store, failure.clone())),
+                FinishReason::Interrupted,
+                EventPayload::RequestInterrupted {
+                    reason: format!("a write to the store failed: {failure}"),
+                    usage: self.usage,
+                    steps: self.steps,
+                    duration_ms,
+                },
+            ),
         };
         let mut error = error;
         // Non-blocking hooks at the end: recorded, their answers ignored. An interrupted run
@@ -701,17 +681,20 @@ impl AgentRun {
                 tracing::error!(request_id = %self.record.request_id, %store_error, "Could not record the end of a run.");
                 error.get_or_insert(ErrorInfo::new(ErrorCode::Store, store_error.to_string()));
                 self.record.error = error.clone();
-                self.record.event_count = self.emitter.count();
-                // The record on its own, so it says how the run ended if the store can; not
-                // when the run is no longer this process's (it lost its lease, and the run was
-                // taken over or went back to the queue).
-                if !matches!(store_error, keel_types::StoreError::Fenced(_))
-                    && let Err(store_error) = self.services.store.update_run(&self.record).await
-                {
-                    tracing::error!(request_id = %self.record.request_id, %store_error, "Could not update the run record.");
+                // Its outcome is unknown: settled from what was stored (`end.rs`); nothing when
+                // the run is no longer this process's (taken over, or back in the queue).
+                if !matches!(store_error, keel_types::StoreError::Fenced(_)) {
+                    let failure = store_error.to_string();
+                    let store = self.services.store.as_ref();
+                    if end::settle(store, &mut self.record, &failure).await {
+                        error.clone_from(&self.record.error);
+                    }
                 }
             }
         }
+        let status = self.record.status;
+        let output = output.filter(|_| status != RunStatus::Interrupted);
+        let finish_reason = self.record.finish_reason.unwrap_or(finish_reason);
         if let Some(mut task) = self.direct.take().and_then(|d| d.task) {
             task.status = match status {
                 RunStatus::Completed => TaskStatus::Completed,
