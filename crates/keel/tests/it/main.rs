@@ -17,6 +17,7 @@ mod memory;
 mod openai_runs;
 mod redaction;
 mod reference_run;
+mod reload;
 mod replay;
 mod resume;
 mod sdk;
