@@ -2,7 +2,8 @@
 //! session, its answer streamed as it comes. A line ending in `\` continues on the next line;
 //! `"""` on a line of its own starts and ends a block. Ctrl-C cancels the turn in progress,
 //! not the session; Ctrl-D or `/exit` leaves, and the session's `SessionEnd` hooks run
-//! (reason `prompt_input_exit`).
+//! (reason `prompt_input_exit`). SIGTERM cancels the turn in progress and leaves the same way,
+//! exiting 143.
 
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
@@ -56,7 +57,11 @@ pub async fn chat(args: ChatArgs) -> Result<(), CliError> {
         if interactive {
             out::prompt("› ");
         }
-        let next = inputs.lock().await.recv().await;
+        // SIGTERM leaves the chat as Ctrl-D does, but exits 143.
+        let next = tokio::select! {
+            next = async { inputs.lock().await.recv().await } => next,
+            () = interrupts.terminated().cancelled() => None,
+        };
         let Some(input) = next else {
             break;
         };
@@ -79,6 +84,12 @@ pub async fn chat(args: ChatArgs) -> Result<(), CliError> {
             .await
             .and_then(|response| follow::finish(&response));
         last_turn = turn.map_err(|error| CliError::Silent(error.report()));
+        if interrupts.terminated().is_cancelled() {
+            break;
+        }
+    }
+    if interrupts.terminated().is_cancelled() {
+        last_turn = Err(CliError::Terminated);
     }
     // Leaving the chat closes the session: its `SessionEnd` hooks run.
     runtime.end_session(&session, "prompt_input_exit").await;

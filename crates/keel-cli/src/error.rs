@@ -2,7 +2,8 @@
 //!
 //! Every command returns `Result<_, CliError>`; [`CliError::report`] is the one place that
 //! prints an error and turns it into an exit code: 1 failed, 2 usage or configuration error,
-//! 130 cancelled (0, and `keel policy check`'s 3, are successes).
+//! 130 cancelled (Ctrl-C), 143 cancelled by SIGTERM (0, and `keel policy check`'s 3, are
+//! successes).
 //!
 //! There is deliberately no `From<keel::Error>`: the same SDK error is a usage error from
 //! `Runtime::request` (an unknown agent) and a failure from `Runtime::get_task` (the store),
@@ -17,8 +18,10 @@ use crate::out;
 pub const EXIT_FAILED: u8 = 1;
 /// Exit code of a usage or configuration error.
 pub const EXIT_USAGE: u8 = 2;
-/// Exit code of a cancelled run.
+/// Exit code of a run cancelled by Ctrl-C (SIGINT), as a shell reports a process it killed.
 pub const EXIT_CANCELLED: u8 = 130;
+/// Exit code of a run cancelled by SIGTERM (128 + 15).
+pub const EXIT_TERMINATED: u8 = 143;
 
 /// Why a command did not succeed.
 #[derive(Debug)]
@@ -32,6 +35,8 @@ pub enum CliError {
     Failed(String),
     /// The run was cancelled (exit 130); nothing more to say.
     Cancelled,
+    /// The run was cancelled because the process got SIGTERM (exit 143).
+    Terminated,
     /// Exit with this code and print nothing: what went wrong is already on the terminal (a
     /// replay's divergence, each chat turn's error) or there is nothing to add.
     Silent(u8),
@@ -54,6 +59,7 @@ impl CliError {
             Self::Usage(_) | Self::Workspace(_) => EXIT_USAGE,
             Self::Failed(_) => EXIT_FAILED,
             Self::Cancelled => EXIT_CANCELLED,
+            Self::Terminated => EXIT_TERMINATED,
             Self::Silent(code) => *code,
         }
     }
@@ -64,7 +70,7 @@ impl CliError {
             Self::Usage(message) | Self::Failed(message) => out::error(message),
             Self::Workspace(error @ LoadError::Invalid(_)) => out::status(&error.to_string()),
             Self::Workspace(error) => out::error(&error.to_string()),
-            Self::Cancelled | Self::Silent(_) => {}
+            Self::Cancelled | Self::Terminated | Self::Silent(_) => {}
         }
         self.code()
     }

@@ -3,17 +3,18 @@
 //!
 //! [`Printer`] puts the answer on stdout and the selected events (narration by default) on
 //! stderr, or every selected event as JSON lines on stdout with `--json`; it answers
-//! approvals on the terminal when asked to. [`Interrupts`] routes Ctrl-C to the run in
-//! progress. [`finish`] turns how the run ended into the command's result.
+//! approvals on the terminal when asked to. [`Interrupts`] routes Ctrl-C and SIGTERM to the
+//! run in progress. [`finish`] turns how the run ended into the command's result.
 
 use std::sync::{Arc, Mutex};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use keel::types::AdapterEvent;
 use keel::{Event, EventPayload, RunHandle, RunResponse, RunStatus, Runtime, Workspace};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{CliError, EXIT_CANCELLED, EXIT_FAILED};
+use crate::error::{CliError, EXIT_CANCELLED, EXIT_FAILED, EXIT_TERMINATED};
 use crate::out;
 
 /// How a followed run is printed.
@@ -28,37 +29,74 @@ pub struct OutputArgs {
     pub events: Vec<String>,
 }
 
-/// Routes Ctrl-C to the run in progress: the first cancels it; with `exit_on_second`, a
-/// second exits the process with 130.
+/// Routes Ctrl-C (SIGINT) and SIGTERM to the run in progress: the first cancels it; with
+/// `exit_on_second`, a second exits the process at once (130 after Ctrl-C, 143 after SIGTERM).
+/// SIGTERM — sent by `timeout`, systemd or a container stop — is also remembered: a run that
+/// starts afterwards is cancelled as soon as it is watched, the command exits 143
+/// ([`CliError::Terminated`]) and `keel chat` leaves ([`Interrupts::terminated`]).
 pub struct Interrupts {
     current: Arc<Mutex<Option<CancellationToken>>>,
+    terminate: CancellationToken,
     listener: tokio::task::JoinHandle<()>,
 }
 
 impl Interrupts {
+    /// Starts listening. The handlers are installed before this returns, so no signal sent
+    /// afterwards takes the default action (killing the process and leaving its run behind).
     pub fn listen(exit_on_second: bool) -> Self {
         let current: Arc<Mutex<Option<CancellationToken>>> = Arc::default();
+        let terminate = CancellationToken::new();
+        let signals = Signals::install();
         let shared = current.clone();
+        let terminated = terminate.clone();
         let listener = tokio::spawn(async move {
+            let Some(mut signals) = signals else {
+                return;
+            };
             let mut cancelled_one = false;
-            while tokio::signal::ctrl_c().await.is_ok() {
+            while let Some(term) = signals.next().await {
+                // A SIGTERM came before: this signal is a second one.
+                let again = terminated.is_cancelled();
+                if term {
+                    terminated.cancel();
+                }
                 let token = shared.lock().ok().and_then(|mut c| c.take());
                 match token {
                     Some(token) => {
                         token.cancel();
                         cancelled_one = true;
                     }
-                    None if exit_on_second && cancelled_one => {
-                        std::process::exit(i32::from(EXIT_CANCELLED))
+                    None if exit_on_second && (cancelled_one || again) => {
+                        let code = match terminated.is_cancelled() {
+                            true => EXIT_TERMINATED,
+                            false => EXIT_CANCELLED,
+                        };
+                        std::process::exit(i32::from(code))
                     }
+                    // Remembered: the run about to start is cancelled when watched.
+                    None if term || again => {}
                     None => out::status("\n(no turn in progress: Ctrl-D or /exit leaves)"),
                 }
             }
         });
-        Self { current, listener }
+        Self {
+            current,
+            terminate,
+            listener,
+        }
+    }
+
+    /// Fires once SIGTERM arrived.
+    pub fn terminated(&self) -> &CancellationToken {
+        &self.terminate
     }
 
     fn watch(&self, token: CancellationToken) {
+        // A SIGTERM that came before the run was watched still cancels it.
+        if self.terminate.is_cancelled() {
+            token.cancel();
+            return;
+        }
         if let Ok(mut current) = self.current.lock() {
             *current = Some(token);
         }
@@ -69,6 +107,14 @@ impl Interrupts {
             *current = None;
         }
     }
+
+    /// A run's result as the command's: a run cancelled after SIGTERM exits 143, not 130.
+    pub fn outcome(&self, result: Result<(), CliError>) -> Result<(), CliError> {
+        match result {
+            Err(CliError::Cancelled) if self.terminate.is_cancelled() => Err(CliError::Terminated),
+            result => result,
+        }
+    }
 }
 
 impl Drop for Interrupts {
@@ -77,10 +123,59 @@ impl Drop for Interrupts {
     }
 }
 
-/// Follows a run a command started to its end: Ctrl-C cancels it, a second one exits at once.
+/// The process's SIGINT and SIGTERM streams.
+struct Signals {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl Signals {
+    /// Installs both handlers; `None` (with a warning) when the OS refuses, and signals keep
+    /// their default action.
+    fn install() -> Option<Self> {
+        let installed = signal(SignalKind::interrupt())
+            .and_then(|interrupt| Ok((interrupt, signal(SignalKind::terminate())?)));
+        match installed {
+            Ok((interrupt, terminate)) => Some(Self {
+                interrupt,
+                terminate,
+            }),
+            Err(error) => {
+                out::status(&format!(
+                    "warning: cannot handle Ctrl-C and SIGTERM ({error}): they end the process at once"
+                ));
+                None
+            }
+        }
+    }
+
+    /// The next signal: `true` for SIGTERM, `false` for SIGINT; `None` when neither can come.
+    async fn next(&mut self) -> Option<bool> {
+        tokio::select! {
+            got = self.interrupt.recv() => got.map(|()| false),
+            got = self.terminate.recv() => got.map(|()| true),
+        }
+    }
+}
+
+/// Follows a run a command started to its end: Ctrl-C or SIGTERM cancels it, a second one
+/// exits at once.
 pub async fn to_end(handle: RunHandle, printer: Printer) -> Result<(), CliError> {
     let interrupts = Interrupts::listen(true);
-    finish(&follow(handle, printer, &interrupts).await?)
+    to_end_with(handle, printer, &interrupts).await
+}
+
+/// [`to_end`] with interrupts the command listened for before it started the run, so a
+/// SIGTERM during the start cancels the run as soon as it exists.
+pub async fn to_end_with(
+    handle: RunHandle,
+    printer: Printer,
+    interrupts: &Interrupts,
+) -> Result<(), CliError> {
+    let ended = follow(handle, printer, interrupts)
+        .await
+        .and_then(|response| finish(&response));
+    interrupts.outcome(ended)
 }
 
 /// Prints a run as it happens and returns its response.

@@ -1,6 +1,7 @@
 //! The `keel` command line: set up, validate and explain workspaces, run agents, inspect runs.
 //!
-//! Exit codes: 0 completed, 1 failed, 2 usage or configuration error, 130 cancelled.
+//! Exit codes: 0 completed, 1 failed, 2 usage or configuration error, 130 cancelled (Ctrl-C),
+//! 143 cancelled (SIGTERM).
 //! Output goes through [`out`]; each subcommand lives in its own module and returns
 //! `Result<_, CliError>`, which [`main`] reports in one place ([`error`]). Commands open the
 //! workspace through [`workspace`] and follow the runs they start through [`follow`].

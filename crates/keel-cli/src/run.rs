@@ -1,6 +1,7 @@
 //! `keel run`: one run of an agent, the answer streamed to stdout, narration (or the selected
 //! events) to stderr; `--json` prints events as JSON lines on stdout instead. Ctrl-C cancels
-//! the run (exit 130); a second Ctrl-C exits at once. Following the run is [`crate::follow`]'s.
+//! the run (exit 130), SIGTERM too (exit 143); a second signal exits at once. Following the run
+//! is [`crate::follow`]'s.
 
 use std::path::PathBuf;
 
@@ -8,7 +9,7 @@ use keel::types::PermissionMode;
 use keel::{RequestOptions, RunHandle, Runtime, SessionId};
 
 use crate::error::CliError;
-use crate::follow::{self, OutputArgs};
+use crate::follow::{self, Interrupts, OutputArgs};
 use crate::workspace;
 
 #[derive(Debug, clap::Args)]
@@ -66,7 +67,13 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
         .as_deref()
         .map(str::parse::<PermissionMode>)
         .transpose()?;
+    // Listening before anything starts: a SIGTERM meanwhile cancels the run once it exists.
+    let interrupts = Interrupts::listen(true);
     let (runtime, printer) = workspace::start(&args.workspace, &args.output).await?;
+    if interrupts.terminated().is_cancelled() {
+        runtime.stop_mcp().await;
+        return Err(CliError::Terminated);
+    }
     let options = RequestOptions {
         input: args.prompt.join(" "),
         agent: args.agent.clone(),
@@ -82,7 +89,7 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
         true => printer.with_approver(runtime.clone()),
         false => printer,
     };
-    let result = follow::to_end(handle, printer).await;
+    let result = follow::to_end_with(handle, printer, &interrupts).await;
     // The MCP servers this run started end with it (a stdio server's whole process group).
     runtime.stop_mcp().await;
     result

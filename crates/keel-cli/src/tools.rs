@@ -7,7 +7,7 @@ use clap::Subcommand;
 use keel::{Runtime, TaskDecision};
 
 use crate::error::CliError;
-use crate::follow::{self, OutputArgs};
+use crate::follow::{self, Interrupts, OutputArgs};
 use crate::{out, workspace};
 
 #[derive(Debug, Subcommand)]
@@ -87,18 +87,26 @@ pub async fn tools(root: &Path, command: ToolsCommand) -> Result<(), CliError> {
         ToolsCommand::Call { output, .. } => output.clone(),
         _ => OutputArgs::default(),
     };
+    // A call listens before anything starts: a SIGTERM meanwhile cancels it once it exists.
+    let interrupts = matches!(command, ToolsCommand::Call { .. }).then(|| Interrupts::listen(true));
     let (runtime, printer) = workspace::start(root, &output).await?;
-    let result = match command {
-        ToolsCommand::Call {
-            name, args, agent, ..
-        } => {
+    let result = match (command, &interrupts) {
+        (_, Some(interrupts)) if interrupts.terminated().is_cancelled() => {
+            Err(CliError::Terminated)
+        }
+        (
+            ToolsCommand::Call {
+                name, args, agent, ..
+            },
+            Some(interrupts),
+        ) => {
             let args = read_args(args)?;
             match runtime.call_tool(agent.as_deref(), &name, &args).await {
-                Ok(handle) => follow::to_end(handle, printer).await,
+                Ok(handle) => follow::to_end_with(handle, printer, interrupts).await,
                 Err(error) => Err(CliError::usage(error)),
             }
         }
-        command => inspect(&runtime, command).await,
+        (command, _) => inspect(&runtime, command).await,
     };
     // MCP servers this command started end with it (a stdio server's whole process group).
     runtime.stop_mcp().await;
