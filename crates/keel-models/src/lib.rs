@@ -116,6 +116,7 @@ fn openai_config(
         params: ModelParams {
             temperature: spec.params.temperature,
             max_tokens: spec.params.max_tokens,
+            ..ModelParams::default()
         },
         timeout: spec
             .timeout

@@ -11,6 +11,7 @@ mod reload;
 mod workflow;
 
 pub use options::RequestOptions;
+use options::check_output_schema;
 pub use queue::Replica;
 use reload::Current;
 pub use reload::{RELOAD_AGENT, ReloadParts, workspace_changes, workspace_digest};
@@ -238,6 +239,7 @@ impl Kernel {
             )));
         }
         let (history, mode, metadata) = opening(&events);
+        let (params, output_schema) = crate::rebuild::settings(&events);
         let options = RequestOptions {
             input: original.input,
             agent: Some(original.agent),
@@ -247,6 +249,8 @@ impl Kernel {
             timeout: None,
             owner,
             metadata,
+            params,
+            output_schema,
         };
         let origin = Origin {
             links: RunLinks {
@@ -293,6 +297,9 @@ impl Kernel {
             None => return Err(RuntimeError::NoDefaultAgent),
         };
         let agent = self.agent(&agent_name)?;
+        if let Some(schema) = &options.output_schema {
+            check_output_schema(&agent_name, &agent, schema)?;
+        }
         let provider = self.provider(&agent_name, &agent)?;
         let skills = self.skill_prompt(&agent_name, &agent, &options.input)?;
         let memory = match &current.services.memory {
@@ -345,6 +352,8 @@ impl Kernel {
                         history: options.history.clone(),
                         mode: options.mode,
                         metadata: options.metadata.clone(),
+                        params: options.params.clone(),
+                        output_schema: options.output_schema.clone(),
                     },
                 );
                 store
@@ -361,6 +370,8 @@ impl Kernel {
             skills,
             memory,
             metadata: options.metadata,
+            params: options.params,
+            output_schema: options.output_schema,
             narrowing,
             depth,
             ..Launch::new(record, agent, provider, start)
@@ -411,6 +422,8 @@ impl Kernel {
             request_history: rebuilt.history.clone(),
             mode: rebuilt.mode,
             metadata: rebuilt.metadata.clone(),
+            params: rebuilt.params.clone(),
+            output_schema: rebuilt.output_schema.clone(),
             rebuilt: Some(rebuilt),
             skills,
             memory,

@@ -29,6 +29,10 @@ pub struct Rebuilt {
     pub mode: Option<keel_types::PermissionMode>,
     /// The request's metadata as recorded.
     pub metadata: std::collections::BTreeMap<String, String>,
+    /// The model parameters the request set, as recorded.
+    pub params: keel_types::ModelParams,
+    /// The structured output the request asked for, as recorded.
+    pub output_schema: Option<Value>,
     /// Assistant and tool messages after the input, in order.
     pub messages: Vec<Message>,
     /// Completed model rounds.
@@ -86,6 +90,19 @@ pub(crate) fn opening(
     }
 }
 
+/// The model parameters and the structured output a log's opening event recorded for the
+/// request (none when it set none).
+pub(crate) fn settings(events: &[Event]) -> (keel_types::ModelParams, Option<Value>) {
+    match events.first().map(|e| &e.payload) {
+        Some(EventPayload::RequestStarted {
+            params,
+            output_schema,
+            ..
+        }) => (params.clone(), output_schema.clone()),
+        _ => Default::default(),
+    }
+}
+
 /// Reads the log and returns the conversation state at its end.
 pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
     let first = events.first().ok_or(RebuildError::Empty)?;
@@ -94,6 +111,8 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
         history,
         mode,
         metadata,
+        params,
+        output_schema,
     } = &first.payload
     else {
         return Err(RebuildError::NoStart);
@@ -103,6 +122,8 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
         history: history.clone(),
         mode: *mode,
         metadata: metadata.clone(),
+        params: params.clone(),
+        output_schema: output_schema.clone(),
         ..Rebuilt::default()
     };
     // Answers with their calls, and what became of each call.
@@ -239,6 +260,8 @@ mod tests {
             history: Vec::new(),
             mode: None,
             metadata: Default::default(),
+            params: Default::default(),
+            output_schema: None,
         }
     }
 
@@ -271,6 +294,7 @@ mod tests {
             attempt: 1,
             model: "m".into(),
             provider: "p".into(),
+            params: Default::default(),
         }
     }
 
@@ -404,6 +428,11 @@ mod tests {
                 history: history.clone(),
                 mode: Some(keel_types::PermissionMode::Plan),
                 metadata: Default::default(),
+                params: keel_types::ModelParams {
+                    seed: Some(3),
+                    ..Default::default()
+                },
+                output_schema: Some(serde_json::json!({"type": "object"})),
             },
             started(1),
             EventPayload::RequestInterrupted {
@@ -416,6 +445,11 @@ mod tests {
         let state = rebuild(&log).unwrap();
         assert_eq!(state.history, history);
         assert_eq!(state.mode, Some(keel_types::PermissionMode::Plan));
+        assert_eq!(state.params.seed, Some(3));
+        assert_eq!(
+            state.output_schema,
+            Some(serde_json::json!({"type": "object"}))
+        );
         assert!(
             state.cut_off_round,
             "the round the shutdown cut is asked again"

@@ -416,6 +416,8 @@ mod tests {
             history: vec![keel_types::Message::user("earlier: sk-test-1234567890")],
             mode: None,
             metadata: Default::default(),
+            params: Default::default(),
+            output_schema: None,
         };
         redactor.redact(&mut payload);
         assert_eq!(
@@ -425,6 +427,8 @@ mod tests {
                 history: vec![keel_types::Message::user("earlier: [REDACTED]")],
                 mode: None,
                 metadata: Default::default(),
+                params: Default::default(),
+                output_schema: None,
             }
         );
     }

@@ -118,6 +118,8 @@ async fn one_run(store: &dyn RunStore) -> u64 {
         history: Vec::new(),
         mode: None,
         metadata: Default::default(),
+        params: Default::default(),
+        output_schema: None,
     };
     store.append(&[event(&id, 1, opening)]).await.unwrap();
     let mut seq = 2;

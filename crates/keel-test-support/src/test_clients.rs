@@ -96,6 +96,24 @@ pub fn openai_node() -> PathBuf {
     npm_packages("node", &["openai@4"])
 }
 
+/// LangChain's OpenAI chat model (`ChatOpenAI`), pinned.
+pub const LANGCHAIN_OPENAI: &str = "langchain-openai==1.7.4";
+
+/// LangChain's `ChatOpenAI` ([`LANGCHAIN_OPENAI`]), in the venv `target/test-clients/langchain`;
+/// returns its Python.
+pub fn langchain_openai() -> PathBuf {
+    python_venv("langchain", &[LANGCHAIN_OPENAI])
+}
+
+/// The OpenAI Agents SDK, pinned.
+pub const OPENAI_AGENTS: &str = "openai-agents==0.24.0";
+
+/// The OpenAI Agents SDK ([`OPENAI_AGENTS`]), in the venv `target/test-clients/agents`; returns
+/// its Python.
+pub fn openai_agents() -> PathBuf {
+    python_venv("agents", &[OPENAI_AGENTS])
+}
+
 /// The official Python MCP SDK ([`MCP_PYTHON_SDK`]), in the venv `target/test-clients/mcp`;
 /// returns its Python.
 pub fn mcp_python() -> PathBuf {
@@ -126,6 +144,8 @@ pub fn playwright() -> PathBuf {
 pub fn install_all() -> Result<(), String> {
     openai_python();
     openai_node();
+    langchain_openai();
+    openai_agents();
     mcp_python();
     schemathesis();
     playwright();

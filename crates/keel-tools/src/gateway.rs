@@ -43,7 +43,7 @@ mod issues;
 mod verdict;
 
 pub use catalog::{Catalog, SourceEvent, ToolSource};
-pub use issues::{quote, schema_issues};
+pub use issues::{quote, schema_issues, schema_problem};
 pub use verdict::{Guarded, blocked_message};
 
 use catalog::{Registered, Snapshot, expand, listed};

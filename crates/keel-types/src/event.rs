@@ -10,7 +10,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::message::{Message, ModelStopReason, ToolCall, Usage};
+use crate::message::{Message, ModelParams, ModelStopReason, ToolCall, Usage};
 use crate::run::{ErrorInfo, FinishReason};
 use crate::wire_name::wire_names;
 use crate::{EventId, PermissionMode, PolicyDecision, RequestId, SessionId};
@@ -249,6 +249,14 @@ pub enum EventPayload {
         /// logs and when the request had none.
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         metadata: std::collections::BTreeMap<String, String>,
+        /// Model parameters the request set (e.g. the facade's `temperature`), over the Model
+        /// document's in every round. Absent when it set none.
+        #[serde(default, skip_serializing_if = "ModelParams::is_empty")]
+        params: ModelParams,
+        /// The structured output the request asked for (the facade's `response_format`): the
+        /// JSON Schema its final answer is checked against, as an agent's `output.schema`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_schema: Option<Value>,
     },
     #[serde(rename = "runtime.request.completed", rename_all = "camelCase")]
     RequestCompleted {
@@ -325,6 +333,9 @@ pub enum EventPayload {
         attempt: u32,
         model: String,
         provider: String,
+        /// The parameters the round sends: the request's over the Model document's.
+        #[serde(default, skip_serializing_if = "ModelParams::is_empty")]
+        params: ModelParams,
     },
     #[serde(rename = "runtime.model.completed", rename_all = "camelCase")]
     ModelCompleted {

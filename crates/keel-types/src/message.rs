@@ -90,7 +90,8 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
-/// Sampling parameters passed through to the provider.
+/// Sampling parameters passed through to the provider (OpenAI Chat Completions' meaning);
+/// unset fields are not sent.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelParams {
@@ -98,6 +99,40 @@ pub struct ModelParams {
     pub temperature: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    /// Sequences that end the answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f64>,
+}
+
+impl ModelParams {
+    /// Nothing is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// These parameters over `defaults`, field by field (a set field wins).
+    pub fn over(&self, defaults: &ModelParams) -> ModelParams {
+        ModelParams {
+            temperature: self.temperature.or(defaults.temperature),
+            max_tokens: self.max_tokens.or(defaults.max_tokens),
+            top_p: self.top_p.or(defaults.top_p),
+            stop: match self.stop.is_empty() {
+                true => defaults.stop.clone(),
+                false => self.stop.clone(),
+            },
+            seed: self.seed.or(defaults.seed),
+            presence_penalty: self.presence_penalty.or(defaults.presence_penalty),
+            frequency_penalty: self.frequency_penalty.or(defaults.frequency_penalty),
+        }
+    }
 }
 
 /// One model round as the runtime asks for it.

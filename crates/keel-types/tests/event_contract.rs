@@ -12,8 +12,9 @@ use std::collections::BTreeSet;
 use keel_types::{
     AdapterEvent, ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, ErrorCode,
     ErrorInfo, Event, EventId, EventPayload, FinishReason, GuardDecision, Issue, MemoryAction,
-    MemoryKind, Message, ModelStopReason, PermissionMode, PolicyDecision, PromptSection, Repair,
-    RepairKind, RequestId, SessionId, SkillReason, ToolCall, Usage, WriteDecision,
+    MemoryKind, Message, ModelParams, ModelStopReason, PermissionMode, PolicyDecision,
+    PromptSection, Repair, RepairKind, RequestId, SessionId, SkillReason, ToolCall, Usage,
+    WriteDecision,
 };
 use keel_types::{
     NodeCompleted, NodeFailed, NodeKey, NodeSkipped, NodeStarted, PhaseEvent, WorkflowCompleted,
@@ -108,6 +109,12 @@ fn examples() -> Vec<EventPayload> {
             history: vec![Message::user("Hi"), Message::assistant("Hello.", vec![])],
             mode: Some(PermissionMode::DontAsk),
             metadata: std::collections::BTreeMap::from([("user".to_owned(), "alice".to_owned())]),
+            params: ModelParams {
+                temperature: Some(0.0),
+                max_tokens: Some(256),
+                ..ModelParams::default()
+            },
+            output_schema: Some(json!({"type": "object", "required": ["answer"]})),
         },
         EventPayload::RequestCompleted {
             value: Some(json!({"answer": 42})),
@@ -165,6 +172,11 @@ fn examples() -> Vec<EventPayload> {
             attempt: 1,
             model: "gpt-4o-mini".into(),
             provider: "openai".into(),
+            params: ModelParams {
+                temperature: Some(0.0),
+                max_tokens: Some(256),
+                ..ModelParams::default()
+            },
         },
         EventPayload::ModelCompleted {
             step: 1,

@@ -11,6 +11,7 @@
 //! error still has its references checked: every problem is reported in one pass. Values of
 //! the wrong type are skipped here (schema validation reports them).
 
+mod facade;
 mod mcp;
 mod memory;
 mod skills;
@@ -535,6 +536,7 @@ impl<'a> Checker<'a> {
         }
         self.required_tools(&agent, &tools, &prefixes);
         self.agent_delegation(&agent);
+        facade::check_clamp(&agent, self.spec, self.out);
     }
 
     /// A skill tool in an agent's `tools`: the skill tools need skills to use.

@@ -10,10 +10,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+mod facade;
 mod memory;
 mod skill_settings;
 mod store;
 mod workflow;
+pub use facade::{Bounds, FacadeClamp, FacadeParam, FacadeSpec};
 pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};
 pub use skill_settings::{SkillRootSpec, SkillsSettings};
 pub use store::{
@@ -758,6 +760,10 @@ pub struct AgentSpec {
     /// Agents it may delegate to with the `task` tool (each call a child run).
     #[serde(default)]
     pub subagents: Vec<String>,
+    /// What clients of the OpenAI facade may set for its runs (`allow`) and within which
+    /// bounds (`clamp`).
+    #[serde(default)]
+    pub facade: FacadeSpec,
 }
 
 /// Per-agent budgets; unset values come from the runtime's limits.

@@ -5,6 +5,7 @@
 mod approvals;
 mod cancel;
 mod claude_hooks;
+mod client_params;
 mod common;
 mod console_browser;
 mod crash;

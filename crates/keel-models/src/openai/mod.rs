@@ -190,10 +190,7 @@ impl ModelProvider for OpenAiProvider {
             model: &self.model,
             messages: &request.messages,
             tools: &request.tools,
-            params: ModelParams {
-                temperature: request.params.temperature.or(self.params.temperature),
-                max_tokens: request.params.max_tokens.or(self.params.max_tokens),
-            },
+            params: request.params.over(&self.params),
             stream,
         })
         .map_err(|e| ModelError::BadRequest {

@@ -33,8 +33,24 @@ impl Serialize for ChatRequest<'_> {
         if let Some(temperature) = self.params.temperature {
             map.serialize_entry("temperature", &temperature)?;
         }
-        if let Some(max_tokens) = self.params.max_tokens {
+        let params = &self.params;
+        if let Some(max_tokens) = params.max_tokens {
             map.serialize_entry("max_tokens", &max_tokens)?;
+        }
+        if let Some(top_p) = params.top_p {
+            map.serialize_entry("top_p", &top_p)?;
+        }
+        if !params.stop.is_empty() {
+            map.serialize_entry("stop", &params.stop)?;
+        }
+        if let Some(seed) = params.seed {
+            map.serialize_entry("seed", &seed)?;
+        }
+        if let Some(penalty) = params.presence_penalty {
+            map.serialize_entry("presence_penalty", &penalty)?;
+        }
+        if let Some(penalty) = params.frequency_penalty {
+            map.serialize_entry("frequency_penalty", &penalty)?;
         }
         map.end()
     }
@@ -291,6 +307,7 @@ mod tests {
             params: ModelParams {
                 temperature: Some(0.5),
                 max_tokens: Some(10),
+                ..ModelParams::default()
             },
             stream: true,
         };

@@ -25,6 +25,11 @@ async fn the_request_uses_the_chat_completions_format_and_bearer_auth() {
     request.params = ModelParams {
         temperature: Some(0.2),
         max_tokens: Some(256),
+        top_p: Some(0.5),
+        stop: vec!["END".into()],
+        seed: Some(7),
+        presence_penalty: Some(0.25),
+        frequency_penalty: Some(-0.5),
     };
 
     events(&provider(&mock), request).await;
@@ -61,7 +66,12 @@ async fn the_request_uses_the_chat_completions_format_and_bearer_auth() {
             "stream": true,
             "stream_options": { "include_usage": true },
             "temperature": 0.2,
-            "max_tokens": 256
+            "max_tokens": 256,
+            "top_p": 0.5,
+            "stop": ["END"],
+            "seed": 7,
+            "presence_penalty": 0.25,
+            "frequency_penalty": -0.5
         })
     );
 }
@@ -89,7 +99,7 @@ async fn a_whole_answer_request_body_snapshot() {
     let provider = provider_with(&mock, |c| {
         c.params = ModelParams {
             temperature: Some(0.3),
-            max_tokens: None,
+            ..ModelParams::default()
         };
     });
 
@@ -107,16 +117,21 @@ async fn configured_params_are_defaults_that_the_request_overrides() {
         c.params = ModelParams {
             temperature: Some(0.9),
             max_tokens: Some(100),
+            seed: Some(1),
+            ..ModelParams::default()
         };
     });
     let mut request = request(true);
     request.params.max_tokens = Some(5);
+    request.params.stop = vec!["\n\n".into()];
 
     events(&provider, request).await;
 
     let body = mock.last_request().unwrap().body;
     assert_eq!(body["temperature"], json!(0.9));
     assert_eq!(body["max_tokens"], json!(5));
+    assert_eq!(body["seed"], json!(1));
+    assert_eq!(body["stop"], json!(["\n\n"]));
 }
 
 #[tokio::test]

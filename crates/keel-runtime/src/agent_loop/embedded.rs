@@ -75,5 +75,6 @@ fn placeholder_agent() -> AgentSpec {
         gateway: Default::default(),
         output: None,
         subagents: Vec::new(),
+        facade: Default::default(),
     }
 }

@@ -21,8 +21,8 @@ use keel_tools::gateway::Gateway;
 use keel_tools::hooks::HookInput;
 use keel_types::{
     ArtifactStore, ErrorCode, ErrorInfo, EventPayload, FinishReason, HookEvent, Message,
-    ModelProvider, ModelStopReason, PermissionMode, RequestId, RunRecord, RunStatus, RunStore,
-    SeenFiles, StoreError, TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
+    ModelParams, ModelProvider, ModelStopReason, PermissionMode, RequestId, RunRecord, RunStatus,
+    RunStore, SeenFiles, StoreError, TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use tokio_util::sync::CancellationToken;
@@ -31,6 +31,7 @@ mod delegation;
 mod embedded;
 mod end;
 mod govern;
+mod launch;
 mod model;
 mod structured;
 mod tools;
@@ -38,10 +39,11 @@ mod tools;
 use crate::emitter::Emitter;
 use crate::governance::Governance;
 use crate::handle::RunResponse;
-use crate::rebuild::{PendingCall, Rebuilt};
-use crate::skills::{SkillCache, SkillPrompt};
+use crate::rebuild::PendingCall;
+use crate::skills::SkillCache;
 pub(crate) use embedded::embedded_call;
 use end::End;
+pub(crate) use launch::Launch;
 use model::{Answer, RoundError};
 use structured::Structured;
 
@@ -65,66 +67,6 @@ pub(crate) struct Services {
     pub decisions: Arc<tokio::sync::Notify>,
     /// Held while a run of this workspace snapshot lives (the MCP servers its tools call).
     pub _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
-}
-
-/// What one run is launched with: the recorded run and everything that shapes its loop.
-pub(crate) struct Launch {
-    pub record: RunRecord,
-    pub agent: AgentSpec,
-    pub provider: Arc<dyn ModelProvider>,
-    pub start: Start,
-    /// The session's trimmed history, sent before the request's own.
-    pub history: Vec<Message>,
-    /// The history the request supplied, sent after the session's (and recorded in the
-    /// run's opening event).
-    pub request_history: Vec<Message>,
-    /// The request's own time budget; the smaller of it and `runTimeout` applies.
-    pub timeout: Option<Duration>,
-    /// The state rebuilt from a log (resume, fork); the run continues after its last event.
-    pub rebuilt: Option<Rebuilt>,
-    /// A direct tool call instead of model rounds.
-    pub direct: Option<DirectCall>,
-    /// The run's permission mode, if the request set one.
-    pub mode: Option<PermissionMode>,
-    /// What skills add to the prompt (catalogue, bodies) and the events that say so.
-    pub skills: SkillPrompt,
-    /// What memory recall adds to the prompt, and the event that says so.
-    pub memory: crate::memory::MemoryPrompt,
-    /// The request's metadata.
-    pub metadata: std::collections::BTreeMap<String, String>,
-    /// Policies that may only narrow this run's decisions: its ancestors' effective
-    /// policies (a subagent has no more permission than its parent).
-    pub narrowing: Vec<keel_workspace::PolicySpec>,
-    /// How deep in a tree of runs this one is (the request's own run: 0).
-    pub depth: u32,
-}
-
-impl Launch {
-    /// A launch with no history, budget, rebuilt state, direct call or mode.
-    pub(crate) fn new(
-        record: RunRecord,
-        agent: AgentSpec,
-        provider: Arc<dyn ModelProvider>,
-        start: Start,
-    ) -> Self {
-        Self {
-            record,
-            agent,
-            provider,
-            start,
-            history: Vec::new(),
-            request_history: Vec::new(),
-            timeout: None,
-            rebuilt: None,
-            direct: None,
-            mode: None,
-            skills: SkillPrompt::default(),
-            memory: crate::memory::MemoryPrompt::default(),
-            metadata: std::collections::BTreeMap::new(),
-            narrowing: Vec::new(),
-            depth: 0,
-        }
-    }
 }
 
 /// A tool call a client makes directly, without a model.
@@ -191,6 +133,10 @@ pub(crate) struct AgentRun {
     mode: Option<PermissionMode>,
     /// The earlier conversation the request supplied (recorded in its opening event).
     request_history: Vec<Message>,
+    /// Model parameters the request set, over the Model document's in every round.
+    params: ModelParams,
+    /// The structured output the request asked for (then also the agent's `output`).
+    output_schema: Option<serde_json::Value>,
     /// The request's own time budget; the smaller of it and `runTimeout` applies.
     timeout: Option<Duration>,
     /// Policies that may only narrow this run's decisions (its ancestors').
@@ -226,9 +172,15 @@ impl AgentRun {
             skills,
             memory,
             metadata,
+            params,
+            output_schema,
             narrowing,
             depth,
         } = launch;
+        let mut agent = agent;
+        if let Some(schema) = &output_schema {
+            agent.output = Some(keel_workspace::OutputSpec::new(schema.clone()));
+        }
         let workspace = &services.workspace;
         let tool_ctx = ToolContext {
             workspace_root: workspace.root.clone(),
@@ -274,6 +226,8 @@ impl AgentRun {
             output_rejections: 0,
             mode,
             request_history,
+            params,
+            output_schema,
             timeout,
             narrowing,
             depth,
@@ -739,6 +693,8 @@ pub(crate) async fn execute(
             history: std::mem::take(&mut run.request_history),
             mode: run.mode,
             metadata: (*run.tool_ctx.metadata).clone(),
+            params: run.params.clone(),
+            output_schema: run.output_schema.clone(),
         }),
         &Start::Resumed { cut_off_round } => {
             let (rerun, abandoned): (Vec<&PendingCall>, Vec<&PendingCall>) = run

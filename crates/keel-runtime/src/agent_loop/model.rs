@@ -48,6 +48,7 @@ impl AgentRun {
                 attempt,
                 model: self.provider.model_name().to_owned(),
                 provider: self.provider.provider_name().to_owned(),
+                params: self.model_params(),
             })?;
             let started = Instant::now();
             match self.stream_answer(step).await {
@@ -200,16 +201,20 @@ impl AgentRun {
         Ok((Answer { text, calls, stop }, usage))
     }
 
+    /// The parameters a round sends: the request's over the Model document's.
     fn model_params(&self) -> ModelParams {
-        self.services
+        let document = self
+            .services
             .workspace
             .models
             .get(&self.agent.model)
             .map(|m| ModelParams {
                 temperature: m.params.temperature,
                 max_tokens: m.params.max_tokens,
+                ..ModelParams::default()
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        self.params.over(&document)
     }
 }
 

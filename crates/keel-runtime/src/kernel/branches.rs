@@ -77,6 +77,8 @@ impl Kernel {
             request_history: rebuilt.history.clone(),
             mode: rebuilt.mode,
             metadata: rebuilt.metadata.clone(),
+            params: rebuilt.params.clone(),
+            output_schema: rebuilt.output_schema.clone(),
             rebuilt: Some(rebuilt),
             skills,
             memory,
@@ -95,6 +97,7 @@ impl Kernel {
         let agent = self.agent(&original.agent)?;
         let provider: Arc<dyn ModelProvider> = Arc::new(ReplayProvider::from_events(&events));
         let (history, mode, metadata) = opening(&events);
+        let (params, output_schema) = crate::rebuild::settings(&events);
         let skills = self.skill_prompt(&original.agent, &agent, &original.input)?;
         let memory = MemoryPrompt::recorded(&events)
             .map(|(_, prompt)| prompt)
@@ -109,6 +112,8 @@ impl Kernel {
             skills,
             memory,
             metadata,
+            params,
+            output_schema,
             ..Launch::new(record, agent, provider, Start::Fresh)
         }))
     }

@@ -46,6 +46,8 @@ impl OwnRun {
             history: Vec::new(),
             mode: None,
             metadata: Default::default(),
+            params: Default::default(),
+            output_schema: None,
         })?;
         Ok(Self {
             record,

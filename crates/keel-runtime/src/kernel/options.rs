@@ -3,7 +3,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use keel_types::{Message, PermissionMode, SessionId};
+use keel_types::{Message, ModelParams, PermissionMode, SessionId};
+use keel_workspace::AgentSpec;
+
+use crate::RuntimeError;
 
 /// One request to run.
 #[derive(Debug, Clone, Default)]
@@ -25,4 +28,29 @@ pub struct RequestOptions {
     /// The request's metadata (e.g. `user`), recorded in `runtime.request.started`; memory
     /// namespaces are rendered from it (`users/{metadata.user}`).
     pub metadata: BTreeMap<String, String>,
+    /// Model parameters for this run's rounds, over the agent's Model document field by field
+    /// (the facade's `temperature`, `max_tokens`, …; recorded in `runtime.request.started`).
+    pub params: ModelParams,
+    /// A JSON Schema the final answer must match, as if the agent declared it as
+    /// `output.schema` (the facade's `response_format`); the agent must declare none.
+    pub output_schema: Option<serde_json::Value>,
+}
+
+/// A request's output schema must be a usable JSON Schema, for an agent that declares none.
+pub(super) fn check_output_schema(
+    agent_name: &str,
+    agent: &AgentSpec,
+    schema: &serde_json::Value,
+) -> Result<(), RuntimeError> {
+    if agent.output.is_some() {
+        return Err(RuntimeError::InvalidInput(format!(
+            "agent `{agent_name}` declares its own output.schema; a request cannot ask for another"
+        )));
+    }
+    match keel_tools::gateway::schema_problem(schema) {
+        Some(problem) => Err(RuntimeError::InvalidInput(format!(
+            "the requested output schema is not a usable JSON Schema: {problem}"
+        ))),
+        None => Ok(()),
+    }
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keel_types::{
-    Claimed, Cluster, ErrorCode, ErrorInfo, FinishReason, Message, PermissionMode, RequestId,
-    RunRecord, RunStatus, Signal, SignalSink,
+    Claimed, Cluster, ErrorCode, ErrorInfo, FinishReason, Message, ModelParams, PermissionMode,
+    RequestId, RunRecord, RunStatus, Signal, SignalSink,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -35,6 +35,10 @@ struct QueuedRequest {
     timeout_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     metadata: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "ModelParams::is_empty")]
+    params: ModelParams,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    output_schema: Option<serde_json::Value>,
 }
 
 /// The running replica loop; dropping it stops the loop (not the runs).
@@ -129,6 +133,8 @@ impl Kernel {
             mode: options.mode,
             timeout_ms: options.timeout.map(|t| t.as_millis() as u64),
             metadata: options.metadata,
+            params: options.params,
+            output_schema: options.output_schema,
         };
         let request = serde_json::to_value(&request)
             .map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
@@ -150,6 +156,8 @@ impl Kernel {
             timeout: queued.timeout_ms.map(Duration::from_millis),
             owner: run.owner.clone(),
             metadata: queued.metadata,
+            params: queued.params,
+            output_schema: queued.output_schema,
         };
         let origin = Origin {
             links: run.links.clone(),

@@ -164,6 +164,8 @@ impl Kernel {
                 history: Vec::new(),
                 mode: None,
                 metadata: BTreeMap::new(),
+                params: Default::default(),
+                output_schema: None,
             },
         );
         self.store()

@@ -12,6 +12,7 @@
 use schemars::SchemaGenerator;
 use serde_json::{Map, Value, json};
 
+use super::kind_of;
 use super::wire::{ChatMessage, StreamOptions};
 use crate::ApiError;
 
@@ -31,7 +32,8 @@ impl Kind {
         match self {
             Self::String => value.is_string(),
             Self::Number => value.is_number(),
-            Self::Integer => value.is_i64() || value.is_u64(),
+            // As JSON Schema: a number with no fraction (`1.0` too).
+            Self::Integer => value.as_f64().is_some_and(|n| n.fract() == 0.0),
             Self::Bool => value.is_boolean(),
             Self::Array => value.is_array(),
             Self::Object => value.is_object(),
@@ -82,8 +84,8 @@ struct Field {
     treatment: Treatment,
 }
 
-const MODEL_SETTINGS: &str = "is not supported: the agent's Model document decides sampling (temperature, maxTokens); \
-     send the request without it";
+const MODEL_SETTINGS: &str = "is not supported: Keel passes temperature, max_tokens, top_p, stop, seed and the \
+     penalties to the model, not this; send the request without it";
 const NOT_OFFERED: &str = "is not supported by Keel's facade";
 const WORKSPACE_TOOLS: &str = "the agent's tools come from the workspace inventory";
 const RECORDED: &str = "metadata: Keel records every run anyway";
@@ -99,38 +101,18 @@ const FIELDS: &[Field] = &[
         &[Kind::Integer],
         Treatment::OnlyValue("1", "Keel answers one choice per request"),
     ),
-    field(
-        "temperature",
-        &[Kind::Number],
-        Treatment::Refused(MODEL_SETTINGS),
-    ),
-    field("top_p", &[Kind::Number], Treatment::Refused(MODEL_SETTINGS)),
-    field(
-        "max_tokens",
-        &[Kind::Integer],
-        Treatment::Refused(MODEL_SETTINGS),
-    ),
+    field("temperature", &[Kind::Number], Treatment::Honoured),
+    field("top_p", &[Kind::Number], Treatment::Honoured),
+    field("max_tokens", &[Kind::Integer], Treatment::Honoured),
     field(
         "max_completion_tokens",
         &[Kind::Integer],
-        Treatment::Refused(MODEL_SETTINGS),
+        Treatment::Honoured,
     ),
-    field(
-        "stop",
-        &[Kind::String, Kind::Array],
-        Treatment::Refused(MODEL_SETTINGS),
-    ),
-    field("seed", &[Kind::Integer], Treatment::Refused(MODEL_SETTINGS)),
-    field(
-        "presence_penalty",
-        &[Kind::Number],
-        Treatment::Refused(MODEL_SETTINGS),
-    ),
-    field(
-        "frequency_penalty",
-        &[Kind::Number],
-        Treatment::Refused(MODEL_SETTINGS),
-    ),
+    field("stop", &[Kind::String, Kind::Array], Treatment::Honoured),
+    field("seed", &[Kind::Integer], Treatment::Honoured),
+    field("presence_penalty", &[Kind::Number], Treatment::Honoured),
+    field("frequency_penalty", &[Kind::Number], Treatment::Honoured),
     field(
         "logit_bias",
         &[Kind::Object],
@@ -156,11 +138,7 @@ const FIELDS: &[Field] = &[
         &[Kind::Integer],
         Treatment::Refused(NOT_OFFERED),
     ),
-    field(
-        "response_format",
-        &[Kind::Object],
-        Treatment::Refused(NOT_OFFERED),
-    ),
+    field("response_format", &[Kind::Object], Treatment::Honoured),
     field(
         "modalities",
         &[Kind::Array],
@@ -253,6 +231,9 @@ pub(crate) fn request_schema(generator: &mut SchemaGenerator) -> schemars::Schem
             ("stream_options", _) => json!({
                 "anyOf": [generator.subschema_for::<StreamOptions>().to_value(), {"type": "null"}]
             }),
+            (name, _) if super::params::field_schema(name).is_some() => {
+                super::params::field_schema(name).unwrap_or_default()
+            }
             (_, Treatment::OnlyValue(only, _)) => {
                 json!({ "enum": [serde_json::from_str::<Value>(only).unwrap_or(Value::Null), null] })
             }
@@ -269,9 +250,10 @@ pub(crate) fn request_schema(generator: &mut SchemaGenerator) -> schemars::Schem
     }
     let schema = json!({
         "type": "object",
-        "description": "A Chat Completions request. Fields Keel cannot honour (sampling parameters) are refused with a 400 and so are not listed; `n` must be 1.",
+        "description": "A Chat Completions request. The sampling parameters and `response_format` apply to the run's model rounds, within the agent's `facade` (`allow`, `clamp`); fields Keel cannot honour are refused with a 400 and so are not listed; `n` must be 1.",
         "required": REQUIRED,
         "properties": properties,
+        "not": super::params::exclusions(),
         "additionalProperties": false,
     });
     schemars::Schema::try_from(schema).unwrap_or_default()
@@ -432,19 +414,6 @@ fn invalid_type(param: &str, kinds: &[Kind], value: &Value) -> ApiError {
             [] => "nothing",
         },
         got: kind_of(value),
-    }
-}
-
-/// The JSON type of `value`, as the messages name it.
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(n) if n.is_f64() => "a decimal",
-        Value::Number(_) => "an integer",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

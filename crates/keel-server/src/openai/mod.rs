@@ -9,6 +9,7 @@
 
 pub(crate) mod fields;
 mod messages;
+mod params;
 mod stream;
 mod wire;
 
@@ -110,6 +111,10 @@ pub(crate) async fn chat_completions(
 ) -> Result<Response, ApiError> {
     let mut request: Value = crate::body::parse_body(body, false)?;
     fields::check(&mut request)?;
+    let requested = match request.as_object() {
+        Some(body) => params::Requested::read(body)?,
+        None => params::Requested::default(),
+    };
     let request: ChatRequest =
         serde_json::from_value(request).map_err(|e| ApiError::BadRequest {
             message: format!("invalid request body: {e}"),
@@ -129,6 +134,8 @@ pub(crate) async fn chat_completions(
     {
         return Err(ApiError::ModelNotFound(request.model));
     }
+    let granted = granted_params(&state, &request.model, workflow.is_some(), requested)?;
+    let structured = granted.output_schema.is_some();
     let keel = KeelOptions::from_headers(&headers)?;
     let (input, history) = map_messages(&request.messages, keel.session.is_some())?;
     if workflow.is_some() && !history.is_empty() {
@@ -144,6 +151,8 @@ pub(crate) async fn chat_completions(
         agent: Some(request.model.clone()),
         session_id: keel.session,
         metadata: request_metadata(&request),
+        params: granted.params,
+        output_schema: granted.output_schema,
         ..Default::default()
     };
     let (handle, ticket) = start_run(&state, &principal, options).await?;
@@ -158,6 +167,7 @@ pub(crate) async fn chat_completions(
             .and_then(|o| o.include_usage)
             .unwrap_or(false);
         let whole_answer = workflow.is_some()
+            || structured
             || state
                 .runtime
                 .workspace()
@@ -172,11 +182,39 @@ pub(crate) async fn chat_completions(
                 include_usage,
                 progress: keel.progress,
                 whole_answer,
+                value_as_content: structured,
             },
         ))
     } else {
-        let response = wait_for(handle, ticket).await?;
+        let mut response = wait_for(handle, ticket).await?;
+        if structured {
+            stream::value_as_content(&mut response);
+        }
         completion.whole(response).map(IntoResponse::into_response)
+    }
+}
+
+/// The request's model parameters for its model: held to an agent's `facade`; a workflow
+/// takes none (its agent nodes run on their own agents' models).
+fn granted_params(
+    state: &AppState,
+    model: &str,
+    workflow: bool,
+    requested: params::Requested,
+) -> Result<params::Granted, ApiError> {
+    match (workflow, requested.first()) {
+        (true, Some(param)) => Err(ApiError::UnsupportedParameter {
+            param: param.to_owned(),
+            reason: format!(
+                "cannot be honoured for workflow model `{model}`: its nodes run on their own \
+                 agents' models; send the request without it"
+            ),
+        }),
+        (true, None) => Ok(params::Granted::default()),
+        (false, _) => match state.runtime.workspace().agents.get(model) {
+            Some(agent) => requested.grant(model, &agent.facade),
+            None => Err(ApiError::ModelNotFound(model.to_owned())),
+        },
     }
 }
 
@@ -197,4 +235,17 @@ fn request_metadata(request: &wire::ChatRequest) -> std::collections::BTreeMap<S
             .or_insert_with(|| user.clone());
     }
     metadata
+}
+
+/// The JSON type of `value`, as the messages name it.
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a decimal",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }

@@ -116,8 +116,13 @@ async fn pump(
             _ => {}
         }
     }
-    let response = handle.wait().await;
+    let mut response = handle.wait().await;
     drop(ticket);
+    if options.value_as_content
+        && let Ok(response) = &mut response
+    {
+        value_as_content(response);
+    }
     if options.whole_answer
         && let Ok(RunResponse {
             output: Some(output),
@@ -140,6 +145,16 @@ pub(super) struct StreamOptions {
     /// output (an answer the model is asked to correct must not reach the client) and for a
     /// workflow (whose answer is its result, not a model's text).
     pub whole_answer: bool,
+    /// The answer is the run's structured value as compact JSON (the request asked for
+    /// `response_format` JSON; the model's text may have had a code fence around it).
+    pub value_as_content: bool,
+}
+
+/// A structured answer's content: its checked value as compact JSON.
+pub(super) fn value_as_content(response: &mut RunResponse) {
+    if let Some(value) = &response.value {
+        response.output = Some(value.to_string());
+    }
 }
 
 /// The Keel events an opted-in stream carries: narration, tool progress, approvals and

@@ -70,29 +70,19 @@ async fn a_field_of_the_wrong_type_is_a_400_naming_it() {
 }
 
 #[tokio::test]
-async fn sampling_parameters_are_refused_not_dropped() {
+async fn sampling_parameters_are_accepted_and_unsupported_values_refused() {
     let ws = workspace();
-    for (extra, param) in [
-        (json!({"temperature": 0.2}), "temperature"),
-        (json!({"top_p": 0.9}), "top_p"),
-        (json!({"max_tokens": 100}), "max_tokens"),
-        (
-            json!({"max_completion_tokens": 100}),
-            "max_completion_tokens",
-        ),
-        (json!({"stop": ["\n"]}), "stop"),
-        (json!({"seed": 7}), "seed"),
-        (json!({"presence_penalty": 0.5}), "presence_penalty"),
-        (json!({"frequency_penalty": 0.5}), "frequency_penalty"),
-        (
-            json!({"response_format": {"type": "json_object"}}),
-            "response_format",
-        ),
-    ] {
-        let value = assert_refused(&ws, chat_with(extra), param, "unsupported_parameter").await;
-        let message = value["error"]["message"].as_str().unwrap();
-        assert!(message.contains(&format!("`{param}`")), "{message}");
-    }
+    // Honoured (sampling.rs shows what they do); a scripted model takes them without effect.
+    let (status, _, body) = send(
+        app(&ws),
+        post_json(&chat_with(json!({
+            "temperature": 0.2, "top_p": 0.9, "max_tokens": 100, "stop": ["\n"], "seed": 7,
+            "presence_penalty": 0.5, "frequency_penalty": 0.5,
+            "response_format": {"type": "text"}
+        }))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
     let value = assert_refused(&ws, chat_with(json!({"n": 2})), "n", "unsupported_value").await;
     assert!(
         value["error"]["message"]

@@ -304,6 +304,7 @@ mod malformed;
 mod mcp;
 mod memory;
 mod routes;
+mod sampling;
 mod session_ids;
 mod slow_clients;
 mod socket;

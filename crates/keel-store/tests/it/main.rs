@@ -57,6 +57,8 @@ pub fn started(id: &str, seq: u64) -> Event {
             history: Vec::new(),
             mode: None,
             metadata: Default::default(),
+            params: Default::default(),
+            output_schema: None,
         },
     )
 }

@@ -5,7 +5,8 @@ use std::io::Write;
 use std::process::Command;
 
 use keel_test_support::test_clients::{
-    install_all, mcp_python, mcp_server_bin, openai_node, openai_python, playwright, schemathesis,
+    install_all, langchain_openai, mcp_python, mcp_server_bin, openai_agents, openai_node,
+    openai_python, playwright, schemathesis,
 };
 
 /// Runs `command` and asserts it succeeded, printing what it said when it did not.
@@ -28,6 +29,8 @@ fn every_counterpart_installs_and_runs() {
         let _ = writeln!(std::io::stderr(), "{reason}");
     }
     runs(Command::new(openai_python()).args(["-c", "import openai"]));
+    runs(Command::new(langchain_openai()).args(["-c", "from langchain_openai import ChatOpenAI"]));
+    runs(Command::new(openai_agents()).args(["-c", "import agents"]));
     runs(Command::new(mcp_python()).args(["-c", "import mcp.client.session"]));
     runs(Command::new(schemathesis()).arg("--version"));
     for (prefix, package) in [(openai_node(), "openai"), (playwright(), "playwright-core")] {

@@ -144,6 +144,13 @@ pub(super) fn oversized_issue(oversized: &Oversized) -> Issue {
     }
 }
 
+/// Why `schema` is not a usable JSON Schema, if it is not.
+pub fn schema_problem(schema: &Value) -> Option<String> {
+    jsonschema::validator_for(schema)
+        .err()
+        .map(|error| error.to_string())
+}
+
 /// What is wrong with `value` under JSON Schema `schema` (none when it is valid), bounded
 /// like the gateway's own issues: for outputs that must match a schema (an agent's
 /// `output.schema`, a workflow node's).

@@ -38,7 +38,7 @@ pub fn request(tool: &str, schema: &Value, arguments: &Value, issues: &[Issue]) 
         tools: std::sync::Arc::from([]),
         params: ModelParams {
             temperature: Some(0.0),
-            max_tokens: None,
+            ..ModelParams::default()
         },
         stream: false,
     }

@@ -28,6 +28,16 @@ fn default_output_retries() -> u32 {
     2
 }
 
+impl OutputSpec {
+    /// `schema` with the default retries.
+    pub fn new(schema: Value) -> Self {
+        Self {
+            schema,
+            max_retries: default_output_retries(),
+        }
+    }
+}
+
 /// A `Workflow` document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -293,3 +293,79 @@ fn unreadable_yaml_in_one_file_does_not_hide_other_files() {
             .all(|d| d.message.starts_with("invalid YAML"))
     );
 }
+
+/// An agent's `facade`: a clamp whose `min` is above its `max` fits no value; an unknown
+/// parameter in `allow` is a schema error naming the choices.
+#[test]
+fn a_facade_clamp_that_fits_no_value_is_an_error() {
+    let ws = workspace();
+    ws.write(
+        "config/a.yaml",
+        "\
+apiVersion: keel/v1
+kind: Model
+metadata: { name: scripted }
+spec: { provider: openai, model: gpt-x }
+---
+apiVersion: keel/v1
+kind: Agent
+metadata: { name: assistant }
+spec:
+  model: scripted
+  facade:
+    allow: [temperature, logitBias]
+    clamp: { maxTokens: 4096, temperature: { min: 1.5, max: 0.5 }, topP: { max: 0.9 } }
+",
+    );
+    let rendered: Vec<String> = ws
+        .diagnostics(&LoadOptions::default())
+        .iter()
+        .map(|d| format!("{d}"))
+        .collect();
+    let all = rendered.join("\n");
+    assert_eq!(rendered.len(), 2, "{all}");
+    assert!(
+        all.contains("`facade.clamp.temperature` has min 1.5 above max 0.5"),
+        "{all}"
+    );
+    assert!(all.contains("logitBias"), "{all}");
+    assert!(!all.contains("clamp.topP"), "{all}");
+}
+
+#[test]
+fn a_facade_loads_with_its_defaults_and_bounds() {
+    let ws = workspace();
+    ws.write(
+        "config/a.yaml",
+        "\
+apiVersion: keel/v1
+kind: Model
+metadata: { name: scripted }
+spec: { provider: openai, model: gpt-x }
+---
+apiVersion: keel/v1
+kind: Agent
+metadata: { name: open }
+spec: { model: scripted }
+---
+apiVersion: keel/v1
+kind: Agent
+metadata: { name: bounded }
+spec:
+  model: scripted
+  facade: { allow: [temperature], clamp: { temperature: { max: 1 } } }
+",
+    );
+    let workspace = ws.load_ok(&LoadOptions::default());
+    let open = &workspace.agents["open"].facade;
+    assert!(
+        keel_workspace::FacadeParam::ALL
+            .iter()
+            .all(|p| open.allows(*p))
+    );
+    let bounded = &workspace.agents["bounded"].facade;
+    assert!(bounded.allows(keel_workspace::FacadeParam::Temperature));
+    assert!(!bounded.allows(keel_workspace::FacadeParam::Seed));
+    let bounds = bounded.clamp.temperature.unwrap();
+    assert_eq!((bounds.clamp(1.7), bounds.clamp(0.3)), (1.0, 0.3));
+}

@@ -40,6 +40,8 @@ fn opened(id: &RequestId, input: &str, mode: Option<keel::types::PermissionMode>
             history: vec![],
             mode,
             metadata: Default::default(),
+            params: Default::default(),
+            output_schema: None,
         },
     )
 }
@@ -131,6 +133,7 @@ async fn an_interrupted_run_resumes_rerunning_only_idempotent_calls() {
                 attempt: 1,
                 model: "mock-model".into(),
                 provider: "openai".into(),
+                params: Default::default(),
             },
         ),
         event(
@@ -234,6 +237,8 @@ async fn a_cut_off_model_round_is_asked_again() {
                     history: vec![],
                     mode: None,
                     metadata: Default::default(),
+                    params: Default::default(),
+                    output_schema: None,
                 },
             ),
             event(
@@ -244,6 +249,7 @@ async fn a_cut_off_model_round_is_asked_again() {
                     attempt: 1,
                     model: "mock-model".into(),
                     provider: "openai".into(),
+                    params: Default::default(),
                 },
             ),
             event(

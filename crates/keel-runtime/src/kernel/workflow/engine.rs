@@ -191,6 +191,8 @@ impl Engine {
                 history: Vec::new(),
                 mode: None,
                 metadata: self.metadata.clone(),
+                params: Default::default(),
+                output_schema: None,
             },
             true => EventPayload::RequestResumed {
                 reissued_round: false,
