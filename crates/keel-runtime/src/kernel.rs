@@ -1,6 +1,5 @@
-//! The kernel: resolves a request to an agent and its model, records the run, and spawns the
-//! agent loop. Holds what all runs share (workspace, providers, gateway, store) and the
-//! cancellation tokens of active runs.
+//! The kernel: resolves a request to an agent and its model, records the run, spawns the agent
+//! loop. Holds what all runs share (workspace, providers, gateway, store) and cancellation tokens.
 
 mod branches;
 mod children;
@@ -11,7 +10,6 @@ mod reload;
 mod workflow;
 
 pub use options::RequestOptions;
-use options::check_output_schema;
 pub use queue::Replica;
 use reload::Current;
 pub use reload::{RELOAD_AGENT, ReloadParts, workspace_changes, workspace_digest};
@@ -298,7 +296,7 @@ impl Kernel {
         };
         let agent = self.agent(&agent_name)?;
         if let Some(schema) = &options.output_schema {
-            check_output_schema(&agent_name, &agent, schema)?;
+            options::check_output_schema(&agent_name, &agent, schema)?;
         }
         let provider = self.provider(&agent_name, &agent)?;
         let skills = self.skill_prompt(&agent_name, &agent, &options.input)?;
