@@ -3,15 +3,14 @@
 //! or `keel tools call` does the same with exit 143, also while the run waits for approval.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use keel_test_support::process::{read_pid, wait_gone};
 use keel_test_support::{
-    Cli, CliOutput, MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder,
+    CliOutput, MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder,
 };
-use serde_json::Value;
 
 use crate::common::keel_in;
+use crate::governance::{signal, wait_for_pending, workspace};
 
 /// Agent `a` on the mock with one tool, `slow`, whose spec is `slow_spec` (`$$$$` is the
 /// shell's `$$` after interpolation).
@@ -126,38 +125,6 @@ async fn ctrl_c_in_chat_cancels_the_turn_not_the_session() {
     assert_eq!(statuses, vec!["completed", "cancelled"], "newest first");
 }
 
-/// Agent `a` with the `deploy` command tool, which has side effects and no rule: it asks.
-fn asking_workspace(mock: &MockLlm) -> TempWorkspace {
-    WorkspaceBuilder::new()
-        .openai_model_at("mock", &mock.base_url())
-        .tool(
-            "deploy",
-            r#"
-            description: Deploys a service.
-            schema: { type: object, properties: { service: { type: string } }, required: [service] }
-            impl: { kind: command, command: ["sh", "-c", "cat >> deployed.txt; echo deployed"] }
-            "#,
-        )
-        .agent("a", "{ model: mock, tools: [deploy] }")
-        .build()
-}
-
-/// Waits (up to 60 s) until some approval is pending; returns it.
-async fn first_pending(keel: &Cli) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(found) = keel
-            .json_lines(["approvals", "list", "--json"])
-            .into_iter()
-            .next()
-        {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "no approval was requested");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Starts `keel ARGS`, waits until its run waits for approval, sends it SIGTERM and checks it
 /// exits 143 with the run `cancelled` (its last event `runtime.request.cancelled`) and the
 /// approval closed: it can no longer be approved, and the tool never ran.
@@ -170,15 +137,11 @@ async fn sigterm_while_waiting_for_approval(ws: &TempWorkspace, args: &[&str]) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let approval = first_pending(&keel).await;
+    let approval = wait_for_pending(&keel).await.remove(0);
     assert_eq!(approval["tool"], "deploy");
     let waiting = keel.newest_run();
     assert_eq!(waiting["status"], "waiting_approval", "{waiting}");
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    signal(&child, "-TERM");
     let output = tokio::task::block_in_place(|| child.wait_with_output().unwrap());
     let output = CliOutput::from_output(&output);
 
@@ -202,14 +165,14 @@ async fn sigterm_cancels_a_run_waiting_for_approval_and_exits_143() {
         "deploy",
         [r#"{"service":"web"}"#],
     )]));
-    let ws = asking_workspace(&mock);
+    let ws = workspace(&mock.base_url()).build();
     sigterm_while_waiting_for_approval(&ws, &["run", "--no-approve-here", "deploy web"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_cancels_a_direct_tool_call_waiting_for_approval_and_exits_143() {
     let mock = MockLlm::start().await;
-    let ws = asking_workspace(&mock);
+    let ws = workspace(&mock.base_url()).build();
     sigterm_while_waiting_for_approval(
         &ws,
         &["tools", "call", "deploy", "--args", r#"{"service":"web"}"#],

@@ -2,13 +2,12 @@
 //! interruption and resume to its final event; a cancelled run closes the approval it waited
 //! on.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use keel_test_support::MockLlm;
 
 use crate::common::keel_in;
-use crate::governance::{deploy_then_answer, wait_for_pending, workspace};
+use crate::governance::{deploy_then_answer, deploy_waiting_for_approval, signal, workspace};
 
 /// Reads SSE frames from `response` until a frame of type `last` or the end of the stream;
 /// returns the `(id, event)` pairs with an `id:` (stored events).
@@ -66,13 +65,7 @@ async fn a_live_stream_follows_a_run_through_its_interruption_to_its_final_event
     };
 
     // A run executing in another process waits for approval; a stream follows it.
-    let mut first = keel
-        .command(["run", "deploy web"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let asked = wait_for_pending(&keel).await;
+    let (mut first, asked) = deploy_waiting_for_approval(&keel).await;
     let id = asked[0]["requestId"].as_str().unwrap().to_owned();
     let mut live = follow(events_url(&id, 0)).await;
     let head = frames_until(&mut live, "runtime.approval.requested").await;
@@ -83,9 +76,7 @@ async fn a_live_stream_follows_a_run_through_its_interruption_to_its_final_event
 
     // Its process dies; the run is recorded `interrupted` (by the next process that opens the
     // store), and a second stream starts after the last stored event.
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", &first.id().to_string()])
-        .status();
+    signal(&first, "-KILL");
     tokio::task::block_in_place(|| first.wait().unwrap());
     let listed = keel.run(["runs", "list", "--json"]);
     assert!(
@@ -134,16 +125,8 @@ async fn a_cancelled_run_closes_the_approval_it_waited_on() {
         .runtime("{ limits: { approvalTimeout: 60s } }")
         .build();
     let keel = keel_in(&ws);
-    let mut child = keel
-        .command(["run", "deploy web"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let asked = wait_for_pending(&keel).await;
-    let _ = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
+    let (mut child, asked) = deploy_waiting_for_approval(&keel).await;
+    signal(&child, "-INT");
     let exit = tokio::task::block_in_place(|| child.wait().unwrap());
     assert_eq!(exit.code(), Some(130));
     assert_eq!(keel.newest_run()["status"], "cancelled");

@@ -5,7 +5,7 @@
 //! `runtime.prompt.assembled` records as `hook_context`) and a
 //! SessionStop hook that runs a summary script; plus policy rules and hook failures.
 
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use keel_test_support::{
@@ -57,9 +57,9 @@ fn pending(keel: &Cli) -> Vec<Value> {
     keel.json_lines(["approvals", "list", "--json"])
 }
 
-/// Waits (up to 20 s) until some approval is pending; returns the pending ones.
+/// Waits (up to 60 s) until some approval is pending; returns the pending ones.
 pub(crate) async fn wait_for_pending(keel: &Cli) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let found = pending(keel);
         if !found.is_empty() {
@@ -68,6 +68,28 @@ pub(crate) async fn wait_for_pending(keel: &Cli) -> Vec<Value> {
         assert!(Instant::now() < deadline, "no approval was requested");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Starts `keel run "deploy web"` in the background and waits until its `deploy` call asks;
+/// returns the process and the pending approvals.
+pub(crate) async fn deploy_waiting_for_approval(keel: &Cli) -> (Child, Vec<Value>) {
+    let child = keel
+        .command(["run", "deploy web"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let asked = wait_for_pending(keel).await;
+    (child, asked)
+}
+
+/// Sends `signal` (`-KILL`, `-INT`, `-TERM`) to `child`.
+pub(crate) fn signal(child: &Child, signal: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill {signal} failed");
 }
 
 fn event_types(keel: &Cli) -> Vec<String> {
@@ -325,16 +347,8 @@ async fn a_run_waiting_for_approval_survives_its_process_and_waits_again_when_re
     let ws = workspace(&mock.base_url()).build();
     let keel = keel_in(&ws);
     // `deploy` has side effects and no rule: it asks. Kill the process while it waits.
-    let mut first = keel
-        .command(["run", "deploy web"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let asked = wait_for_pending(&keel).await;
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", &first.id().to_string()])
-        .status();
+    let (mut first, asked) = deploy_waiting_for_approval(&keel).await;
+    signal(&first, "-KILL");
     tokio::task::block_in_place(|| first.wait().unwrap());
 
     let record = keel.newest_run();
@@ -565,16 +579,8 @@ async fn an_approval_decided_while_no_process_waits_counts_when_the_run_resumes(
         .build();
     let keel = keel_in(&ws);
     // `deploy` asks; the process dies while it waits, and a person approves meanwhile.
-    let mut first = keel
-        .command(["run", "deploy web"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let asked = wait_for_pending(&keel).await;
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", &first.id().to_string()])
-        .status();
+    let (mut first, asked) = deploy_waiting_for_approval(&keel).await;
+    signal(&first, "-KILL");
     tokio::task::block_in_place(|| first.wait().unwrap());
     let approval_id = asked[0]["approvalId"].as_str().unwrap();
     let approved = keel.run(["approvals", "approve", approval_id]);
