@@ -57,7 +57,7 @@ pub struct KernelParts {
     pub keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
-/// The runtime kernel. Cheap to clone. A clone made by [`Kernel::pin`] keeps using the
+/// The runtime kernel. Cheap to clone. A clone made by `Kernel::pin` keeps using the
 /// workspace snapshot current when it was made, whatever reloads happen meanwhile.
 #[derive(Clone)]
 pub struct Kernel {

@@ -23,7 +23,7 @@ pub struct RequestOptions {
     pub history: Vec<Message>,
     /// A time budget for this run; the smaller of it and `limits.runTimeout` applies.
     pub timeout: Option<Duration>,
-    /// The principal creating the run (recorded as [`RunRecord::owner`]).
+    /// The principal creating the run (recorded as [`keel_types::RunRecord::owner`]).
     pub owner: Option<String>,
     /// The request's metadata (e.g. `user`), recorded in `runtime.request.started`; memory
     /// namespaces are rendered from it (`users/{metadata.user}`).
