@@ -1,11 +1,13 @@
 //! Parsing what clients send: JSON bodies, query strings, enum values and session ids, each
 //! failing with a 400 that names what is wrong.
 
+use std::collections::HashMap;
 use std::str::FromStr;
 
 use axum::body::HttpBody;
-use axum::extract::Request;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::path::ErrorKind;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{FromRequestParts, Path, Request};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -32,6 +34,20 @@ pub(crate) async fn require_json(request: Request, next: Next) -> Result<Respons
         return Err(ApiError::UnsupportedMediaType(found));
     }
     Ok(next.run(request).await)
+}
+
+/// The middleware of every route with path parameters: a parameter that is not UTF-8 once
+/// percent-decoded (`/api/sessions/%ff%fe`) is a JSON 400 `invalid_encoding` naming it, like
+/// every other error, instead of the router's plain-text rejection.
+pub(crate) async fn require_utf8_path(request: Request, next: Next) -> Result<Response, ApiError> {
+    let (mut parts, body) = request.into_parts();
+    let checked = Path::<HashMap<String, String>>::from_request_parts(&mut parts, &()).await;
+    if let Err(PathRejection::FailedToDeserializePathParams(failed)) = checked
+        && let ErrorKind::InvalidUtf8InPathParam { key } = failed.into_kind()
+    {
+        return Err(ApiError::InvalidEncoding { param: key });
+    }
+    Ok(next.run(Request::from_parts(parts, body)).await)
 }
 
 /// Whether the request's `Content-Type` is JSON.

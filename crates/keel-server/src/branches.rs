@@ -27,8 +27,9 @@ pub(crate) struct ResumeBody {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct ForkBody {
-    /// The last event copied from the original (its `seq`, before its end).
-    #[schemars(range(min = 1))]
+    /// The last event copied from the original (its `seq`, before its end). Sequence numbers
+    /// are stored as signed 64-bit integers, so at most 2^63 - 1.
+    #[schemars(range(min = 1, max = 9_223_372_036_854_775_807_u64))]
     #[serde(deserialize_with = "whole_number")]
     at_seq: u64,
     #[serde(default)]
@@ -39,13 +40,18 @@ pub(crate) struct ForkBody {
 /// counts it; anything else is an error naming what it is.
 fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
     let number = serde_json::Number::deserialize(deserializer)?;
-    if let Some(n) = number.as_u64() {
-        return Ok(n);
-    }
-    match number.as_f64() {
-        Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => Ok(f as u64),
+    let whole = match number.as_u64() {
+        Some(n) => Some(n),
+        None => number
+            .as_f64()
+            .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u64::MAX as f64)
+            .map(|f| f as u64),
+    };
+    match whole {
+        Some(n) if i64::try_from(n).is_ok() => Ok(n),
         _ => Err(serde::de::Error::custom(format!(
-            "`atSeq` must be a whole number of at least 1, not {number}"
+            "`atSeq` must be a whole number from 1 to {}, not {number}",
+            i64::MAX
         ))),
     }
 }

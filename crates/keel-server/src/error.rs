@@ -38,6 +38,8 @@ pub enum ApiError {
         param: &'static str,
         error: keel::types::InvalidSessionId,
     },
+    /// A path parameter (named) is not UTF-8 once percent-decoded.
+    InvalidEncoding { param: String },
     /// A request with a body whose `Content-Type` is not JSON (the type sent, if any).
     UnsupportedMediaType(Option<String>),
     /// The body is larger than the server's limit (`server.maxBodyBytes`).
@@ -119,6 +121,12 @@ impl ApiError {
                 "invalid_request_error",
                 Some(param),
                 Some("invalid_session_id"),
+            ),
+            Self::InvalidEncoding { param } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some(param),
+                Some("invalid_encoding"),
             ),
             Self::UnsupportedMediaType(_) => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -238,6 +246,9 @@ impl ApiError {
             }
             Self::MissingParameter(param) => format!("missing required parameter: `{param}`"),
             Self::InvalidSessionId { error, .. } => error.to_string(),
+            Self::InvalidEncoding { param } => {
+                format!("the path parameter `{param}` is not valid UTF-8 once percent-decoded")
+            }
             Self::UnsupportedMediaType(Some(found)) => format!(
                 "the request body must be JSON (Content-Type: application/json), not `{found}`"
             ),

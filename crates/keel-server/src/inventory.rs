@@ -7,7 +7,6 @@ use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use keel::types::ARTIFACT_URI_PREFIX;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -120,10 +119,9 @@ pub(crate) async fn artifact(
         }
     };
     let Some(id) = keel::types::artifact_id(&id) else {
-        let id = id.strip_prefix(ARTIFACT_URI_PREFIX).unwrap_or(&id);
         return Err(ApiError::BadRequest {
-            message: format!("invalid artifact id `{id}`"),
-            param: None,
+            message: keel::types::artifact_id_problem(&id),
+            param: Some("id"),
         });
     };
     let (record, content) = state

@@ -100,8 +100,12 @@ fn build_router(runtime: keel::Runtime, telemetry: Telemetry, stop: Cancellation
     let mut by_path: BTreeMap<&'static str, MethodRouter<AppState>> = BTreeMap::new();
     for route in openapi::routes() {
         // Layers run outermost last-added: auth first, then the query's parameters, then the
-        // body's media type.
-        let handler = (route.handler)()
+        // body's media type, then the path's parameters.
+        let mut handler = (route.handler)();
+        if route.path.contains('{') {
+            handler = handler.route_layer(axum::middleware::from_fn(body::require_utf8_path));
+        }
+        let handler = handler
             .route_layer(axum::middleware::from_fn(body::require_json))
             .route_layer(axum::middleware::from_fn_with_state(
                 route.query,

@@ -216,7 +216,7 @@ fn is_cursor(value: &str) -> bool {
 
 /// An artifact id, bare or as its whole `keel://artifacts/<id>` URI.
 const ARTIFACT_ID: Accepts = Accepts::Format {
-    pattern: "^(keel://artifacts/)?[A-Za-z0-9_-]+$",
+    pattern: "^(keel://artifacts/)?[A-Za-z0-9_-]{1,128}$",
     check: |id| keel::types::artifact_id(id).is_some(),
 };
 

@@ -54,9 +54,7 @@ impl FsArtifacts {
         uri: &str,
     ) -> Result<Option<(ArtifactRecord, Vec<u8>)>, StoreError> {
         let Some(id) = artifact_id(uri) else {
-            return Err(StoreError::Invalid(format!(
-                "`{uri}` is not an artifact URI (expected {ARTIFACT_URI_PREFIX}<id>)"
-            )));
+            return Err(StoreError::Invalid(keel_types::artifact_id_problem(uri)));
         };
         let folder = dir.join(id);
         let meta_path = folder.join(META);

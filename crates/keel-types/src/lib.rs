@@ -45,7 +45,7 @@ pub use ports::{
     ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, Attachment, BoxStream, Embedder,
     EventObserver, MemoryStore, ModelError, ModelProvider, ModelStream, ProgressSink, RunFilter,
     RunStore, SeenFiles, StoreError, StoreHealth, Tool, ToolContext, ToolError, ToolOutput,
-    ToolProgress, artifact_id, check_run_of,
+    ToolProgress, artifact_id, artifact_id_problem, check_run_of,
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,

@@ -354,15 +354,33 @@ pub struct ArtifactRecord {
 /// The scheme and prefix of artifact URIs.
 pub const ARTIFACT_URI_PREFIX: &str = "keel://artifacts/";
 
-/// The id in an artifact URI (or a bare id): `None` unless it is non-empty and only ASCII
-/// letters, digits, `-` and `_` (so it is safe as a file name).
+/// The longest artifact id accepted (the ids Keel makes are about 30 characters).
+pub const ARTIFACT_ID_MAX_LEN: usize = 128;
+
+/// The id in an artifact URI (or a bare id): `None` unless it is 1–[`ARTIFACT_ID_MAX_LEN`]
+/// ASCII letters, digits, `-` and `_` (so it is safe as a file name on every filesystem).
 pub fn artifact_id(uri: &str) -> Option<&str> {
     let id = uri.strip_prefix(ARTIFACT_URI_PREFIX).unwrap_or(uri);
     let valid = !id.is_empty()
+        && id.len() <= ARTIFACT_ID_MAX_LEN
         && id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     valid.then_some(id)
+}
+
+/// Why `uri` is not an artifact id, in a message short enough for a log line: a long id
+/// is described by its length, never echoed whole.
+pub fn artifact_id_problem(uri: &str) -> String {
+    const RULE: &str = "use 1-128 letters, digits, `_` or `-`";
+    let id = uri.strip_prefix(ARTIFACT_URI_PREFIX).unwrap_or(uri);
+    if id.len() > ARTIFACT_ID_MAX_LEN {
+        return format!(
+            "invalid artifact id: it has {} bytes, more than {ARTIFACT_ID_MAX_LEN}; {RULE}",
+            id.len()
+        );
+    }
+    format!("invalid artifact id {id:?}; {RULE}")
 }
 
 /// Where artifacts are kept.

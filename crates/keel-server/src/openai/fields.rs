@@ -185,7 +185,7 @@ const FIELDS: &[Field] = &[
         &[Kind::String, Kind::Object],
         Treatment::NoEffect(WORKSPACE_TOOLS),
     ),
-    field("user", &[Kind::String], Treatment::NoEffect(RECORDED)),
+    field("user", &[Kind::String], Treatment::Honoured),
     field(
         "safety_identifier",
         &[Kind::String],
@@ -196,7 +196,7 @@ const FIELDS: &[Field] = &[
         &[Kind::String],
         Treatment::NoEffect(RECORDED),
     ),
-    field("metadata", &[Kind::Object], Treatment::NoEffect(RECORDED)),
+    field("metadata", &[Kind::Object], Treatment::Honoured),
     field("store", &[Kind::Bool], Treatment::NoEffect(RECORDED)),
 ];
 
@@ -230,6 +230,11 @@ pub(crate) fn request_schema(generator: &mut SchemaGenerator) -> schemars::Schem
             }
             ("stream_options", _) => json!({
                 "anyOf": [generator.subschema_for::<StreamOptions>().to_value(), {"type": "null"}]
+            }),
+            ("metadata", _) => json!({
+                "type": ["object", "null"],
+                "description": "The run's metadata (string values; `user` is `metadata.user`): recorded, and memory namespaces are rendered from it",
+                "additionalProperties": {"type": "string"},
             }),
             (name, _) if super::params::field_schema(name).is_some() => {
                 super::params::field_schema(name).unwrap_or_default()
@@ -306,6 +311,11 @@ pub(super) fn check(body: &mut Value) -> Result<(), ApiError> {
         options.retain(|_, value| !value.is_null());
         if let Some(value) = options.get("include_usage") {
             expect("stream_options.include_usage", value, &[Kind::Bool])?;
+        }
+    }
+    if let Some(Value::Object(metadata)) = fields.get("metadata") {
+        for (key, value) in metadata {
+            expect(&format!("metadata.{key}"), value, &[Kind::String])?;
         }
     }
     if let Some(Value::Array(messages)) = fields.get_mut("messages") {

@@ -297,6 +297,7 @@ async fn failed_run_is_502_with_the_run_error() {
 mod api;
 mod auth;
 mod console;
+mod encodings;
 mod fields;
 mod health;
 mod hooked;

@@ -4,9 +4,7 @@
 //! in one transaction; a read checks the sha256.
 
 use async_trait::async_trait;
-use keel_types::{
-    ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, RequestId, StoreError, artifact_id,
-};
+use keel_types::{ArtifactRecord, ArtifactStore, RequestId, StoreError, artifact_id};
 use sha2::{Digest, Sha256};
 use sqlx_core::row::Row;
 use sqlx_postgres::Postgres;
@@ -69,9 +67,7 @@ impl ArtifactStore for PgArtifacts {
 
     async fn get(&self, uri: &str) -> Result<Option<(ArtifactRecord, Vec<u8>)>, StoreError> {
         let Some(id) = artifact_id(uri) else {
-            return Err(StoreError::Invalid(format!(
-                "`{uri}` is not an artifact URI (expected {ARTIFACT_URI_PREFIX}<id>)"
-            )));
+            return Err(StoreError::Invalid(keel_types::artifact_id_problem(uri)));
         };
         let store = &self.store;
         store.ready().await?;
