@@ -53,6 +53,14 @@ impl AgentRun {
         for verdict in &mut verdicts {
             self.govern(verdict).await?;
         }
+        self.execute_governed(verdicts).await
+    }
+
+    /// Steps 3 and 4 for governed calls.
+    async fn execute_governed(
+        &mut self,
+        verdicts: Vec<Guarded>,
+    ) -> Result<Vec<Message>, StoreError> {
         let outcomes = self.execute(&verdicts).await;
         self.count_delegated();
         let mut messages = Vec::with_capacity(outcomes.len());
@@ -520,7 +528,10 @@ impl AgentRun {
         let verdict = self.guard_call(&call).await?;
         let tool = verdict.tool().to_owned();
         let guard_blocked = !verdict.is_allowed();
-        let mut results = self.govern_and_execute(vec![verdict]).await?;
+        let mut verdict = verdict;
+        self.govern(&mut verdict).await?;
+        let denied = !guard_blocked && !verdict.is_allowed();
+        let mut results = self.execute_governed(vec![verdict]).await?;
         let output = results.pop().map(|m| m.content).unwrap_or_default();
         let ok = !guard_blocked && self.succeeded.contains(&tool);
         self.emitter.emit(EventPayload::DirectCompleted {
@@ -539,14 +550,22 @@ impl AgentRun {
                 FinishReason::Stopped,
             ));
         }
-        Ok(match (ok, guard_blocked) {
-            (true, _) => End::Answer {
+        // Each way a call can fail has its own finish reason (`docs/events.md`).
+        Ok(match (ok, guard_blocked, denied) {
+            (true, _, _) => End::Answer {
                 output,
                 value: None,
                 finish_reason: FinishReason::Completed,
             },
-            (false, true) => End::failed(ErrorCode::ToolBlocked, output, FinishReason::Completed),
-            (false, false) => End::failed(ErrorCode::ToolFailed, output, FinishReason::Completed),
+            (false, true, _) => {
+                End::failed(ErrorCode::ToolBlocked, output, FinishReason::ToolBlocked)
+            }
+            (false, false, true) => {
+                End::failed(ErrorCode::ToolBlocked, output, FinishReason::ToolDenied)
+            }
+            (false, false, false) => {
+                End::failed(ErrorCode::ToolFailed, output, FinishReason::ToolFailed)
+            }
         })
     }
 

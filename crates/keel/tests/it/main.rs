@@ -7,6 +7,7 @@
 mod architecture;
 mod cancel;
 mod common;
+mod direct_finish;
 mod event_fields;
 mod gateway;
 mod in_process_hooks;
