@@ -94,8 +94,8 @@ pub fn issue(root: &Path, pointer: &str, requested: &str, mode: Access) -> Optio
         Err(ToolError::InvalidArguments(message)) => message,
     };
     let expected = match mode {
-        Access::Read => "a path inside the workspace",
-        Access::Write => "a writable file path inside the workspace (not under `.keel/`)",
+        Access::Read => crate::gateway::headline::EXPECTED_PATH,
+        Access::Write => crate::gateway::headline::EXPECTED_WRITABLE_PATH,
     };
     Some(Issue {
         path: pointer.to_owned(),
