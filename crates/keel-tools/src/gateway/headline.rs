@@ -2,7 +2,7 @@
 //! of problem blocked it, read from its issues' `expected`, so a caller is not told "the
 //! arguments do not match the tool's schema" when the tool's server is down, a path leaves the
 //! workspace or a skill is out of bounds. The `expected` texts the kinds are told by are the
-//! constants here, used where those issues are raised.
+//! constants here (and in `paths`), used where those issues are raised.
 //!
 //! | first issue                                        | headline                                                                    |
 //! |----------------------------------------------------|-----------------------------------------------------------------------------|
@@ -14,13 +14,10 @@
 
 use keel_types::Issue;
 
+use crate::paths::{EXPECTED_PATH, EXPECTED_WRITABLE_PATH};
+
 /// `expected` of the issue of a tool the caller cannot call (followed by the tool list).
 pub const EXPECTED_TOOL: &str = "one of the agent's tools";
-/// `expected` of a path argument that must be inside the workspace.
-pub const EXPECTED_PATH: &str = "a path inside the workspace";
-/// `expected` of a path argument that must be a writable file inside the workspace.
-pub const EXPECTED_WRITABLE_PATH: &str =
-    "a writable file path inside the workspace (not under `.keel/`)";
 /// `expected` of a skill the agent may use.
 pub const EXPECTED_SKILL: &str = "a skill the agent may use";
 /// `expected` of a path inside a skill's folder.

@@ -14,6 +14,8 @@ mod in_process_hooks;
 mod lifecycle;
 mod loop_budgets;
 mod mcp_faults;
+mod mcp_lifecycle;
+mod mcp_names;
 mod memory;
 mod openai_runs;
 mod redaction;
