@@ -130,19 +130,41 @@ async fn inspect(runtime: &keel::Runtime, command: McpCommand) -> Result<(), Cli
                     continue;
                 };
                 let read_only = runtime.tool_read_only(name);
+                // A tool whose own name is not a valid model tool name is offered under a
+                // mapped one (docs/mcp.md#tool-names); the server knows it by its own.
+                let original = status
+                    .renamed
+                    .iter()
+                    .find(|r| r.name == *name)
+                    .map(|r| r.original.as_str());
                 match json {
                     true => out::line(&serde_json::to_string(&serde_json::json!({
                         "name": spec.name,
+                        "originalName": original,
                         "description": spec.description,
                         "parameters": spec.parameters,
                         "readOnly": read_only,
                     }))?),
-                    false => out::line(&format!(
-                        "{:<30}  {:<9}  {}",
-                        spec.name,
-                        if read_only { "read-only" } else { "" },
-                        spec.description
-                    )),
+                    false => {
+                        let mut description = spec.description.clone();
+                        if let Some(original) = original {
+                            description = format!("[server's name: {original:?}] {description}");
+                        }
+                        out::line(&format!(
+                            "{:<30}  {:<9}  {}",
+                            spec.name,
+                            if read_only { "read-only" } else { "" },
+                            description
+                        ))
+                    }
+                }
+            }
+            for why in &status.left_out {
+                match json {
+                    true => out::line(&serde_json::to_string(
+                        &serde_json::json!({ "leftOut": why }),
+                    )?),
+                    false => out::line(&format!("left out: {why}")),
                 }
             }
             Ok(())

@@ -1,13 +1,13 @@
 //! `keel policy check <tool> --args <json> [--agent A] [--mode M]`: what the policy engine
 //! (`keel::policy`) decides for one call, and which rule decided it, without running
-//! anything.
+//! anything — by the runtime's own decision path (`Runtime::check_policy`), so an MCP tool's
+//! `readOnlyHint` counts as it does in a run.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use keel::Workspace;
-use keel::policy::{PolicyEngine, PolicyQuery, is_read_only_builtin};
 use keel::types::{PermissionMode, PolicyDecision};
+use keel::{Runtime, Workspace};
 use serde_json::Value;
 
 use crate::error::{CliError, EXIT_FAILED};
@@ -38,25 +38,25 @@ pub async fn check(
     };
     let mode = mode.map(str::parse::<PermissionMode>).transpose()?;
     // Without an agent and no default agent, only policies for every agent apply.
-    let agent = agent.or_else(|| workspace.default_agent()).unwrap_or("");
-    if !agent.is_empty() && !workspace.agents.contains_key(agent) {
+    let agent = agent
+        .or_else(|| workspace.default_agent())
+        .unwrap_or("")
+        .to_owned();
+    if !agent.is_empty() && !workspace.agents.contains_key(&agent) {
         let known: Vec<&str> = workspace.agents.keys().map(String::as_str).collect();
         return Err(CliError::usage(format!(
             "agent `{agent}` is not defined; defined agents: {}",
             known.join(", ")
         )));
     }
-    let engine = PolicyEngine::from_workspace(&workspace);
-    let verdict = engine.decide(
-        &PolicyQuery {
-            agent,
-            tool,
-            args: &args,
-            read_only: is_read_only_builtin(tool),
-            mode,
-        },
-        &[],
-    );
+    let runtime = Runtime::builder()
+        .loaded_workspace(workspace)
+        .build()
+        .map_err(CliError::usage)?;
+    let agent = (!agent.is_empty()).then_some(agent.as_str());
+    let verdict = runtime.check_policy(agent, tool, &args, mode).await;
+    runtime.stop_mcp().await;
+    let verdict = verdict.map_err(CliError::failed)?;
     let decision = match verdict.decision {
         PolicyDecision::Allow => "allow",
         PolicyDecision::Ask => "ask",

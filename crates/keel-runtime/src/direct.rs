@@ -299,14 +299,12 @@ impl Kernel {
 
     /// Policy's decision on a task's call the gateway allowed.
     fn decide_policy(&self, task: &mut TaskRecord) {
-        let policy = self.services().governance.policy().decide(
-            &keel_tools::policy::PolicyQuery {
-                agent: &task.agent,
-                tool: &task.tool,
-                args: &task.arguments,
-                read_only: self.gateway().is_read_only(&task.tool),
-                mode: None,
-            },
+        let policy = self.services().governance.decide_call(
+            &self.gateway(),
+            &task.agent,
+            &task.tool,
+            &task.arguments,
+            None,
             &[],
         );
         let reason = policy
@@ -362,6 +360,33 @@ impl Kernel {
             .await;
         task.hooks = calls.into_iter().map(task_hook).collect();
         round
+    }
+
+    /// What policy decides for a call of `tool` with `args` by `agent` (default: the
+    /// workspace's default agent; none: only the policies for every agent apply) under
+    /// `mode`, by the path a run's call takes — an MCP tool's server is asked for its tools
+    /// first, so its `readOnlyHint` counts (`keel policy check`).
+    pub async fn check_policy(
+        &self,
+        agent: Option<&str>,
+        tool: &str,
+        args: &Value,
+        mode: Option<keel_types::PermissionMode>,
+    ) -> Result<keel_tools::policy::PolicyVerdict, RuntimeError> {
+        let agent = match agent {
+            Some(agent) => self.agent(agent).map(|_| agent.to_owned())?,
+            None => self
+                .workspace()
+                .default_agent()
+                .map(str::to_owned)
+                .unwrap_or_default(),
+        };
+        let gateway = self.gateway();
+        gateway.settle(&[tool.to_owned()]).await;
+        Ok(self
+            .services()
+            .governance
+            .decide_call(&gateway, &agent, tool, args, mode, &[]))
     }
 
     async fn existing_task(&self, id: &str) -> Result<TaskRecord, RuntimeError> {

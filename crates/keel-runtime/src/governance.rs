@@ -13,12 +13,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use keel_tools::gateway::Gateway;
 use keel_tools::hooks::{
     self, Combined, CompiledHook, HookError, HookInput, HookOutcome, InProcessHook, Settled,
 };
-use keel_tools::policy::PolicyEngine;
+use keel_tools::policy::{PolicyEngine, PolicyQuery, PolicyVerdict};
+use keel_types::PermissionMode;
 use keel_types::{HookEvent, PolicyDecision};
+use keel_workspace::PolicySpec;
 use keel_workspace::{HookOnError, Workspace};
+use serde_json::Value;
 
 /// The combined answer of an event's hooks.
 pub(crate) struct HookRound {
@@ -216,6 +220,28 @@ impl Governance {
     /// The policy engine.
     pub fn policy(&self) -> &PolicyEngine {
         &self.policy
+    }
+
+    /// Policy's verdict on a call of `tool` with `args` by `agent`: the one decision path of
+    /// a run's calls, direct calls and tasks, and `keel policy check`. Whether the tool only
+    /// reads is the gateway's word (a built-in's, an MCP tool's `readOnlyHint`).
+    pub fn decide_call(
+        &self,
+        gateway: &Gateway,
+        agent: &str,
+        tool: &str,
+        args: &Value,
+        mode: Option<PermissionMode>,
+        narrowing: &[&PolicySpec],
+    ) -> PolicyVerdict {
+        let query = PolicyQuery {
+            agent,
+            tool,
+            args,
+            read_only: gateway.is_read_only(tool),
+            mode,
+        };
+        self.policy.decide(&query, narrowing)
     }
 
     /// The names of the hooks bound on `tool` for `event` (before or after a call).

@@ -310,7 +310,16 @@ impl IntoResponse for ApiError {
             Self::ShuttingDown => Some(5),
             _ => None,
         };
+        let unauthorized = matches!(self, Self::Unauthorized);
         let mut response = (self.status(), axum::Json(self.body())).into_response();
+        // Every 401 names its scheme (RFC 9110): a bearer key, no OAuth — so an MCP client
+        // that meets it does not start an OAuth discovery flow.
+        if unauthorized {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(WWW_AUTHENTICATE),
+            );
+        }
         if let Some(seconds) = retry_after {
             response
                 .headers_mut()
@@ -319,6 +328,9 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// The challenge of every 401: an API key as a bearer token.
+pub(crate) const WWW_AUTHENTICATE: &str = "Bearer realm=\"keel\"";
 
 /// Maps a runtime failure: what the caller got wrong is 4xx, the rest 5xx without internals.
 pub(crate) fn runtime_error(error: keel::Error) -> ApiError {

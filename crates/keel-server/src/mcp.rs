@@ -210,6 +210,7 @@ impl Backend for McpBackend {
             .map(|spec| ExposedTool {
                 read_only: self.runtime.tool_read_only(&spec.name),
                 idempotent: self.runtime.tool_idempotent(&spec.name),
+                destructive: self.runtime.tool_destructive(&spec.name),
                 spec,
             })
             .collect())

@@ -39,6 +39,7 @@ use tracing::{debug, warn};
 use crate::repair;
 
 mod catalog;
+pub mod headline;
 mod issues;
 mod verdict;
 
@@ -272,14 +273,15 @@ impl Gateway {
         else {
             let message = match self.unavailable(&call.name) {
                 Some(why) if listed(inventory, &call.name) => {
-                    format!("tool `{}` is unavailable: {why}", call.name)
+                    headline::unavailable_message(&call.name, &why)
                 }
                 _ => format!("tool `{}` is not available to this agent", call.name),
             };
             return verdict.blocked(vec![Issue {
                 path: String::new(),
                 expected: format!(
-                    "one of the agent's tools: {}",
+                    "{}: {}",
+                    headline::EXPECTED_TOOL,
                     expand(inventory, &snapshot).join(", ")
                 ),
                 found: call.name.clone(),

@@ -79,6 +79,13 @@ pub fn resolve(root: &Path, requested: &str, mode: Access) -> Result<PathBuf, To
     }
 }
 
+/// `expected` of a path argument that must be inside the workspace (the gateway's headline
+/// of a blocked call tells path problems by it).
+pub const EXPECTED_PATH: &str = "a path inside the workspace";
+/// `expected` of a path argument that must be a writable file inside the workspace.
+pub const EXPECTED_WRITABLE_PATH: &str =
+    "a writable file path inside the workspace (not under `.keel/`)";
+
 /// The issue raised by the path argument at JSON pointer `pointer` (e.g. `/path`) holding
 /// `requested`, if resolving it for `mode` escapes the workspace or is refused (`.keel/`, the
 /// root as a file). Paths that merely do not exist raise no issue: the tool reports them.
@@ -94,8 +101,8 @@ pub fn issue(root: &Path, pointer: &str, requested: &str, mode: Access) -> Optio
         Err(ToolError::InvalidArguments(message)) => message,
     };
     let expected = match mode {
-        Access::Read => "a path inside the workspace",
-        Access::Write => "a writable file path inside the workspace (not under `.keel/`)",
+        Access::Read => EXPECTED_PATH,
+        Access::Write => EXPECTED_WRITABLE_PATH,
     };
     Some(Issue {
         path: pointer.to_owned(),

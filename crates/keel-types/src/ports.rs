@@ -309,6 +309,12 @@ pub trait Tool: Send + Sync {
         self.read_only()
     }
 
+    /// Whether the tool may destroy or overwrite what exists (MCP's `destructiveHint`), when
+    /// its author says; meaningful only for a tool that is not read-only.
+    fn destructive(&self) -> Option<bool> {
+        None
+    }
+
     /// Whether the tool reports progress while it runs (through [`ToolContext::progress`]).
     fn reports_progress(&self) -> bool {
         false

@@ -61,6 +61,13 @@ wire_names! {
         InvalidOutput = "invalid_output",
         /// A workflow node failed, or an approval node was denied.
         NodeFailed = "node_failed",
+        /// A direct tool call (a task, `keel tools call`) was blocked by the gateway: unknown
+        /// or unavailable tool, arguments that do not fit, a path outside the workspace.
+        ToolBlocked = "tool_blocked",
+        /// A direct tool call was refused by governance: policy, a hook or a human.
+        ToolDenied = "tool_denied",
+        /// A direct tool call ran and failed.
+        ToolFailed = "tool_failed",
     }
 }
 

@@ -509,6 +509,28 @@ impl Runtime {
         self.kernel.gateway().is_idempotent(name)
     }
 
+    /// Whether a tool may destroy or overwrite what exists, when its author says (an MCP
+    /// server's `destructiveHint`); `None` otherwise and for a tool the runtime lacks.
+    pub fn tool_destructive(&self, name: &str) -> Option<bool> {
+        self.kernel
+            .gateway()
+            .tool(name)
+            .and_then(|t| t.destructive())
+    }
+
+    /// What policy decides for a call of `tool` with `args` by `agent` (default: the
+    /// workspace's default agent) under `mode`, by the very path a run's call and a direct
+    /// call take: an MCP tool's `readOnlyHint` counts (`keel policy check`).
+    pub async fn check_policy(
+        &self,
+        agent: Option<&str>,
+        tool: &str,
+        args: &serde_json::Value,
+        mode: Option<keel_types::PermissionMode>,
+    ) -> Result<policy::PolicyVerdict, Error> {
+        Ok(self.kernel.check_policy(agent, tool, args, mode).await?)
+    }
+
     /// Calls a tool directly through the gateway, as a run of its own.
     pub async fn call_tool(
         &self,

@@ -38,6 +38,7 @@ async def scenario(session):
     listed = await session.list_tools()
     say("tools", tools={t.name: t.annotations.read_only_hint for t in listed.tools})
     result("read", await session.call_tool("read_file", {"path": "README.md"}))
+    result("escape", await session.call_tool("read_file", {"path": "../outside.txt"}))
     result("agent", await session.call_tool("agent__assistant", {"input": "What is the answer?"}))
     result("denied", await session.call_tool("write_file", {"path": "x.txt", "content": "hi"}))
     result("approved", await session.call_tool("deploy", {"service": "web"}))
@@ -202,6 +203,15 @@ fn check_scenario(steps: &serde_json::Map<String, Value>, keel: &Cli, ws: &Path)
     assert_eq!(read["isError"], false, "{read}");
     assert_eq!(read["text"], "hello from the workspace\n");
 
+    // A blocked call's reason is in the text clients show, not only in structuredContent.
+    let escape = step("escape");
+    assert_eq!(escape["isError"], true, "{escape}");
+    let text = escape["text"].as_str().unwrap();
+    assert!(
+        text.contains("outside the workspace") && text.contains("../outside.txt"),
+        "{text}"
+    );
+
     let agent = step("agent");
     assert_eq!(agent["isError"], false, "{agent}");
     assert_eq!(agent["text"], "The answer is 42.");
@@ -234,7 +244,13 @@ fn check_scenario(steps: &serde_json::Map<String, Value>, keel: &Cli, ws: &Path)
             .find(|run| run["input"].as_str().unwrap().starts_with(input_start))
             .unwrap_or_else(|| panic!("no run of `{input_start}`: {runs:?}"))
     };
-    assert_eq!(find("read_file ")["status"], "completed");
+    assert_eq!(
+        find("read_file {\"path\":\"README.md\"}")["status"],
+        "completed"
+    );
+    let escape = find("read_file {\"path\":\"../outside.txt\"}");
+    assert_eq!(escape["status"], "failed", "{escape}");
+    assert_eq!(escape["finishReason"], "tool_blocked", "{escape}");
     assert_eq!(find("deploy ")["status"], "completed");
     let blocked = find("write_file ");
     assert_eq!(blocked["status"], "failed");
@@ -295,6 +311,16 @@ async fn the_official_python_sdk_uses_mcp_over_http_with_an_operator_key() {
         }
         let response = request.send().await.unwrap();
         assert_eq!(response.status().as_u16(), status, "{key:?}");
+        // A 401 names its scheme — a bearer key, not OAuth — so clients do not start an
+        // OAuth discovery flow.
+        if status == 401 {
+            let challenge = response.headers().get("www-authenticate");
+            assert_eq!(
+                challenge.map(|v| v.to_str().unwrap()),
+                Some("Bearer realm=\"keel\""),
+                "{key:?}"
+            );
+        }
     }
 
     let steps = run_client(&keel, &["http", &url, OPERATOR_KEY]).await;

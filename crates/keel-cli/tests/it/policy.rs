@@ -74,3 +74,68 @@ fn policy_check_names_the_deciding_rule() {
         missing.stderr
     );
 }
+
+/// `keel policy check` and a real call agree on an MCP tool its server marks read-only
+/// (`readOnlyHint`): allowed without asking, by the same decision path.
+#[test]
+fn policy_check_and_a_real_call_agree_on_a_read_only_mcp_tool() {
+    let command = json!([
+        "python3",
+        keel_test_support::test_clients::mcp_fault_server()
+            .display()
+            .to_string()
+    ]);
+    let ws = WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: a }")
+        .scripted_model("m", &json!({"conversations": [{"steps": [{"text": "x"}]}]}))
+        .agent("a", "{ model: m, tools: [\"mcp__f__*\"] }")
+        .document(
+            "McpServer",
+            "f",
+            &format!("transport: stdio\ncommand: {command}\nstartupTimeout: 60s\n"),
+        )
+        .build();
+    let keel = keel_in(&ws);
+
+    let checked = keel.run([
+        "policy",
+        "check",
+        "mcp__f__echo",
+        "--args",
+        r#"{"text":"hi"}"#,
+    ]);
+    assert_eq!(
+        checked.code,
+        Some(0),
+        "{}{}",
+        checked.stdout,
+        checked.stderr
+    );
+    assert!(
+        checked.stdout.contains("decision: allow"),
+        "{}",
+        checked.stdout
+    );
+    // A tool without the hint still asks, in both.
+    let slow = keel.run(["policy", "check", "mcp__f__slow", "--args", r#"{"ms":1}"#]);
+    assert_eq!(slow.code, Some(3), "{}{}", slow.stdout, slow.stderr);
+
+    // The real call runs without asking.
+    let called = keel.run([
+        "tools",
+        "call",
+        "mcp__f__echo",
+        "--args",
+        r#"{"text":"hi"}"#,
+    ]);
+    assert_eq!(called.code, Some(0), "{}{}", called.stdout, called.stderr);
+    assert!(called.stdout.contains("hi"), "{}", called.stdout);
+    let events = keel.newest_run_events();
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["type"] == "runtime.approval.requested"
+                || e["type"] == "runtime.policy.decided"),
+        "{events:#?}"
+    );
+}

@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use resource::ReadResource;
 pub use resource::{PromptArgument, PromptInfo, ResourceInfo};
+pub use server::ToolRename;
 use server::{Server, ServerSource};
 
 /// Why a request to a server could not be answered.
@@ -129,6 +130,13 @@ pub struct ServerStatus {
     pub state: ServerState,
     /// The inventory names of its offered tools (after the include/exclude filter).
     pub tools: Vec<String>,
+    /// The tools offered under another name than the server's, because theirs is not a valid
+    /// model tool name (`docs/mcp.md#tool-names`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub renamed: Vec<ToolRename>,
+    /// Why a tool of the server is not offered at all (an empty name).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
     pub restarts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,

@@ -50,16 +50,30 @@ pub(crate) fn outcome(run: RunOutcome) -> CallToolResult {
 
 /// A refused call's message as a person reads it: Keel records a refusal as
 /// `{"error": "tool call denied by policy (…)", "reason": "…"}`; that becomes
-/// `tool call denied by policy (…): …`. Any other message stays as it is.
+/// `tool call denied by policy (…): …`; a blocked call's `{"error": …, "issues": [{message}…]}`
+/// becomes `tool call blocked: …: <each issue's message>`. Any other message stays as it is.
 fn reason_text(message: &str) -> String {
     let Ok(Value::Object(refusal)) = serde_json::from_str::<Value>(message) else {
         return message.to_owned();
     };
-    match (refusal.get("error"), refusal.get("reason")) {
+    let mut text = match (refusal.get("error"), refusal.get("reason")) {
         (Some(Value::String(what)), Some(Value::String(why))) => format!("{what}: {why}"),
         (Some(Value::String(what)), _) => what.clone(),
-        _ => message.to_owned(),
+        _ => return message.to_owned(),
+    };
+    // A blocked call says what blocked it in its issues: each one's message goes with it.
+    if let Some(Value::Array(issues)) = refusal.get("issues") {
+        let messages: Vec<&str> = issues
+            .iter()
+            .filter_map(|issue| issue.get("message").and_then(Value::as_str))
+            .filter(|m| !m.is_empty())
+            .collect();
+        if !messages.is_empty() {
+            text.push_str(": ");
+            text.push_str(&messages.join("; "));
+        }
     }
+    text
 }
 
 /// A record or a page of them as a tool result: `structuredContent` and the same JSON as
@@ -134,6 +148,25 @@ mod tests {
         let structured = result.structured_content.unwrap();
         assert_eq!(structured["error"]["code"], "tool_blocked");
         assert_eq!(structured["requestId"], "run_1");
+    }
+
+    #[test]
+    fn a_blocked_calls_text_says_what_blocked_it() {
+        let blocked = json!({
+            "error": "tool call blocked: a path is outside the workspace",
+            "tool": "read_file",
+            "issues": [{"path": "/path", "expected": "a path inside the workspace",
+                        "found": "../x", "message": "`../x` escapes the workspace"}],
+        });
+        let error = ErrorInfo::new(ErrorCode::ToolBlocked, blocked.to_string());
+        let result = outcome(run(RunStatus::Failed, None, Some(error)));
+        assert_eq!(result.is_error, Some(true));
+        assert_eq!(
+            result.content[0].as_text().map(|t| t.text.as_str()),
+            Some(
+                "tool call blocked: a path is outside the workspace: `../x` escapes the workspace"
+            )
+        );
     }
 
     #[test]

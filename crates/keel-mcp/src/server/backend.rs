@@ -17,6 +17,9 @@ pub struct ExposedTool {
     pub read_only: bool,
     /// Calling it twice with the same arguments does no more than once (`idempotentHint`).
     pub idempotent: bool,
+    /// It may destroy or overwrite what exists (`destructiveHint`), when its author says (an
+    /// MCP server's own hint, passed through); only for a tool that is not read-only.
+    pub destructive: Option<bool>,
 }
 
 /// What every call that may start a run gets besides its arguments.

@@ -3,6 +3,9 @@
 //! `keel__`). Their input schemas are generated from the very structs their arguments are
 //! parsed into, so a schema cannot promise what the parser refuses.
 //!
+//! Every published schema is in its portable form ([`super::portable`]: no nullable `type`
+//! arrays).
+//!
 //! Names: a workspace tool keeps its own name (`read_file`, `mcp__github__search`); an agent
 //! is `agent__<name>`; the server's own tools start with `keel__`. A workspace tool whose name
 //! starts with one of those prefixes is not listed (it could not be told apart).
@@ -156,11 +159,16 @@ fn workspace_tool(tool: ExposedTool) -> Tool {
     if tool.idempotent {
         annotations = annotations.idempotent(true);
     }
-    let schema = match tool.spec.parameters {
+    // The tool's own word on destruction (an upstream MCP server's hint) goes on as it is.
+    if let Some(destructive) = tool.destructive.filter(|_| !tool.read_only) {
+        annotations = annotations.destructive(destructive);
+    }
+    let mut schema = match tool.spec.parameters {
         Value::Object(map) => map,
         // A tool without a usable schema still takes an object.
         _ => object_schema(),
     };
+    super::portable::portable(&mut schema);
     Tool::new(tool.spec.name, tool.spec.description, Arc::new(schema)).annotate(annotations)
 }
 
@@ -169,10 +177,12 @@ fn agent_tool(agent: &str) -> Tool {
         "Ask the Keel agent `{agent}`: it runs on the input as a recorded run (with its own \
          model, tools and policies) and answers its final answer and the run's request id."
     );
+    let mut schema = schema_of::<AgentArgs>();
+    super::portable::portable(&mut schema);
     Tool::new(
         format!("{AGENT_PREFIX}{agent}"),
         description,
-        Arc::new(schema_of::<AgentArgs>()),
+        Arc::new(schema),
     )
     .annotate(ToolAnnotations::new().read_only(false))
 }
@@ -182,7 +192,9 @@ fn control_tool(tool: &ControlTool) -> Tool {
     if !tool.read_only {
         annotations = annotations.destructive(tool.destructive);
     }
-    Tool::new(tool.name, tool.description, Arc::new((tool.schema)())).annotate(annotations)
+    let mut schema = (tool.schema)();
+    super::portable::portable(&mut schema);
+    Tool::new(tool.name, tool.description, Arc::new(schema)).annotate(annotations)
 }
 
 /// `{type: object}`.

@@ -11,7 +11,8 @@
 //!
 //! Start reading at [`Backend`] (`backend.rs`): the seam, in Keel's own types, that a
 //! runtime implements (keel-server does, for `keel mcp` and `keel serve`'s `/mcp`). Then
-//! `catalog.rs` (what is listed, and the one table of the server's own `keel__` tools),
+//! `catalog.rs` (what is listed, and the one table of the server's own `keel__` tools;
+//! `portable.rs` keeps the schemas free of nullable `type` arrays),
 //! `handler.rs` (rmcp's `ServerHandler`: listing and routing), `control.rs` (the `keel__`
 //! tools at work), `answer.rs` (how every outcome goes on the wire) and `transport.rs`
 //! ([`serve_stdio`], [`HttpService`]). rmcp's types stay inside this module.
@@ -22,6 +23,7 @@ mod backend;
 mod catalog;
 mod control;
 mod handler;
+mod portable;
 mod transport;
 
 pub use ask::Asker;

@@ -52,17 +52,39 @@ impl Backend for Fake {
                 spec: spec("read_file", "Read a file."),
                 read_only: true,
                 idempotent: true,
+                destructive: None,
             },
             ExposedTool {
                 spec: spec("shell", "Run a command."),
                 read_only: false,
                 idempotent: false,
+                destructive: None,
+            },
+            // An upstream MCP server's tool that says it destroys nothing, with a nullable
+            // optional property.
+            ExposedTool {
+                spec: ToolSpec {
+                    name: "mcp__tracker__update_issue".into(),
+                    description: "Update an issue.".into(),
+                    parameters: json!({
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "integer"},
+                            "title": {"type": ["string", "null"]}
+                        },
+                        "required": ["id"]
+                    }),
+                },
+                read_only: false,
+                idempotent: false,
+                destructive: Some(false),
             },
             // Could be mistaken for an agent: not listed, not callable.
             ExposedTool {
                 spec: spec("agent__sneaky", "A tool named like an agent."),
                 read_only: false,
                 idempotent: false,
+                destructive: None,
             },
         ])
     }
@@ -197,6 +219,59 @@ async fn the_server_names_itself_and_lists_workspace_tools_agents_and_its_own() 
         .map(|t| serde_json::to_value(t).unwrap())
         .collect();
     insta::assert_json_snapshot!("tools_list", listed);
+}
+
+/// Whether `schema` holds a `type` array with `null` anywhere.
+fn has_nullable_type_array(schema: &Value) -> bool {
+    match schema {
+        Value::Object(map) => {
+            map.get("type")
+                .and_then(Value::as_array)
+                .is_some_and(|types| types.iter().any(|t| t == "null"))
+                || map.values().any(has_nullable_type_array)
+        }
+        Value::Array(items) => items.iter().any(has_nullable_type_array),
+        _ => false,
+    }
+}
+
+#[tokio::test]
+async fn hints_pass_through_and_schemas_have_no_nullable_type_arrays() {
+    let client = connect(Arc::default()).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let tool = |name: &str| {
+        let tool = tools.iter().find(|t| t.name == name).unwrap();
+        serde_json::to_value(tool).unwrap()
+    };
+    // The upstream server's word: not read-only, not destructive.
+    let update = tool("mcp__tracker__update_issue");
+    assert_eq!(update["annotations"]["destructiveHint"], false, "{update}");
+    assert_eq!(update["annotations"]["readOnlyHint"], false, "{update}");
+    assert_eq!(
+        update["inputSchema"]["properties"]["title"],
+        json!({"type": "string"})
+    );
+    assert!(
+        tool("shell")["annotations"]
+            .get("destructiveHint")
+            .is_none()
+    );
+    for tool in &tools {
+        let schema = Value::Object((*tool.input_schema).clone());
+        assert!(!has_nullable_type_array(&schema), "{}: {schema}", tool.name);
+    }
+    // The server's own tools' optional arguments stay optional.
+    let runs = tool("keel__runs_list");
+    assert_eq!(
+        runs["inputSchema"]["properties"]["status"]["type"], "string",
+        "{runs}"
+    );
+    assert!(
+        !runs["inputSchema"]["properties"]["status"]["enum"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::Null)
+    );
 }
 
 #[tokio::test]

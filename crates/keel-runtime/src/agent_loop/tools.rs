@@ -21,7 +21,6 @@ use std::time::Instant;
 use futures_util::StreamExt;
 use keel_tools::gateway::Guarded;
 use keel_tools::hooks::{HookInput, PermissionDecision};
-use keel_tools::policy::PolicyQuery;
 use keel_types::{
     AdapterEvent, ErrorCode, EventPayload, FinishReason, HookEvent, Message, NATIVE_ADAPTER,
     PolicyDecision, ProgressSink, StoreError, ToolCall, ToolContext, ToolError, ToolOutput,
@@ -53,6 +52,14 @@ impl AgentRun {
         for verdict in &mut verdicts {
             self.govern(verdict).await?;
         }
+        self.execute_governed(verdicts).await
+    }
+
+    /// Steps 3 and 4 for governed calls.
+    async fn execute_governed(
+        &mut self,
+        verdicts: Vec<Guarded>,
+    ) -> Result<Vec<Message>, StoreError> {
         let outcomes = self.execute(&verdicts).await;
         self.count_delegated();
         let mut messages = Vec::with_capacity(outcomes.len());
@@ -116,14 +123,12 @@ impl AgentRun {
         let call_id = verdict.call_id().to_owned();
 
         // Policy.
-        let policy = self.services.governance.policy().decide(
-            &PolicyQuery {
-                agent: &self.record.agent,
-                tool: &tool,
-                args: &arguments,
-                read_only: self.services.gateway.is_read_only(&tool),
-                mode: self.mode,
-            },
+        let policy = self.services.governance.decide_call(
+            &self.services.gateway,
+            &self.record.agent,
+            &tool,
+            &arguments,
+            self.mode,
             &self.narrowing.iter().collect::<Vec<_>>(),
         );
         let mut ask: Option<(String, Option<String>)> = None;
@@ -323,6 +328,9 @@ impl AgentRun {
             gateway.execute(&ctx, verdict).await
         };
         let duration_ms = millis(started.elapsed());
+        // What happened to the tool's source during the call (an MCP server that crashed and
+        // is restarting) belongs to this run, before the call's result.
+        self.source_lifecycle(verdict.tool())?;
         let (error, mut output) = match result {
             Ok(output) => (None, self.settle_output(verdict, output).await?),
             Err(error) => {
@@ -352,6 +360,23 @@ impl AgentRun {
         })?;
         let succeeded = ok.then(|| verdict.tool().to_owned());
         Ok((Message::tool_result(verdict.call_id(), output), succeeded))
+    }
+
+    /// Records what happened to the source of `tool` (an MCP server) since it last reported,
+    /// as `runtime.mcp.lifecycle` events of this run.
+    fn source_lifecycle(&self, tool: &str) -> Result<(), StoreError> {
+        let sources = self.services.gateway.sources();
+        for source in sources.iter().filter(|s| tool.starts_with(s.prefix())) {
+            for event in source.take_lifecycle() {
+                self.emitter.emit(EventPayload::McpLifecycle {
+                    server: event.source,
+                    lifecycle: event.kind,
+                    at: event.at,
+                    detail: event.detail,
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// Runs a call of a tool that reports progress, recording each report as
@@ -520,7 +545,10 @@ impl AgentRun {
         let verdict = self.guard_call(&call).await?;
         let tool = verdict.tool().to_owned();
         let guard_blocked = !verdict.is_allowed();
-        let mut results = self.govern_and_execute(vec![verdict]).await?;
+        let mut verdict = verdict;
+        self.govern(&mut verdict).await?;
+        let denied = !guard_blocked && !verdict.is_allowed();
+        let mut results = self.execute_governed(vec![verdict]).await?;
         let output = results.pop().map(|m| m.content).unwrap_or_default();
         let ok = !guard_blocked && self.succeeded.contains(&tool);
         self.emitter.emit(EventPayload::DirectCompleted {
@@ -539,14 +567,22 @@ impl AgentRun {
                 FinishReason::Stopped,
             ));
         }
-        Ok(match (ok, guard_blocked) {
-            (true, _) => End::Answer {
+        // Each way a call can fail has its own finish reason (`docs/events.md`).
+        Ok(match (ok, guard_blocked, denied) {
+            (true, _, _) => End::Answer {
                 output,
                 value: None,
                 finish_reason: FinishReason::Completed,
             },
-            (false, true) => End::failed(ErrorCode::ToolBlocked, output, FinishReason::Completed),
-            (false, false) => End::failed(ErrorCode::ToolFailed, output, FinishReason::Completed),
+            (false, true, _) => {
+                End::failed(ErrorCode::ToolBlocked, output, FinishReason::ToolBlocked)
+            }
+            (false, false, true) => {
+                End::failed(ErrorCode::ToolBlocked, output, FinishReason::ToolDenied)
+            }
+            (false, false, false) => {
+                End::failed(ErrorCode::ToolFailed, output, FinishReason::ToolFailed)
+            }
         })
     }
 

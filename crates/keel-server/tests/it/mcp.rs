@@ -43,9 +43,18 @@ async fn mcp_needs_an_operator_key() {
     let ws = keyed_workspace();
     let app = keel_server::router(runtime(&ws));
     for key in [None, Some("wrong")] {
-        let (status, _, body) = send(app.clone(), initialize("keel.example", key)).await;
+        let (status, headers, body) =
+            send_with_headers(app.clone(), initialize("keel.example", key)).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{key:?}");
         assert_error(&body, "invalid_request_error");
+        // The challenge names a bearer key, so MCP clients do not start an OAuth flow.
+        assert_eq!(
+            headers
+                .get(header::WWW_AUTHENTICATE)
+                .map(|v| v.to_str().unwrap()),
+            Some("Bearer realm=\"keel\""),
+            "{key:?}"
+        );
     }
     for method in ["POST", "GET", "DELETE"] {
         let request = request_with(method, "/mcp", Some(CLIENT), None);

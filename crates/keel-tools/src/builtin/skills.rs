@@ -81,7 +81,12 @@ fn skill_issue(workspace: &Workspace, ctx: &ToolContext, args: &Value, key: &str
     };
     match usable_skill(workspace, ctx, name) {
         Ok(_) => Vec::new(),
-        Err(message) => vec![arg_issue(key, "a skill the agent may use", name, message)],
+        Err(message) => vec![arg_issue(
+            key,
+            crate::gateway::headline::EXPECTED_SKILL,
+            name,
+            message,
+        )],
     }
 }
 
@@ -215,7 +220,7 @@ impl Tool for ReadSkillResource {
         {
             issues.push(arg_issue(
                 "path",
-                "a path inside the skill's folder",
+                crate::gateway::headline::EXPECTED_SKILL_PATH,
                 path,
                 error.to_string(),
             ));
@@ -317,7 +322,7 @@ impl Tool for RunSkillScript {
             if let Err(message) = problem {
                 issues.push(arg_issue(
                     "script",
-                    "a file under the skill's scripts/ folder",
+                    crate::gateway::headline::EXPECTED_SKILL_SCRIPT,
                     script,
                     message,
                 ));

@@ -154,13 +154,14 @@ impl Guarded {
 }
 
 /// The tool result a model receives for a blocked call of `tool` (also rebuilt from a run's
-/// log when it is resumed).
+/// log when it is resumed): a headline saying what kind of problem blocked it
+/// ([`super::headline`]), the issues and a hint.
 pub fn blocked_message(tool: &str, issues: &[Issue]) -> String {
     json!({
-        "error": "tool call blocked: the arguments do not match the tool's schema",
+        "error": super::headline::headline(issues),
         "tool": quote(tool),
         "issues": issues,
-        "hint": "fix the arguments listed in `issues` and call the tool again",
+        "hint": super::headline::hint(issues),
     })
     .to_string()
 }

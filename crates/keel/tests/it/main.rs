@@ -7,12 +7,15 @@
 mod architecture;
 mod cancel;
 mod common;
+mod direct_finish;
 mod event_fields;
 mod gateway;
 mod in_process_hooks;
 mod lifecycle;
 mod loop_budgets;
 mod mcp_faults;
+mod mcp_lifecycle;
+mod mcp_names;
 mod memory;
 mod openai_runs;
 mod redaction;

@@ -42,7 +42,7 @@ fn fault_server(flags: &[&str], extra: &str) -> String {
 
 /// A scripted model with one conversation per `(input, calls)`: the model makes `calls` in
 /// one answer, then answers with the last tool result it read.
-fn script(turns: &[(&str, &[(&str, Value)])]) -> Value {
+pub(crate) fn script(turns: &[(&str, &[(&str, Value)])]) -> Value {
     let conversations: Vec<Value> = turns
         .iter()
         .map(|(input, calls)| {
@@ -77,13 +77,13 @@ fn workspace(servers: &[(&str, String)], tools: &[&str], script: &Value) -> Temp
 }
 
 /// The common case: one fault server `f` with `flags`, all its tools offered.
-fn one_server(flags: &[&str], script: &Value) -> (TempWorkspace, Runtime) {
+pub(crate) fn one_server(flags: &[&str], script: &Value) -> (TempWorkspace, Runtime) {
     let ws = workspace(&[("f", fault_server(flags, ""))], &["mcp__f__*"], script);
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     (ws, runtime)
 }
 
-async fn start(runtime: &Runtime, input: &str) -> RunHandle {
+pub(crate) async fn start(runtime: &Runtime, input: &str) -> RunHandle {
     runtime
         .request(RequestOptions {
             input: input.into(),
@@ -94,7 +94,7 @@ async fn start(runtime: &Runtime, input: &str) -> RunHandle {
 }
 
 /// The run's response and every live event.
-async fn finish(mut handle: RunHandle) -> (RunResponse, Vec<Event>) {
+pub(crate) async fn finish(mut handle: RunHandle) -> (RunResponse, Vec<Event>) {
     let mut events = Vec::new();
     while let Some(event) = handle.next_event().await {
         events.push(event);
@@ -107,7 +107,7 @@ async fn run(runtime: &Runtime, input: &str) -> (RunResponse, Vec<Event>) {
 }
 
 /// `(tool, ok, output)` of each `agent.tool.result`.
-fn tool_results(events: &[Event]) -> Vec<(String, bool, String)> {
+pub(crate) fn tool_results(events: &[Event]) -> Vec<(String, bool, String)> {
     events
         .iter()
         .filter_map(|e| match &e.payload {
@@ -139,7 +139,7 @@ fn artifacts(events: &[Event]) -> Vec<ArtifactRecord> {
         .collect()
 }
 
-fn server(runtime: &Runtime, name: &str) -> ServerStatus {
+pub(crate) fn server(runtime: &Runtime, name: &str) -> ServerStatus {
     runtime
         .mcp_servers()
         .into_iter()
@@ -148,7 +148,7 @@ fn server(runtime: &Runtime, name: &str) -> ServerStatus {
 }
 
 /// Polls `probe` until it returns `Ok`; `Err` says what it saw, for the failure message.
-async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
+pub(crate) async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + PATIENCE;
     loop {
         match probe() {
@@ -174,7 +174,7 @@ fn server_log(path: &Path) -> Vec<Value> {
 
 /// The pid a file holds once it is completely written (the fault server renames it into
 /// place).
-async fn pid_in(path: &Path) -> u32 {
+pub(crate) async fn pid_in(path: &Path) -> u32 {
     eventually(&format!("a pid in {}", path.display()), || {
         std::fs::read_to_string(path)
             .ok()
@@ -184,7 +184,7 @@ async fn pid_in(path: &Path) -> u32 {
     .await
 }
 
-fn sigkill(pid: u32) {
+pub(crate) fn sigkill(pid: u32) {
     let status = std::process::Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status()
@@ -338,6 +338,11 @@ async fn a_server_that_never_answers_initialize_times_out_while_the_other_serves
     assert!(
         seen.contains("MCP server `bad`") && seen.contains("startupTimeout"),
         "the model read why: {seen}"
+    );
+    // Headlined as what it is, not as a schema mismatch.
+    assert!(
+        seen.contains("tool call blocked: the tool is unavailable"),
+        "{seen}"
     );
 
     let bad = server(&runtime, "bad");

@@ -20,7 +20,10 @@ use tracing::{debug, info, warn};
 use super::connect::{self, Session, Signals};
 use super::{LifecycleEvent, ServerState, ServerStatus};
 
+mod names;
 mod tool;
+
+pub use names::ToolRename;
 
 use tool::{McpTool, RemoteTool};
 
@@ -72,7 +75,8 @@ pub(crate) struct Server {
 /// What the server keeps about itself for status reports.
 #[derive(Default)]
 struct Record {
-    tools: Vec<RemoteTool>,
+    /// The offered tools with the names models see.
+    tools: names::Named,
     restarts: u32,
     last_error: Option<String>,
     history: VecDeque<LifecycleEvent>,
@@ -185,7 +189,13 @@ impl Server {
             .catalog
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = catalog.clone();
-        let tools = self.lock_record().tools.clone();
+        let tools: Vec<RemoteTool> = {
+            let record = self.lock_record();
+            let named = record.tools.tools.iter().map(|(_, remote)| remote.clone());
+            // A tool left out for its empty name stays reported as left out.
+            let left_out = record.tools.left_out.iter().map(|_| RemoteTool::unnamed());
+            named.chain(left_out).collect()
+        };
         if !tools.is_empty() {
             self.publish(tools);
         }
@@ -225,9 +235,12 @@ impl Server {
             state,
             tools: record
                 .tools
+                .tools
                 .iter()
-                .map(|t| format!("{}{}", self.tool_prefix, t.name))
+                .map(|(name, _)| name.clone())
                 .collect(),
+            renamed: record.tools.renamed.clone(),
+            left_out: record.tools.left_out.clone(),
             restarts: record.restarts,
             last_error: record.last_error.clone(),
             history: record.history.iter().cloned().collect(),
@@ -389,9 +402,19 @@ impl Server {
             .into_iter()
             .filter(|t| mcp_filter_allows(&self.spec.tools, &t.name))
             .collect();
+        let offered = names::name_tools(&self.tool_prefix, offered);
+        for why in &offered.left_out {
+            warn!(server = %self.name, "MCP tool left out: {why}.");
+        }
+        for rename in &offered.renamed {
+            debug!(server = %self.name, original = %rename.original, name = %rename.name, "MCP tool offered under a valid model tool name.");
+        }
         let published: Vec<Arc<dyn Tool>> = offered
+            .tools
             .iter()
-            .map(|remote| Arc::new(McpTool::new(self.clone(), remote.clone())) as Arc<dyn Tool>)
+            .map(|(name, remote)| {
+                Arc::new(McpTool::new(self.clone(), remote.clone(), name.clone())) as Arc<dyn Tool>
+            })
             .collect();
         let catalog = self
             .catalog

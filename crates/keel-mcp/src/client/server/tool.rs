@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::Server;
+use super::{Phase, Server};
 use crate::client::connect::{Signals, token_key};
 
 /// A tool as `tools/list` describes it (the fields Keel reads).
@@ -50,6 +50,17 @@ pub(crate) struct Annotations {
 }
 
 impl RemoteTool {
+    /// A tool with an empty name (such a tool is left out, but stays reported).
+    pub(crate) fn unnamed() -> Self {
+        Self {
+            name: String::new(),
+            title: None,
+            description: None,
+            input_schema: Value::Null,
+            annotations: None,
+        }
+    }
+
     pub(crate) fn read_only(&self) -> bool {
         self.annotations
             .as_ref()
@@ -64,7 +75,9 @@ pub(crate) struct McpTool {
 }
 
 impl McpTool {
-    pub(crate) fn new(server: Arc<Server>, remote: RemoteTool) -> Self {
+    /// `remote` offered as `name` (`mcp__<prefix>__…`, see `names.rs`); the server is
+    /// called with `remote.name`.
+    pub(crate) fn new(server: Arc<Server>, remote: RemoteTool, name: String) -> Self {
         let description = remote
             .description
             .clone()
@@ -76,7 +89,7 @@ impl McpTool {
             parameters = serde_json::json!({ "type": "object" });
         }
         let spec = ToolSpec {
-            name: format!("{}{}", server.tool_prefix, remote.name),
+            name,
             description,
             parameters,
         };
@@ -96,6 +109,13 @@ impl Tool for McpTool {
 
     fn read_only(&self) -> bool {
         self.remote.read_only()
+    }
+
+    fn destructive(&self) -> Option<bool> {
+        self.remote
+            .annotations
+            .as_ref()
+            .and_then(|a| a.destructive_hint)
     }
 
     fn reports_progress(&self) -> bool {
@@ -159,6 +179,7 @@ impl Tool for McpTool {
                 }
                 () = live.closed.cancelled() => {
                     pending.id = None;
+                    self.noted_down(&live).await;
                     return Err(ToolError::Failed(format!(
                         "MCP server `{}` stopped during the call (it is being restarted); the call may or may not have taken effect",
                         server.name
@@ -194,12 +215,33 @@ impl Tool for McpTool {
                 "MCP server `{}` answered tools/call with something other than a tool result",
                 server.name
             ))),
-            Err(error) => Err(self.failure(&error)),
+            Err(error) => {
+                if matches!(
+                    error,
+                    ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                ) {
+                    self.noted_down(&live).await;
+                }
+                Err(self.failure(&error))
+            }
         }
     }
 }
 
 impl McpTool {
+    /// Waits (at most the startup timeout) until the supervisor has noted that the session
+    /// of `live` ended (`down`), so the run whose call it interrupted records it.
+    async fn noted_down(&self, live: &super::Live) {
+        let mut phase = self.server.phase.subscribe();
+        let noted = async {
+            live.closed.cancelled().await;
+            // The supervisor notes `down` before it leaves the phase of the ended session.
+            let _ = phase
+                .wait_for(|p| !matches!(p, Phase::Ready(l) if l.closed.is_cancelled()))
+                .await;
+        };
+        let _ = tokio::time::timeout(self.server.startup_timeout(), noted).await;
+    }
     fn failure(&self, error: &ServiceError) -> ToolError {
         match error {
             ServiceError::McpError(data) => ToolError::Failed(format!(
