@@ -250,7 +250,8 @@ impl Kernel {
             metadata,
             params,
             output_schema,
-            override_session_owner: false,
+            // Repeats the original's own turn; whoever may retry it may read it already.
+            override_session_owner: true,
         };
         let origin = Origin {
             links: RunLinks {
