@@ -34,6 +34,11 @@ pub struct RunArgs {
     /// from it (`users/{metadata.user}`).
     #[arg(long = "meta", value_name = "KEY=VALUE")]
     meta: Vec<String>,
+    /// Continue `--session` even though another principal (API key, `metadata.user`) created
+    /// it; the owner overridden is recorded in the run's `runtime.request.started`. Without
+    /// it such a run is refused (exit 2).
+    #[arg(long, requires = "session")]
+    override_session_owner: bool,
     /// Answer approvals here, on the terminal (the default when stdin is a terminal); with
     /// `--no-approve-here` they wait for `keel approvals` from anywhere.
     #[arg(long, overrides_with = "no_approve_here")]
@@ -80,6 +85,7 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
         session_id: session,
         mode,
         metadata: metadata(&args.meta)?,
+        override_session_owner: args.override_session_owner,
         ..Default::default()
     };
     let handle = start_run(&runtime, options).await?;

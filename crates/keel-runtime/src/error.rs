@@ -40,6 +40,13 @@ pub enum RuntimeError {
     /// running (HTTP 409).
     #[error("{0}")]
     Conflict(String),
+    /// The request continues a session another principal created (another API key, or
+    /// another `metadata.user`) (HTTP 403 `session_forbidden`, CLI exit 2). The message names
+    /// neither the owner nor anything the session holds.
+    #[error(
+        "session `{0}` cannot be continued by this caller: it belongs to another principal (API key and metadata.user); use another session id"
+    )]
+    SessionForbidden(String),
     /// The runtime is shutting down and starts no new work (HTTP 503).
     #[error("the runtime is shutting down")]
     ShuttingDown,

@@ -7,6 +7,7 @@ mod memory_runs;
 mod options;
 mod queue;
 mod reload;
+mod sessions;
 mod workflow;
 
 pub use options::RequestOptions;
@@ -249,6 +250,8 @@ impl Kernel {
             metadata,
             params,
             output_schema,
+            // Repeats the original's own turn; whoever may retry it may read it already.
+            override_session_owner: true,
         };
         let origin = Origin {
             links: RunLinks {
@@ -300,6 +303,16 @@ impl Kernel {
         }
         let provider = self.provider(&agent_name, &agent)?;
         let skills = self.skill_prompt(&agent_name, &agent, &options.input)?;
+        // Before the memory recall: a session's owner is checked before anything is recalled.
+        let limits = &workspace.runtime.limits;
+        let session = self
+            .enter_session(
+                &agent_name,
+                &options,
+                skip_turn_of.as_ref(),
+                limits.history_tokens,
+            )
+            .await?;
         let memory = match &current.services.memory {
             Some(memory) => {
                 memory
@@ -314,21 +327,6 @@ impl Kernel {
             None => MemoryPrompt::default(),
         };
         let store = &self.inner.store;
-        let history = match &options.session_id {
-            Some(session) => {
-                store.ensure_session(session, &agent_name).await?;
-                let transcript = store.session_messages(session).await?;
-                trim_history(
-                    transcript
-                        .into_iter()
-                        .filter(|m| Some(&m.request_id) != skip_turn_of.as_ref())
-                        .map(|m| m.message)
-                        .collect(),
-                    workspace.runtime.limits.history_tokens,
-                )
-            }
-            None => Vec::new(),
-        };
         let (record, start) = match claimed {
             // A queued run this process claimed: already recorded, now running and ours.
             Some(record) => (record, Start::Fresh),
@@ -352,6 +350,7 @@ impl Kernel {
                         metadata: options.metadata.clone(),
                         params: options.params.clone(),
                         output_schema: options.output_schema.clone(),
+                        session_owner_overridden: session.overridden,
                     },
                 );
                 store
@@ -361,7 +360,7 @@ impl Kernel {
             }
         };
         Ok(self.launch(Launch {
-            history,
+            history: session.history,
             request_history: options.history,
             timeout: options.timeout,
             mode: options.mode,

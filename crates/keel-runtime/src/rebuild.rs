@@ -113,6 +113,7 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
         metadata,
         params,
         output_schema,
+        ..
     } = &first.payload
     else {
         return Err(RebuildError::NoStart);
@@ -262,6 +263,7 @@ mod tests {
             metadata: Default::default(),
             params: Default::default(),
             output_schema: None,
+            session_owner_overridden: None,
         }
     }
 
@@ -433,6 +435,7 @@ mod tests {
                     ..Default::default()
                 },
                 output_schema: Some(serde_json::json!({"type": "object"})),
+                session_owner_overridden: None,
             },
             started(1),
             EventPayload::RequestInterrupted {

@@ -418,6 +418,7 @@ mod tests {
             metadata: Default::default(),
             params: Default::default(),
             output_schema: None,
+            session_owner_overridden: None,
         };
         redactor.redact(&mut payload);
         assert_eq!(
@@ -429,6 +430,7 @@ mod tests {
                 metadata: Default::default(),
                 params: Default::default(),
                 output_schema: None,
+                session_owner_overridden: None,
             }
         );
     }

@@ -49,6 +49,7 @@ impl Keys {
                     let principal = Principal::Key {
                         role: spec.role,
                         name: Arc::from(spec.principal()),
+                        metadata: Arc::new(spec.metadata.clone()),
                     };
                     keys.push((value.as_bytes().to_vec(), principal));
                 }

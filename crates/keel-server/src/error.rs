@@ -62,6 +62,9 @@ pub enum ApiError {
     Forbidden,
     /// A state-changing request made with the console's session cookie lacks its CSRF token.
     Csrf,
+    /// The request continues a session another principal created; the message names the
+    /// session id the caller sent and nothing of the session.
+    SessionForbidden(String),
     /// A named resource (request, approval) does not exist; the message names it.
     ResourceNotFound(String),
     /// The resource is not in a state that allows the operation (e.g. already decided).
@@ -189,6 +192,12 @@ impl ApiError {
                 None,
                 Some("csrf"),
             ),
+            Self::SessionForbidden(_) => (
+                StatusCode::FORBIDDEN,
+                "invalid_request_error",
+                None,
+                Some("session_forbidden"),
+            ),
             Self::ResourceNotFound(_) => (
                 StatusCode::NOT_FOUND,
                 "invalid_request_error",
@@ -274,9 +283,10 @@ impl ApiError {
                 "a request made with the console's session cookie must carry its CSRF token in `{}`",
                 CSRF_HEADER
             ),
-            Self::ResourceNotFound(message) | Self::Conflict(message) | Self::Timeout(message) => {
-                message.clone()
-            }
+            Self::ResourceNotFound(message)
+            | Self::Conflict(message)
+            | Self::Timeout(message)
+            | Self::SessionForbidden(message) => message.clone(),
             Self::TooManyRequests { retry_after } => format!(
                 "the server is at capacity (every run slot and queue place is taken); retry after {retry_after}s"
             ),
@@ -357,6 +367,9 @@ pub(crate) fn runtime_error(error: keel::Error) -> ApiError {
         }
         keel::Error::Runtime(RuntimeError::Conflict(message)) => ApiError::Conflict(message),
         keel::Error::Runtime(RuntimeError::ShuttingDown) => ApiError::ShuttingDown,
+        keel::Error::Runtime(e @ RuntimeError::SessionForbidden(_)) => {
+            ApiError::SessionForbidden(e.to_string())
+        }
         keel::Error::Runtime(RuntimeError::Store(StoreError::NotFound(id)))
         | keel::Error::Store(StoreError::NotFound(id)) => {
             ApiError::ResourceNotFound(format!("no request `{id}`"))

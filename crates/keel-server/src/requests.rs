@@ -49,7 +49,7 @@ pub(crate) async fn start_run(
     options: RequestOptions,
 ) -> Result<(RunHandle, Ticket), ApiError> {
     let ticket = state.admission.admit()?;
-    let options = bound(state, principal, options);
+    let options = bound(state, principal, options)?;
     let handle = state
         .runtime
         .request(options)
@@ -59,14 +59,19 @@ pub(crate) async fn start_run(
 }
 
 /// A request as the server runs it: owned by the caller, within the server's request timeout.
-fn bound(state: &AppState, principal: &Principal, mut options: RequestOptions) -> RequestOptions {
+fn bound(
+    state: &AppState,
+    principal: &Principal,
+    mut options: RequestOptions,
+) -> Result<RequestOptions, ApiError> {
+    principal.bind_metadata(&mut options.metadata)?;
     options.owner = principal.owner();
     options.timeout = Some(
         options
             .timeout
             .map_or(state.request_timeout, |t| t.min(state.request_timeout)),
     );
-    options
+    Ok(options)
 }
 
 /// Lets a run go on after its HTTP request has been answered; its place is given back when
@@ -126,6 +131,11 @@ pub(crate) struct CreateRequest {
     /// schema asks for it). Not with `agent` or `sessionId`.
     #[serde(default)]
     workflow: Option<String>,
+    /// Continue `sessionId` even though another principal created it (operator keys only,
+    /// or a server without keys); the owner overridden is recorded in the run's
+    /// `runtime.request.started`.
+    #[serde(default)]
+    override_session_owner: bool,
 }
 
 /// `POST /api/requests`: 202 `{requestId}` (the run goes on in the background), or with
@@ -158,6 +168,9 @@ pub(crate) async fn create_request(
         }
         (agent, None) => agent,
     };
+    if request.override_session_owner && principal.is_client() {
+        return Err(ApiError::Forbidden);
+    }
     let options = RequestOptions {
         input: request.input,
         agent,
@@ -165,6 +178,7 @@ pub(crate) async fn create_request(
         mode: request.mode,
         timeout: request.timeout.map(|t| t.0),
         metadata: request.metadata,
+        override_session_owner: request.override_session_owner,
         ..Default::default()
     };
     // On a shared store, a request nobody waits for is queued: the replica with room runs it.
@@ -183,7 +197,7 @@ async fn enqueue(
 ) -> Result<Response, ApiError> {
     let run = state
         .runtime
-        .enqueue(bound(state, principal, options))
+        .enqueue(bound(state, principal, options)?)
         .await
         .map_err(runtime_error)?;
     Ok((

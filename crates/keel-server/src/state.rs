@@ -117,7 +117,12 @@ pub(crate) enum Principal {
     /// No keys are configured (loopback only): the caller may do everything.
     Open,
     /// A key with a role and a name (recorded as the owner of the runs it starts).
-    Key { role: ApiKeyRole, name: Arc<str> },
+    Key {
+        role: ApiKeyRole,
+        name: Arc<str>,
+        /// `server.apiKeys[].metadata`: fixed for every request made with the key.
+        metadata: Arc<std::collections::BTreeMap<String, String>>,
+    },
 }
 
 impl Principal {
@@ -127,6 +132,38 @@ impl Principal {
             Self::Open => None,
             Self::Key { name, .. } => Some(name.to_string()),
         }
+    }
+
+    /// Puts the key's fixed metadata (`server.apiKeys[].metadata`) into a request's: a
+    /// request value that differs from the key's is refused (400 naming the field), never
+    /// taken over the key's.
+    pub(crate) fn bind_metadata(
+        &self,
+        metadata: &mut std::collections::BTreeMap<String, String>,
+    ) -> Result<(), ApiError> {
+        let Self::Key {
+            metadata: fixed, ..
+        } = self
+        else {
+            return Ok(());
+        };
+        for (key, value) in fixed.iter() {
+            match metadata.get(key) {
+                Some(sent) if sent != value => {
+                    return Err(ApiError::BadRequest {
+                        message: format!(
+                            "`metadata.{key}` is fixed for this API key (server.apiKeys[].metadata); \
+                             send the key's value or none"
+                        ),
+                        param: Some("metadata"),
+                    });
+                }
+                _ => {
+                    metadata.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether this caller may only see its own requests.
@@ -147,6 +184,7 @@ impl Principal {
             Self::Key {
                 role: ApiKeyRole::Client,
                 name,
+                ..
             } => run.owner.as_deref() == Some(&**name),
             _ => true,
         };

@@ -120,6 +120,7 @@ async fn one_run(store: &dyn RunStore) -> u64 {
         metadata: Default::default(),
         params: Default::default(),
         output_schema: None,
+        session_owner_overridden: None,
     };
     store.append(&[event(&id, 1, opening)]).await.unwrap();
     let mut seq = 2;

@@ -257,6 +257,10 @@ pub enum EventPayload {
         /// JSON Schema its final answer is checked against, as an agent's `output.schema`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output_schema: Option<Value>,
+        /// The owner of the session this run continued although another principal created
+        /// it: an operator's explicit override. Absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_owner_overridden: Option<crate::SessionOwner>,
     },
     #[serde(rename = "runtime.request.completed", rename_all = "camelCase")]
     RequestCompleted {

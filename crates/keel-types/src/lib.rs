@@ -49,7 +49,7 @@ pub use ports::{
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,
-    SessionRecord, WORKFLOW_PREFIX,
+    SessionOwner, SessionRecord, WORKFLOW_PREFIX,
 };
 pub use skill_candidate::{CandidateStatus, SkillCandidate};
 pub use task::{TaskDecision, TaskHook, TaskRecord, TaskStatus, ToolStats};

@@ -625,11 +625,13 @@ pub trait RunStore: Send + Sync {
     /// mirrors; returns how many were deleted.
     async fn prune(&self, before: &str) -> Result<u64, StoreError>;
 
-    /// The session, created (owned by `agent`) if it does not exist yet.
+    /// The session, created (for `agent`, belonging to `owner`) if it does not exist yet; an
+    /// existing session keeps the owner it was created with.
     async fn ensure_session(
         &self,
         id: &SessionId,
         agent: &str,
+        owner: &crate::SessionOwner,
     ) -> Result<SessionRecord, StoreError>;
     /// One session, if it exists.
     async fn get_session(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError>;

@@ -259,6 +259,22 @@ pub struct SessionRecord {
     /// Messages in the persisted transcript.
     #[serde(default)]
     pub message_count: u64,
+    /// Who the session belongs to, recorded when it was created; `None` for a session from
+    /// before owners were recorded (anyone may continue it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<SessionOwner>,
+}
+
+/// The principal a session belongs to: the API key that created it (`None` for the local
+/// CLI, the SDK or a server without keys) and the `metadata.user` of its first request
+/// (NFKC-normalised). Only the same principal may continue the session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionOwner {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// One message of a session's transcript, with the request that added it.

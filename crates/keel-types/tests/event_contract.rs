@@ -115,6 +115,7 @@ fn examples() -> Vec<EventPayload> {
                 ..ModelParams::default()
             },
             output_schema: Some(json!({"type": "object", "required": ["answer"]})),
+            session_owner_overridden: None,
         },
         EventPayload::RequestCompleted {
             value: Some(json!({"answer": 42})),

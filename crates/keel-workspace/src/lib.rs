@@ -11,6 +11,7 @@ mod checks;
 mod documents;
 mod env;
 mod explain;
+pub mod identity;
 mod interpolate;
 mod load;
 mod mcp;

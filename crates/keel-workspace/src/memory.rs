@@ -110,10 +110,19 @@ impl NamespaceTemplate {
                     scope.session,
                     "`{session}` needs a session; send the request in one".to_owned(),
                 ),
-                Part::Metadata(key) => (
-                    scope.metadata.get(key).map(String::as_str),
-                    format!("`{{metadata.{key}}}` needs request metadata `{key}`"),
-                ),
+                Part::Metadata(key) => {
+                    let Some(value) = scope.metadata.get(key) else {
+                        return Err(format!(
+                            "`{{metadata.{key}}}` needs request metadata `{key}`"
+                        ));
+                    };
+                    // A caller's value: one form for look-alikes, nothing invisible.
+                    let value = crate::identity::normalise(&format!("metadata.{key}"), value)?;
+                    valid_segment(&value)
+                        .map_err(|why| format!("the value of `metadata.{key}` {why}"))?;
+                    out.push_str(&value);
+                    continue;
+                }
             };
             let Some(value) = value else {
                 return Err(what);

@@ -271,6 +271,11 @@ pub struct ApiKeySpec {
     /// variable's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Request metadata fixed for this key (e.g. `user: alice`): added to every request made
+    /// with it; a request that sends a different value for one of these keys is refused.
+    /// `user` here binds the key to one end user (memory namespaces, session owners).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub metadata: std::collections::BTreeMap<String, String>,
 }
 
 impl ApiKeySpec {

@@ -158,3 +158,31 @@ fn operator_writes_export_import_and_maintenance() {
     assert_eq!(backed.code, Some(0), "{}", backed.stderr);
     assert!(backup.is_file());
 }
+
+#[test]
+fn a_namespace_value_with_an_invisible_character_is_refused_naming_it() {
+    let ws = workspace();
+    let keel = keel_in(&ws);
+    let zero_width = keel.run([
+        "run",
+        "--no-approve-here",
+        "--meta",
+        "user=al\u{200B}ice",
+        "Remember my tea.",
+    ]);
+    assert_eq!(zero_width.code, Some(2), "{}", zero_width.stderr);
+    assert!(
+        zero_width.stderr.contains("metadata.user") && zero_width.stderr.contains("U+200B"),
+        "{}",
+        zero_width.stderr
+    );
+    let bidi = keel.run([
+        "run",
+        "--no-approve-here",
+        "--meta",
+        "user=alice\u{202E}",
+        "Remember my tea.",
+    ]);
+    assert_eq!(bidi.code, Some(2), "{}", bidi.stderr);
+    assert!(bidi.stderr.contains("U+202E"), "{}", bidi.stderr);
+}

@@ -210,3 +210,68 @@ async fn runs_events_follow_prints_a_live_run_from_another_process_until_it_ends
         "every stored event once, in order, up to the end"
     );
 }
+
+#[test]
+fn a_session_is_continued_only_by_the_user_who_created_it_unless_overridden() {
+    let ws = quickstart();
+    let keel = keel_in(&ws);
+    let alice = keel.run([
+        "run",
+        "--session",
+        "owned",
+        "--meta",
+        "user=alice",
+        "What is here?",
+    ]);
+    assert_eq!(alice.code, Some(0), "{}", alice.stderr);
+
+    // Another user is refused, and told nothing about whose session it is.
+    let bob = keel.run([
+        "run",
+        "--session",
+        "owned",
+        "--meta",
+        "user=bob",
+        "What is here?",
+    ]);
+    assert_eq!(bob.code, Some(2), "{}", bob.stderr);
+    assert!(bob.stderr.contains("cannot be continued"), "{}", bob.stderr);
+    assert!(!bob.stderr.contains("alice"), "{}", bob.stderr);
+    // No user at all is another principal too.
+    let nobody = keel.run(["run", "--session", "owned", "What is here?"]);
+    assert_eq!(nobody.code, Some(2), "{}", nobody.stderr);
+    let runs = keel.json_lines(["runs", "list", "--session", "owned", "--json"]);
+    assert_eq!(runs.len(), 1, "refused requests record no run: {runs:?}");
+
+    // The same user in full-width letters is the same principal (NFKC).
+    let wide = keel.run([
+        "run",
+        "--session",
+        "owned",
+        "--meta",
+        "user=ａｌｉｃｅ",
+        "What is here?",
+    ]);
+    assert_eq!(wide.code, Some(0), "{}", wide.stderr);
+
+    // An operator may continue it as someone else only by saying so; that is recorded.
+    let overridden = keel.run([
+        "run",
+        "--session",
+        "owned",
+        "--meta",
+        "user=bob",
+        "--override-session-owner",
+        "What is here?",
+    ]);
+    assert_eq!(overridden.code, Some(0), "{}", overridden.stderr);
+    let id = keel.newest_run_id();
+    let events = keel.json_lines(["runs", "events", &id, "--json"]);
+    let started = &events[0];
+    assert_eq!(started["type"], "runtime.request.started", "{started}");
+    assert_eq!(
+        started["sessionOwnerOverridden"],
+        serde_json::json!({"user": "alice"}),
+        "{started}"
+    );
+}

@@ -695,6 +695,7 @@ pub(crate) async fn execute(
             metadata: (*run.tool_ctx.metadata).clone(),
             params: run.params.clone(),
             output_schema: run.output_schema.clone(),
+            session_owner_overridden: None,
         }),
         &Start::Resumed { cut_off_round } => {
             let (rerun, abandoned): (Vec<&PendingCall>, Vec<&PendingCall>) = run

@@ -48,6 +48,7 @@ impl OwnRun {
             metadata: Default::default(),
             params: Default::default(),
             output_schema: None,
+            session_owner_overridden: None,
         })?;
         Ok(Self {
             record,

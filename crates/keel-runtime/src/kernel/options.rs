@@ -34,6 +34,10 @@ pub struct RequestOptions {
     /// A JSON Schema the final answer must match, as if the agent declared it as
     /// `output.schema` (the facade's `response_format`); the agent must declare none.
     pub output_schema: Option<serde_json::Value>,
+    /// Continue the session even when another principal created it (an operator's choice;
+    /// the owner overridden is recorded in `runtime.request.started`). Without it such a
+    /// request is [`RuntimeError::SessionForbidden`].
+    pub override_session_owner: bool,
 }
 
 /// A request's output schema must be a usable JSON Schema, for an agent that declares none.

@@ -39,6 +39,8 @@ struct QueuedRequest {
     params: ModelParams,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     output_schema: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    override_session_owner: bool,
 }
 
 /// The running replica loop; dropping it stops the loop (not the runs).
@@ -118,7 +120,7 @@ impl Kernel {
             }
         }
         if let Some(session) = &options.session_id {
-            self.store().ensure_session(session, &agent).await?;
+            self.claim_session(session, &agent, &options).await?;
         }
         let mut record = RunRecord::new(
             RequestId::generate(),
@@ -135,6 +137,7 @@ impl Kernel {
             metadata: options.metadata,
             params: options.params,
             output_schema: options.output_schema,
+            override_session_owner: options.override_session_owner,
         };
         let request = serde_json::to_value(&request)
             .map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
@@ -158,6 +161,7 @@ impl Kernel {
             metadata: queued.metadata,
             params: queued.params,
             output_schema: queued.output_schema,
+            override_session_owner: queued.override_session_owner,
         };
         let origin = Origin {
             links: run.links.clone(),

@@ -166,6 +166,7 @@ impl Kernel {
                 metadata: BTreeMap::new(),
                 params: Default::default(),
                 output_schema: None,
+                session_owner_overridden: None,
             },
         );
         self.store()

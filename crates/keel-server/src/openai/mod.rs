@@ -150,7 +150,7 @@ pub(crate) async fn chat_completions(
         history,
         agent: Some(request.model.clone()),
         session_id: keel.session,
-        metadata: request_metadata(&request),
+        metadata: request_metadata(&request)?,
         params: granted.params,
         output_schema: granted.output_schema,
         ..Default::default()
@@ -225,16 +225,25 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-/// The run's metadata: the request's `metadata`, with `user` as `metadata.user` when it has
-/// none.
-fn request_metadata(request: &wire::ChatRequest) -> std::collections::BTreeMap<String, String> {
+/// The run's metadata: the request's `metadata`, with `user` as `metadata.user`. Two
+/// different users (`user` and `metadata.user`) are refused rather than one picked.
+fn request_metadata(
+    request: &wire::ChatRequest,
+) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
     let mut metadata = request.metadata.clone();
-    if let Some(user) = &request.user {
-        metadata
-            .entry("user".to_owned())
-            .or_insert_with(|| user.clone());
+    match (&request.user, metadata.get("user")) {
+        (Some(user), Some(other)) if user != other => Err(ApiError::BadRequest {
+            message: "`user` and `metadata.user` name different users; send one of them, or \
+                      the same value in both"
+                .into(),
+            param: Some("user"),
+        }),
+        (Some(user), _) => {
+            metadata.insert("user".to_owned(), user.clone());
+            Ok(metadata)
+        }
+        (None, _) => Ok(metadata),
     }
-    metadata
 }
 
 /// The JSON type of `value`, as the messages name it.

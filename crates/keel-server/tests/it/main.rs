@@ -307,6 +307,7 @@ mod memory;
 mod routes;
 mod sampling;
 mod session_ids;
+mod session_owners;
 mod slow_clients;
 mod socket;
 mod wire;

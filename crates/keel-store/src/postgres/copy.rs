@@ -57,13 +57,14 @@ impl PgStore {
         // Sessions first: runs and transcripts refer to them.
         for session in source.list_sessions(None).await? {
             let inserted = query(
-                "INSERT INTO sessions (id, agent, created_at, updated_at) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO sessions (id, agent, created_at, updated_at, owner) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
             )
             .bind(session.session_id.as_str())
             .bind(&session.agent)
             .bind(&session.created_at)
             .bind(&session.updated_at)
+            .bind(session.owner.as_ref().map(to_json).transpose()?)
             .execute(self.pool())
             .await
             .map_err(e)?;

@@ -394,9 +394,10 @@ impl RunStore for PgStore {
         &self,
         id: &SessionId,
         agent: &str,
+        owner: &keel_types::SessionOwner,
     ) -> Result<SessionRecord, StoreError> {
         self.ready().await?;
-        runs::ensure_session(self, id, agent).await
+        runs::ensure_session(self, id, agent, owner).await
     }
 
     async fn get_session(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError> {

@@ -301,11 +301,17 @@ pub(super) async fn prune(store: &PgStore, before: &str) -> Result<u64, StoreErr
 
 const SESSION_SELECT: &str = "SELECT s.id, s.agent, s.created_at, s.updated_at, \
      (SELECT count(*) FROM runs r WHERE r.session_id = s.id), \
-     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id) FROM sessions s";
+     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id), s.owner FROM sessions s";
 
 fn session_from(store: &PgStore, row: &PgRow) -> Result<SessionRecord, StoreError> {
     let e = |e: sqlx_core::Error| store.db_error(&e);
     let id: String = row.try_get(0).map_err(e)?;
+    let owner = row
+        .try_get::<Option<String>, _>(6)
+        .map_err(e)?
+        .map(|owner| serde_json::from_str(&owner))
+        .transpose()
+        .map_err(|error| corrupt("sessions", &id, &error))?;
     Ok(SessionRecord {
         session_id: SessionId::from(id),
         agent: row.try_get(1).map_err(e)?,
@@ -313,6 +319,7 @@ fn session_from(store: &PgStore, row: &PgRow) -> Result<SessionRecord, StoreErro
         updated_at: row.try_get(3).map_err(e)?,
         run_count: u64::try_from(row.try_get::<i64, _>(4).map_err(e)?).unwrap_or(0),
         message_count: u64::try_from(row.try_get::<i64, _>(5).map_err(e)?).unwrap_or(0),
+        owner,
     })
 }
 
@@ -320,14 +327,16 @@ pub(super) async fn ensure_session(
     store: &PgStore,
     id: &SessionId,
     agent: &str,
+    owner: &keel_types::SessionOwner,
 ) -> Result<SessionRecord, StoreError> {
     query(
-        "INSERT INTO sessions (id, agent, created_at, updated_at) VALUES ($1, $2, $3, $3) \
-         ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO sessions (id, agent, created_at, updated_at, owner) \
+         VALUES ($1, $2, $3, $3, $4) ON CONFLICT (id) DO NOTHING",
     )
     .bind(id.as_str())
     .bind(agent)
     .bind(keel_types::now_rfc3339())
+    .bind(to_json(owner)?)
     .execute(store.pool())
     .await
     .map_err(|e| store.db_error(&e))?;
@@ -350,8 +359,8 @@ pub(super) async fn get_session(
 
 const SESSION_BY_ID: &str = "SELECT s.id, s.agent, s.created_at, s.updated_at, \
      (SELECT count(*) FROM runs r WHERE r.session_id = s.id), \
-     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id) FROM sessions s \
-     WHERE s.id = $1";
+     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id), s.owner \
+     FROM sessions s WHERE s.id = $1";
 
 pub(super) async fn list_sessions(
     store: &PgStore,

@@ -21,6 +21,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "records as text",
         include_str!("../../migrations/postgres/0003_records_as_text.sql"),
     ),
+    (
+        "session owner",
+        include_str!("../../migrations/postgres/0004_session_owner.sql"),
+    ),
 ];
 
 /// The schema version this Keel writes.

@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0006_memory.sql"),
     include_str!("../../migrations/0007_run_tree.sql"),
     include_str!("../../migrations/0008_session_index.sql"),
+    include_str!("../../migrations/0009_session_owner.sql"),
 ];
 
 /// The newest schema version this build knows.

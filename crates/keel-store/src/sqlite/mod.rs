@@ -452,13 +452,15 @@ impl RunStore for SqliteStore {
         &self,
         id: &SessionId,
         agent: &str,
+        owner: &keel_types::SessionOwner,
     ) -> Result<SessionRecord, StoreError> {
         let (id, agent) = (id.clone(), agent.to_owned());
+        let owner = serde_json::to_string(owner).map_err(|e| StoreError::Invalid(e.to_string()))?;
         let now = keel_types::now_rfc3339();
         self.inner
             .writer
             .job(
-                move |conn, db| writes::ensure_session(conn, db, &id, &agent, &now),
+                move |conn, db| writes::ensure_session(conn, db, &id, &agent, &owner, &now),
                 |_, _| {},
             )
             .await

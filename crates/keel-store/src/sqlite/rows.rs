@@ -424,7 +424,7 @@ pub(crate) fn parse_event(
 
 const SESSION_SELECT: &str = "SELECT s.id, s.agent, s.created_at, s.updated_at, \
      (SELECT count(*) FROM runs r WHERE r.session_id = s.id), \
-     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id) \
+     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id), s.owner \
      FROM sessions s";
 
 fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
@@ -435,6 +435,13 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
         updated_at: row.get(3)?,
         run_count: row.get(4)?,
         message_count: row.get(5)?,
+        owner: row
+            .get::<_, Option<String>>(6)?
+            .map(|owner| serde_json::from_str(&owner))
+            .transpose()
+            .map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, e.into())
+            })?,
     })
 }
 

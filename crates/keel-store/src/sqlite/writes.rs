@@ -130,13 +130,14 @@ pub(super) fn ensure_session(
     db: &Path,
     id: &SessionId,
     agent: &str,
+    owner: &str,
     now: &str,
 ) -> Result<SessionRecord, StoreError> {
     conn.prepare_cached(
-        "INSERT INTO sessions (id, agent, created_at, updated_at) VALUES (?1, ?2, ?3, ?3) \
-         ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO sessions (id, agent, created_at, updated_at, owner) \
+         VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT (id) DO NOTHING",
     )
-    .and_then(|mut stmt| stmt.execute(params![id.as_str(), agent, now]))
+    .and_then(|mut stmt| stmt.execute(params![id.as_str(), agent, now, owner]))
     .map_err(|e| sql_error(db, &e))?;
     rows::get_session(conn, db, id)?
         .ok_or_else(|| StoreError::Invalid(format!("session `{id}` vanished while created")))

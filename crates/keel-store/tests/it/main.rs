@@ -17,6 +17,7 @@ mod records;
 mod recovery;
 mod segments;
 mod seq_rules;
+mod session_owners;
 mod sqlite;
 
 use std::path::Path;
@@ -59,6 +60,7 @@ pub fn started(id: &str, seq: u64) -> Event {
             metadata: Default::default(),
             params: Default::default(),
             output_schema: None,
+            session_owner_overridden: None,
         },
     )
 }

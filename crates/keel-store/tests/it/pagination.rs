@@ -142,6 +142,12 @@ async fn a_store_from_before_run_owners_gains_the_column_and_keeps_its_runs() {
             [],
         )
         .unwrap();
+        conn.execute(
+            "INSERT INTO sessions (id, agent, created_at, updated_at) \
+             VALUES ('ses_old', 'a', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
+            [],
+        )
+        .unwrap();
     }
     let store = SqliteStore::open_at(&db, &runs).unwrap();
     let old = store
@@ -156,10 +162,17 @@ async fn a_store_from_before_run_owners_gains_the_column_and_keeps_its_runs() {
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
     assert_eq!(
-        SCHEMA_VERSION, 8,
+        SCHEMA_VERSION, 9,
         "0005 added skill candidates, 0006 memory, 0007 run trees and structured output, \
-         0008 a partial session index"
+         0008 a partial session index, 0009 session owners"
     );
+    // A session from before owners were recorded has none (anyone may continue it).
+    let old = store
+        .get_session(&keel_types::SessionId::from("ses_old"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(old.owner, None);
     // The partial index still serves lookups by session.
     let plan: String = rusqlite::Connection::open(&db)
         .unwrap()

@@ -5,7 +5,8 @@
 
 use keel_types::{
     AdapterEvent, ApprovalRecord, ApprovalScope, ApprovalStatus, EventPayload, GuardDecision,
-    RequestId, RunRecord, RunStatus, StoreError, TaskDecision, TaskRecord, TaskStatus, ToolStats,
+    RequestId, RunRecord, RunStatus, SessionOwner, StoreError, TaskDecision, TaskRecord,
+    TaskStatus, ToolStats,
 };
 use serde_json::json;
 
@@ -414,7 +415,10 @@ async fn text_with_a_nul_character_round_trips_in_every_record(backend: &Backend
     check("run record (update)", updated.map(|()| read == Some(ended)));
 
     let session = keel_types::SessionId::from("ses_1");
-    store.ensure_session(&session, "a").await.unwrap();
+    store
+        .ensure_session(&session, "a", &SessionOwner::default())
+        .await
+        .unwrap();
     let message = keel_types::Message::user(NUL);
     let appended = store
         .append_session_messages(&session, &run.request_id, std::slice::from_ref(&message))

@@ -4,7 +4,7 @@
 use keel_store::{MirrorStatus, SqliteStore};
 use keel_types::{
     ErrorCode, ErrorInfo, FinishReason, Message, RequestId, RunFilter, RunLinks, RunRecord,
-    RunStatus, RunStore, SessionId, StoreError, ToolCall, Usage,
+    RunStatus, RunStore, SessionId, SessionOwner, StoreError, ToolCall, Usage,
 };
 
 use crate::backends::Backend;
@@ -343,13 +343,19 @@ async fn runs_are_listed_newest_first_with_every_filter(backend: &Backend) {
 async fn sessions_keep_their_transcript_in_order_and_count_runs_and_messages(backend: &Backend) {
     let store = backend.shared();
     let ses = SessionId::from("ses_1");
-    let first = store.ensure_session(&ses, "writer").await.unwrap();
+    let first = store
+        .ensure_session(&ses, "writer", &SessionOwner::default())
+        .await
+        .unwrap();
     assert_eq!(
         (first.agent.as_str(), first.run_count, first.message_count),
         ("writer", 0, 0)
     );
     // Ensuring again returns the same session; the agent of the first request stays.
-    let again = store.ensure_session(&ses, "other").await.unwrap();
+    let again = store
+        .ensure_session(&ses, "other", &SessionOwner::default())
+        .await
+        .unwrap();
     assert_eq!(again.agent, "writer");
     assert_eq!(again.created_at, first.created_at);
 
@@ -414,7 +420,7 @@ async fn sessions_are_listed_by_last_update_and_deleted_with_their_transcript_on
     let store = backend.shared();
     for id in ["ses_a", "ses_b", "ses_c"] {
         store
-            .ensure_session(&SessionId::from(id), "a")
+            .ensure_session(&SessionId::from(id), "a", &SessionOwner::default())
             .await
             .unwrap();
         // Distinct millisecond timestamps.
@@ -471,7 +477,7 @@ async fn sessions_are_listed_by_last_update_and_deleted_with_their_transcript_on
     assert_eq!(kept.session_id, Some(SessionId::from("ses_a")));
     // A session created again starts a fresh transcript.
     store
-        .ensure_session(&SessionId::from("ses_a"), "a")
+        .ensure_session(&SessionId::from("ses_a"), "a", &SessionOwner::default())
         .await
         .unwrap();
     store

@@ -42,6 +42,7 @@ fn opened(id: &RequestId, input: &str, mode: Option<keel::types::PermissionMode>
             metadata: Default::default(),
             params: Default::default(),
             output_schema: None,
+            session_owner_overridden: None,
         },
     )
 }
@@ -239,6 +240,7 @@ async fn a_cut_off_model_round_is_asked_again() {
                     metadata: Default::default(),
                     params: Default::default(),
                     output_schema: None,
+                    session_owner_overridden: None,
                 },
             ),
             event(

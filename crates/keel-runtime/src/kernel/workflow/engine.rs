@@ -193,6 +193,7 @@ impl Engine {
                 metadata: self.metadata.clone(),
                 params: Default::default(),
                 output_schema: None,
+                session_owner_overridden: None,
             },
             true => EventPayload::RequestResumed {
                 reissued_round: false,
