@@ -19,6 +19,7 @@ mod openai_clients;
 mod openapi_tester;
 mod policy;
 mod quickstart;
+mod redaction_cli;
 mod reload;
 mod replicas;
 mod sessions;
