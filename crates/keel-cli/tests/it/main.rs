@@ -13,6 +13,7 @@ mod db_restarts;
 mod durability;
 mod governance;
 mod mcp_client;
+mod mcp_memory;
 mod mcp_server;
 mod memory_cli;
 mod openai_clients;

@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 use super::connect::{self, Session, Signals};
 use super::{LifecycleEvent, ServerState, ServerStatus};
 
+mod result;
 mod tool;
 
 use tool::{McpTool, RemoteTool};
