@@ -117,6 +117,12 @@ impl Kernel {
                 )));
             }
         }
+        if crate::redacting_store::was_redacted(&task) {
+            return Err(RuntimeError::InvalidInput(format!(
+                "task `{id}` cannot run: redaction took secrets out of its stored arguments; \
+                 call the tool directly instead"
+            )));
+        }
         task.status = TaskStatus::Running;
         task.updated_at = keel_types::now_rfc3339();
         self.store().put_task(&task).await?;

@@ -6,6 +6,7 @@ mod children;
 mod memory_runs;
 mod options;
 mod queue;
+mod reads;
 mod reload;
 mod sessions;
 mod workflow;
@@ -22,8 +23,8 @@ use std::time::Duration;
 use keel_tools::gateway::Gateway;
 use keel_tools::hooks::HookInput;
 use keel_types::{
-    ArtifactStore, Event, EventObserver, EventPayload, HookEvent, Message, ModelProvider,
-    RequestId, RunFilter, RunLinks, RunRecord, RunStatus, RunStore, SessionId,
+    ArtifactStore, EventObserver, EventPayload, HookEvent, Message, ModelProvider, RequestId,
+    RunLinks, RunRecord, RunStatus, RunStore, SessionId,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use tokio::sync::{Semaphore, watch};
@@ -69,7 +70,9 @@ pub struct Kernel {
 struct Inner {
     /// The loaded workspace and what is built from it, swapped whole by a reload.
     current: RwLock<Arc<Current>>,
+    /// `redacting`, which redacts every record it writes.
     store: Arc<dyn RunStore>,
+    redacting: Arc<crate::redacting_store::RedactingStore>,
     artifacts: Arc<dyn ArtifactStore>,
     /// Hooks written in Rust, run with the workspace's hooks (kept across reloads).
     hooks: Vec<Arc<dyn keel_tools::hooks::InProcessHook>>,
@@ -133,6 +136,8 @@ impl Kernel {
         ));
         let observers: crate::emitter::Observers = observers.into();
         let decisions: Arc<tokio::sync::Notify> = Arc::default();
+        let redacting = Arc::new(crate::redacting_store::RedactingStore::new(store));
+        let store: Arc<dyn RunStore> = redacting.clone();
         let parts = ReloadParts {
             workspace,
             models,
@@ -143,6 +148,7 @@ impl Kernel {
         let inner = Arc::new_cyclic(|weak| {
             let base = reload::Base {
                 store: &store,
+                redacting: &redacting,
                 artifacts: &artifacts,
                 hooks: &hooks,
                 observers: &observers,
@@ -153,6 +159,7 @@ impl Kernel {
             Inner {
                 current: RwLock::new(Arc::new(current)),
                 store,
+                redacting,
                 artifacts,
                 hooks,
                 observers,
@@ -699,26 +706,6 @@ impl Kernel {
             true => Err(RuntimeError::ShuttingDown),
             false => Ok(()),
         }
-    }
-
-    /// Counts of stored runs by status.
-    pub async fn run_counts(&self) -> Result<Vec<(RunStatus, u64)>, RuntimeError> {
-        Ok(self.inner.store.run_counts().await?)
-    }
-
-    /// One run's record.
-    pub async fn get_run(&self, id: &RequestId) -> Result<Option<RunRecord>, RuntimeError> {
-        Ok(self.inner.store.get_run(id).await?)
-    }
-
-    /// Runs, newest first.
-    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, RuntimeError> {
-        Ok(self.inner.store.list_runs(filter).await?)
-    }
-
-    /// A run's stored events after `seq`.
-    pub async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, RuntimeError> {
-        Ok(self.inner.store.events(id, after).await?)
     }
 
     fn tracker(&self) -> MutexGuard<'_, Tracker> {

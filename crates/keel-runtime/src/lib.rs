@@ -20,6 +20,7 @@ pub mod narrator;
 mod output;
 pub mod rebuild;
 pub mod redact;
+pub mod redacting_store;
 pub mod replay;
 pub mod retry;
 pub mod skills;

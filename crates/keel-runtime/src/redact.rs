@@ -2,13 +2,18 @@
 //! of every event first in the emission pipeline, before it is stored, so neither the log nor
 //! a subscriber ever holds it. In order:
 //!
-//! 1. File contents a tool call writes (`write_file`'s `content`, `edit_file`'s `new_string`)
-//!    become `{"size": <bytes>, "sha256": "<hex>"}` wherever the call's arguments appear: the
-//!    model's answer, the gateway's verdict, the tool's start, an approval, a direct call. The
-//!    tool itself receives the real arguments; only the record is digested.
+//! 1. File contents a tool call writes (`write_file`'s `content`, `edit_file`'s `new_string`;
+//!    for any tool that is not Keel's own — MCP tools — the arguments named in
+//!    [`EXTERNAL_CONTENT`]) and the values of `shell`'s `env` become
+//!    `{"size": <bytes>, "sha256": "<hex>"}` wherever the call's arguments appear: the model's
+//!    answer, the gateway's verdict, the tool's start, an approval, a direct call, a session
+//!    transcript. The tool itself receives the real arguments; only the record is digested.
 //! 2. Secret values from the environment (variables named like a secret) and every match of
 //!    the workspace's `redaction.patterns` become `[REDACTED]`, in every string the event
 //!    carries.
+//!
+//! The same redaction applies to every record stored besides events (run records, session
+//! transcripts, approvals, tasks): [`RedactingStore`](crate::redacting_store::RedactingStore).
 //!
 //! A digested call cannot be made again from the log: a resumed run whose pending call wrote
 //! a file gets it blocked (the model is told, and may call again), and a replay reports it as
@@ -28,11 +33,51 @@ pub const REDACTED: &str = "[REDACTED]";
 /// Shortest value treated as a secret; shorter ones would redact ordinary words.
 const MIN_SECRET_LEN: usize = 8;
 
-/// The tools whose arguments carry file contents, and which top-level arguments those are.
-const FILE_CONTENT: &[(BuiltinTool, &str)] = &[
-    (BuiltinTool::WriteFile, "content"),
-    (BuiltinTool::EditFile, "new_string"),
+/// Keel's tools whose arguments carry file contents (or secrets), and which top-level
+/// arguments those are.
+const FILE_CONTENT: &[(BuiltinTool, Written)] = &[
+    (BuiltinTool::WriteFile, Written::whole(&["content"])),
+    (BuiltinTool::EditFile, Written::whole(&["new_string"])),
+    // Each environment value is digested; the variable names stay readable.
+    (
+        BuiltinTool::Shell,
+        Written {
+            keys: &["env"],
+            per_value: true,
+        },
+    ),
 ];
+
+/// The top-level arguments of a tool that is not Keel's own (an MCP server's) recorded by
+/// digest: the names file-writing tools give the contents they write (server-filesystem's
+/// `write_file` `content`, `edit_file` `edits`). Whether the tool says it is read-only is not
+/// known where events are redacted, so the rule is by name for every such tool.
+pub const EXTERNAL_CONTENT: &[&str] = &[
+    "content",
+    "contents",
+    "new_string",
+    "newText",
+    "new_text",
+    "file_text",
+    "edits",
+];
+
+/// Which top-level arguments of a call are recorded by digest.
+#[derive(Debug, Clone, Copy)]
+struct Written {
+    keys: &'static [&'static str],
+    /// Each value of the (object) argument is digested, not the argument whole.
+    per_value: bool,
+}
+
+impl Written {
+    const fn whole(keys: &'static [&'static str]) -> Self {
+        Self {
+            keys,
+            per_value: false,
+        }
+    }
+}
 
 /// Takes secrets and written file contents out of event payloads.
 #[derive(Debug, Clone, Default)]
@@ -229,7 +274,7 @@ impl Redactor {
         text
     }
 
-    fn redact_value(&self, value: &mut Value) {
+    pub(crate) fn redact_value(&self, value: &mut Value) {
         match value {
             Value::String(text) => self.redact_str(text),
             Value::Array(items) => items.iter_mut().for_each(|v| self.redact_value(v)),
@@ -238,7 +283,7 @@ impl Redactor {
         }
     }
 
-    fn redact_str(&self, text: &mut String) {
+    pub(crate) fn redact_str(&self, text: &mut String) {
         for secret in &self.secrets {
             if text.contains(secret.as_str()) {
                 *text = text.replace(secret.as_str(), REDACTED);
@@ -298,21 +343,27 @@ fn digest_file_contents(payload: &mut EventPayload) {
                 digest_arguments(key, arguments);
             }
         }
-        EventPayload::ApprovalRequested { approval } => {
-            if let Some(key) = content_key(&approval.tool) {
-                digest_arguments(key, &mut approval.arguments);
-            }
-        }
+        EventPayload::ApprovalRequested { approval } => digest_approval(approval),
         _ => {}
     }
 }
 
-/// The argument holding the file contents `tool` writes, if it writes files.
-fn content_key(tool: &str) -> Option<&'static str> {
-    FILE_CONTENT
-        .iter()
-        .find(|(builtin, _)| builtin.name() == tool)
-        .map(|(_, key)| *key)
+/// An approval's arguments as its event records them: with written contents digested.
+fn digest_approval(approval: &mut keel_types::ApprovalRecord) {
+    if let Some(key) = content_key(&approval.tool) {
+        digest_arguments(key, &mut approval.arguments);
+    }
+}
+
+/// The arguments of `tool` recorded by digest, if any.
+fn content_key(tool: &str) -> Option<Written> {
+    match BuiltinTool::from_name(tool) {
+        Some(builtin) => FILE_CONTENT
+            .iter()
+            .find(|(b, _)| *b == builtin)
+            .map(|(_, written)| *written),
+        None => Some(Written::whole(EXTERNAL_CONTENT)),
+    }
 }
 
 /// A call's arguments as a record may hold them: with written file contents digested.
@@ -322,7 +373,7 @@ pub(crate) fn recorded_arguments(call: &ToolCall) -> String {
     call.arguments
 }
 
-fn digest_message(message: &mut Message) {
+pub(crate) fn digest_message(message: &mut Message) {
     message.tool_calls.iter_mut().for_each(digest_call);
 }
 
@@ -334,7 +385,7 @@ fn digest_call(call: &mut ToolCall) {
 
 /// Arguments as the model wrote them (JSON text). Text that is not a JSON object is digested
 /// whole: it may hold the contents anywhere.
-fn digest_text(key: &str, arguments: &mut String) {
+fn digest_text(key: Written, arguments: &mut String) {
     match serde_json::from_str::<Value>(arguments) {
         Ok(mut value @ Value::Object(_)) => {
             if digest_arguments(key, &mut value) {
@@ -346,12 +397,25 @@ fn digest_text(key: &str, arguments: &mut String) {
     }
 }
 
-/// Replaces `key` of an argument object by its digest; says whether anything changed.
-fn digest_arguments(key: &str, arguments: &mut Value) -> bool {
-    let Some(value) = arguments.as_object_mut().and_then(|map| map.get_mut(key)) else {
+/// Replaces the written arguments of an argument object by their digest; says whether
+/// anything changed.
+fn digest_arguments(key: Written, arguments: &mut Value) -> bool {
+    let Some(map) = arguments.as_object_mut() else {
         return false;
     };
-    digest_in_place(value)
+    let mut changed = false;
+    for name in key.keys {
+        let Some(value) = map.get_mut(*name) else {
+            continue;
+        };
+        changed |= match value {
+            Value::Object(values) if key.per_value => values
+                .values_mut()
+                .fold(false, |changed, v| digest_in_place(v) | changed),
+            value => digest_in_place(value),
+        };
+    }
+    changed
 }
 
 /// A string becomes the digest of its bytes, any other value (but a digest) the digest of
@@ -367,7 +431,7 @@ fn digest_in_place(value: &mut Value) -> bool {
 }
 
 /// A repair at the contents (or at the whole arguments) carries them in `from` and `to`.
-fn digest_repair(key: &str, repair: &mut Repair) {
+fn digest_repair(key: Written, repair: &mut Repair) {
     if concerns(key, &repair.path) {
         digest_in_place(&mut repair.from);
         digest_in_place(&mut repair.to);
@@ -375,16 +439,16 @@ fn digest_repair(key: &str, repair: &mut Repair) {
 }
 
 /// An issue at the contents (or at the whole arguments) may quote them in `found`.
-fn digest_issue(key: &str, issue: &mut Issue) {
+fn digest_issue(key: Written, issue: &mut Issue) {
     if concerns(key, &issue.path) && !issue.found.is_empty() {
         issue.found = digest(issue.found.as_bytes()).to_string();
     }
 }
 
-/// Whether a JSON pointer into the arguments is the whole object or inside `key`.
-fn concerns(key: &str, pointer: &str) -> bool {
+/// Whether a JSON pointer into the arguments is the whole object or inside a written one.
+fn concerns(key: Written, pointer: &str) -> bool {
     let first = pointer.trim_start_matches('/').split('/').next();
-    pointer.is_empty() || first == Some(key)
+    pointer.is_empty() || first.is_some_and(|first| key.keys.contains(&first))
 }
 
 fn is_digest(value: &Value) -> bool {

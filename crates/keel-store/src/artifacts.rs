@@ -89,12 +89,22 @@ impl ArtifactStore for FsArtifacts {
         media_type: &str,
         content: &[u8],
     ) -> Result<ArtifactRecord, StoreError> {
-        let (dir, request_id, name, media_type, content) = (
+        self.put_owned(request_id, name, media_type, content.to_vec())
+            .await
+    }
+
+    async fn put_owned(
+        &self,
+        request_id: &RequestId,
+        name: &str,
+        media_type: &str,
+        content: Vec<u8>,
+    ) -> Result<ArtifactRecord, StoreError> {
+        let (dir, request_id, name, media_type) = (
             self.dir.clone(),
             request_id.clone(),
             name.to_owned(),
             media_type.to_owned(),
-            content.to_vec(),
         );
         tokio::task::spawn_blocking(move || {
             Self::put_blocking(&dir, &request_id, &name, &media_type, &content)

@@ -400,6 +400,18 @@ pub trait ArtifactStore: Send + Sync {
         media_type: &str,
         content: &[u8],
     ) -> Result<ArtifactRecord, StoreError>;
+    /// Stores content handed over by value: a store that writes it from another thread
+    /// takes it there as it is rather than copying it first (a large tool output is held
+    /// once). By default, [`put`](Self::put).
+    async fn put_owned(
+        &self,
+        request_id: &RequestId,
+        name: &str,
+        media_type: &str,
+        content: Vec<u8>,
+    ) -> Result<ArtifactRecord, StoreError> {
+        self.put(request_id, name, media_type, &content).await
+    }
     /// An artifact by URI (`keel://artifacts/<id>`) or bare id.
     async fn get(&self, uri: &str) -> Result<Option<(ArtifactRecord, Vec<u8>)>, StoreError>;
 }

@@ -30,6 +30,10 @@ use serde_json::Value;
 
 use super::{AgentRun, End, millis};
 
+/// More than the truncation note of a large output ever takes: the preview is copied out
+/// with this much room left, then cut to fit the note.
+const NOTE_ROOM: usize = 256;
+
 impl AgentRun {
     /// Guards every call, governs the accepted ones, runs the allowed ones, and returns the
     /// tool messages in call order.
@@ -474,26 +478,35 @@ impl AgentRun {
         if content.len() <= limit {
             return Ok(content);
         }
-        let artifact = self
-            .services
-            .artifacts
-            .put(
-                &self.record.request_id,
-                &format!("{} output ({})", verdict.tool(), verdict.call_id()),
-                "text/plain",
-                content.as_bytes(),
-            )
-            .await?;
-        let note = format!(
-            "\n[output truncated: {} bytes in all; the whole output is stored as {}]",
-            content.len(),
-            artifact.uri
-        );
-        let mut cut = limit.saturating_sub(note.len());
+        // The preview is copied out first; the output itself is handed to the artifact store
+        // (no copy of it is made).
+        let total = content.len();
+        let note_room = NOTE_ROOM.min(limit);
+        let mut cut = limit.saturating_sub(note_room);
         while !content.is_char_boundary(cut) {
             cut -= 1;
         }
-        let mut preview = content;
+        let mut preview = content[..cut].to_owned();
+        let artifact = self
+            .services
+            .artifacts
+            .put_owned(
+                &self.record.request_id,
+                &format!("{} output ({})", verdict.tool(), verdict.call_id()),
+                "text/plain",
+                content.into_bytes(),
+            )
+            .await?;
+        let note = format!(
+            "\n[output truncated: {total} bytes in all; the whole output is stored as {}]",
+            artifact.uri
+        );
+        // The note's length is known only now; a preview that would overflow the limit is
+        // cut further.
+        let mut cut = preview.len().min(limit.saturating_sub(note.len()));
+        while !preview.is_char_boundary(cut) {
+            cut -= 1;
+        }
         preview.truncate(cut);
         preview.push_str(&note);
         self.emitter.emit(EventPayload::ArtifactCreated {

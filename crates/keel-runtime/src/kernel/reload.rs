@@ -61,6 +61,8 @@ pub(crate) struct Current {
 /// What every snapshot of a kernel shares.
 pub(super) struct Base<'a> {
     pub(super) store: &'a Arc<dyn RunStore>,
+    /// The same store, whose redactor each snapshot sets.
+    pub(super) redacting: &'a crate::redacting_store::RedactingStore,
     pub(super) artifacts: &'a Arc<dyn ArtifactStore>,
     pub(super) hooks: &'a [Arc<dyn keel_tools::hooks::InProcessHook>],
     pub(super) observers: &'a Observers,
@@ -77,9 +79,11 @@ pub(super) fn compile(base: &Base<'_>, parts: ReloadParts) -> Current {
         memory,
         keep,
     } = parts;
+    let redactor = Arc::new(Redactor::for_workspace(&workspace));
+    base.redacting.set_redactor(redactor.clone());
     let pipeline = Pipeline {
         store: base.store.clone(),
-        redactor: Arc::new(Redactor::for_workspace(&workspace)),
+        redactor,
         narrator: Arc::new(Narrator::new(&workspace.runtime.progress.narration)),
         observers: base.observers.clone(),
     };
@@ -129,6 +133,7 @@ impl Kernel {
         let inner = &self.inner;
         let base = Base {
             store: &inner.store,
+            redacting: &inner.redacting,
             artifacts: &inner.artifacts,
             hooks: &inner.hooks,
             observers: &inner.observers,

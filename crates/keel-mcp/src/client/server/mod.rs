@@ -21,6 +21,7 @@ use super::connect::{self, Session, Signals};
 use super::{LifecycleEvent, ServerState, ServerStatus};
 
 mod names;
+mod result;
 mod tool;
 
 pub use names::ToolRename;

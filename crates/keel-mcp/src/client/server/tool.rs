@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use base64::Engine;
-use keel_types::{Attachment, Tool, ToolContext, ToolError, ToolOutput, ToolProgress, ToolSpec};
+use keel_types::{Tool, ToolContext, ToolError, ToolOutput, ToolProgress, ToolSpec};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
     ClientNotification, ClientRequest, RequestId, ServerResult,
@@ -205,12 +204,7 @@ impl Tool for McpTool {
             }
         }
         match outcome {
-            Ok(ServerResult::CallToolResult(result)) => {
-                let value = serde_json::to_value(&result).map_err(|e| {
-                    ToolError::Failed(format!("unreadable result from MCP server: {e}"))
-                })?;
-                render(&value)
-            }
+            Ok(ServerResult::CallToolResult(result)) => super::result::render(result),
             Ok(_) => Err(ToolError::Failed(format!(
                 "MCP server `{}` answered tools/call with something other than a tool result",
                 server.name
@@ -285,177 +279,5 @@ impl Drop for Pending {
                 let _ = peer.send_notification(notification).await;
             });
         }
-    }
-}
-
-/// One content block of a result (the kinds Keel maps; others are described by type).
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Block {
-    Text {
-        text: String,
-    },
-    Image {
-        data: String,
-        #[serde(rename = "mimeType")]
-        mime_type: String,
-    },
-    Audio {
-        data: String,
-        #[serde(rename = "mimeType")]
-        mime_type: String,
-    },
-    Resource {
-        resource: Embedded,
-    },
-    ResourceLink {
-        uri: String,
-        #[serde(default)]
-        name: Option<String>,
-    },
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Embedded {
-    uri: String,
-    #[serde(default)]
-    mime_type: Option<String>,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    blob: Option<String>,
-}
-
-/// Maps a `CallToolResult` (as JSON) to the model's view.
-pub(crate) fn render(result: &Value) -> Result<ToolOutput, ToolError> {
-    let blocks: Vec<Value> = result
-        .get("content")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut texts: Vec<String> = Vec::new();
-    let mut attachments: Vec<Attachment> = Vec::new();
-    for block in blocks {
-        let kind = block
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown")
-            .to_owned();
-        match serde_json::from_value::<Block>(block) {
-            Ok(Block::Text { text }) => texts.push(text),
-            Ok(Block::Image { data, mime_type }) => {
-                attach(&mut texts, &mut attachments, "image", &data, mime_type)
-            }
-            Ok(Block::Audio { data, mime_type }) => {
-                attach(&mut texts, &mut attachments, "audio", &data, mime_type)
-            }
-            Ok(Block::Resource { resource }) => match (resource.text, resource.blob) {
-                (Some(text), _) => texts.push(format!("[resource {}]\n{text}", resource.uri)),
-                (None, Some(blob)) => {
-                    let media = resource
-                        .mime_type
-                        .unwrap_or_else(|| "application/octet-stream".into());
-                    attach(&mut texts, &mut attachments, "resource", &blob, media);
-                }
-                (None, None) => texts.push(format!("[resource {} without content]", resource.uri)),
-            },
-            Ok(Block::ResourceLink { uri, name }) => texts.push(match name {
-                Some(name) => format!("[resource link {uri}: {name}]"),
-                None => format!("[resource link {uri}]"),
-            }),
-            Ok(Block::Other) | Err(_) => texts.push(format!("[{kind} content left out]")),
-        }
-    }
-    // Servers send structured results as text too (the spec asks them to, in their own
-    // words or as JSON): the model reads the text, and the structured value only when the
-    // result has no text of its own.
-    if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null())
-        && texts.is_empty()
-    {
-        texts.push(structured.to_string());
-    }
-    let content = texts.join("\n");
-    if result.get("isError").and_then(Value::as_bool) == Some(true) {
-        return Err(ToolError::Failed(match content.is_empty() {
-            true => "the MCP tool reported an error".to_owned(),
-            false => content,
-        }));
-    }
-    Ok(ToolOutput {
-        content,
-        attachments,
-        events: Vec::new(),
-    })
-}
-
-fn attach(
-    texts: &mut Vec<String>,
-    attachments: &mut Vec<Attachment>,
-    kind: &str,
-    data: &str,
-    media_type: String,
-) {
-    let name = format!("{kind} {}", attachments.len() + 1);
-    match base64::engine::general_purpose::STANDARD.decode(data.trim()) {
-        Ok(bytes) => attachments.push(Attachment {
-            name,
-            media_type,
-            data: bytes,
-        }),
-        Err(error) => texts.push(format!("[{name} ({media_type}) unreadable: {error}]")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn text_image_resource_and_structured_content_are_mapped() {
-        let output = render(&json!({
-            "content": [
-                { "type": "text", "text": "hello" },
-                { "type": "image", "data": "aGk=", "mimeType": "image/png" },
-                { "type": "resource", "resource": { "uri": "file:///a.txt", "text": "A" } },
-                { "type": "resource_link", "uri": "file:///b", "name": "b" },
-                { "type": "hologram" }
-            ],
-            "structuredContent": { "n": 1 }
-        }))
-        .unwrap();
-        assert_eq!(
-            output.content,
-            "hello\n[resource file:///a.txt]\nA\n[resource link file:///b: b]\n[hologram content left out]"
-        );
-        assert_eq!(output.attachments.len(), 1);
-        assert_eq!(output.attachments[0].data, b"hi");
-        assert_eq!(output.attachments[0].media_type, "image/png");
-    }
-
-    #[test]
-    fn structured_content_is_read_when_there_is_no_text() {
-        let with_text = render(&json!({
-            "content": [{ "type": "text", "text": "one" }],
-            "structuredContent": { "n": 1 }
-        }))
-        .unwrap();
-        assert_eq!(with_text.content, "one");
-        let alone = render(&json!({ "content": [], "structuredContent": { "n": 1 } })).unwrap();
-        assert_eq!(alone.content, "{\"n\":1}");
-    }
-
-    #[test]
-    fn is_error_becomes_a_tool_error_with_the_text() {
-        let error = render(&json!({
-            "content": [{ "type": "text", "text": "no such file" }],
-            "isError": true
-        }))
-        .unwrap_err();
-        assert_eq!(error, ToolError::Failed("no such file".into()));
     }
 }
