@@ -159,8 +159,9 @@ impl RunStore for RedactingStore {
         &self,
         id: &SessionId,
         agent: &str,
+        owner: &keel_types::SessionOwner,
     ) -> Result<SessionRecord, StoreError> {
-        self.inner.ensure_session(id, agent).await
+        self.inner.ensure_session(id, agent, owner).await
     }
     async fn get_session(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError> {
         self.inner.get_session(id).await
