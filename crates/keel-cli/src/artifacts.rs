@@ -3,9 +3,9 @@
 use std::path::Path;
 
 use clap::Subcommand;
-use keel::workspace::{ArtifactsKind, StoreKind};
 use keel::{ArtifactStore, Workspace};
 use keel_store::{FsArtifacts, PgArtifacts, PgStore};
+use keel_workspace::{ArtifactsKind, StoreKind};
 
 use crate::error::CliError;
 use crate::out;

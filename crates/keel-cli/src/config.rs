@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use keel::Workspace;
-use keel::workspace::Origin;
+use keel_workspace::Origin;
 
 use crate::error::CliError;
 use crate::out;
@@ -73,7 +73,7 @@ pub fn explain(root: &Path) -> Result<(), CliError> {
     for entry in ws.explain() {
         // A value interpolated from a secret-looking variable is never printed.
         let value = match &entry.origin {
-            Origin::Env { var, .. } if keel::workspace::looks_secret(var) => {
+            Origin::Env { var, .. } if keel_workspace::looks_secret(var) => {
                 "\"[REDACTED]\"".to_owned()
             }
             _ => entry.value.to_string(),

@@ -10,7 +10,7 @@
 //! so each call site says which with [`CliError::usage`] or [`CliError::failed`].
 
 use keel::LoadError;
-use keel::types::StoreError;
+use keel_types::StoreError;
 
 use crate::out;
 
@@ -83,15 +83,15 @@ impl From<LoadError> for CliError {
 }
 
 /// A name outside a closed set (`--mode yolo`) is the user's mistake.
-impl From<keel::types::UnknownName> for CliError {
-    fn from(error: keel::types::UnknownName) -> Self {
+impl From<keel_types::UnknownName> for CliError {
+    fn from(error: keel_types::UnknownName) -> Self {
         Self::usage(error)
     }
 }
 
 /// A session id outside the one rule is the user's mistake.
-impl From<keel::types::InvalidSessionId> for CliError {
-    fn from(error: keel::types::InvalidSessionId) -> Self {
+impl From<keel_types::InvalidSessionId> for CliError {
+    fn from(error: keel_types::InvalidSessionId) -> Self {
         Self::usage(error)
     }
 }

@@ -9,8 +9,8 @@
 use std::sync::{Arc, Mutex};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use keel::types::AdapterEvent;
 use keel::{Event, EventPayload, RunHandle, RunResponse, RunStatus, Runtime, Workspace};
+use keel_types::AdapterEvent;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 

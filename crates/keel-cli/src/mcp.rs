@@ -98,8 +98,8 @@ async fn inspect(runtime: &keel::Runtime, command: McpCommand) -> Result<(), Cli
             ));
             for s in &servers {
                 let transport = match s.transport {
-                    keel::workspace::McpTransport::Stdio => "stdio",
-                    keel::workspace::McpTransport::Http => "http",
+                    keel_workspace::McpTransport::Stdio => "stdio",
+                    keel_workspace::McpTransport::Http => "http",
                 };
                 out::line(&format!(
                     "{:<20}  {:<9}  {:<12}  {:>5}  {:>8}  {}",

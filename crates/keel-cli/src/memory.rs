@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
-use keel::types::{MemoryFilter, MemoryKind, MemoryRecord, MemoryUpdate};
 use keel::{ApprovalScope, MaintenanceRequest, MemoryDraft, Runtime};
+use keel_types::{MemoryFilter, MemoryKind, MemoryRecord, MemoryUpdate};
 
 use crate::approvals::decider;
 use crate::error::CliError;

@@ -1,13 +1,13 @@
 //! `keel policy check <tool> --args <json> [--agent A] [--mode M]`: what the policy engine
-//! (`keel::policy`) decides for one call, and which rule decided it, without running
+//! (keel-tools' policy engine) decides for one call, and which rule decided it, without running
 //! anything — by the runtime's own decision path (`Runtime::check_policy`), so an MCP tool's
 //! `readOnlyHint` counts as it does in a run.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use keel::types::{PermissionMode, PolicyDecision};
 use keel::{Runtime, Workspace};
+use keel_types::{PermissionMode, PolicyDecision};
 use serde_json::Value;
 
 use crate::error::{CliError, EXIT_FAILED};

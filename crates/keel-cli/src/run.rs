@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use keel::types::PermissionMode;
 use keel::{RequestOptions, RunHandle, Runtime, SessionId};
+use keel_types::PermissionMode;
 
 use crate::error::CliError;
 use crate::follow::{self, Interrupts, OutputArgs};

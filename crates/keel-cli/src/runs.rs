@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
-use keel::types::{AdapterEvent, RunFilter};
 use keel::{Event, EventPayload, RequestId, RunStatus, RunStore, SessionId, Workspace};
 use keel_store::MirrorStatus;
+use keel_types::{AdapterEvent, RunFilter};
 
 use crate::error::{CliError, EXIT_FAILED};
 use crate::follow::{self, OutputArgs};
@@ -222,7 +222,7 @@ async fn prune(root: &Path, older_than: Option<String>) -> Result<(), CliError> 
     };
     let stores = open_store(root).await?;
     let store = stores.runs.as_ref();
-    let before = keel::types::time_before(age);
+    let before = keel_types::time_before(age);
     let deleted = store.prune(&before).await?;
     out::line(&format!(
         "deleted {deleted} ended run(s) started before {before}"
@@ -255,7 +255,7 @@ async fn export(
 /// `--since`: a duration before now, or an RFC 3339 time as is.
 fn parse_since(text: &str) -> Result<String, CliError> {
     if let Ok(age) = humantime::parse_duration(text) {
-        return Ok(keel::types::time_before(age));
+        return Ok(keel_types::time_before(age));
     }
     if text.len() >= 10 && text.as_bytes().get(4) == Some(&b'-') {
         return Ok(text.to_owned());
@@ -442,7 +442,7 @@ async fn events(
 }
 
 /// `[2]`, `#3` or `[2]#3`: a node's loop iteration (after the first) and map item.
-fn node_key(key: &keel::types::NodeKey) -> String {
+fn node_key(key: &keel_types::NodeKey) -> String {
     let mut text = String::new();
     if key.iteration > 1 {
         text.push_str(&format!("[{}]", key.iteration));

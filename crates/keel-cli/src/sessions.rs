@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use clap::Subcommand;
-use keel::types::Role;
 use keel::{RunStore, Runtime, SessionId};
+use keel_types::Role;
 
 use crate::error::CliError;
 use crate::out;

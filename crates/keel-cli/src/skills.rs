@@ -5,12 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
-use keel::types::CandidateStatus;
-use keel::workspace::skills::{
+use keel::{Runtime, Workspace};
+use keel_types::CandidateStatus;
+use keel_workspace::skills::{
     SkillRoot, name_problem, scan_skills, skill_body, skill_files, skill_matcher,
 };
-use keel::workspace::{Diagnostic, LoadError};
-use keel::{Runtime, Workspace};
+use keel_workspace::{Diagnostic, LoadError};
 use serde_json::json;
 
 use crate::error::CliError;
@@ -189,7 +189,7 @@ fn show(workspace: &Workspace, name: &str, json: bool) -> Result<(), CliError> {
     let set = workspace.skills.current();
     let skill = set.get(name).ok_or_else(|| {
         let known: Vec<&str> = set.skills.keys().map(String::as_str).collect();
-        let hint = match keel::workspace::closest(name, known.iter().copied(), 2) {
+        let hint = match keel_workspace::closest(name, known.iter().copied(), 2) {
             Some(near) => format!("did you mean `{near}`?"),
             None => format!("the skills are: {}", known.join(", ")),
         };

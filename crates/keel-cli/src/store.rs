@@ -12,8 +12,8 @@ use std::path::Path;
 use clap::{Subcommand, ValueEnum};
 use keel::RunStore;
 use keel::Workspace;
-use keel::workspace::StoreKind;
 use keel_store::{PG_SCHEMA_VERSION, PgOptions, PgStore, SCHEMA_VERSION, SqliteStore};
+use keel_workspace::StoreKind;
 
 use crate::error::CliError;
 use crate::out;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use clap::Subcommand;
 use keel::Workspace;
-use keel::workspace::{WorkflowSpec, describe_condition, mermaid};
+use keel_workspace::{WorkflowSpec, describe_condition, mermaid};
 use serde_json::json;
 
 use crate::error::CliError;

@@ -74,7 +74,7 @@ pub async fn open_store(root: &Path) -> Result<Stores, CliError> {
     }
     match Workspace::load(root) {
         Ok(workspace)
-            if workspace.runtime.store.backend() == keel::workspace::StoreKind::Postgres =>
+            if workspace.runtime.store.backend() == keel_workspace::StoreKind::Postgres =>
         {
             let store = keel_store::PgStore::connect(keel::postgres_options(&workspace)).await?;
             Ok(Stores {

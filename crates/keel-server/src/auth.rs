@@ -210,7 +210,7 @@ fn random_token() -> Result<String, ApiError> {
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(|e| ApiError::Internal(format!("cannot read randomness: {e}")))?;
-    Ok(keel::types::to_hex(&bytes))
+    Ok(keel_types::to_hex(&bytes))
 }
 
 /// The session token in a request's `Cookie` header.

@@ -28,7 +28,7 @@ use axum::response::Response;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use keel::workspace::spec::ServerSpec;
+use keel_workspace::spec::ServerSpec;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;

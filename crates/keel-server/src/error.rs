@@ -36,7 +36,7 @@ pub enum ApiError {
     /// A session id (header, path, query or body; `param` says which) breaks the rule.
     InvalidSessionId {
         param: &'static str,
-        error: keel::types::InvalidSessionId,
+        error: keel_types::InvalidSessionId,
     },
     /// A path parameter (named) is not UTF-8 once percent-decoded.
     InvalidEncoding { param: String },
@@ -345,7 +345,7 @@ pub(crate) const WWW_AUTHENTICATE: &str = "Bearer realm=\"keel\"";
 /// Maps a runtime failure: what the caller got wrong is 4xx, the rest 5xx without internals.
 pub(crate) fn runtime_error(error: keel::Error) -> ApiError {
     use keel::RuntimeError;
-    use keel::types::StoreError;
+    use keel_types::StoreError;
     match error {
         keel::Error::Runtime(RuntimeError::UnknownAgent { name, .. }) => {
             ApiError::ModelNotFound(name)

@@ -31,7 +31,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use keel::types::StoreError;
+use keel_types::StoreError;
 use serde_json::{Value, json};
 
 use crate::state::AppState;

@@ -118,9 +118,9 @@ pub(crate) async fn artifact(
             });
         }
     };
-    let Some(id) = keel::types::artifact_id(&id) else {
+    let Some(id) = keel_types::artifact_id(&id) else {
         return Err(ApiError::BadRequest {
-            message: keel::types::artifact_id_problem(&id),
+            message: keel_types::artifact_id_problem(&id),
             param: Some("id"),
         });
     };

@@ -21,7 +21,6 @@ use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
-use keel::types::StoreError;
 use keel::{
     ApprovalRecord, ApprovalScope, ApprovalStatus, Event, EventPayload, RequestId, RequestOptions,
     RunFilter, RunHandle, RunRecord, Runtime, RuntimeError, SessionId, TaskRecord, TaskRequest,
@@ -30,6 +29,7 @@ use keel_mcp::server::{
     AgentRequest, Backend, BackendError, CallContext, Caller, ExposedTool, HttpOptions,
     HttpService, NewTask, RunOutcome, ServeError,
 };
+use keel_types::StoreError;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 

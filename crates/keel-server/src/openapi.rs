@@ -98,7 +98,7 @@ impl Accepts {
             Self::OneOf(names) => json!({ "type": "string", "enum": names }),
             Self::Boolean => json!({ "type": "boolean" }),
             Self::SessionId => {
-                json!({ "type": "string", "pattern": keel::types::ids::SESSION_ID_PATTERN })
+                json!({ "type": "string", "pattern": keel_types::ids::SESSION_ID_PATTERN })
             }
             Self::Format { pattern, .. } => json!({ "type": "string", "pattern": pattern }),
         }
@@ -217,13 +217,13 @@ fn is_cursor(value: &str) -> bool {
 /// An artifact id, bare or as its whole `keel://artifacts/<id>` URI.
 const ARTIFACT_ID: Accepts = Accepts::Format {
     pattern: "^(keel://artifacts/)?[A-Za-z0-9_-]{1,128}$",
-    check: |id| keel::types::artifact_id(id).is_some(),
+    check: |id| keel_types::artifact_id(id).is_some(),
 };
 
 /// A skill's name: lowercase letters, digits and `-`, at most 64 characters.
 const SKILL_NAME: Accepts = Accepts::Format {
     pattern: "^[a-z0-9-]{1,64}$",
-    check: |name| keel::workspace::skills::name_problem(name).is_none(),
+    check: |name| keel_workspace::skills::name_problem(name).is_none(),
 };
 
 /// A session id: the one rule of `SessionId::parse`.
@@ -460,7 +460,7 @@ pub(crate) fn routes() -> Vec<Route> {
             query: const {
                 &[param(
                     "status",
-                    Accepts::OneOf(keel::types::ApprovalStatus::NAMES),
+                    Accepts::OneOf(keel_types::ApprovalStatus::NAMES),
                     "only approvals with this status",
                 )]
             },

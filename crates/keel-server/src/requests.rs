@@ -12,11 +12,11 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use bytes::Bytes;
-use keel::workspace::spec::{Duration as SpecDuration, PermissionMode};
 use keel::{
     Event, RequestId, RequestOptions, RunCursor, RunFilter, RunHandle, RunRecord, RunResponse,
     RunStatus, Runtime,
 };
+use keel_workspace::spec::{Duration as SpecDuration, PermissionMode};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -112,7 +112,7 @@ pub(crate) struct CreateRequest {
     agent: Option<String>,
     /// A session to make the run a turn of: 1–128 letters, digits, `.`, `_` or `-`.
     #[serde(default)]
-    #[schemars(regex(pattern = keel::types::ids::SESSION_ID_PATTERN))]
+    #[schemars(regex(pattern = keel_types::ids::SESSION_ID_PATTERN))]
     session_id: Option<String>,
     /// Answer when the run has ended (200 and the `RunResponse`) instead of at once (202).
     #[serde(default)]
@@ -164,7 +164,7 @@ pub(crate) async fn create_request(
                     "no workflow `{workflow}`"
                 )));
             }
-            Some(format!("{}{workflow}", keel::types::WORKFLOW_PREFIX))
+            Some(format!("{}{workflow}", keel_types::WORKFLOW_PREFIX))
         }
         (agent, None) => agent,
     };

@@ -4,8 +4,8 @@
 
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
-use keel::workspace::Diagnostic;
-use keel::workspace::skills::{Skill, name_problem, skill_body, skill_files, skill_matcher};
+use keel_workspace::Diagnostic;
+use keel_workspace::skills::{Skill, name_problem, skill_body, skill_files, skill_matcher};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

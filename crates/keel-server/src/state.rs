@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use keel::workspace::spec::ApiKeyRole;
 use keel::{RunRecord, Runtime};
 use keel_mcp::server::HttpService;
+use keel_workspace::spec::ApiKeyRole;
 
 use crate::ApiError;
 use crate::telemetry::Telemetry;

@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use keel::types::event::AdapterEvent;
 use keel::{Event, EventObserver, EventPayload, RequestId, RunStatus, Workspace};
+use keel_types::event::AdapterEvent;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;

@@ -40,6 +40,6 @@ pub(crate) async fn get_workflow(
     Ok(Json(json!({
         "name": name,
         "spec": spec,
-        "mermaid": keel::workspace::mermaid(spec),
+        "mermaid": keel_workspace::mermaid(spec),
     })))
 }

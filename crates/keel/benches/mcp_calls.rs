@@ -42,12 +42,12 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel::policy::{PolicyEngine, PolicyQuery};
-use keel::types::PolicyDecision;
+use keel::PolicyDecision;
 use keel::{McpHub, RequestId, RunStatus, Runtime, Tool, ToolCall, ToolContext, Workspace};
 use keel_test_support::test_clients::{MCP_PYTHON_SDK, mcp_python};
 use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 use keel_tools::gateway::Gateway;
+use keel_tools::policy::{PolicyEngine, PolicyQuery};
 use serde_json::{Value, json};
 
 const TOOL: &str = "mcp__bench__echo";

@@ -24,8 +24,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel::types::{MemoryKind, MemoryRecord, MemorySource, MemoryStatus, Provenance};
 use keel::{MemoryDraft, MemoryService, Runtime};
+use keel::{MemoryKind, MemoryRecord, MemorySource, MemoryStatus, Provenance};
 use keel_test_support::WorkspaceBuilder;
 
 /// 20,000 content words (stop words are left out of recall queries anyway).
@@ -82,7 +82,7 @@ fn sentence(words: &Words, rng: &mut fastrand::Rng, n: usize) -> String {
 }
 
 fn record(i: usize, namespace: &str, text: String) -> MemoryRecord {
-    let now = keel::types::now_rfc3339();
+    let now = keel_types::now_rfc3339();
     MemoryRecord {
         id: format!("mem_bench_{i:08}"),
         version: 1,

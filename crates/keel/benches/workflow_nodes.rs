@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use keel::types::ToolSpec;
+use keel::ToolSpec;
 use keel::{RequestOptions, RunStatus, Runtime, Tool, ToolContext, ToolError, ToolOutput};
 use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 use serde_json::{Value, json};

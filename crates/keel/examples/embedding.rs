@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keel::types::{
+use keel::{
     EventPayload, Message, ModelError, ModelEvent, ModelRequest, ModelStopReason, ModelStream,
     Role, ToolSpec, Usage,
 };

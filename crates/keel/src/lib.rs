@@ -31,6 +31,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+// What an embedder needs, named one by one: this list is the SDK's promise
+// (ARCHITECTURE.md, "Compatibility promises"). `tests/it/public_api.rs` snapshots it, so a
+// change to it is a reviewed diff. The other crates' items stay internal.
+
+// Running requests: the runtime's answers and handles.
 pub use keel_runtime::memory::{
     Draft as MemoryDraft, MaintenanceReport, MaintenanceRequest, MemoryService,
 };
@@ -40,36 +45,74 @@ pub use keel_runtime::{
     Divergence, Replica, RequestOptions, RunHandle, RunResponse, RuntimeError, ShutdownReport,
     TaskRequest,
 };
-pub use keel_tools::hooks::{self, HookInput, HookOutcome, InProcessHook};
-pub use keel_tools::policy;
-pub use keel_types::{
-    self as types, ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, ArtifactStore,
-    Embedder, Event, EventObserver, EventPayload, MemoryStore, Message, ModelProvider, RequestId,
-    RunCursor, RunFilter, RunRecord, RunStatus, RunStore, SessionId, SessionMessage, SessionRecord,
-    StoreHealth, TaskDecision, TaskRecord, TaskStatus, Tool, ToolCall, ToolContext, ToolError,
-    ToolOutput, ToolSpec, ToolStats,
-};
-pub use keel_types::{ClusterStatus, Lease, Signal, SignalSink};
-pub use keel_workspace::{self as workspace, LoadError, LoadOptions, Workspace};
+pub use keel_tools::gateway::GatewayError;
+pub use keel_tools::policy::PolicyVerdict;
 
+// The workspace as loaded.
+pub use keel_workspace::skills::SkillSet;
+pub use keel_workspace::{Diagnostic, LoadError, LoadOptions, WorkflowSpec, Workspace};
+
+// Records: runs, sessions, messages, approvals, tasks, artifacts, memory, skill candidates.
+pub use keel_types::{
+    ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, CandidateStatus, ErrorCode,
+    ErrorInfo, FinishReason, InvalidSessionId, MemoryCandidate, MemoryFilter, MemoryHit,
+    MemoryKind, MemoryMerge, MemoryRecord, MemorySource, MemoryStatus, MemoryUpdate, Message,
+    ModelParams, PermissionMode, PolicyDecision, Provenance, RequestId, Role, RunCursor, RunFilter,
+    RunLinks, RunRecord, RunStatus, SessionId, SessionMessage, SessionOwner, SessionRecord,
+    SkillCandidate, StoreHealth, TaskDecision, TaskHook, TaskRecord, TaskStatus, ToolCall,
+    ToolSpec, ToolStats, UnknownName, Usage,
+};
+
+// Events: the event contract (docs/events.md) and every type its payloads carry.
+pub use keel_types::{
+    AdapterEvent, Event, EventId, EventPayload, GuardDecision, HookEvent, Issue, MemoryAction,
+    ModelStopReason, NATIVE_ADAPTER, NodeCompleted, NodeFailed, NodeKey, NodeSkipped, NodeStarted,
+    PhaseEvent, PromptSection, Repair, SkillReason, WorkflowCompleted, WorkflowFailed,
+    WorkflowStarted, WriteDecision,
+};
+
+// Ports: what an embedder implements to give the runtime its own models, tools, stores,
+// observers and hooks.
+pub use keel_types::{
+    ArtifactStore, Attachment, BoxStream, Claimed, Cluster, ClusterStatus, Embedder, EventObserver,
+    Lease, MemoryStore, ModelError, ModelEvent, ModelProvider, ModelRequest, ModelStream,
+    ProgressSink, RunStore, SeenFiles, Signal, SignalSink, StoreError, Tool, ToolContext,
+    ToolError, ToolOutput, ToolProgress,
+};
+
+/// Hooks written in Rust ([`RuntimeBuilder::hook`]): what they implement and exchange.
+pub mod hooks {
+    pub use keel_tools::hooks::{
+        DEFAULT_TIMEOUT, HookError, HookInput, HookOutcome, InProcessHook, PermissionDecision,
+    };
+    pub use keel_workspace::HookOnError;
+}
+
+// The workspace's MCP servers, as the runtime reports them.
 pub use keel_mcp::client::{
     HubReload, LifecycleEvent, McpError, McpHub, PromptArgument, PromptInfo, ResourceInfo,
     ServerState, ServerStatus,
 };
-use keel_runtime::{Kernel, KernelParts};
+// This crate's own: the builder's reload report and the default stores' settings.
+#[cfg(feature = "sqlite")]
+pub use keel_store::MirrorLayout;
+#[cfg(feature = "postgres")]
+pub use keel_store::PgOptions;
 pub use reload::ReloadReport;
+#[cfg(feature = "sqlite")]
+pub use stores::mirror_layout;
+#[cfg(feature = "postgres")]
+pub use stores::postgres_options;
+
+use hooks::InProcessHook;
+use keel_runtime::{Kernel, KernelParts};
 
 mod cluster;
 mod memory;
 mod reload;
 mod skills;
 mod stores;
-#[cfg(feature = "sqlite")]
-pub use stores::mirror_layout;
-#[cfg(feature = "postgres")]
-pub use stores::postgres_options;
 mod workflows;
-use keel_tools::gateway::GatewayError;
 
 /// Why the runtime could not be assembled or used.
 #[derive(Debug, thiserror::Error)]
@@ -527,7 +570,7 @@ impl Runtime {
         tool: &str,
         args: &serde_json::Value,
         mode: Option<keel_types::PermissionMode>,
-    ) -> Result<policy::PolicyVerdict, Error> {
+    ) -> Result<PolicyVerdict, Error> {
         Ok(self.kernel.check_policy(agent, tool, args, mode).await?)
     }
 

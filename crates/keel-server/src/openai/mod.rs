@@ -47,7 +47,7 @@ pub(crate) async fn models(State(state): State<AppState>) -> Json<Value> {
                 .runtime
                 .workflows()
                 .keys()
-                .map(|name| format!("{}{name}", keel::types::WORKFLOW_PREFIX)),
+                .map(|name| format!("{}{name}", keel_types::WORKFLOW_PREFIX)),
         )
         .map(|name| json!({ "id": name, "object": "model", "created": 0, "owned_by": "keel" }))
         .collect();
@@ -122,7 +122,7 @@ pub(crate) async fn chat_completions(
         })?;
     let workflow = request
         .model
-        .strip_prefix(keel::types::WORKFLOW_PREFIX)
+        .strip_prefix(keel_types::WORKFLOW_PREFIX)
         .filter(|name| state.runtime.workflows().contains_key(*name))
         .map(str::to_owned);
     if workflow.is_none()

@@ -6,8 +6,8 @@
 //! model receives). `response_format` `json_object` or `json_schema` becomes the run's
 //! structured output, checked as an agent's `output.schema` is.
 
-use keel::types::ModelParams;
-use keel::workspace::{FacadeParam, FacadeSpec};
+use keel_types::ModelParams;
+use keel_workspace::{FacadeParam, FacadeSpec};
 use serde_json::{Map, Value, json};
 
 use crate::ApiError;
@@ -148,7 +148,7 @@ impl Requested {
         }
         let mut params = self.params;
         let clamp = &facade.clamp;
-        let bounded = |value: Option<f64>, bounds: Option<keel::workspace::Bounds>| {
+        let bounded = |value: Option<f64>, bounds: Option<keel_workspace::Bounds>| {
             value.map(|v| bounds.map_or(v, |b| b.clamp(v)))
         };
         params.temperature = bounded(params.temperature, clamp.temperature);

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::response::Response;
 use bytes::Bytes;
-use keel::types::event::AdapterEvent;
 use keel::{Event, EventPayload, RunHandle, RunResponse, RuntimeError};
+use keel_types::event::AdapterEvent;
 use serde_json::json;
 use tokio::sync::Notify;
 use tokio_util::sync::DropGuard;

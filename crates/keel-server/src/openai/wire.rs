@@ -5,8 +5,8 @@
 
 use axum::Json;
 use bytes::Bytes;
-use keel::types::run::FinishReason;
 use keel::{RunResponse, RunStatus};
+use keel_types::run::FinishReason;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};

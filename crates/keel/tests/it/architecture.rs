@@ -12,8 +12,20 @@ use serde_json::Value;
 /// optional ones included; dev-dependencies are free). Exact: an edge missing here fails, and so
 /// does an edge here that no manifest declares any more. ARCHITECTURE.md draws the same list.
 const EDGES: &[(&str, &[&str])] = &[
-    ("keel-cli", &["keel", "keel-server", "keel-store"]),
-    ("keel-server", &["keel", "keel-mcp"]),
+    (
+        "keel-cli",
+        &[
+            "keel",
+            "keel-server",
+            "keel-store",
+            "keel-workspace",
+            "keel-types",
+        ],
+    ),
+    (
+        "keel-server",
+        &["keel", "keel-mcp", "keel-workspace", "keel-types"],
+    ),
     (
         "keel",
         &[

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use keel::types::EventPayload;
+use keel::EventPayload;
 use keel::{RequestOptions, RunStatus, Runtime};
 use keel_test_support::process::{alive, read_pid, wait_gone};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};

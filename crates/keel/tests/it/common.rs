@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use keel::types::{EventPayload, ToolSpec};
 use keel::{Event, RequestOptions, RunResponse, Runtime, Tool, ToolContext, ToolError, ToolOutput};
+use keel::{EventPayload, ToolSpec};
 use keel_test_support::{OPENAI_MOCK_MODEL, TempWorkspace, WorkspaceBuilder};
 use serde_json::{Value, json};
 
@@ -142,7 +142,7 @@ impl Tool for RecordingTool {
 }
 
 /// The error code of a failed run's terminal event.
-pub fn failure_code(events: &[Event]) -> Option<keel::types::ErrorCode> {
+pub fn failure_code(events: &[Event]) -> Option<keel::ErrorCode> {
     events.iter().find_map(|e| match &e.payload {
         EventPayload::RequestFailed { error, .. } => Some(error.code),
         _ => None,

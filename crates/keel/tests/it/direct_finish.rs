@@ -2,7 +2,7 @@
 //! succeeded; `tool_blocked` when the gateway blocked it, `tool_denied` when policy refused
 //! it, `tool_failed` when the tool ran and failed (`docs/events.md`).
 
-use keel::types::FinishReason;
+use keel::FinishReason;
 use keel::{RunStatus, Runtime};
 
 use crate::common;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use keel::types::{AdapterEvent, EventPayload, PromptSection};
+use keel::{AdapterEvent, EventPayload, PromptSection};
 use keel::{Message, RequestOptions, Runtime};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall, TempWorkspace};
 

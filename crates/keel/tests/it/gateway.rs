@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use keel::types::{EventPayload, GuardDecision};
+use keel::{EventPayload, GuardDecision};
 use keel::{RunStatus, Runtime};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 use serde_json::{Value, json};
@@ -84,7 +84,7 @@ async fn invalid_arguments_are_blocked_and_the_corrected_call_succeeds() {
             matches!(
                 &e.payload,
                 EventPayload::Adapter {
-                    event: keel::types::AdapterEvent::ToolStart { .. }
+                    event: keel::AdapterEvent::ToolStart { .. }
                 }
             )
         })
@@ -269,7 +269,7 @@ async fn a_run_must_read_a_file_before_it_overwrites_it() {
     let mut handle = runtime
         .request(keel::RequestOptions {
             input: "Replace the README".into(),
-            mode: Some(keel::types::PermissionMode::AcceptEdits),
+            mode: Some(keel::PermissionMode::AcceptEdits),
             ..Default::default()
         })
         .await

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel::hooks::HookError;
-use keel::types::{ErrorCode, EventPayload, HookEvent};
-use keel::workspace::HookOnError;
-use keel::{HookInput, HookOutcome, InProcessHook, RunResponse, RunStatus, Runtime};
+use keel::hooks::{HookInput, HookOnError, HookOutcome, InProcessHook};
+use keel::{ErrorCode, EventPayload, HookEvent};
+use keel::{RunResponse, RunStatus, Runtime};
 use keel_test_support::TempWorkspace;
 
 use crate::common;

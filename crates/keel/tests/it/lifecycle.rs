@@ -5,11 +5,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keel::types::{ErrorCode, EventPayload, FinishReason, ToolCall};
 use keel::{
     Error, Event, EventObserver, Message, RequestId, RequestOptions, RunFilter, RunStatus, Runtime,
     RuntimeError,
 };
+use keel::{ErrorCode, EventPayload, FinishReason, ToolCall};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 use serde_json::Value;
 
@@ -206,7 +206,7 @@ async fn retry_repeats_an_ended_run_and_refuses_unknown_and_live_runs() {
                 Message::user("context"),
                 Message::assistant("noted", vec![]),
             ],
-            mode: Some(keel::workspace::PermissionMode::Plan),
+            mode: Some(keel::PermissionMode::Plan),
             ..Default::default()
         })
         .await
@@ -340,7 +340,7 @@ async fn shutdown_interrupts_a_run_stuck_in_a_slow_tool_and_the_run_resumes() {
         if matches!(
             &event.payload,
             EventPayload::Adapter {
-                event: keel::types::AdapterEvent::ToolStart { .. }
+                event: keel::AdapterEvent::ToolStart { .. }
             }
         ) {
             break;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use keel::types::{ErrorCode, FinishReason};
+use keel::{ErrorCode, FinishReason};
 use keel::{RunStatus, Runtime};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 
@@ -253,8 +253,8 @@ async fn a_spent_token_budget_ends_the_run_before_its_next_tool_calls() {
         .filter(|e| {
             matches!(
                 &e.payload,
-                keel::types::EventPayload::Adapter {
-                    event: keel::types::AdapterEvent::ToolResult { .. }
+                keel::EventPayload::Adapter {
+                    event: keel::AdapterEvent::ToolResult { .. }
                 }
             )
         })

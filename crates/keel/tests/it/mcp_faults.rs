@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use keel::types::{AdapterEvent, GuardDecision};
+use keel::{AdapterEvent, GuardDecision};
 use keel::{
     ArtifactRecord, Event, EventPayload, RequestOptions, RunHandle, RunResponse, RunStatus,
     Runtime, ServerState, ServerStatus,

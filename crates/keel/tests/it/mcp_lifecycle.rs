@@ -2,7 +2,7 @@
 //! (`runtime.mcp.lifecycle` `down`, with the signal), before the failed call's result — not
 //! only in the next run that uses the server.
 
-use keel::types::AdapterEvent;
+use keel::AdapterEvent;
 use keel::{EventPayload, RunStatus, ServerState};
 use serde_json::json;
 

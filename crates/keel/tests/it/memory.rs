@@ -6,13 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use keel::types::{
-    EventPayload, MemoryFilter, MemoryKind, MemoryStatus, MemoryUpdate, WriteDecision,
-};
 use keel::{
     ApprovalScope, Error, MaintenanceRequest, MemoryDraft, RequestOptions, RunFilter, RunResponse,
     RunStatus, Runtime, RuntimeError,
 };
+use keel::{EventPayload, MemoryFilter, MemoryKind, MemoryStatus, MemoryUpdate, WriteDecision};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder};
 use serde_json::json;
 
@@ -671,7 +669,7 @@ async fn post_run_extraction_submits_candidates_after_the_answer_as_a_run_of_its
     assert_eq!(records.len(), 2);
     for record in &records {
         let origin = &record.provenance[0];
-        assert_eq!(origin.source, keel::types::MemorySource::Extraction);
+        assert_eq!(origin.source, keel::MemorySource::Extraction);
         assert_eq!(origin.request_id.as_ref(), Some(&response.request_id));
         assert_eq!(record.namespace, "users/alice");
     }

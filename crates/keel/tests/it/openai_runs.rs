@@ -1,6 +1,6 @@
 //! Whole runs against the `openai` provider and a mock server speaking real SSE on 127.0.0.1.
 
-use keel::types::{AdapterEvent, ErrorCode, EventPayload, FinishReason};
+use keel::{AdapterEvent, ErrorCode, EventPayload, FinishReason};
 use keel::{RunStatus, Runtime};
 use keel_test_support::{MockLlm, MockResponse, MockSse, MockToolCall};
 

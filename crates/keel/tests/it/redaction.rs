@@ -2,7 +2,7 @@
 //! argument or the model's answer carries it, and a file a tool writes is logged as its size
 //! and sha256, never its contents — in the store and in the JSONL mirror alike.
 
-use keel::types::{AdapterEvent, EventPayload};
+use keel::{AdapterEvent, EventPayload};
 use keel::{RunStatus, Runtime};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Replay re-executes a run from its log and reproduces its event sequence; fork continues a
 //! copy of a run's first events.
 
-use keel::types::EventPayload;
+use keel::EventPayload;
 use keel::{RunStatus, Runtime};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 
@@ -86,7 +86,7 @@ async fn replay_reports_where_a_changed_workspace_diverges() {
                 && matches!(
                     &e.payload,
                     EventPayload::Adapter {
-                        event: keel::types::AdapterEvent::ToolResult { .. }
+                        event: keel::AdapterEvent::ToolResult { .. }
                     }
                 )
         })
@@ -116,7 +116,7 @@ async fn fork_continues_a_copy_of_the_first_events_with_the_live_model() {
             matches!(
                 &e.payload,
                 EventPayload::Adapter {
-                    event: keel::types::AdapterEvent::ToolResult { .. }
+                    event: keel::AdapterEvent::ToolResult { .. }
                 }
             )
         })

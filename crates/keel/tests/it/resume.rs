@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use keel::types::{
-    AdapterEvent, EventPayload, GuardDecision, ModelStopReason, RunLinks, ToolCall, Usage,
-};
+use keel::{AdapterEvent, EventPayload, GuardDecision, ModelStopReason, RunLinks, ToolCall, Usage};
 use keel::{Event, RequestId, RunRecord, RunStatus, RunStore, Runtime};
 use keel_store::SqliteStore;
 use keel_test_support::{MockLlm, MockResponse};
@@ -31,7 +29,7 @@ fn runtime_with_store(ws: &keel_test_support::TempWorkspace) -> (Arc<SqliteStore
 }
 
 /// The opening event of run `id` for `input`.
-fn opened(id: &RequestId, input: &str, mode: Option<keel::types::PermissionMode>) -> Event {
+fn opened(id: &RequestId, input: &str, mode: Option<keel::PermissionMode>) -> Event {
     event(
         id,
         1,
@@ -57,9 +55,9 @@ async fn leave_interrupted(store: &SqliteStore, record: &mut RunRecord, log: &[E
 
 fn event(id: &RequestId, seq: u64, payload: EventPayload) -> Event {
     Event {
-        id: keel::types::EventId::generate(),
+        id: keel::EventId::generate(),
         seq,
-        ts: keel::types::now_rfc3339(),
+        ts: keel_types::now_rfc3339(),
         request_id: id.clone(),
         session_id: None,
         agent_id: "assistant".into(),
@@ -382,7 +380,7 @@ async fn a_resumed_run_may_change_a_file_it_read_before_the_interruption() {
         opened(
             &id,
             "Rewrite the README",
-            Some(keel::types::PermissionMode::AcceptEdits),
+            Some(keel::PermissionMode::AcceptEdits),
         ),
         event(
             &id,

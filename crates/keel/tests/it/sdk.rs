@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keel::types::{
+use keel::{
     BoxStream, Message, ModelError, ModelEvent, ModelRequest, ModelStopReason, ModelStream, Role,
     Usage,
 };
@@ -122,27 +122,27 @@ async fn the_handle_streams_events_and_the_final_response() {
 struct NoOslo;
 
 #[async_trait]
-impl keel::InProcessHook for NoOslo {
+impl keel::hooks::InProcessHook for NoOslo {
     fn name(&self) -> &str {
         "no-oslo"
     }
 
-    fn event(&self) -> keel::workspace::HookEvent {
-        keel::workspace::HookEvent::PreToolUse
+    fn event(&self) -> keel::HookEvent {
+        keel::HookEvent::PreToolUse
     }
 
     async fn call(
         &self,
-        input: &keel::HookInput,
-    ) -> Result<keel::HookOutcome, keel::hooks::HookError> {
+        input: &keel::hooks::HookInput,
+    ) -> Result<keel::hooks::HookOutcome, keel::hooks::HookError> {
         let city = input.tool_input.as_ref().and_then(|i| i["city"].as_str());
         Ok(match city {
-            Some("Oslo") => keel::HookOutcome {
+            Some("Oslo") => keel::hooks::HookOutcome {
                 decision: Some(keel::hooks::PermissionDecision::Deny),
                 decision_reason: Some("Oslo is out of scope".into()),
                 ..Default::default()
             },
-            _ => keel::HookOutcome::default(),
+            _ => keel::hooks::HookOutcome::default(),
         })
     }
 }
@@ -248,7 +248,7 @@ async fn text_deltas_that_arrive_together_are_one_event() {
             .iter()
             .filter_map(|e| match &e.payload {
                 keel::EventPayload::Adapter {
-                    event: keel::types::event::AdapterEvent::OutputDelta { text, .. },
+                    event: keel::AdapterEvent::OutputDelta { text, .. },
                 } => Some(text.clone()),
                 _ => None,
             })

@@ -1,7 +1,7 @@
 //! Sessions: each request sees the session's earlier turns, the transcript is persisted, and
 //! trimming keeps tool calls with their results.
 
-use keel::types::Role;
+use keel::Role;
 use keel::{RequestOptions, RunStatus, Runtime, SessionId};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 

@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use keel::types::{EventPayload, SkillReason};
 use keel::{ApprovalScope, Error, RequestOptions, RunStatus, Runtime, RuntimeError};
+use keel::{EventPayload, SkillReason};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder};
 use serde_json::{Value, json};
 
@@ -271,7 +271,7 @@ async fn load_skill_and_read_skill_resource_are_contained_to_the_skill() {
         .filter_map(|e| match &e.payload {
             EventPayload::ToolGuard {
                 call_id, decision, ..
-            } if *decision == keel::types::GuardDecision::Blocked => Some(call_id.as_str()),
+            } if *decision == keel::GuardDecision::Blocked => Some(call_id.as_str()),
             _ => None,
         })
         .collect();

@@ -3,7 +3,7 @@
 //! cancelling a parent stops its children's tools; a child's approval names the root; an
 //! agent with `output.schema` is asked again until its answer matches.
 
-use keel::types::{AdapterEvent, ErrorCode, EventPayload, FinishReason};
+use keel::{AdapterEvent, ErrorCode, EventPayload, FinishReason};
 use keel::{RequestOptions, RunStatus, Runtime};
 use keel_test_support::process::{alive, read_pid, wait_gone};
 use keel_test_support::{MockLlm, MockResponse, MockToolCall, OPENAI_MOCK_MODEL, WorkspaceBuilder};
@@ -210,7 +210,7 @@ async fn a_child_cannot_call_a_tool_its_parents_policy_denies() {
         _ => None,
     });
     let (decision, source) = denied.expect("the child's call was decided by policy");
-    assert_eq!(decision, keel::types::PolicyDecision::Deny);
+    assert_eq!(decision, keel::PolicyDecision::Deny);
     assert!(source.starts_with("narrowing["), "{source}");
 
     // The helper's own policy allows it: asked directly, it runs the command.

@@ -2,7 +2,7 @@
 //! an approval node and a nested workflow; the other branch skipped; the side-effect log
 //! written once per node; spec-driven phases with gates; loops with a bound.
 
-use keel::types::EventPayload;
+use keel::EventPayload;
 use keel::{ApprovalScope, RunStatus, Runtime};
 use keel_test_support::workflows::triage_workspace;
 use keel_test_support::{MockLlm, MockResponse, OPENAI_MOCK_MODEL, WorkspaceBuilder};
