@@ -339,3 +339,93 @@ fn the_graph_is_read_correctly() {
     }
     assert!(closure(&g, "keel-models").contains("reqwest"));
 }
+
+/// Every `.rs` file below `dir`, read.
+fn sources_below(dir: &std::path::Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources_below(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(std::fs::read_to_string(&path).unwrap());
+        }
+    }
+}
+
+/// Whether `text` names `ident` as a whole word (a path segment, an `extern crate`).
+fn names_word(text: &str, ident: &str) -> bool {
+    text.match_indices(ident).any(|(at, _)| {
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let before = text[..at].chars().next_back().is_none_or(|c| !word(c));
+        let after = text[at + ident.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !word(c));
+        before && after
+    })
+}
+
+#[test]
+fn every_dev_dependency_is_used_and_not_a_normal_one_again() {
+    // cargo-machete (`.ci/run`) checks the normal dependencies; this checks the
+    // dev-dependencies: each is named by some source of its crate (tests, benches, examples,
+    // `#[cfg(test)]` code), and none repeats a normal dependency (those are in scope for
+    // tests already) with no feature of its own.
+    let meta = cargo_metadata(&["--no-deps"]);
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for package in meta["packages"].as_array().unwrap() {
+        let name = package["name"].as_str().unwrap();
+        let root = std::path::Path::new(package["manifest_path"].as_str().unwrap())
+            .parent()
+            .unwrap();
+        let mut sources = Vec::new();
+        for dir in ["src", "tests", "benches", "examples"] {
+            sources_below(&root.join(dir), &mut sources);
+        }
+        let deps = package["dependencies"].as_array().unwrap();
+        let features = |dep: &Value| -> (BTreeSet<String>, bool) {
+            let listed = dep["features"].as_array().into_iter().flatten();
+            let listed = listed.map(|f| f.as_str().unwrap().to_owned()).collect();
+            (listed, dep["uses_default_features"] == true)
+        };
+        let normal: BTreeMap<&str, (BTreeSet<String>, bool)> = deps
+            .iter()
+            // An optional dependency is not there for every test build.
+            .filter(|d| d["kind"].is_null() && d["optional"] != true)
+            .map(|d| (d["name"].as_str().unwrap(), features(d)))
+            .collect();
+        for dep in deps.iter().filter(|d| d["kind"] == "dev") {
+            checked += 1;
+            let dep_name = dep["name"].as_str().unwrap();
+            let ident = dep["rename"].as_str().unwrap_or(dep_name).replace('-', "_");
+            if !sources.iter().any(|text| names_word(text, &ident)) {
+                problems.push(format!("{name}: dev-dependency {dep_name} is not used"));
+            }
+            let (dev_features, dev_default) = features(dep);
+            let repeats = normal.get(dep_name).is_some_and(|(listed, default)| {
+                dev_features.is_subset(listed) && (*default || !dev_default)
+            });
+            if repeats {
+                problems.push(format!(
+                    "{name}: dev-dependency {dep_name} repeats a normal dependency"
+                ));
+            }
+        }
+    }
+    assert!(
+        checked > 20,
+        "the manifests were read ({checked} dev-dependencies)"
+    );
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn the_word_check_sees_whole_words_only() {
+    assert!(names_word("use demo_crate::Thing;", "demo_crate"));
+    assert!(!names_word("use my_demo_crate::Thing;", "demo_crate"));
+    assert!(!names_word("let demo_crates = 1;", "demo_crate"));
+}
