@@ -57,6 +57,11 @@ pub enum TasksCommand {
         /// Run the `PreToolUse` hooks again when the task runs.
         #[arg(long)]
         double_check_on_run: bool,
+        /// The permission mode the call is checked under, at create and when it runs:
+        /// `default`, `acceptEdits`, `dontAsk` or `plan` (nothing with side effects runs);
+        /// default: the agent's.
+        #[arg(long)]
+        mode: Option<String>,
     },
     /// Print a task.
     Get { id: String },
@@ -243,6 +248,7 @@ async fn task_command(runtime: &Runtime, command: TasksCommand) -> Result<(), Cl
             args,
             agent,
             double_check_on_run,
+            mode,
         } => {
             let args = read_args(args)?;
             let task = runtime
@@ -251,6 +257,10 @@ async fn task_command(runtime: &Runtime, command: TasksCommand) -> Result<(), Cl
                     tool,
                     arguments: args,
                     double_check_on_run,
+                    mode: mode
+                        .as_deref()
+                        .map(str::parse::<keel::PermissionMode>)
+                        .transpose()?,
                 })
                 .await
                 .map_err(CliError::usage)?;

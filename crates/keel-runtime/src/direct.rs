@@ -11,14 +11,14 @@
 use std::collections::BTreeMap;
 
 use keel_tools::gateway::Guarded;
-use keel_tools::hooks::{HookInput, PermissionDecision};
+use keel_tools::hooks::HookInput;
 use keel_types::{
-    HookEvent, Issue, PolicyDecision, RequestId, RunRecord, TaskDecision, TaskHook, TaskRecord,
-    TaskStatus, ToolCall, ToolContext,
+    HookEvent, Issue, PermissionMode, PolicyDecision, RequestId, RunRecord, TaskDecision, TaskHook,
+    TaskRecord, TaskStatus, ToolCall, ToolContext,
 };
 use serde_json::Value;
 
-use crate::governance::{HookCall, HookResult, HookRound};
+use crate::governance::{Governance, HookAnswer, HookCall, HookResult, HookRound, Refusal, Ruling};
 
 use crate::RuntimeError;
 use crate::agent_loop::{DirectCall, Launch, Start};
@@ -36,6 +36,9 @@ pub struct TaskRequest {
     /// Run the `PreToolUse` hooks again when the task runs (also when the Tool document says
     /// `doubleCheckOnRun: true`).
     pub double_check_on_run: bool,
+    /// The permission mode to check the call under, at create and when it runs, as a run's
+    /// request may set one (`plan` refuses a tool with side effects); default: the agent's.
+    pub mode: Option<PermissionMode>,
 }
 
 impl Kernel {
@@ -58,6 +61,7 @@ impl Kernel {
             hooks: Vec::new(),
             hook_decision: None,
             double_check_on_run: request.double_check_on_run,
+            mode: request.mode,
             status: TaskStatus::Created,
             request_id: None,
             output: None,
@@ -170,13 +174,16 @@ impl Kernel {
         let record = RunRecord::new(RequestId::generate(), None, agent, input);
         self.store().create_run(&record).await?;
         Ok(self.launch(Launch {
+            // A task's run is checked under the mode it was created under.
+            mode: task.as_ref().and_then(|task| task.mode),
             direct: Some(DirectCall { call, task }),
             ..Launch::new(record, spec, provider, Start::Fresh)
         }))
     }
 
     /// The whole guard on a task's call — gateway, policy, `PreToolUse` hooks — with the
-    /// outcome recorded on it.
+    /// outcome recorded on it, as [`Governance::rule`] rules (the task's permission mode
+    /// applies; a task has no ancestors, so no narrowing layers).
     async fn check_task(&self, task: &mut TaskRecord, arguments: &str) -> Result<(), RuntimeError> {
         task.reason = None;
         task.hooks.clear();
@@ -186,46 +193,72 @@ impl Kernel {
         if task.decision == TaskDecision::Deny {
             return Ok(());
         }
-        self.decide_policy(task);
-        if task.decision == TaskDecision::Deny {
-            return Ok(());
+        let policy = self.services().governance.decide_call(
+            &self.gateway(),
+            &task.agent,
+            &task.tool,
+            &task.arguments,
+            task.mode,
+            &[],
+        );
+        // What policy decided, in words, when it did not simply allow.
+        let policy_says = (policy.decision != PolicyDecision::Allow).then(|| {
+            policy
+                .reason
+                .clone()
+                .unwrap_or_else(|| format!("{} by {}", policy.decision.as_str(), policy.source))
+        });
+        let mut ruling = Governance::rule(&policy, HookAnswer::NotAsked);
+        if ruling == Ruling::AskHooks {
+            let round = self.task_hooks(task).await;
+            ruling = Governance::rule(&policy, HookAnswer::Round(&round));
+            task.hook_decision = round.combined.decision;
         }
-        let round = self.task_hooks(task).await;
-        let hooks = round.combined;
-        let refused = round
-            .fail
-            .or(round.denied)
-            .or(hooks.stop)
-            .or(hooks.block)
-            .or_else(|| match hooks.decision {
-                Some(PermissionDecision::Deny) => Some(
-                    hooks
-                        .decision_reason
-                        .clone()
-                        .unwrap_or_else(|| "denied by a hook".to_owned()),
-                ),
-                _ => None,
-            });
-        if let Some(reason) = refused {
-            task.decision = TaskDecision::Deny;
-            task.reason = Some(reason);
-            return Ok(());
-        }
-        task.hook_decision = hooks.decision;
-        match hooks.decision {
-            Some(PermissionDecision::Ask) => {
-                task.decision = TaskDecision::NeedsApproval;
-                task.reason = hooks.decision_reason.or(task.reason.take());
+        let rewrite = match ruling {
+            Ruling::AskHooks => None,
+            Ruling::Refuse {
+                refusal: Refusal::Policy { source },
+                ..
+            } => {
+                let reason = policy_says.unwrap_or_default();
+                task.decision = TaskDecision::Deny;
+                task.issues.push(Issue {
+                    path: String::new(),
+                    expected: "a call the workspace's policies allow".into(),
+                    found: source,
+                    message: reason.clone(),
+                });
+                task.reason = Some(reason);
+                return Ok(());
             }
-            // A hook's allow settles a policy `ask`, as in a run.
-            Some(PermissionDecision::Allow) => {
+            Ruling::Refuse { refusal, reason } => {
+                task.decision = TaskDecision::Deny;
+                task.hook_decision = None;
+                task.reason = Some(reason.unwrap_or_else(|| refusal.what()));
+                return Ok(());
+            }
+            // No run to stop: the task is refused.
+            Ruling::Stop { reason } => {
+                task.decision = TaskDecision::Deny;
+                task.hook_decision = None;
+                task.reason = Some(reason);
+                return Ok(());
+            }
+            Ruling::Ask {
+                reason, rewrite, ..
+            } => {
+                task.decision = TaskDecision::NeedsApproval;
+                task.reason = reason.or(policy_says);
+                rewrite
+            }
+            Ruling::Proceed { rewrite } => {
                 task.decision = TaskDecision::Allow;
                 task.reason = None;
+                rewrite
             }
-            _ => {}
-        }
+        };
         // A rewrite passes the gateway again.
-        if let Some(updated) = hooks.updated_input {
+        if let Some(updated) = rewrite {
             let mut rewritten = task.arguments.clone();
             if let Value::Object(map) = &mut rewritten {
                 map.extend(updated);
@@ -303,39 +336,6 @@ impl Kernel {
         }
     }
 
-    /// Policy's decision on a task's call the gateway allowed.
-    fn decide_policy(&self, task: &mut TaskRecord) {
-        let policy = self.services().governance.decide_call(
-            &self.gateway(),
-            &task.agent,
-            &task.tool,
-            &task.arguments,
-            None,
-            &[],
-        );
-        let reason = policy
-            .reason
-            .clone()
-            .unwrap_or_else(|| format!("{} by {}", policy.decision.as_str(), policy.source));
-        match policy.decision {
-            PolicyDecision::Allow => {}
-            PolicyDecision::Ask => {
-                task.decision = TaskDecision::NeedsApproval;
-                task.reason = Some(reason);
-            }
-            PolicyDecision::Deny => {
-                task.decision = TaskDecision::Deny;
-                task.issues.push(Issue {
-                    path: String::new(),
-                    expected: "a call the workspace's policies allow".into(),
-                    found: policy.source.clone(),
-                    message: reason.clone(),
-                });
-                task.reason = Some(reason);
-            }
-        }
-    }
-
     /// The `PreToolUse` hooks on a task's call, each one's answer kept on the task.
     async fn task_hooks(&self, task: &mut TaskRecord) -> HookRound {
         let mut input = HookInput::new(HookEvent::PreToolUse, &self.workspace().root);
@@ -344,7 +344,7 @@ impl Kernel {
             self.services()
                 .governance
                 .policy()
-                .mode(&task.agent, None)
+                .mode(&task.agent, task.mode)
                 .as_str()
                 .to_owned(),
         );

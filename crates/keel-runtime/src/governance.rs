@@ -24,6 +24,9 @@ use keel_workspace::PolicySpec;
 use keel_workspace::{HookOnError, Workspace};
 use serde_json::Value;
 
+mod ruling;
+pub(crate) use ruling::{HookAnswer, Refusal, Ruling};
+
 /// The combined answer of an event's hooks.
 pub(crate) struct HookRound {
     pub combined: Combined,

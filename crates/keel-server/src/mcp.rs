@@ -260,6 +260,8 @@ impl Backend for McpBackend {
             tool: task.tool,
             arguments: task.arguments.to_string(),
             double_check_on_run: task.double_check_on_run,
+            // The served agent's own permission mode applies.
+            mode: None,
         };
         self.runtime
             .create_task_with(request)

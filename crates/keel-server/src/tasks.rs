@@ -6,7 +6,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use keel::{TaskRecord, TaskRequest};
+use keel::{PermissionMode, TaskRecord, TaskRequest};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -43,6 +43,10 @@ pub(crate) struct NewTask {
     /// otherwise).
     #[serde(default)]
     double_check_on_run: bool,
+    /// The permission mode the call is checked under, at create and when it runs
+    /// (`default`, `acceptEdits`, `dontAsk`, `plan`); default: the agent's.
+    #[serde(default)]
+    mode: Option<PermissionMode>,
 }
 
 fn empty_object() -> Value {
@@ -63,7 +67,7 @@ pub(crate) async fn list_tasks(
     Ok(Json(json!({ "data": tasks })))
 }
 
-/// `POST /api/tasks` (`{tool, arguments, agent?, doubleCheckOnRun?}`) → 201 and the
+/// `POST /api/tasks` (`{tool, arguments, agent?, doubleCheckOnRun?, mode?}`) → 201 and the
 /// TaskRecord with the whole guard's decision — gateway, policy and `PreToolUse` hooks:
 /// `allow | deny | needs_approval`, with `issues`, `reason` and each hook's answer in `hooks`.
 pub(crate) async fn create_task(
@@ -78,6 +82,7 @@ pub(crate) async fn create_task(
             arguments: arguments_text(&task.arguments),
             tool: task.tool,
             double_check_on_run: task.double_check_on_run,
+            mode: task.mode,
         })
         .await
         .map_err(runtime_error)?;

@@ -65,6 +65,10 @@ pub struct TaskRecord {
     /// it); otherwise their answers at create stand.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub double_check_on_run: bool,
+    /// The permission mode the call is checked under, at create and when it runs (the
+    /// agent's own when the request set none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<crate::PermissionMode>,
     pub status: TaskStatus,
     /// The run that executed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -597,6 +597,7 @@ impl Runtime {
             tool: tool.to_owned(),
             arguments: arguments.to_owned(),
             double_check_on_run: false,
+            mode: None,
         })
         .await
     }

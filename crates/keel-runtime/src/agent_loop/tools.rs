@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 use keel_tools::gateway::Guarded;
-use keel_tools::hooks::{HookInput, PermissionDecision};
+use keel_tools::hooks::HookInput;
 use keel_types::{
     AdapterEvent, ErrorCode, EventPayload, FinishReason, HookEvent, Message, NATIVE_ADAPTER,
     PolicyDecision, ProgressSink, StoreError, ToolCall, ToolContext, ToolError, ToolOutput,
@@ -29,6 +29,7 @@ use keel_types::{
 use serde_json::Value;
 
 use super::{AgentRun, End, millis};
+use crate::governance::{Governance, HookAnswer, HookRound, Ruling};
 
 /// More than the truncation note of a large output ever takes: the preview is copied out
 /// with this much room left, then cut to fit the note.
@@ -113,8 +114,10 @@ impl AgentRun {
         Ok(verdict)
     }
 
-    /// Step 2: policy, `PreToolUse` hooks and a human for one call the gateway accepted.
-    /// Refuses the verdict when any of them says no; a hook's stop also ends the run.
+    /// Step 2: policy, `PreToolUse` hooks and a human for one call the gateway accepted, as
+    /// [`Governance::rule`](crate::governance::Governance::rule) rules; this records what
+    /// was decided and asks the human. Refuses the verdict when any of them says no; a hook's
+    /// stop also ends the run.
     async fn govern(&mut self, verdict: &mut Guarded) -> Result<(), StoreError> {
         if let Some(reason) = &self.stop {
             verdict.refuse(stopped(reason));
@@ -126,7 +129,6 @@ impl AgentRun {
         let tool = verdict.tool().to_owned();
         let call_id = verdict.call_id().to_owned();
 
-        // Policy.
         let policy = self.services.governance.decide_call(
             &self.services.gateway,
             &self.record.agent,
@@ -135,7 +137,6 @@ impl AgentRun {
             self.mode,
             &self.narrowing.iter().collect::<Vec<_>>(),
         );
-        let mut ask: Option<(String, Option<String>)> = None;
         if policy.decision != PolicyDecision::Allow {
             self.emitter.emit(EventPayload::PolicyDecided {
                 call_id: call_id.clone(),
@@ -144,31 +145,61 @@ impl AgentRun {
                 source: policy.source.clone(),
                 reason: policy.reason.clone(),
             })?;
-            if policy.decision == PolicyDecision::Deny {
-                let what = format!("denied by policy ({})", policy.source);
-                verdict.refuse(refusal(&what, policy.reason.as_deref()));
-                return Ok(());
-            }
-            ask = Some((policy.source, policy.reason));
+        }
+        let mut ruling = Governance::rule(&policy, HookAnswer::NotAsked);
+        if ruling == Ruling::AskHooks {
+            // A task's run asks its `PreToolUse` hooks again only with `doubleCheckOnRun`;
+            // their decision at create stands otherwise.
+            ruling = match self.direct.as_ref().and_then(|d| d.task.as_ref()) {
+                Some(task) if !task.double_check_on_run => Governance::rule(
+                    &policy,
+                    HookAnswer::AtCreate {
+                        decision: task.hook_decision,
+                        reason: task.reason.as_deref(),
+                    },
+                ),
+                _ => {
+                    let round = self.pre_tool_hooks(&tool, &arguments, &call_id).await?;
+                    Governance::rule(&policy, HookAnswer::Round(&round))
+                }
+            };
         }
 
-        // `PreToolUse` hooks — for a task, only when it asks for them again at run; its
-        // hooks' decision at create stands otherwise.
-        if let Some(task) = self.direct.as_ref().and_then(|d| d.task.as_ref())
-            && !task.double_check_on_run
-        {
-            match task.hook_decision {
-                Some(PermissionDecision::Ask) => {
-                    ask = Some(("hook".to_owned(), task.reason.clone()));
-                }
-                Some(PermissionDecision::Allow) => ask = None,
-                _ => {}
+        let (ask, rewrite) = match ruling {
+            Ruling::AskHooks => return Ok(()),
+            Ruling::Refuse { refusal, reason } => {
+                verdict.refuse(refusal_text(&refusal.what(), reason.as_deref()));
+                return Ok(());
             }
-        } else if !self
-            .pre_tool_hooks(verdict, &tool, &arguments, &mut ask)
-            .await?
-        {
-            return Ok(());
+            Ruling::Stop { reason } => {
+                verdict.refuse(stopped(&reason));
+                self.stop = Some(reason);
+                return Ok(());
+            }
+            Ruling::Ask {
+                asked_by,
+                reason,
+                rewrite,
+            } => (Some((asked_by, reason)), rewrite),
+            Ruling::Proceed { rewrite } => (None, rewrite),
+        };
+
+        // A rewrite passes the gateway again.
+        if let Some(updated) = rewrite {
+            let mut rewritten = arguments.clone();
+            if let Value::Object(map) = &mut rewritten {
+                map.extend(updated);
+            }
+            let call = ToolCall {
+                id: call_id.clone(),
+                name: tool.clone(),
+                arguments: rewritten.to_string(),
+            };
+            let recheck = self.guard_call(&call).await?;
+            verdict.adopt_recheck(recheck);
+            if !verdict.is_allowed() {
+                return Ok(());
+            }
         }
 
         // A human.
@@ -178,7 +209,7 @@ impl AgentRun {
                 .ask_human(&call_id, &tool, &arguments, &asked_by, reason)
                 .await?;
             if !decision.approved {
-                verdict.refuse(refusal(
+                verdict.refuse(refusal_text(
                     "denied by the human reviewer",
                     decision.reason.as_deref(),
                 ));
@@ -187,84 +218,21 @@ impl AgentRun {
         Ok(())
     }
 
-    /// The `PreToolUse` hooks of step 2: whether the call goes on (to a human when `ask` is
-    /// set). A deny, a block, a stop or a failure refuses the call; an ask sets `ask`, an allow
-    /// clears it; a rewrite is guarded again.
+    /// The `PreToolUse` hooks of step 2, each recorded; their round for the ruling.
     async fn pre_tool_hooks(
-        &mut self,
-        verdict: &mut Guarded,
+        &self,
         tool: &str,
         arguments: &Value,
-        ask: &mut Option<(String, Option<String>)>,
-    ) -> Result<bool, StoreError> {
-        let call_id = verdict.call_id().to_owned();
-        let round = self
-            .run_hooks(HookEvent::PreToolUse, Some(tool), || {
-                let mut input =
-                    HookInput::new(HookEvent::PreToolUse, &self.services.workspace.root);
-                input.tool_name = Some(tool.to_owned());
-                input.tool_input = Some(arguments.clone());
-                input.tool_use_id = Some(call_id.clone());
-                input
-            })
-            .await?;
-        if let Some(reason) = round.fail {
-            self.stop_run(verdict, reason);
-            return Ok(false);
-        }
-        if let Some(reason) = round.denied {
-            verdict.refuse(refusal("denied because a hook failed", Some(&reason)));
-            return Ok(false);
-        }
-        let hooks = round.combined;
-        if let Some(reason) = hooks.stop {
-            self.stop_run(verdict, reason);
-            return Ok(false);
-        }
-        if let Some(reason) = hooks.block {
-            verdict.refuse(refusal("blocked by a hook", Some(&reason)));
-            return Ok(false);
-        }
-        match hooks.decision {
-            Some(PermissionDecision::Deny) => {
-                verdict.refuse(refusal(
-                    "denied by a hook",
-                    hooks.decision_reason.as_deref(),
-                ));
-                return Ok(false);
-            }
-            Some(PermissionDecision::Ask) => {
-                *ask = Some(("hook".to_owned(), hooks.decision_reason.clone()));
-            }
-            // A hook's allow settles a policy `ask`, as in Claude Code.
-            Some(PermissionDecision::Allow) => *ask = None,
-            None => {}
-        }
-
-        // A rewrite passes the gateway again.
-        if let Some(updated) = hooks.updated_input {
-            let mut rewritten = arguments.clone();
-            if let Value::Object(map) = &mut rewritten {
-                map.extend(updated);
-            }
-            let call = ToolCall {
-                id: call_id,
-                name: tool.to_owned(),
-                arguments: rewritten.to_string(),
-            };
-            let recheck = self.guard_call(&call).await?;
-            verdict.adopt_recheck(recheck);
-            if !verdict.is_allowed() {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    /// Refuses the call because a hook stopped the run, which ends after this round.
-    fn stop_run(&mut self, verdict: &mut Guarded, reason: String) {
-        verdict.refuse(stopped(&reason));
-        self.stop = Some(reason);
+        call_id: &str,
+    ) -> Result<HookRound, StoreError> {
+        self.run_hooks(HookEvent::PreToolUse, Some(tool), || {
+            let mut input = HookInput::new(HookEvent::PreToolUse, &self.services.workspace.root);
+            input.tool_name = Some(tool.to_owned());
+            input.tool_input = Some(arguments.clone());
+            input.tool_use_id = Some(call_id.to_owned());
+            input
+        })
+        .await
     }
 
     /// Step 3: runs the allowed calls concurrently (bounded); the outcomes in call order.
@@ -647,7 +615,7 @@ impl AgentRun {
 }
 
 /// The tool result a refused call gives the model.
-fn refusal(what: &str, reason: Option<&str>) -> String {
+fn refusal_text(what: &str, reason: Option<&str>) -> String {
     serde_json::json!({
         "error": format!("tool call {what}"),
         "reason": reason,

@@ -4,7 +4,9 @@
 //! The acceptance scenarios: a guard hook denying at create, and a task needing a human. The
 //! hook is a real Python script written as the Claude Code documentation writes them.
 
-use keel::{ApprovalScope, Runtime, TaskDecision, TaskRequest, TaskStatus};
+use keel::{
+    ApprovalScope, EventPayload, PermissionMode, Runtime, TaskDecision, TaskRequest, TaskStatus,
+};
 use keel_test_support::TempWorkspace;
 use serde_json::Value;
 
@@ -69,6 +71,7 @@ fn request(tool: &str, service: &str, double_check_on_run: bool) -> TaskRequest 
         tool: tool.to_owned(),
         arguments: format!(r#"{{"service":"{service}"}}"#),
         double_check_on_run,
+        mode: None,
     }
 }
 
@@ -191,4 +194,58 @@ async fn double_check_on_run_runs_the_hooks_again_from_the_request_or_the_tool()
         });
         assert!(recorded, "{:?}", common::types(&events));
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_is_checked_under_its_permission_mode_at_create_and_at_run() {
+    let ws = workspace();
+    let runtime = runtime(&ws);
+
+    // Under `plan`, a tool with side effects is refused at create, as in a run: policy's
+    // rule allowing `deploy*` does not count, and no hook is asked.
+    let planned = runtime
+        .create_task_with(TaskRequest {
+            mode: Some(PermissionMode::Plan),
+            ..request("deploy", "api", false)
+        })
+        .await
+        .unwrap();
+    assert_eq!(planned.decision, TaskDecision::Deny, "{planned:?}");
+    assert_eq!(
+        planned.reason.as_deref(),
+        Some("plan mode runs no tool that changes anything")
+    );
+    assert_eq!(planned.issues[0].found, "permission mode plan");
+    assert_eq!(planned.mode, Some(PermissionMode::Plan));
+    assert!(guard_inputs(&ws).is_empty(), "no hook was asked");
+    let refused = runtime.run_task(&planned.task_id).await;
+    assert!(refused.is_err(), "a denied task does not run");
+
+    // Under `acceptEdits` the same call is allowed; the hooks see the task's mode, and its
+    // run is checked under it too (recorded in the run's opening event).
+    let accepted = runtime
+        .create_task_with(TaskRequest {
+            mode: Some(PermissionMode::AcceptEdits),
+            ..request("deploy", "api", false)
+        })
+        .await
+        .unwrap();
+    assert_eq!(accepted.decision, TaskDecision::Allow, "{accepted:?}");
+    assert_eq!(guard_inputs(&ws)[0]["permission_mode"], "acceptEdits");
+    let handle = runtime.run_task(&accepted.task_id).await.unwrap();
+    let id = handle.request_id().clone();
+    let response = handle.wait().await.unwrap();
+    assert_eq!(response.status, keel::RunStatus::Completed, "{response:?}");
+    let events = runtime.events(&id, 0).await.unwrap();
+    assert!(
+        matches!(
+            &events[0].payload,
+            EventPayload::RequestStarted {
+                mode: Some(PermissionMode::AcceptEdits),
+                ..
+            }
+        ),
+        "{:?}",
+        events[0].payload
+    );
 }
