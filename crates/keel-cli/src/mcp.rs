@@ -126,10 +126,10 @@ async fn inspect(runtime: &keel::Runtime, command: McpCommand) -> Result<(), Cli
                 )));
             }
             for name in &status.tools {
-                let Some(spec) = runtime.tool_spec(name) else {
+                let Some(spec) = runtime.tools().spec(name) else {
                     continue;
                 };
-                let read_only = runtime.tool_read_only(name);
+                let read_only = runtime.tools().read_only(name);
                 // A tool whose own name is not a valid model tool name is offered under a
                 // mapped one (docs/mcp.md#tool-names); the server knows it by its own.
                 let original = status

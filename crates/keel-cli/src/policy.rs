@@ -54,7 +54,7 @@ pub async fn check(
         .build()
         .map_err(CliError::usage)?;
     let agent = (!agent.is_empty()).then_some(agent.as_str());
-    let verdict = runtime.check_policy(agent, tool, &args, mode).await;
+    let verdict = runtime.tools().check_policy(agent, tool, &args, mode).await;
     runtime.stop_mcp().await;
     let verdict = verdict.map_err(CliError::failed)?;
     let decision = match verdict.decision {

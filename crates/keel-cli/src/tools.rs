@@ -106,7 +106,7 @@ pub async fn tools(root: &Path, command: ToolsCommand) -> Result<(), CliError> {
             Some(interrupts),
         ) => {
             let args = read_args(args)?;
-            match runtime.call_tool(agent.as_deref(), &name, &args).await {
+            match runtime.tools().call(agent.as_deref(), &name, &args).await {
                 Ok(handle) => follow::to_end_with(handle, printer, interrupts).await,
                 Err(error) => Err(CliError::usage(error)),
             }
@@ -125,8 +125,8 @@ async fn agent_tools(
     agent: Option<&str>,
 ) -> Result<(Vec<keel::ToolSpec>, Vec<(String, String)>), CliError> {
     runtime.settle_mcp().await;
-    let specs = runtime.tools(agent).map_err(CliError::usage)?;
-    let listed = runtime.listed_tools(agent).map_err(CliError::usage)?;
+    let specs = runtime.tools().specs(agent).map_err(CliError::usage)?;
+    let listed = runtime.tools().listed(agent).map_err(CliError::usage)?;
     let unavailable = runtime
         .mcp_servers()
         .into_iter()
@@ -176,7 +176,7 @@ async fn inspect(runtime: &Runtime, command: ToolsCommand) -> Result<(), CliErro
             Ok(())
         }
         ToolsCommand::Stats { json } => {
-            let stats = runtime.tool_stats().await.map_err(CliError::failed)?;
+            let stats = runtime.tools().stats().await.map_err(CliError::failed)?;
             if json {
                 for s in &stats {
                     out::line(&serde_json::to_string(s)?);
@@ -213,7 +213,7 @@ pub async fn tasks(root: &Path, command: TasksCommand) -> Result<(), CliError> {
     let (runtime, printer) = workspace::start(root, &output).await?;
     match command {
         TasksCommand::Run { id, .. } => {
-            let handle = runtime.run_task(&id).await.map_err(CliError::usage)?;
+            let handle = runtime.tasks().run(&id).await.map_err(CliError::usage)?;
             follow::to_end(handle, printer).await
         }
         command => task_command(&runtime, command).await,
@@ -252,7 +252,8 @@ async fn task_command(runtime: &Runtime, command: TasksCommand) -> Result<(), Cl
         } => {
             let args = read_args(args)?;
             let task = runtime
-                .create_task_with(keel::TaskRequest {
+                .tasks()
+                .create(keel::TaskRequest {
                     agent,
                     tool,
                     arguments: args,
@@ -282,13 +283,16 @@ async fn task_command(runtime: &Runtime, command: TasksCommand) -> Result<(), Cl
                 ))),
             }
         }
-        TasksCommand::Get { id } => match runtime.get_task(&id).await.map_err(CliError::failed)? {
-            Some(task) => print_task(&task),
-            None => Err(CliError::failed(format!("no task `{id}`"))),
-        },
+        TasksCommand::Get { id } => {
+            match runtime.tasks().get(&id).await.map_err(CliError::failed)? {
+                Some(task) => print_task(&task),
+                None => Err(CliError::failed(format!("no task `{id}`"))),
+            }
+        }
         TasksCommand::List { limit } => {
             for task in runtime
-                .list_tasks(Some(limit))
+                .tasks()
+                .list(Some(limit))
                 .await
                 .map_err(CliError::failed)?
             {
@@ -301,13 +305,19 @@ async fn task_command(runtime: &Runtime, command: TasksCommand) -> Result<(), Cl
             let patch: serde_json::Value = serde_json::from_str(&args)
                 .map_err(|e| CliError::usage(format!("--args is not JSON: {e}")))?;
             let task = runtime
-                .update_task(&id, &patch)
+                .tasks()
+                .update(&id, &patch)
                 .await
                 .map_err(CliError::usage)?;
             print_task(&task)
         }
         TasksCommand::Delete { id } => {
-            match runtime.delete_task(&id).await.map_err(CliError::failed)? {
+            match runtime
+                .tasks()
+                .delete(&id)
+                .await
+                .map_err(CliError::failed)?
+            {
                 true => {
                     out::line(&format!("deleted task {id}"));
                     Ok(())

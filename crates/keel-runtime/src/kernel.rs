@@ -9,12 +9,16 @@ mod queue;
 mod reads;
 mod reload;
 mod sessions;
+mod tasks;
+mod tools;
 mod workflow;
 
 pub use options::RequestOptions;
 pub use queue::Replica;
 use reload::Current;
 pub use reload::{RELOAD_AGENT, ReloadParts, workspace_changes, workspace_digest};
+pub use tasks::{TaskRequest, Tasks};
+pub use tools::Tools;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};

@@ -8,7 +8,6 @@
 
 mod agent_loop;
 mod approval_wait;
-mod direct;
 pub mod emitter;
 mod error;
 pub mod governance;
@@ -26,12 +25,11 @@ pub mod retry;
 pub mod skills;
 pub mod subagents;
 
-pub use direct::TaskRequest;
 pub use error::RuntimeError;
 pub use governance::Governance;
 pub use handle::{RunHandle, RunResponse};
 pub use kernel::{
     Kernel, KernelParts, RELOAD_AGENT, ReloadParts, Replica, RequestOptions, ShutdownReport,
-    workspace_changes, workspace_digest,
+    TaskRequest, Tasks, Tools, workspace_changes, workspace_digest,
 };
 pub use replay::Divergence;

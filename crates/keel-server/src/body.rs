@@ -192,8 +192,8 @@ pub(crate) fn session_id(text: &str, param: &'static str) -> Result<SessionId, A
 }
 
 /// A store or runtime failure, without internals beyond the error's own message.
-pub(crate) fn internal(error: keel::Error) -> ApiError {
-    ApiError::Internal(error.to_string())
+pub(crate) fn internal(error: impl Into<keel::Error>) -> ApiError {
+    ApiError::Internal(error.into().to_string())
 }
 
 /// Parses an enum value (`status=`) by its wire name.

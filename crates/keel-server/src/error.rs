@@ -343,10 +343,10 @@ impl IntoResponse for ApiError {
 pub(crate) const WWW_AUTHENTICATE: &str = "Bearer realm=\"keel\"";
 
 /// Maps a runtime failure: what the caller got wrong is 4xx, the rest 5xx without internals.
-pub(crate) fn runtime_error(error: keel::Error) -> ApiError {
+pub(crate) fn runtime_error(error: impl Into<keel::Error>) -> ApiError {
     use keel::RuntimeError;
     use keel_types::StoreError;
-    match error {
+    match error.into() {
         keel::Error::Runtime(RuntimeError::UnknownAgent { name, .. }) => {
             ApiError::ModelNotFound(name)
         }

@@ -30,7 +30,7 @@ pub(crate) async fn inventory(State(state): State<AppState>) -> Result<Json<Valu
     let mut tools: BTreeMap<String, Value> = BTreeMap::new();
     let mut agents = Vec::new();
     for (name, agent) in &workspace.agents {
-        for spec in runtime.tools(Some(name)).map_err(internal)? {
+        for spec in runtime.tools().specs(Some(name)).map_err(internal)? {
             let entry = tools.entry(spec.name.clone()).or_insert_with(|| {
                 let doc = workspace.tools.get(&spec.name);
                 json!({

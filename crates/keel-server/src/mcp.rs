@@ -56,7 +56,7 @@ impl McpBackend {
     /// Serves `agent`'s tools (default: the workspace's default agent). Fails when the agent
     /// is unknown, or none is given and the workspace has no default.
     pub fn new(runtime: Runtime, agent: Option<&str>) -> Result<Self, keel::Error> {
-        runtime.tools(agent)?;
+        runtime.tools().specs(agent)?;
         let agent = agent
             .or(runtime.workspace().default_agent())
             .map(str::to_owned);
@@ -127,9 +127,10 @@ impl McpBackend {
     }
 
     /// Runs `start` under the server's admission (over HTTP) and follows the run to its end.
-    async fn run<F>(&self, cx: &CallContext, start: F) -> Result<RunOutcome, BackendError>
+    async fn run<F, E>(&self, cx: &CallContext, start: F) -> Result<RunOutcome, BackendError>
     where
-        F: Future<Output = Result<RunHandle, keel::Error>>,
+        F: Future<Output = Result<RunHandle, E>>,
+        E: Into<keel::Error>,
     {
         let ticket = match &self.http {
             Some(limits) => Some(limits.admission.admit().map_err(|_| {
@@ -180,8 +181,8 @@ async fn ask_user(runtime: Runtime, ask: keel_mcp::server::Asker, approval: Appr
 
 /// An SDK error as the MCP client should see it: what the caller can act on is a refusal
 /// with the message; a store or internal failure is the server's.
-fn refusal(error: keel::Error) -> BackendError {
-    match error {
+fn refusal(error: impl Into<keel::Error>) -> BackendError {
+    match error.into() {
         keel::Error::Runtime(RuntimeError::Store(e)) | keel::Error::Store(e) => {
             BackendError::Internal(e.to_string())
         }
@@ -190,8 +191,8 @@ fn refusal(error: keel::Error) -> BackendError {
     }
 }
 
-fn internal(error: keel::Error) -> BackendError {
-    BackendError::Internal(error.to_string())
+fn internal(error: impl Into<keel::Error>) -> BackendError {
+    BackendError::Internal(error.into().to_string())
 }
 
 #[async_trait]
@@ -204,13 +205,13 @@ impl Backend for McpBackend {
         let Some(agent) = &self.agent else {
             return Ok(Vec::new());
         };
-        let specs = self.runtime.tools(Some(agent)).map_err(internal)?;
+        let specs = self.runtime.tools().specs(Some(agent)).map_err(internal)?;
         Ok(specs
             .into_iter()
             .map(|spec| ExposedTool {
-                read_only: self.runtime.tool_read_only(&spec.name),
-                idempotent: self.runtime.tool_idempotent(&spec.name),
-                destructive: self.runtime.tool_destructive(&spec.name),
+                read_only: self.runtime.tools().read_only(&spec.name),
+                idempotent: self.runtime.tools().idempotent(&spec.name),
+                destructive: self.runtime.tools().destructive(&spec.name),
                 spec,
             })
             .collect())
@@ -228,7 +229,7 @@ impl Backend for McpBackend {
     ) -> Result<RunOutcome, BackendError> {
         let agent = self.agent()?;
         let arguments = arguments.to_string();
-        self.run(cx, self.runtime.call_tool(Some(agent), name, &arguments))
+        self.run(cx, self.runtime.tools().call(Some(agent), name, &arguments))
             .await
     }
 
@@ -263,26 +264,27 @@ impl Backend for McpBackend {
             // The served agent's own permission mode applies.
             mode: None,
         };
+        self.runtime.tasks().create(request).await.map_err(refusal)
+    }
+
+    async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, BackendError> {
+        self.runtime.tasks().get(id).await.map_err(internal)
+    }
+
+    async fn update_task(&self, id: &str, patch: &Value) -> Result<TaskRecord, BackendError> {
         self.runtime
-            .create_task_with(request)
+            .tasks()
+            .update(id, patch)
             .await
             .map_err(refusal)
     }
 
-    async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, BackendError> {
-        self.runtime.get_task(id).await.map_err(internal)
-    }
-
-    async fn update_task(&self, id: &str, patch: &Value) -> Result<TaskRecord, BackendError> {
-        self.runtime.update_task(id, patch).await.map_err(refusal)
-    }
-
     async fn run_task(&self, id: &str, cx: &CallContext) -> Result<RunOutcome, BackendError> {
-        self.run(cx, self.runtime.run_task(id)).await
+        self.run(cx, self.runtime.tasks().run(id)).await
     }
 
     async fn delete_task(&self, id: &str) -> Result<bool, BackendError> {
-        self.runtime.delete_task(id).await.map_err(internal)
+        self.runtime.tasks().delete(id).await.map_err(internal)
     }
 
     async fn list_runs(&self, filter: RunFilter) -> Result<Vec<RunRecord>, BackendError> {

@@ -51,10 +51,7 @@ pub(crate) async fn list(
         limit: Some(query.limit.unwrap_or(100)),
         ..MemoryFilter::default()
     };
-    let records = memory
-        .list(&filter)
-        .await
-        .map_err(|e| runtime_error(e.into()))?;
+    let records = memory.list(&filter).await.map_err(runtime_error)?;
     Ok(Json(json!({"object": "list", "data": records})))
 }
 
@@ -79,7 +76,7 @@ pub(crate) async fn search(
     let hits = memory
         .search(query.namespace.as_deref(), &query.q, limit)
         .await
-        .map_err(|e| runtime_error(e.into()))?;
+        .map_err(runtime_error)?;
     Ok(Json(json!({"object": "list", "data": hits})))
 }
 
@@ -99,10 +96,7 @@ pub(crate) async fn show(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let record = memory(&state)?
-        .get(&id)
-        .await
-        .map_err(|e| runtime_error(e.into()))?;
+    let record = memory(&state)?.get(&id).await.map_err(runtime_error)?;
     Ok(Json(json!(record)))
 }
 
@@ -111,10 +105,7 @@ pub(crate) async fn history(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let versions = memory(&state)?
-        .history(&id)
-        .await
-        .map_err(|e| runtime_error(e.into()))?;
+    let versions = memory(&state)?.history(&id).await.map_err(runtime_error)?;
     Ok(Json(json!({"object": "list", "data": versions})))
 }
 
@@ -159,7 +150,7 @@ pub(crate) async fn add(
     let record = memory
         .add(&new.namespace, draft, OPERATOR)
         .await
-        .map_err(|e| runtime_error(e.into()))?;
+        .map_err(runtime_error)?;
     Ok((StatusCode::CREATED, Json(json!(record))).into_response())
 }
 
@@ -191,7 +182,7 @@ pub(crate) async fn update(
     let record = memory
         .update(&id, update, OPERATOR)
         .await
-        .map_err(|e| runtime_error(e.into()))?;
+        .map_err(runtime_error)?;
     Ok(Json(json!(record)))
 }
 
@@ -203,7 +194,7 @@ pub(crate) async fn delete(
     let record = memory(&state)?
         .delete(&id, OPERATOR, None)
         .await
-        .map_err(|e| runtime_error(e.into()))?;
+        .map_err(runtime_error)?;
     Ok(Json(json!(record)))
 }
 
@@ -267,7 +258,7 @@ pub(crate) async fn export(
     let jsonl = memory
         .export(query.namespace.as_deref())
         .await
-        .map_err(|e| runtime_error(e.into()))?;
+        .map_err(runtime_error)?;
     Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], jsonl).into_response())
 }
 
@@ -285,9 +276,6 @@ pub(crate) async fn import(
         message: "the body is not UTF-8 JSONL".into(),
         param: None,
     })?;
-    let imported = memory
-        .import(text)
-        .await
-        .map_err(|e| runtime_error(e.into()))?;
+    let imported = memory.import(text).await.map_err(runtime_error)?;
     Ok(Json(json!({ "imported": imported })))
 }

@@ -61,7 +61,8 @@ pub(crate) async fn list_tasks(
     let query: LimitQuery = parse_query(query.as_deref())?;
     let tasks = state
         .runtime
-        .list_tasks(query.limit)
+        .tasks()
+        .list(query.limit)
         .await
         .map_err(internal)?;
     Ok(Json(json!({ "data": tasks })))
@@ -77,7 +78,8 @@ pub(crate) async fn create_task(
     let task: NewTask = parse_body(body, false)?;
     let record = state
         .runtime
-        .create_task_with(TaskRequest {
+        .tasks()
+        .create(TaskRequest {
             agent: task.agent,
             arguments: arguments_text(&task.arguments),
             tool: task.tool,
@@ -96,7 +98,8 @@ pub(crate) async fn get_task(
 ) -> Result<Json<TaskRecord>, ApiError> {
     let task = state
         .runtime
-        .get_task(&id)
+        .tasks()
+        .get(&id)
         .await
         .map_err(internal)?
         .ok_or_else(|| ApiError::ResourceNotFound(format!("no task `{id}`")))?;
@@ -119,7 +122,8 @@ pub(crate) async fn update_task(
     }
     let record = state
         .runtime
-        .update_task(&id, &patch)
+        .tasks()
+        .update(&id, &patch)
         .await
         .map_err(runtime_error)?;
     Ok(Json(record))
@@ -130,7 +134,7 @@ pub(crate) async fn delete_task(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    if state.runtime.delete_task(&id).await.map_err(internal)? {
+    if state.runtime.tasks().delete(&id).await.map_err(internal)? {
         Ok(Json(json!({ "deleted": true })))
     } else {
         Err(ApiError::ResourceNotFound(format!("no task `{id}`")))
@@ -154,7 +158,12 @@ pub(crate) async fn run_task(
 ) -> Result<Response, ApiError> {
     let run: RunBody = parse_body(body, true)?;
     let ticket = state.admission.admit()?;
-    let handle = state.runtime.run_task(&id).await.map_err(runtime_error)?;
+    let handle = state
+        .runtime
+        .tasks()
+        .run(&id)
+        .await
+        .map_err(runtime_error)?;
     answer_started(handle, ticket, run.wait.unwrap_or(true)).await
 }
 
@@ -173,14 +182,15 @@ pub(crate) async fn list_tools(
     let query: ToolsQuery = parse_query(query.as_deref())?;
     let tools = state
         .runtime
-        .tools(query.agent.as_deref())
+        .tools()
+        .specs(query.agent.as_deref())
         .map_err(runtime_error)?;
     Ok(Json(json!({ "data": tools })))
 }
 
 /// `GET /api/tools/stats` → `{data: [ToolStats…]}` (calls, errors, repairs, blocks, latency).
 pub(crate) async fn tool_stats(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let stats = state.runtime.tool_stats().await.map_err(internal)?;
+    let stats = state.runtime.tools().stats().await.map_err(internal)?;
     Ok(Json(json!({ "data": stats })))
 }
 
@@ -207,7 +217,8 @@ pub(crate) async fn call_tool(
     let ticket = state.admission.admit()?;
     let handle = state
         .runtime
-        .call_tool(
+        .tools()
+        .call(
             call.agent.as_deref(),
             &name,
             &arguments_text(&call.arguments),

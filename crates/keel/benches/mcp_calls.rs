@@ -287,7 +287,8 @@ async fn run_round(runtime: &Runtime, calls: usize, warmup: usize) -> Sample {
     let arguments = json!({ "text": TEXT }).to_string();
     timed(calls, warmup, || async {
         let handle = runtime
-            .call_tool(Some("bench"), TOOL, &arguments)
+            .tools()
+            .call(Some("bench"), TOOL, &arguments)
             .await
             .unwrap();
         let response = handle.wait().await.unwrap();
@@ -377,7 +378,7 @@ fn main() {
         runtime.settle_mcp().await;
         let standalone = Arc::new(Standalone::start(ws.path()).await);
         let arguments = json!({ "text": TEXT }).to_string();
-        let handle = runtime.call_tool(Some("bench"), TOOL, &arguments).await;
+        let handle = runtime.tools().call(Some("bench"), TOOL, &arguments).await;
         let response = handle.unwrap().wait().await.unwrap();
         let events = runtime.events(&response.request_id, 0).await.unwrap();
         (runtime, standalone, events.len())

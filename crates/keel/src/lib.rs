@@ -43,7 +43,7 @@ pub use keel_runtime::narrator::Narrator;
 pub use keel_runtime::subagents::{RunTree, run_tree};
 pub use keel_runtime::{
     Divergence, Replica, RequestOptions, RunHandle, RunResponse, RuntimeError, ShutdownReport,
-    TaskRequest,
+    TaskRequest, Tasks, Tools,
 };
 pub use keel_tools::gateway::GatewayError;
 pub use keel_tools::policy::PolicyVerdict;
@@ -289,6 +289,8 @@ impl RuntimeBuilder {
             keep: Some(Arc::new(assembled.mcp.clone())),
         });
         Ok(Runtime {
+            tasks: kernel.tasks(),
+            tools: kernel.tools(),
             kernel,
             loaded: Arc::new(std::sync::RwLock::new(Arc::new(reload::Loaded {
                 mcp: assembled.mcp,
@@ -305,6 +307,9 @@ impl RuntimeBuilder {
 #[derive(Clone)]
 pub struct Runtime {
     kernel: Kernel,
+    /// The services the SDK hands out, each over the same kernel.
+    tasks: Tasks,
+    tools: Tools,
     /// What the current workspace's load gave besides the kernel's parts (its MCP servers,
     /// when, its digest); swapped by a reload.
     loaded: Arc<std::sync::RwLock<Arc<reload::Loaded>>>,
@@ -316,6 +321,18 @@ impl Runtime {
     /// Starts assembling a runtime.
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
+    }
+
+    /// Tasks: staged tool calls — create (checked by the gateway, policy and the
+    /// `PreToolUse` hooks), get, list, update, run, delete.
+    pub fn tasks(&self) -> &Tasks {
+        &self.tasks
+    }
+
+    /// The tools: what an agent may call and how each behaves, policy's decision on a call,
+    /// usage statistics, and direct calls (a tool called without a model, as a run).
+    pub fn tools(&self) -> &Tools {
+        &self.tools
     }
 
     /// The compiled workspace (the one loaded last: a reload swaps it).
@@ -501,145 +518,6 @@ impl Runtime {
     /// never returned.
     pub async fn end_session(&self, id: &SessionId, reason: &str) {
         self.kernel.end_session(id, reason).await;
-    }
-
-    /// The tools an agent (default: the workspace's default agent) may call, as the model
-    /// sees them. MCP tools are there once their server has listed them: call
-    /// [`Self::settle_mcp`] first for a complete list.
-    pub fn tools(&self, agent: Option<&str>) -> Result<Vec<ToolSpec>, Error> {
-        Ok(self
-            .kernel
-            .gateway()
-            .specs(&self.listed_tools(agent)?)
-            .to_vec())
-    }
-
-    /// The spec of a registered tool, by name (MCP tools once their server has listed them).
-    pub fn tool_spec(&self, name: &str) -> Option<ToolSpec> {
-        self.kernel.gateway().tool(name).map(|t| t.spec().clone())
-    }
-
-    /// The agent's `tools:` entries as written (names and `mcp__<server>__*` globs).
-    pub fn listed_tools(&self, agent: Option<&str>) -> Result<Vec<String>, Error> {
-        let workspace = self.workspace();
-        let name = agent
-            .or(workspace.default_agent())
-            .ok_or(RuntimeError::NoDefaultAgent)?;
-        let spec = workspace
-            .agents
-            .get(name)
-            .ok_or_else(|| RuntimeError::UnknownAgent {
-                name: name.to_owned(),
-                available: self
-                    .workspace()
-                    .agents
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?;
-        Ok(spec.tools.clone())
-    }
-
-    /// Whether a tool only reads (it changes nothing); `false` for a tool the runtime lacks.
-    pub fn tool_read_only(&self, name: &str) -> bool {
-        self.kernel.gateway().is_read_only(name)
-    }
-
-    /// Whether calling a tool twice with the same arguments does no more than calling it
-    /// once; `false` for a tool the runtime lacks.
-    pub fn tool_idempotent(&self, name: &str) -> bool {
-        self.kernel.gateway().is_idempotent(name)
-    }
-
-    /// Whether a tool may destroy or overwrite what exists, when its author says (an MCP
-    /// server's `destructiveHint`); `None` otherwise and for a tool the runtime lacks.
-    pub fn tool_destructive(&self, name: &str) -> Option<bool> {
-        self.kernel
-            .gateway()
-            .tool(name)
-            .and_then(|t| t.destructive())
-    }
-
-    /// What policy decides for a call of `tool` with `args` by `agent` (default: the
-    /// workspace's default agent) under `mode`, by the very path a run's call and a direct
-    /// call take: an MCP tool's `readOnlyHint` counts (`keel policy check`).
-    pub async fn check_policy(
-        &self,
-        agent: Option<&str>,
-        tool: &str,
-        args: &serde_json::Value,
-        mode: Option<keel_types::PermissionMode>,
-    ) -> Result<PolicyVerdict, Error> {
-        Ok(self.kernel.check_policy(agent, tool, args, mode).await?)
-    }
-
-    /// Calls a tool directly through the gateway, as a run of its own.
-    pub async fn call_tool(
-        &self,
-        agent: Option<&str>,
-        tool: &str,
-        arguments: &str,
-    ) -> Result<RunHandle, Error> {
-        Ok(self.kernel.direct_run(agent, tool, arguments).await?)
-    }
-
-    /// Stages a tool call: checks it (gateway, policy, `PreToolUse` hooks) and records the
-    /// task with the decision and its reasons.
-    pub async fn create_task(
-        &self,
-        agent: Option<&str>,
-        tool: &str,
-        arguments: &str,
-    ) -> Result<TaskRecord, Error> {
-        self.create_task_with(TaskRequest {
-            agent: agent.map(str::to_owned),
-            tool: tool.to_owned(),
-            arguments: arguments.to_owned(),
-            double_check_on_run: false,
-            mode: None,
-        })
-        .await
-    }
-
-    /// Stages a tool call as [`Self::create_task`] does, with every option of the request
-    /// (`double_check_on_run`).
-    pub async fn create_task_with(&self, request: TaskRequest) -> Result<TaskRecord, Error> {
-        Ok(self.kernel.create_task(request).await?)
-    }
-
-    /// One task.
-    pub async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, Error> {
-        Ok(self.kernel.get_task(id).await?)
-    }
-
-    /// Tasks, newest first.
-    pub async fn list_tasks(&self, limit: Option<usize>) -> Result<Vec<TaskRecord>, Error> {
-        Ok(self.kernel.list_tasks(limit).await?)
-    }
-
-    /// Patches a task's arguments (JSON merge patch) and checks the call again.
-    pub async fn update_task(
-        &self,
-        id: &str,
-        patch: &serde_json::Value,
-    ) -> Result<TaskRecord, Error> {
-        Ok(self.kernel.update_task(id, patch).await?)
-    }
-
-    /// Runs an allowed task as a run of its own.
-    pub async fn run_task(&self, id: &str) -> Result<RunHandle, Error> {
-        Ok(self.kernel.run_task(id).await?)
-    }
-
-    /// Deletes a task; whether it existed.
-    pub async fn delete_task(&self, id: &str) -> Result<bool, Error> {
-        Ok(self.kernel.delete_task(id).await?)
-    }
-
-    /// Usage telemetry per tool (calls, errors, repairs, blocks, latency), from the log.
-    pub async fn tool_stats(&self) -> Result<Vec<ToolStats>, Error> {
-        Ok(self.kernel.store().tool_stats().await?)
     }
 
     /// Approvals, newest first, optionally only those with `status`.

@@ -198,6 +198,7 @@ fn task(id: &str, created_at: &str) -> TaskRecord {
         hooks: Vec::new(),
         hook_decision: None,
         double_check_on_run: false,
+        mode: None,
         status: TaskStatus::Created,
         request_id: None,
         output: None,

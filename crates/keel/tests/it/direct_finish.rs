@@ -32,7 +32,7 @@ async fn a_direct_calls_finish_reason_says_how_it_ended() {
     let end = |tool: &'static str, arguments: &'static str| {
         let runtime = runtime.clone();
         async move {
-            let handle = runtime.call_tool(None, tool, arguments).await.unwrap();
+            let handle = runtime.tools().call(None, tool, arguments).await.unwrap();
             handle.wait().await.unwrap()
         }
     };

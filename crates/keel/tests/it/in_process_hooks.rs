@@ -105,7 +105,8 @@ fn workspace() -> TempWorkspace {
 
 async fn deploy(runtime: &Runtime) -> (RunResponse, Vec<keel::Event>) {
     let handle = runtime
-        .call_tool(None, "deploy", r#"{"service":"web"}"#)
+        .tools()
+        .call(None, "deploy", r#"{"service":"web"}"#)
         .await
         .unwrap();
     let response = handle.wait().await.unwrap();

@@ -308,11 +308,8 @@ async fn shutdown_lets_runs_that_end_within_the_grace_period_finish() {
         refused,
         Some(Error::Runtime(RuntimeError::ShuttingDown))
     ));
-    let refused = runtime.call_tool(None, "read_file", "{}").await.err();
-    assert!(matches!(
-        refused,
-        Some(Error::Runtime(RuntimeError::ShuttingDown))
-    ));
+    let refused = runtime.tools().call(None, "read_file", "{}").await.err();
+    assert!(matches!(refused, Some(RuntimeError::ShuttingDown)));
 }
 
 #[tokio::test]

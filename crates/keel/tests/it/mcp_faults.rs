@@ -503,7 +503,7 @@ async fn tools_listed_over_several_pages_are_all_offered_with_their_schemas() {
     let (ws, runtime) = one_server(&["--log", "f.log"], &script(&[]));
     runtime.settle_mcp().await;
 
-    let tools = runtime.tools(None).unwrap();
+    let tools = runtime.tools().specs(None).unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         names,
@@ -541,7 +541,8 @@ async fn a_tools_list_changed_notification_publishes_the_new_tool() {
     assert!(only_result(&events).1);
     eventually("tool mcp__f__added offered", || {
         let names: Vec<String> = runtime
-            .tools(None)
+            .tools()
+            .specs(None)
             .unwrap()
             .into_iter()
             .map(|t| t.name)

@@ -153,7 +153,10 @@ async fn invalid_server_tool_names_are_mapped_and_called_by_their_own_names() {
     );
 
     // The server's own hints are the runtime's.
-    assert_eq!(runtime.tool_destructive("mcp__n__files_read"), Some(false));
-    assert!(!runtime.tool_read_only("mcp__n__files_read"));
+    assert_eq!(
+        runtime.tools().destructive("mcp__n__files_read"),
+        Some(false)
+    );
+    assert!(!runtime.tools().read_only("mcp__n__files_read"));
     runtime.stop_mcp().await;
 }

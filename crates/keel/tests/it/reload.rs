@@ -82,7 +82,7 @@ async fn a_reload_keeps_unchanged_mcp_servers_and_restarts_changed_ones() {
     assert_eq!(report.mcp_restarted, ["changed"], "{report:?}");
 
     // The kept server's tools are in the new gateway at once, from the same process.
-    let tools = runtime.tools(None).unwrap();
+    let tools = runtime.tools().specs(None).unwrap();
     assert!(
         tools.iter().any(|t| t.name.starts_with("mcp__kept__")),
         "{:?}",

@@ -28,7 +28,8 @@ async fn stop_hooks_run_after_a_cancelled_turn() {
         .build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let handle = runtime
-        .call_tool(None, "deploy", r#"{"service":"web"}"#)
+        .tools()
+        .call(None, "deploy", r#"{"service":"web"}"#)
         .await
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -92,7 +92,8 @@ async fn a_guard_hook_denies_a_task_at_create_with_its_reason() {
     let runtime = runtime(&ws);
 
     let task = runtime
-        .create_task_with(request("deploy", "prod", false))
+        .tasks()
+        .create(request("deploy", "prod", false))
         .await
         .unwrap();
 
@@ -121,7 +122,7 @@ async fn a_guard_hook_denies_a_task_at_create_with_its_reason() {
     assert_eq!(inputs[0]["permission_mode"], "default");
     assert_eq!(inputs[0]["cwd"], ws.path_str());
 
-    let refused = runtime.run_task(&task.task_id).await.err().unwrap();
+    let refused = runtime.tasks().run(&task.task_id).await.err().unwrap();
     assert!(refused.to_string().contains("cannot run"), "{refused}");
     assert!(!ws.exists("deployed.txt"), "the tool never ran");
 }
@@ -132,7 +133,8 @@ async fn a_task_a_hook_asks_about_needs_a_human_and_its_hook_runs_once() {
     let runtime = runtime(&ws);
 
     let task = runtime
-        .create_task_with(request("deploy", "web", false))
+        .tasks()
+        .create(request("deploy", "web", false))
         .await
         .unwrap();
     assert_eq!(task.decision, TaskDecision::NeedsApproval);
@@ -140,7 +142,7 @@ async fn a_task_a_hook_asks_about_needs_a_human_and_its_hook_runs_once() {
     assert_eq!(task.hooks[0].outcome, "ask");
 
     // The run does not ask the hook again, but the human its answer called for.
-    let handle = runtime.run_task(&task.task_id).await.unwrap();
+    let handle = runtime.tasks().run(&task.task_id).await.unwrap();
     let approval = common::wait_for_pending(&runtime).await;
     assert_eq!(approval.asked_by, "hook");
     assert_eq!(
@@ -161,7 +163,7 @@ async fn a_task_a_hook_asks_about_needs_a_human_and_its_hook_runs_once() {
     assert_eq!(response.status, keel::RunStatus::Completed, "{response:?}");
     assert!(ws.read("deployed.txt").contains("web"));
     assert_eq!(guard_inputs(&ws).len(), 1, "the hook ran at create only");
-    let done = runtime.get_task(&task.task_id).await.unwrap().unwrap();
+    let done = runtime.tasks().get(&task.task_id).await.unwrap().unwrap();
     assert_eq!(done.status, TaskStatus::Completed);
 }
 
@@ -173,12 +175,13 @@ async fn double_check_on_run_runs_the_hooks_again_from_the_request_or_the_tool()
     for (tool, asked) in [("deploy", true), ("deploy_twice", false)] {
         let before = guard_inputs(&ws).len();
         let task = runtime
-            .create_task_with(request(tool, "api", asked))
+            .tasks()
+            .create(request(tool, "api", asked))
             .await
             .unwrap();
         assert_eq!(task.decision, TaskDecision::Allow, "{task:?}");
         assert!(task.double_check_on_run, "{tool}");
-        let handle = runtime.run_task(&task.task_id).await.unwrap();
+        let handle = runtime.tasks().run(&task.task_id).await.unwrap();
         let response = handle.wait().await.unwrap();
         assert_eq!(response.status, keel::RunStatus::Completed, "{response:?}");
 
@@ -204,7 +207,8 @@ async fn a_task_is_checked_under_its_permission_mode_at_create_and_at_run() {
     // Under `plan`, a tool with side effects is refused at create, as in a run: policy's
     // rule allowing `deploy*` does not count, and no hook is asked.
     let planned = runtime
-        .create_task_with(TaskRequest {
+        .tasks()
+        .create(TaskRequest {
             mode: Some(PermissionMode::Plan),
             ..request("deploy", "api", false)
         })
@@ -218,13 +222,14 @@ async fn a_task_is_checked_under_its_permission_mode_at_create_and_at_run() {
     assert_eq!(planned.issues[0].found, "permission mode plan");
     assert_eq!(planned.mode, Some(PermissionMode::Plan));
     assert!(guard_inputs(&ws).is_empty(), "no hook was asked");
-    let refused = runtime.run_task(&planned.task_id).await;
+    let refused = runtime.tasks().run(&planned.task_id).await;
     assert!(refused.is_err(), "a denied task does not run");
 
     // Under `acceptEdits` the same call is allowed; the hooks see the task's mode, and its
     // run is checked under it too (recorded in the run's opening event).
     let accepted = runtime
-        .create_task_with(TaskRequest {
+        .tasks()
+        .create(TaskRequest {
             mode: Some(PermissionMode::AcceptEdits),
             ..request("deploy", "api", false)
         })
@@ -232,7 +237,7 @@ async fn a_task_is_checked_under_its_permission_mode_at_create_and_at_run() {
         .unwrap();
     assert_eq!(accepted.decision, TaskDecision::Allow, "{accepted:?}");
     assert_eq!(guard_inputs(&ws)[0]["permission_mode"], "acceptEdits");
-    let handle = runtime.run_task(&accepted.task_id).await.unwrap();
+    let handle = runtime.tasks().run(&accepted.task_id).await.unwrap();
     let id = handle.request_id().clone();
     let response = handle.wait().await.unwrap();
     assert_eq!(response.status, keel::RunStatus::Completed, "{response:?}");

@@ -6,24 +6,24 @@
 //! checks again; `run` executes it as a run of its own whose log holds the
 //! `runtime.tool.direct.*` events, re-checking policy but running the `PreToolUse` hooks again
 //! only when the task says `doubleCheckOnRun` (their answers at create stand otherwise);
-//! `delete` forgets it. `direct_run` is create + run in one: its hooks run once, in the run.
+//! `delete` forgets it. A direct call (`Tools::call`, `tools.rs`) is create + run in one: its
+//! hooks run once, in the run.
 
 use std::collections::BTreeMap;
 
 use keel_tools::gateway::Guarded;
 use keel_tools::hooks::HookInput;
 use keel_types::{
-    HookEvent, Issue, PermissionMode, PolicyDecision, RequestId, RunRecord, TaskDecision, TaskHook,
+    HookEvent, Issue, PermissionMode, PolicyDecision, RequestId, TaskDecision, TaskHook,
     TaskRecord, TaskStatus, ToolCall, ToolContext,
 };
 use serde_json::Value;
 
 use crate::governance::{Governance, HookAnswer, HookCall, HookResult, HookRound, Refusal, Ruling};
 
+use super::Kernel;
 use crate::RuntimeError;
-use crate::agent_loop::{DirectCall, Launch, Start};
 use crate::handle::RunHandle;
-use crate::kernel::Kernel;
 
 /// A call to stage as a task.
 #[derive(Debug, Clone, Default)]
@@ -41,11 +41,26 @@ pub struct TaskRequest {
     pub mode: Option<PermissionMode>,
 }
 
+/// Tasks: staged tool calls (`Runtime::tasks()` in the SDK). Cheap to clone.
+#[derive(Clone)]
+pub struct Tasks {
+    kernel: Kernel,
+}
+
 impl Kernel {
+    /// The tasks of this runtime.
+    pub fn tasks(&self) -> Tasks {
+        Tasks {
+            kernel: self.clone(),
+        }
+    }
+}
+
+impl Tasks {
     /// Stages a call: checks it (gateway, policy, `PreToolUse` hooks) and records the task with
     /// the decision.
-    pub async fn create_task(&self, request: TaskRequest) -> Result<TaskRecord, RuntimeError> {
-        let agent = self.agent_name(request.agent.as_deref())?;
+    pub async fn create(&self, request: TaskRequest) -> Result<TaskRecord, RuntimeError> {
+        let agent = self.kernel.agent_name(request.agent.as_deref())?;
         let task_id = keel_types::new_id("task");
         let now = keel_types::now_rfc3339();
         let mut task = TaskRecord {
@@ -69,23 +84,23 @@ impl Kernel {
             updated_at: now,
         };
         self.check_task(&mut task, &request.arguments).await?;
-        self.store().put_task(&task).await?;
+        self.kernel.store().put_task(&task).await?;
         Ok(task)
     }
 
     /// One task.
-    pub async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, RuntimeError> {
-        Ok(self.store().get_task(id).await?)
+    pub async fn get(&self, id: &str) -> Result<Option<TaskRecord>, RuntimeError> {
+        Ok(self.kernel.store().get_task(id).await?)
     }
 
     /// Tasks, newest first.
-    pub async fn list_tasks(&self, limit: Option<usize>) -> Result<Vec<TaskRecord>, RuntimeError> {
-        Ok(self.store().list_tasks(limit).await?)
+    pub async fn list(&self, limit: Option<usize>) -> Result<Vec<TaskRecord>, RuntimeError> {
+        Ok(self.kernel.store().list_tasks(limit).await?)
     }
 
     /// Merges `patch` into a created task's arguments (JSON merge patch: `null` removes a
     /// field) and checks the call again.
-    pub async fn update_task(&self, id: &str, patch: &Value) -> Result<TaskRecord, RuntimeError> {
+    pub async fn update(&self, id: &str, patch: &Value) -> Result<TaskRecord, RuntimeError> {
         let mut task = self.existing_task(id).await?;
         if task.status != TaskStatus::Created {
             return Err(RuntimeError::InvalidInput(format!(
@@ -98,13 +113,13 @@ impl Kernel {
         task.tool = task.requested_tool.clone();
         self.check_task(&mut task, &arguments.to_string()).await?;
         task.updated_at = keel_types::now_rfc3339();
-        self.store().put_task(&task).await?;
+        self.kernel.store().put_task(&task).await?;
         Ok(task)
     }
 
     /// Runs a task the gateway allowed, as a run of its own.
-    pub async fn run_task(&self, id: &str) -> Result<RunHandle, RuntimeError> {
-        self.accepting()?;
+    pub async fn run(&self, id: &str) -> Result<RunHandle, RuntimeError> {
+        self.kernel.accepting()?;
         let mut task = self.existing_task(id).await?;
         match (task.decision, task.status) {
             // A task that needs approval runs and waits for the human in its run.
@@ -129,56 +144,20 @@ impl Kernel {
         }
         task.status = TaskStatus::Running;
         task.updated_at = keel_types::now_rfc3339();
-        self.store().put_task(&task).await?;
+        self.kernel.store().put_task(&task).await?;
         let call = ToolCall {
             id: task_call_id(&task.task_id),
             name: task.tool.clone(),
             arguments: task.arguments.to_string(),
         };
-        self.start_direct(&task.agent.clone(), call, Some(task))
+        self.kernel
+            .start_direct(&task.agent.clone(), call, Some(task))
             .await
     }
 
     /// Deletes a task; whether it existed.
-    pub async fn delete_task(&self, id: &str) -> Result<bool, RuntimeError> {
-        Ok(self.store().delete_task(id).await?)
-    }
-
-    /// Calls a tool directly (checks, execution, events), without staging a task.
-    pub async fn direct_run(
-        &self,
-        agent: Option<&str>,
-        tool: &str,
-        arguments: &str,
-    ) -> Result<RunHandle, RuntimeError> {
-        self.accepting()?;
-        let agent = self.agent_name(agent)?;
-        let call = ToolCall {
-            id: keel_types::new_id("call"),
-            name: tool.to_owned(),
-            arguments: arguments.to_owned(),
-        };
-        self.start_direct(&agent, call, None).await
-    }
-
-    async fn start_direct(
-        &self,
-        agent: &str,
-        call: ToolCall,
-        task: Option<TaskRecord>,
-    ) -> Result<RunHandle, RuntimeError> {
-        let spec = self.agent(agent)?;
-        let provider = self.provider(agent, &spec)?;
-        // The run's input names the call; a file it writes is recorded by its digest.
-        let input = format!("{} {}", call.name, crate::redact::recorded_arguments(&call));
-        let record = RunRecord::new(RequestId::generate(), None, agent, input);
-        self.store().create_run(&record).await?;
-        Ok(self.launch(Launch {
-            // A task's run is checked under the mode it was created under.
-            mode: task.as_ref().and_then(|task| task.mode),
-            direct: Some(DirectCall { call, task }),
-            ..Launch::new(record, spec, provider, Start::Fresh)
-        }))
+    pub async fn delete(&self, id: &str) -> Result<bool, RuntimeError> {
+        Ok(self.kernel.store().delete_task(id).await?)
     }
 
     /// The whole guard on a task's call — gateway, policy, `PreToolUse` hooks — with the
@@ -193,8 +172,8 @@ impl Kernel {
         if task.decision == TaskDecision::Deny {
             return Ok(());
         }
-        let policy = self.services().governance.decide_call(
-            &self.gateway(),
+        let policy = self.kernel.services().governance.decide_call(
+            &self.kernel.gateway(),
             &task.agent,
             &task.tool,
             &task.arguments,
@@ -281,15 +260,15 @@ impl Kernel {
         task: &TaskRecord,
         arguments: &str,
     ) -> Result<Guarded, RuntimeError> {
-        let spec = self.agent(&task.agent)?;
-        self.gateway().settle(&spec.tools).await;
+        let spec = self.kernel.agent(&task.agent)?;
+        self.kernel.gateway().settle(&spec.tools).await;
         let ctx = ToolContext {
-            workspace_root: self.workspace().root.clone(),
+            workspace_root: self.kernel.workspace().root.clone(),
             request_id: RequestId::from(task.task_id.as_str()),
             session_id: None,
             agent: task.agent.clone(),
             max_output_bytes: usize::try_from(
-                self.workspace().runtime.limits.max_tool_output_bytes,
+                self.kernel.workspace().runtime.limits.max_tool_output_bytes,
             )
             .unwrap_or(usize::MAX),
             // An operator's call: no read-before-edit check.
@@ -304,10 +283,11 @@ impl Kernel {
             name: task.requested_tool.clone(),
             arguments: arguments.to_owned(),
         };
-        let workspace = self.workspace().clone();
+        let workspace = self.kernel.workspace().clone();
         let agent = task.agent.clone();
         let mode_of = move |tool: &str| workspace.gateway_mode(&agent, tool);
         Ok(self
+            .kernel
             .gateway()
             .guard(&ctx, &spec.tools, &call, &mode_of)
             .await)
@@ -327,6 +307,7 @@ impl Kernel {
         task.issues = verdict.issues().to_vec();
         task.repairs = verdict.repairs().to_vec();
         if self
+            .kernel
             .workspace()
             .tools
             .get(&task.tool)
@@ -338,10 +319,11 @@ impl Kernel {
 
     /// The `PreToolUse` hooks on a task's call, each one's answer kept on the task.
     async fn task_hooks(&self, task: &mut TaskRecord) -> HookRound {
-        let mut input = HookInput::new(HookEvent::PreToolUse, &self.workspace().root);
+        let mut input = HookInput::new(HookEvent::PreToolUse, &self.kernel.workspace().root);
         input.session_id = Some(task.task_id.clone());
         input.permission_mode = Some(
-            self.services()
+            self.kernel
+                .services()
                 .governance
                 .policy()
                 .mode(&task.agent, task.mode)
@@ -354,13 +336,14 @@ impl Kernel {
         input.agent = Some(task.agent.clone());
         let env = BTreeMap::from([("KEEL_TASK_ID".to_owned(), task.task_id.clone())]);
         let (round, calls) = self
+            .kernel
             .services()
             .governance
             .hook_round(
                 HookEvent::PreToolUse,
                 Some(&task.tool),
                 &input,
-                &self.workspace().root,
+                &self.kernel.workspace().root,
                 &env,
             )
             .await;
@@ -368,35 +351,9 @@ impl Kernel {
         round
     }
 
-    /// What policy decides for a call of `tool` with `args` by `agent` (default: the
-    /// workspace's default agent; none: only the policies for every agent apply) under
-    /// `mode`, by the path a run's call takes — an MCP tool's server is asked for its tools
-    /// first, so its `readOnlyHint` counts (`keel policy check`).
-    pub async fn check_policy(
-        &self,
-        agent: Option<&str>,
-        tool: &str,
-        args: &Value,
-        mode: Option<keel_types::PermissionMode>,
-    ) -> Result<keel_tools::policy::PolicyVerdict, RuntimeError> {
-        let agent = match agent {
-            Some(agent) => self.agent(agent).map(|_| agent.to_owned())?,
-            None => self
-                .workspace()
-                .default_agent()
-                .map(str::to_owned)
-                .unwrap_or_default(),
-        };
-        let gateway = self.gateway();
-        gateway.settle(&[tool.to_owned()]).await;
-        Ok(self
-            .services()
-            .governance
-            .decide_call(&gateway, &agent, tool, args, mode, &[]))
-    }
-
     async fn existing_task(&self, id: &str) -> Result<TaskRecord, RuntimeError> {
-        self.store()
+        self.kernel
+            .store()
             .get_task(id)
             .await?
             .ok_or_else(|| RuntimeError::NotFound(format!("no task `{id}`")))
