@@ -92,7 +92,7 @@ pub async fn chat(args: ChatArgs) -> Result<(), CliError> {
         last_turn = Err(CliError::Terminated);
     }
     // Leaving the chat closes the session: its `SessionEnd` hooks run.
-    runtime.end_session(&session, "prompt_input_exit").await;
+    runtime.sessions().end(&session, "prompt_input_exit").await;
     runtime.stop_mcp().await;
     last_turn
 }

@@ -6,7 +6,7 @@
 //! successes).
 //!
 //! There is deliberately no `From<keel::Error>`: the same SDK error is a usage error from
-//! `Runtime::request` (an unknown agent) and a failure from `Runtime::get_task` (the store),
+//! `Runtime::request` (an unknown agent) and a failure from `Runtime::tasks().get` (the store),
 //! so each call site says which with [`CliError::usage`] or [`CliError::failed`].
 
 use keel::LoadError;

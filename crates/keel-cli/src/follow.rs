@@ -355,7 +355,8 @@ async fn approve_here(
     let decided_by =
         std::env::var("USER").map_or_else(|_| "terminal".to_owned(), |u| format!("{u}@terminal"));
     if let Err(error) = runtime
-        .decide_approval(&approval.approval_id, approve, scope, &decided_by, None)
+        .approvals()
+        .decide(&approval.approval_id, approve, scope, &decided_by, None)
         .await
     {
         // Decided elsewhere first: that decision stands.

@@ -137,7 +137,12 @@ fn print(records: &[MemoryRecord], json: bool) -> Result<(), CliError> {
 
 /// Refuses an approval that carries no memory candidate (a tool call's: `keel approvals`).
 async fn memory_approval(runtime: &Runtime, id: &str) -> Result<(), CliError> {
-    match runtime.get_approval(id).await.map_err(CliError::failed)? {
+    match runtime
+        .approvals()
+        .get(id)
+        .await
+        .map_err(CliError::failed)?
+    {
         Some(approval) if approval.memory.is_some() => Ok(()),
         Some(_) => Err(CliError::usage(format!(
             "approval `{id}` is a tool call's, not a memory candidate; decide it with `keel approvals`"
@@ -234,6 +239,7 @@ pub async fn memory(root: &Path, command: MemoryCommand) -> Result<(), CliError>
         }
         MemoryCommand::Candidates { json } => {
             for approval in runtime
+                .approvals()
                 .memory_candidates()
                 .await
                 .map_err(CliError::failed)?
@@ -256,7 +262,8 @@ pub async fn memory(root: &Path, command: MemoryCommand) -> Result<(), CliError>
         MemoryCommand::Approve { approval_id } => {
             memory_approval(&runtime, &approval_id).await?;
             let decided = runtime
-                .decide_approval(&approval_id, true, ApprovalScope::Once, &decider(), None)
+                .approvals()
+                .decide(&approval_id, true, ApprovalScope::Once, &decider(), None)
                 .await
                 .map_err(CliError::usage)?;
             let stored = decided.memory_record.unwrap_or_default();
@@ -268,7 +275,8 @@ pub async fn memory(root: &Path, command: MemoryCommand) -> Result<(), CliError>
         } => {
             memory_approval(&runtime, &approval_id).await?;
             runtime
-                .decide_approval(
+                .approvals()
+                .decide(
                     &approval_id,
                     false,
                     ApprovalScope::Once,

@@ -179,7 +179,7 @@ async fn replay(root: &Path, id: &str, output: &OutputArgs) -> Result<(), CliErr
     let handle = runtime.replay(&original).await.map_err(CliError::usage)?;
     let replayed = handle.request_id().clone();
     let ended = follow::to_end(handle, printer).await;
-    let divergence = match runtime.divergence(&original, &replayed).await {
+    let divergence = match runtime.runs().divergence(&original, &replayed).await {
         Ok(divergence) => divergence,
         Err(error) => return ended.and(Err(CliError::failed(error))),
     };

@@ -33,7 +33,7 @@ pub enum SessionsCommand {
 /// with a warning.
 async fn end_session(root: &Path, id: &SessionId) {
     match Runtime::builder().workspace(root).build() {
-        Ok(runtime) => runtime.end_session(id, "deleted").await,
+        Ok(runtime) => runtime.sessions().end(id, "deleted").await,
         Err(error) => out::status(&format!(
             "» the SessionEnd hooks did not run: the workspace does not load ({error})"
         )),

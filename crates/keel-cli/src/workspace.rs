@@ -39,7 +39,7 @@ pub async fn start_with(
     // them); a command does not take them for itself.
     let recovered = match runtime.is_shared() {
         true => Vec::new(),
-        false => runtime.recover().await.map_err(CliError::failed)?,
+        false => runtime.runs().recover().await.map_err(CliError::failed)?,
     };
     if !recovered.is_empty() {
         out::status(&format!(

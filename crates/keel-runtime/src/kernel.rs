@@ -1,22 +1,26 @@
 //! The kernel: resolves a request to an agent and its model, records the run, spawns the agent
 //! loop. Holds what all runs share (workspace, providers, gateway, store) and cancellation tokens.
 
+mod approvals;
 mod branches;
 mod children;
 mod memory_runs;
 mod options;
 mod queue;
-mod reads;
 mod reload;
+mod runs;
 mod sessions;
 mod tasks;
 mod tools;
 mod workflow;
 
+pub use approvals::Approvals;
 pub use options::RequestOptions;
 pub use queue::Replica;
 use reload::Current;
 pub use reload::{RELOAD_AGENT, ReloadParts, workspace_changes, workspace_digest};
+pub use runs::Runs;
+pub use sessions::Sessions;
 pub use tasks::{TaskRequest, Tasks};
 pub use tools::Tools;
 
@@ -25,10 +29,9 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use keel_tools::gateway::Gateway;
-use keel_tools::hooks::HookInput;
 use keel_types::{
-    ArtifactStore, EventObserver, EventPayload, HookEvent, Message, ModelProvider, RequestId,
-    RunLinks, RunRecord, RunStatus, RunStore, SessionId,
+    ArtifactStore, EventObserver, EventPayload, Message, ModelProvider, RequestId, RunLinks,
+    RunRecord, RunStatus, RunStore, SessionId,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use tokio::sync::{Semaphore, watch};
@@ -37,7 +40,6 @@ use tokio_util::sync::CancellationToken;
 use crate::RuntimeError;
 use crate::agent_loop::{self, AgentRun, Launch, Services, Start};
 use crate::emitter::{Emitter, Pipeline};
-use crate::governance::HookResult;
 use crate::handle::RunHandle;
 use crate::history::{trim_history, validate_history};
 use crate::memory::{MemoryPrompt, MemoryService};
@@ -656,51 +658,6 @@ impl Kernel {
         ShutdownReport {
             finished,
             interrupted,
-        }
-    }
-
-    /// Runs the `SessionEnd` hooks of a session that is closed (`keel chat` exits) or deleted,
-    /// with `reason` in their input (`prompt_input_exit`, `deleted`, `other`). They are
-    /// non-blocking and no run's log holds them: each call is traced, and a failure is only
-    /// logged, whatever its `onError`.
-    pub async fn end_session(&self, session: &SessionId, reason: &str) {
-        let services = self.services();
-        let governance = &services.governance;
-        if !governance.wants(HookEvent::SessionEnd, None) {
-            return;
-        }
-        let workspace = &services.workspace;
-        let agent = match self.inner.store.get_session(session).await {
-            Ok(Some(record)) => Some(record.agent),
-            _ => workspace.default_agent().map(str::to_owned),
-        };
-        let mut input = HookInput::new(HookEvent::SessionEnd, &workspace.root);
-        input.session_id = Some(session.to_string());
-        input.permission_mode = agent
-            .as_deref()
-            .map(|agent| governance.policy().mode(agent, None).as_str().to_owned());
-        input.reason = Some(reason.to_owned());
-        input.agent = agent;
-        let (_, calls) = governance
-            .hook_round(
-                HookEvent::SessionEnd,
-                None,
-                &input,
-                &workspace.root,
-                &Default::default(),
-            )
-            .await;
-        for call in calls {
-            match call.result {
-                HookResult::Answered(outcome) => tracing::info!(
-                    %session, hook = %call.hook, outcome = %HookResult::describe(&outcome),
-                    duration_ms = call.duration_ms, "SessionEnd hook answered."
-                ),
-                HookResult::Failed { error, on_error } => tracing::warn!(
-                    %session, hook = %call.hook, %error, on_error,
-                    duration_ms = call.duration_ms, "SessionEnd hook failed."
-                ),
-            }
         }
     }
 

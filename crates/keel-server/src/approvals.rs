@@ -32,7 +32,8 @@ pub(crate) async fn list_approvals(
     let status = parse_opt_enum::<ApprovalStatus>(query.status.as_deref(), "status")?;
     let approvals = state
         .runtime
-        .list_approvals(status)
+        .approvals()
+        .list(status)
         .await
         .map_err(internal)?;
     Ok(Json(json!({ "data": approvals })))
@@ -78,7 +79,8 @@ async fn decide(
     let decision: Decision = parse_body(body, true)?;
     state
         .runtime
-        .decide_approval(
+        .approvals()
+        .decide(
             &id,
             approve,
             decision.scope,
@@ -88,10 +90,12 @@ async fn decide(
         .await
         .map(Json)
         .map_err(|error| match error {
-            keel::Error::Store(StoreError::Invalid(message)) if message.contains("was already") => {
+            keel::RuntimeError::Store(StoreError::Invalid(message))
+                if message.contains("was already") =>
+            {
                 ApiError::Conflict(message)
             }
-            keel::Error::Store(StoreError::Invalid(message))
+            keel::RuntimeError::Store(StoreError::Invalid(message))
                 if message.starts_with("no approval") =>
             {
                 ApiError::ResourceNotFound(message)

@@ -132,7 +132,8 @@ pub(crate) async fn overview(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let runtime = &state.runtime;
     let counts = runtime
-        .run_counts()
+        .runs()
+        .counts()
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let by_status: serde_json::Map<String, serde_json::Value> = counts
@@ -151,14 +152,15 @@ pub(crate) async fn overview(
         n => count(keel::RunStatus::Failed) as f64 / n as f64,
     };
     let pending = runtime
-        .list_approvals(Some(keel::ApprovalStatus::Pending))
+        .approvals()
+        .list(Some(keel::ApprovalStatus::Pending))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?
         .len();
     let workspace = runtime.workspace();
     Ok(Json(json!({
         "runs": by_status,
-        "live": runtime.active_runs(),
+        "live": runtime.runs().active(),
         "pendingApprovals": pending,
         "errorRate": error_rate,
         "latency": state.telemetry.latencies(),

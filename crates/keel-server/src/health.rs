@@ -40,7 +40,7 @@ use crate::state::AppState;
 pub(crate) async fn health(State(state): State<AppState>) -> Response {
     let runtime = &state.runtime;
     let workspace = runtime.workspace();
-    let store = match runtime.store_health().await {
+    let store = match runtime.runs().store_health().await {
         Ok(health) => {
             let mut store = serde_json::to_value(&health).unwrap_or_else(|_| json!({}));
             store["status"] = json!("ok");
@@ -91,7 +91,7 @@ pub(crate) async fn health(State(state): State<AppState>) -> Response {
             Ok(None) => {}
             Err(error) => {
                 tracing::error!(%error, "Health check: the store's cluster state is unreadable.");
-                store = json!({ "status": "unavailable", "error": store_problem(&error) });
+                store = json!({ "status": "unavailable", "error": sdk_store_problem(&error) });
             }
         }
     }
@@ -133,10 +133,24 @@ pub(crate) async fn health(State(state): State<AppState>) -> Response {
 }
 
 /// What is wrong with the store, without paths or other internals.
-fn store_problem(error: &keel::Error) -> &'static str {
-    let keel::Error::Store(error) = error else {
-        return "the store failed its check; see the server log";
-    };
+fn store_problem(error: &keel::RuntimeError) -> &'static str {
+    match error {
+        keel::RuntimeError::Store(error) => store_error_problem(error),
+        _ => "the store failed its check; see the server log",
+    }
+}
+
+/// [`store_problem`] for an SDK error.
+fn sdk_store_problem(error: &keel::Error) -> &'static str {
+    match error {
+        keel::Error::Store(error) | keel::Error::Runtime(keel::RuntimeError::Store(error)) => {
+            store_error_problem(error)
+        }
+        _ => "the store failed its check; see the server log",
+    }
+}
+
+fn store_error_problem(error: &StoreError) -> &'static str {
     match error {
         StoreError::Io { .. } => "the store cannot be read or written; see the server log",
         StoreError::Corrupt { .. } => "the store's data is corrupt; see the server log",

@@ -126,6 +126,7 @@ pub(crate) async fn artifact(
     };
     let (record, content) = state
         .runtime
+        .runs()
         .artifact(id)
         .await
         .map_err(internal)?

@@ -166,7 +166,8 @@ async fn ask_user(runtime: Runtime, ask: keel_mcp::server::Asker, approval: Appr
         false => "denied by the MCP client's user",
     };
     if let Err(error) = runtime
-        .decide_approval(
+        .approvals()
+        .decide(
             &approval.approval_id,
             approve,
             ApprovalScope::Once,
@@ -288,7 +289,7 @@ impl Backend for McpBackend {
     }
 
     async fn list_runs(&self, filter: RunFilter) -> Result<Vec<RunRecord>, BackendError> {
-        self.runtime.list_requests(&filter).await.map_err(internal)
+        self.runtime.runs().list(&filter).await.map_err(internal)
     }
 
     async fn run_events(
@@ -296,19 +297,27 @@ impl Backend for McpBackend {
         id: &RequestId,
         after: u64,
     ) -> Result<Option<Vec<Event>>, BackendError> {
-        if self.runtime.get_run(id).await.map_err(internal)?.is_none() {
+        if self
+            .runtime
+            .runs()
+            .get(id)
+            .await
+            .map_err(internal)?
+            .is_none()
+        {
             return Ok(None);
         }
-        match self.runtime.events(id, after).await {
+        match self.runtime.runs().events(id, after).await {
             Ok(events) => Ok(Some(events)),
-            Err(keel::Error::Store(StoreError::NotFound(_))) => Ok(None),
+            Err(RuntimeError::Store(StoreError::NotFound(_))) => Ok(None),
             Err(error) => Err(internal(error)),
         }
     }
 
     async fn pending_approvals(&self) -> Result<Vec<ApprovalRecord>, BackendError> {
         self.runtime
-            .list_approvals(Some(ApprovalStatus::Pending))
+            .approvals()
+            .list(Some(ApprovalStatus::Pending))
             .await
             .map_err(internal)
     }

@@ -85,6 +85,7 @@ pub(crate) async fn candidates(State(state): State<AppState>) -> Result<Json<Val
     memory(&state)?;
     let pending = state
         .runtime
+        .approvals()
         .memory_candidates()
         .await
         .map_err(runtime_error)?;

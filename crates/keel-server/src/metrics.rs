@@ -14,10 +14,11 @@ use crate::telemetry::StoreCounts;
 
 /// `GET /metrics`: Prometheus text format.
 pub(crate) async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let runs = state.runtime.run_counts().await.map_err(internal)?;
+    let runs = state.runtime.runs().counts().await.map_err(internal)?;
     let pending = state
         .runtime
-        .list_approvals(Some(ApprovalStatus::Pending))
+        .approvals()
+        .list(Some(ApprovalStatus::Pending))
         .await
         .map_err(internal)?;
     let text = state

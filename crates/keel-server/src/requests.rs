@@ -279,11 +279,7 @@ pub(crate) async fn list_requests(
         // One more than asked tells whether another page follows.
         limit: Some(limit + 1),
     };
-    let mut runs = state
-        .runtime
-        .list_requests(&filter)
-        .await
-        .map_err(internal)?;
+    let mut runs = state.runtime.runs().list(&filter).await.map_err(internal)?;
     let next_cursor = if runs.len() > limit {
         runs.truncate(limit);
         runs.last().map(|run| RunCursor::of(run).encode())
@@ -300,7 +296,8 @@ pub(crate) async fn visible_run(
     id: &RequestId,
 ) -> Result<RunRecord, ApiError> {
     let run = runtime
-        .get_run(id)
+        .runs()
+        .get(id)
         .await
         .map_err(internal)?
         .ok_or_else(|| ApiError::ResourceNotFound(format!("no request `{id}`")))?;
@@ -352,7 +349,7 @@ pub(crate) async fn cancel_request(
 ) -> Result<Json<Value>, ApiError> {
     let id = RequestId::from(id);
     visible_run(&state.runtime, &principal, &id).await?;
-    let cancelled = state.runtime.cancel_anywhere(&id).await.map_err(internal)?;
+    let cancelled = state.runtime.cancel(&id).await.map_err(internal)?;
     Ok(Json(json!({ "cancelled": cancelled })))
 }
 
@@ -425,6 +422,7 @@ pub(crate) async fn request_events(
         }
         let mut events = state
             .runtime
+            .runs()
             .events(&id, query.after.unwrap_or(0))
             .await
             .map_err(internal)?;
@@ -536,7 +534,7 @@ impl EventStream {
                 return None;
             }
             let runtime = &self.state.runtime;
-            match runtime.events(&self.id, self.last_seq).await {
+            match runtime.runs().events(&self.id, self.last_seq).await {
                 Ok(events) if !events.is_empty() => {
                     let last = self.last_seq;
                     self.pending
@@ -547,7 +545,7 @@ impl EventStream {
                     // otherwise wait and look again. An `interrupted` run has not ended: it is
                     // resumed (taken over by another replica, or `keel runs resume`) and its
                     // stream goes on — unless this server is shutting down.
-                    match runtime.get_run(&self.id).await {
+                    match runtime.runs().get(&self.id).await {
                         Ok(Some(run))
                             if !run.status.is_terminal()
                                 || (run.status == RunStatus::Interrupted
@@ -562,7 +560,7 @@ impl EventStream {
                         }
                         Ok(Some(_)) => {
                             // Read once more: the terminal event may have landed meanwhile.
-                            let rest = runtime.events(&self.id, self.last_seq).await;
+                            let rest = runtime.runs().events(&self.id, self.last_seq).await;
                             self.done = true;
                             if let Ok(rest) = rest {
                                 let last = self.last_seq;

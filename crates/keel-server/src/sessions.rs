@@ -23,7 +23,8 @@ pub(crate) async fn list_sessions(
     let query: ListQuery = parse_query(query.as_deref())?;
     let sessions = state
         .runtime
-        .list_sessions(query.limit)
+        .sessions()
+        .list(query.limit)
         .await
         .map_err(internal)?;
     Ok(Json(json!({ "data": sessions })))
@@ -37,13 +38,15 @@ pub(crate) async fn get_session(
     let id = session_id(&id, "id")?;
     let session = state
         .runtime
-        .get_session(&id)
+        .sessions()
+        .get(&id)
         .await
         .map_err(internal)?
         .ok_or_else(|| ApiError::ResourceNotFound(format!("no session `{id}`")))?;
     let messages = state
         .runtime
-        .session_transcript(&id)
+        .sessions()
+        .transcript(&id)
         .await
         .map_err(internal)?;
     Ok(Json(json!({ "session": session, "messages": messages })))
@@ -55,7 +58,13 @@ pub(crate) async fn delete_session(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = session_id(&id, "id")?;
-    if state.runtime.delete_session(&id).await.map_err(internal)? {
+    if state
+        .runtime
+        .sessions()
+        .delete(&id)
+        .await
+        .map_err(internal)?
+    {
         Ok(Json(json!({ "deleted": true })))
     } else {
         Err(ApiError::ResourceNotFound(format!("no session `{id}`")))

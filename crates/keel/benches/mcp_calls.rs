@@ -380,7 +380,11 @@ fn main() {
         let arguments = json!({ "text": TEXT }).to_string();
         let handle = runtime.tools().call(Some("bench"), TOOL, &arguments).await;
         let response = handle.unwrap().wait().await.unwrap();
-        let events = runtime.events(&response.request_id, 0).await.unwrap();
+        let events = runtime
+            .runs()
+            .events(&response.request_id, 0)
+            .await
+            .unwrap();
         (runtime, standalone, events.len())
     });
     println!(

@@ -19,6 +19,8 @@ impl Runtime {
     /// Errors: [`crate::RuntimeError::InvalidInput`] when the store is not shared, or when
     /// the request would not start (unknown agent, bad history…).
     pub async fn enqueue(&self, options: RequestOptions) -> Result<RunRecord, Error> {
+        // Any replica may claim it, this one too: its skills stay current.
+        self.watch_skills();
         Ok(self.kernel.enqueue(options).await?)
     }
 
@@ -28,7 +30,10 @@ impl Runtime {
     /// a server waking its live streams). `None` when the store is not shared. Needs a Tokio
     /// runtime; stops when the [`Replica`] is dropped.
     pub fn serve_replica(&self, outside: Option<Arc<dyn SignalSink>>) -> Option<Replica> {
-        self.kernel.serve_replica(outside)
+        // A replica runs what it claims and takes over: its skills stay current too.
+        let replica = self.kernel.serve_replica(outside)?;
+        self.watch_skills();
+        Some(replica)
     }
 
     /// This process's lease, the replicas, the queue depth and the runs taken over; `None`
@@ -51,7 +56,7 @@ impl Runtime {
 
     /// Cancels a run wherever it is: here, still queued, or executing on another replica of
     /// a shared store (which is told to). Returns whether there was a live run to cancel.
-    pub async fn cancel_anywhere(&self, id: &RequestId) -> Result<bool, Error> {
+    pub async fn cancel(&self, id: &RequestId) -> Result<bool, Error> {
         if self.kernel.cancel(id) {
             return Ok(true);
         }
@@ -61,7 +66,7 @@ impl Runtime {
         if cluster.cancel_queued(id).await? {
             return Ok(true);
         }
-        match self.kernel.get_run(id).await? {
+        match self.runs.get(id).await? {
             Some(run) if matches!(run.status, RunStatus::Running | RunStatus::WaitingApproval) => {
                 cluster.publish(&Signal::Cancel(id.clone())).await?;
                 Ok(true)

@@ -42,8 +42,8 @@ pub use keel_runtime::memory::{
 pub use keel_runtime::narrator::Narrator;
 pub use keel_runtime::subagents::{RunTree, run_tree};
 pub use keel_runtime::{
-    Divergence, Replica, RequestOptions, RunHandle, RunResponse, RuntimeError, ShutdownReport,
-    TaskRequest, Tasks, Tools,
+    Approvals, Divergence, Replica, RequestOptions, RunHandle, RunResponse, Runs, RuntimeError,
+    Sessions, ShutdownReport, TaskRequest, Tasks, Tools,
 };
 pub use keel_tools::gateway::GatewayError;
 pub use keel_tools::policy::PolicyVerdict;
@@ -289,6 +289,9 @@ impl RuntimeBuilder {
             keep: Some(Arc::new(assembled.mcp.clone())),
         });
         Ok(Runtime {
+            runs: kernel.runs(),
+            sessions: kernel.sessions(),
+            approvals: kernel.approvals(),
             tasks: kernel.tasks(),
             tools: kernel.tools(),
             kernel,
@@ -308,6 +311,9 @@ impl RuntimeBuilder {
 pub struct Runtime {
     kernel: Kernel,
     /// The services the SDK hands out, each over the same kernel.
+    runs: Runs,
+    sessions: Sessions,
+    approvals: Approvals,
     tasks: Tasks,
     tools: Tools,
     /// What the current workspace's load gave besides the kernel's parts (its MCP servers,
@@ -321,6 +327,22 @@ impl Runtime {
     /// Starts assembling a runtime.
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder::default()
+    }
+
+    /// The stored runs: records, events, counts, the runs live here, divergence, artifacts,
+    /// the store's health, recovery after a crash, pruning.
+    pub fn runs(&self) -> &Runs {
+        &self.runs
+    }
+
+    /// Sessions: list, show, transcript, end (the `SessionEnd` hooks), delete.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// Approvals: the human decisions runs and tasks wait for — list, show, decide.
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
     }
 
     /// Tasks: staged tool calls — create (checked by the gateway, policy and the
@@ -358,26 +380,14 @@ impl Runtime {
         self.loaded().unavailable_models.clone()
     }
 
-    /// Whether the run store is usable now (see [`RunStore::health`]): its schema version
-    /// and whether a write succeeds; an error says why it is not usable.
-    pub async fn store_health(&self) -> Result<StoreHealth, Error> {
-        Ok(self.kernel.store().health().await?)
-    }
-
     /// Starts a request; the returned handle streams its events and yields its response.
     pub async fn request(&self, options: RequestOptions) -> Result<RunHandle, Error> {
-        self.watch_skills();
-        Ok(self.kernel.request(options).await?)
+        self.starting(self.kernel.request(options)).await
     }
 
     /// Whether a shutdown has begun ([`Self::shutdown`]): no new work is taken.
     pub fn is_shutting_down(&self) -> bool {
         self.kernel.accepting().is_err()
-    }
-
-    /// Cancels an active request. Returns whether it was active.
-    pub fn cancel(&self, id: &RequestId) -> bool {
-        self.kernel.cancel(id)
     }
 
     /// Starts a new run with the agent, input, session, supplied history and mode of ended run
@@ -387,7 +397,7 @@ impl Runtime {
     /// while the run has not ended, [`RuntimeError::InvalidInput`] for a direct tool call,
     /// [`RuntimeError::ShuttingDown`] after [`Self::shutdown`].
     pub async fn retry(&self, id: &RequestId, owner: Option<String>) -> Result<RunHandle, Error> {
-        Ok(self.kernel.retry(id, owner).await?)
+        self.starting(self.kernel.retry(id, owner)).await
     }
 
     /// Stops taking work (every operation that starts a run then fails with
@@ -434,135 +444,29 @@ impl Runtime {
         self.loaded().mcp.shutdown().await;
     }
 
-    /// How many runs of this runtime are live (queued or running).
-    pub fn active_runs(&self) -> usize {
-        self.kernel.active_runs()
-    }
-
-    /// How many stored runs have each status (for metrics).
-    pub async fn run_counts(&self) -> Result<Vec<(RunStatus, u64)>, Error> {
-        Ok(self.kernel.run_counts().await?)
-    }
-
-    /// One run's record.
-    pub async fn get_run(&self, id: &RequestId) -> Result<Option<RunRecord>, Error> {
-        Ok(self.kernel.get_run(id).await?)
-    }
-
-    /// Runs, newest first.
-    pub async fn list_requests(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, Error> {
-        Ok(self.kernel.list_runs(filter).await?)
-    }
-
-    /// A run's stored events with `seq > after`.
-    pub async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, Error> {
-        Ok(self.kernel.events(id, after).await?)
-    }
-
-    /// Marks runs left active by processes that died as `interrupted`; returns their ids.
-    /// Call it when your program starts (the CLI does).
-    pub async fn recover(&self) -> Result<Vec<RequestId>, Error> {
-        Ok(self.kernel.recover().await?)
-    }
-
     /// Continues an interrupted run from its log.
     pub async fn resume(&self, id: &RequestId) -> Result<RunHandle, Error> {
-        Ok(self.kernel.resume(id).await?)
+        self.starting(self.kernel.resume(id)).await
     }
 
     /// A new run continuing a copy of run `id`'s first `at_seq` events.
     pub async fn fork(&self, id: &RequestId, at_seq: u64) -> Result<RunHandle, Error> {
-        Ok(self.kernel.fork(id, at_seq).await?)
+        self.starting(self.kernel.fork(id, at_seq)).await
     }
 
     /// Re-executes run `id` with its recorded model answers (no model is called).
     pub async fn replay(&self, id: &RequestId) -> Result<RunHandle, Error> {
-        Ok(self.kernel.replay(id).await?)
+        self.starting(self.kernel.replay(id)).await
     }
 
-    /// Where run `new`'s events first differ from run `original`'s; `None` if they agree.
-    pub async fn divergence(
+    /// Starts a run: every way in keeps the skills current first (the watcher starts once
+    /// per runtime), so a run started by resume, fork, replay or retry sees new and edited
+    /// skills as a request's does.
+    async fn starting(
         &self,
-        original: &RequestId,
-        new: &RequestId,
-    ) -> Result<Option<Divergence>, Error> {
-        Ok(self.kernel.divergence(original, new).await?)
-    }
-
-    /// Sessions, most recently updated first.
-    pub async fn list_sessions(&self, limit: Option<usize>) -> Result<Vec<SessionRecord>, Error> {
-        Ok(self.kernel.store().list_sessions(limit).await?)
-    }
-
-    /// One session.
-    pub async fn get_session(&self, id: &SessionId) -> Result<Option<SessionRecord>, Error> {
-        Ok(self.kernel.store().get_session(id).await?)
-    }
-
-    /// A session's persisted transcript.
-    pub async fn session_transcript(&self, id: &SessionId) -> Result<Vec<SessionMessage>, Error> {
-        Ok(self.kernel.store().session_messages(id).await?)
-    }
-
-    /// Deletes a session and its transcript; its runs stay. Returns whether it existed. The
-    /// `SessionEnd` hooks of an existing session run first (reason `deleted`).
-    pub async fn delete_session(&self, id: &SessionId) -> Result<bool, Error> {
-        if self.kernel.store().get_session(id).await?.is_some() {
-            self.kernel.end_session(id, "deleted").await;
-        }
-        Ok(self.kernel.store().delete_session(id).await?)
-    }
-
-    /// Ends a session without deleting it: runs its `SessionEnd` hooks with `reason` in their
-    /// input (`keel chat` says `prompt_input_exit` when it exits). Hook failures are logged,
-    /// never returned.
-    pub async fn end_session(&self, id: &SessionId, reason: &str) {
-        self.kernel.end_session(id, reason).await;
-    }
-
-    /// Approvals, newest first, optionally only those with `status`.
-    pub async fn list_approvals(
-        &self,
-        status: Option<ApprovalStatus>,
-    ) -> Result<Vec<ApprovalRecord>, Error> {
-        Ok(self.kernel.store().list_approvals(status).await?)
-    }
-
-    /// One approval.
-    pub async fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, Error> {
-        Ok(self.kernel.store().get_approval(id).await?)
-    }
-
-    /// Decides a pending approval, exactly once (a second decision fails, naming the first).
-    pub async fn decide_approval(
-        &self,
-        id: &str,
-        approve: bool,
-        scope: ApprovalScope,
-        decided_by: &str,
-        reason: Option<&str>,
-    ) -> Result<ApprovalRecord, Error> {
-        let status = match approve {
-            true => ApprovalStatus::Approved,
-            false => ApprovalStatus::Denied,
-        };
-        let decided = self
-            .kernel
-            .store()
-            .decide_approval(id, status, scope, decided_by, reason)
-            .await?;
-        // A run of this process waiting on it looks now.
-        self.kernel.approval_decided();
-        Ok(decided)
-    }
-
-    /// An artifact and its content, by URI (`keel://artifacts/<id>`) or id.
-    pub async fn artifact(&self, uri: &str) -> Result<Option<(ArtifactRecord, Vec<u8>)>, Error> {
-        Ok(self.kernel.artifacts().get(uri).await?)
-    }
-
-    /// Deletes ended runs that started before `before` (RFC 3339); returns how many.
-    pub async fn prune(&self, before: &str) -> Result<u64, Error> {
-        Ok(self.kernel.store().prune(before).await?)
+        start: impl Future<Output = Result<RunHandle, RuntimeError>>,
+    ) -> Result<RunHandle, Error> {
+        self.watch_skills();
+        Ok(start.await?)
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use keel_runtime::memory::{MaintenanceReport, MaintenanceRequest, MemoryService};
-use keel_types::{ApprovalRecord, ApprovalStatus, RequestId};
+use keel_types::RequestId;
 
 use crate::{Error, Runtime};
 
@@ -14,17 +14,6 @@ impl Runtime {
     /// no `Memory` document.
     pub fn memory(&self) -> Result<Arc<MemoryService>, Error> {
         Ok(self.kernel.memory()?)
-    }
-
-    /// Memory candidates waiting for a person: the pending approvals that carry one
-    /// (decide them like any approval: [`Runtime::decide_approval`]; approving stores the
-    /// record).
-    pub async fn memory_candidates(&self) -> Result<Vec<ApprovalRecord>, Error> {
-        let pending = self
-            .store()
-            .list_approvals(Some(ApprovalStatus::Pending))
-            .await?;
-        Ok(pending.into_iter().filter(|a| a.memory.is_some()).collect())
     }
 
     /// Runs memory maintenance (expiry, compaction) as a recorded run of its own.

@@ -11,11 +11,102 @@
 //! `runtime.request.started`. Sessions from before owners were recorded have none and stay
 //! open to anyone.
 
-use keel_types::{Message, RequestId, SessionId, SessionOwner};
+use keel_tools::hooks::HookInput;
+use keel_types::{
+    HookEvent, Message, RequestId, SessionId, SessionMessage, SessionOwner, SessionRecord,
+};
 
 use super::{Kernel, RequestOptions};
 use crate::RuntimeError;
+use crate::governance::HookResult;
 use crate::history::trim_history;
+
+/// Sessions: a conversation's runs and transcript (`Runtime::sessions()` in the SDK). Cheap to
+/// clone.
+#[derive(Clone)]
+pub struct Sessions {
+    kernel: Kernel,
+}
+
+impl Kernel {
+    /// The sessions of this runtime.
+    pub fn sessions(&self) -> Sessions {
+        Sessions {
+            kernel: self.clone(),
+        }
+    }
+}
+
+impl Sessions {
+    /// Sessions, most recently updated first.
+    pub async fn list(&self, limit: Option<usize>) -> Result<Vec<SessionRecord>, RuntimeError> {
+        Ok(self.kernel.store().list_sessions(limit).await?)
+    }
+
+    /// One session.
+    pub async fn get(&self, id: &SessionId) -> Result<Option<SessionRecord>, RuntimeError> {
+        Ok(self.kernel.store().get_session(id).await?)
+    }
+
+    /// A session's persisted transcript.
+    pub async fn transcript(&self, id: &SessionId) -> Result<Vec<SessionMessage>, RuntimeError> {
+        Ok(self.kernel.store().session_messages(id).await?)
+    }
+
+    /// Deletes a session and its transcript; its runs stay. Returns whether it existed. The
+    /// `SessionEnd` hooks of an existing session run first (reason `deleted`).
+    pub async fn delete(&self, id: &SessionId) -> Result<bool, RuntimeError> {
+        if self.get(id).await?.is_some() {
+            self.end(id, "deleted").await;
+        }
+        Ok(self.kernel.store().delete_session(id).await?)
+    }
+
+    /// Runs the `SessionEnd` hooks of a session that is closed (`keel chat` exits) or deleted,
+    /// with `reason` in their input (`prompt_input_exit`, `deleted`, `other`). They are
+    /// non-blocking and no run's log holds them: each call is traced, and a failure is only
+    /// logged, whatever its `onError`.
+    pub async fn end(&self, session: &SessionId, reason: &str) {
+        let services = self.kernel.services();
+        let governance = &services.governance;
+        if !governance.wants(HookEvent::SessionEnd, None) {
+            return;
+        }
+        let workspace = &services.workspace;
+        let agent = match self.kernel.store().get_session(session).await {
+            Ok(Some(record)) => Some(record.agent),
+            _ => workspace.default_agent().map(str::to_owned),
+        };
+        let mut input = HookInput::new(HookEvent::SessionEnd, &workspace.root);
+        input.session_id = Some(session.to_string());
+        input.permission_mode = agent
+            .as_deref()
+            .map(|agent| governance.policy().mode(agent, None).as_str().to_owned());
+        input.reason = Some(reason.to_owned());
+        input.agent = agent;
+        let (_, calls) = governance
+            .hook_round(
+                HookEvent::SessionEnd,
+                None,
+                &input,
+                &workspace.root,
+                &Default::default(),
+            )
+            .await;
+        for call in calls {
+            match call.result {
+                HookResult::Answered(outcome) => tracing::info!(
+                    %session, hook = %call.hook, outcome = %HookResult::describe(&outcome),
+                    duration_ms = call.duration_ms, "SessionEnd hook answered."
+                ),
+                HookResult::Failed { error, on_error } => tracing::warn!(
+                    %session, hook = %call.hook, %error, on_error,
+                    duration_ms = call.duration_ms, "SessionEnd hook failed."
+                ),
+            }
+        }
+    }
+}
 
 /// The principal a request comes from.
 pub(super) fn principal(options: &RequestOptions) -> Result<SessionOwner, RuntimeError> {

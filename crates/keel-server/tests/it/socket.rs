@@ -197,7 +197,8 @@ async fn shutdown_lets_short_runs_finish_and_interrupts_the_rest() {
 
     let runs = server
         .runtime
-        .list_requests(&keel::RunFilter::default())
+        .runs()
+        .list(&keel::RunFilter::default())
         .await
         .unwrap();
     let mut statuses: Vec<_> = runs.iter().map(|r| r.status).collect();

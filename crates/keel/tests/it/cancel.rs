@@ -44,7 +44,7 @@ async fn cancelling_during_a_tool_kills_its_process_group() {
     let child = read_pid(&ws.join("child.pid")).await;
     let grandchild = read_pid(&ws.join("grandchild.pid")).await;
     assert!(alive(grandchild));
-    assert!(runtime.cancel(handle.request_id()));
+    assert!(runtime.cancel(handle.request_id()).await.unwrap());
     let mut live = Vec::new();
     while let Some(event) = handle.next_event().await {
         live.push(event);
@@ -73,7 +73,8 @@ async fn cancelling_during_a_tool_kills_its_process_group() {
             .any(|e| matches!(e.payload, EventPayload::RequestCancelled { .. }))
     );
     let record = runtime
-        .get_run(&response.request_id)
+        .runs()
+        .get(&response.request_id)
         .await
         .unwrap()
         .unwrap();

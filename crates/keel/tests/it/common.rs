@@ -62,7 +62,11 @@ pub async fn run(runtime: &Runtime, input: &str) -> (RunResponse, Vec<Event>) {
 
 /// The stored events of a run, read back through the SDK.
 pub async fn stored(runtime: &Runtime, response: &RunResponse) -> Vec<Event> {
-    runtime.events(&response.request_id, 0).await.unwrap()
+    runtime
+        .runs()
+        .events(&response.request_id, 0)
+        .await
+        .unwrap()
 }
 
 /// Type names of events, in order.
@@ -154,7 +158,8 @@ pub async fn wait_for_pending(runtime: &Runtime) -> keel::ApprovalRecord {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let pending = runtime
-            .list_approvals(Some(keel::ApprovalStatus::Pending))
+            .approvals()
+            .list(Some(keel::ApprovalStatus::Pending))
             .await
             .unwrap();
         if let Some(approval) = pending.into_iter().next() {
@@ -186,7 +191,8 @@ pub fn transcript(messages: &[serde_json::Value]) -> Vec<String> {
 pub async fn pending_approval(runtime: &Runtime) -> keel::ApprovalRecord {
     loop {
         let pending = runtime
-            .list_approvals(Some(keel::ApprovalStatus::Pending))
+            .approvals()
+            .list(Some(keel::ApprovalStatus::Pending))
             .await
             .unwrap();
         if let Some(approval) = pending.into_iter().next() {

@@ -56,6 +56,11 @@ async fn a_direct_calls_finish_reason_says_how_it_ended() {
     assert_eq!(failed.finish_reason, FinishReason::ToolFailed);
 
     // The run's record says the same.
-    let record = runtime.get_run(&failed.request_id).await.unwrap().unwrap();
+    let record = runtime
+        .runs()
+        .get(&failed.request_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.finish_reason, Some(FinishReason::ToolFailed));
 }

@@ -130,7 +130,8 @@ async fn a_history_the_model_wire_would_refuse_is_rejected_naming_the_message() 
     assert_eq!(mock.request_count(), 0);
     assert!(
         runtime
-            .list_requests(&RunFilter::default())
+            .runs()
+            .list(&RunFilter::default())
             .await
             .unwrap()
             .is_empty()
@@ -177,7 +178,8 @@ async fn owners_are_recorded_and_filter_the_list() {
         handle.wait().await.unwrap();
     }
     let alice = runtime
-        .list_requests(&RunFilter {
+        .runs()
+        .list(&RunFilter {
             owner: Some("alice".into()),
             ..Default::default()
         })
@@ -185,7 +187,7 @@ async fn owners_are_recorded_and_filter_the_list() {
         .unwrap();
     assert_eq!(alice.len(), 2);
     assert!(alice.iter().all(|r| r.owner.as_deref() == Some("alice")));
-    let mut counts = runtime.run_counts().await.unwrap();
+    let mut counts = runtime.runs().counts().await.unwrap();
     counts.sort_by_key(|(status, _)| status.as_str());
     assert_eq!(counts, [(RunStatus::Completed, 4)]);
 }
@@ -222,7 +224,12 @@ async fn retry_repeats_an_ended_run_and_refuses_unknown_and_live_runs() {
         .await
         .unwrap();
     assert_eq!(retried.output.as_deref(), Some("second"));
-    let record = runtime.get_run(&retried.request_id).await.unwrap().unwrap();
+    let record = runtime
+        .runs()
+        .get(&retried.request_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.links.retry_of.as_ref(), Some(&first.request_id));
     assert_eq!(record.input, "Answer me");
     assert_eq!(record.session_id.as_ref(), Some(&session));
@@ -284,11 +291,11 @@ async fn shutdown_lets_runs_that_end_within_the_grace_period_finish() {
         })
         .await
         .unwrap();
-    assert_eq!(runtime.active_runs(), 1);
+    assert_eq!(runtime.runs().active(), 1);
     let report = runtime.shutdown(Duration::from_secs(20)).await;
     assert_eq!(report.finished, 1);
     assert_eq!(report.interrupted, 0);
-    assert_eq!(runtime.active_runs(), 0);
+    assert_eq!(runtime.runs().active(), 0);
     let response = handle.wait().await.unwrap();
     assert_eq!(response.status, RunStatus::Completed);
 
@@ -348,13 +355,13 @@ async fn shutdown_interrupts_a_run_stuck_in_a_slow_tool_and_the_run_resumes() {
     assert_eq!(report.finished, 0);
     assert_eq!(report.interrupted, 1);
     // Durable before shutdown returned.
-    let record = runtime.get_run(&id).await.unwrap().unwrap();
+    let record = runtime.runs().get(&id).await.unwrap().unwrap();
     assert_eq!(record.status, RunStatus::Interrupted);
     assert_eq!(
         record.error.as_ref().map(|e| e.code),
         Some(ErrorCode::Shutdown)
     );
-    let events = runtime.events(&id, 0).await.unwrap();
+    let events = runtime.runs().events(&id, 0).await.unwrap();
     assert_well_formed(&events);
     assert_eq!(
         events.last().unwrap().type_name(),
@@ -372,7 +379,7 @@ async fn shutdown_interrupts_a_run_stuck_in_a_slow_tool_and_the_run_resumes() {
     let resumed = restarted.resume(&id).await.unwrap().wait().await.unwrap();
     assert_eq!(resumed.status, RunStatus::Completed, "{resumed:?}");
     assert_eq!(resumed.output.as_deref(), Some("Resumed and done."));
-    let events = restarted.events(&id, 0).await.unwrap();
+    let events = restarted.runs().events(&id, 0).await.unwrap();
     let names = types(&events);
     let interrupted = names
         .iter()
@@ -392,7 +399,7 @@ async fn shutdown_interrupts_a_run_stuck_in_a_slow_tool_and_the_run_resumes() {
     assert_eq!(sent[2], ("assistant".into(), "sure".into()));
     assert_eq!(sent[3], ("user".into(), "Do the slow thing".into()));
     assert!(sent[5].1.contains("interrupted"), "{sent:?}");
-    let record = restarted.get_run(&id).await.unwrap().unwrap();
+    let record = restarted.runs().get(&id).await.unwrap().unwrap();
     assert_eq!(record.status, RunStatus::Completed);
     assert_eq!(record.error, None);
     assert_eq!(record.links.resumed, 1);

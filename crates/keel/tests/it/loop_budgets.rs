@@ -215,7 +215,12 @@ async fn a_large_tool_output_becomes_an_artifact_with_a_preview() {
         .expect("an artifact event");
     let full: String = (1..=5000).map(|n| format!("{n}\n")).collect();
     assert_eq!(artifact.bytes, full.len() as u64);
-    let (_, content) = runtime.artifact(&artifact.uri).await.unwrap().unwrap();
+    let (_, content) = runtime
+        .runs()
+        .artifact(&artifact.uri)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(String::from_utf8(content).unwrap(), full);
     // The model saw a preview within the limit, and the URI.
     let seen = mock.requests()[1]

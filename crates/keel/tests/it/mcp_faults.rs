@@ -482,7 +482,12 @@ async fn a_20_mb_result_becomes_an_artifact_and_the_model_reads_a_preview() {
         "the model read the preview and where the rest is: {}",
         &seen[seen.len().saturating_sub(300)..]
     );
-    let (_, content) = runtime.artifact(&artifact.uri).await.unwrap().unwrap();
+    let (_, content) = runtime
+        .runs()
+        .artifact(&artifact.uri)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(content.len() as u64, BYTES);
     assert!(content.starts_with(b"0123456789abcdefghijklmnopqrstuvwxyz\n"));
 
@@ -624,7 +629,12 @@ async fn an_image_result_is_stored_as_a_png_artifact() {
         output.starts_with("a one-pixel image") && output.contains(&artifact.uri),
         "{output}"
     );
-    let (_, content) = runtime.artifact(&artifact.uri).await.unwrap().unwrap();
+    let (_, content) = runtime
+        .runs()
+        .artifact(&artifact.uri)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(content.starts_with(b"\x89PNG\r\n\x1a\n"), "{content:?}");
     runtime.stop_mcp().await;
 }
@@ -678,7 +688,7 @@ async fn cancelling_a_run_sends_notifications_cancelled_for_its_call() {
 
     let handle = start(&runtime, "slow").await;
     pid_in(&ws.join("server.pid")).await;
-    assert!(runtime.cancel(handle.request_id()));
+    assert!(runtime.cancel(handle.request_id()).await.unwrap());
     let (response, _) = finish(handle).await;
     assert_eq!(response.status, RunStatus::Cancelled, "{response:?}");
 

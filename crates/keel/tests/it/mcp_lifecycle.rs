@@ -23,7 +23,11 @@ async fn a_crash_mid_call_is_recorded_in_the_run_it_interrupted() {
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
 
     // The stored log says it, and says it before the call's result.
-    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    let events = runtime
+        .runs()
+        .events(&response.request_id, 0)
+        .await
+        .unwrap();
     let down = events
         .iter()
         .position(|e| {
@@ -61,7 +65,7 @@ async fn a_crash_mid_call_is_recorded_in_the_run_it_interrupted() {
     let (next, _) = finish(handle).await;
     let mut all: Vec<String> = Vec::new();
     for id in [&response.request_id, &next.request_id] {
-        for event in runtime.events(id, 0).await.unwrap() {
+        for event in runtime.runs().events(id, 0).await.unwrap() {
             if let EventPayload::McpLifecycle { lifecycle, .. } = event.payload {
                 all.push(lifecycle);
             }

@@ -195,7 +195,8 @@ async fn a_request_without_the_metadata_its_namespace_needs_is_refused_and_nothi
     );
     assert!(
         runtime
-            .list_requests(&RunFilter::default())
+            .runs()
+            .list(&RunFilter::default())
             .await
             .unwrap()
             .is_empty()
@@ -277,7 +278,7 @@ async fn remember_under_approve_does_not_wait_and_the_approval_makes_it_recallab
             _ => None,
         })
         .unwrap();
-    let pending = runtime.memory_candidates().await.unwrap();
+    let pending = runtime.approvals().memory_candidates().await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].arguments["text"], "Alice prefers oolong tea.");
     let memory = runtime.memory().unwrap();
@@ -292,7 +293,8 @@ async fn remember_under_approve_does_not_wait_and_the_approval_makes_it_recallab
     // Approved through a second runtime on the same files (as another process would).
     let other = Runtime::builder().workspace(ws.path()).build().unwrap();
     let decided = other
-        .decide_approval(&approval_id, true, ApprovalScope::Once, "ana", None)
+        .approvals()
+        .decide(&approval_id, true, ApprovalScope::Once, "ana", None)
         .await
         .unwrap();
     let stored_id = decided.memory_record.unwrap();
@@ -306,7 +308,14 @@ async fn remember_under_approve_does_not_wait_and_the_approval_makes_it_recallab
         hits[0].record.provenance[0].approved_by.as_deref(),
         Some("ana")
     );
-    assert!(runtime.memory_candidates().await.unwrap().is_empty());
+    assert!(
+        runtime
+            .approvals()
+            .memory_candidates()
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -345,7 +354,14 @@ async fn remember_under_reject_keeps_nothing_and_tells_the_model() {
             .unwrap()
             .is_empty()
     );
-    assert!(runtime.memory_candidates().await.unwrap().is_empty());
+    assert!(
+        runtime
+            .approvals()
+            .memory_candidates()
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -445,7 +461,7 @@ async fn updates_keep_history_and_maintenance_expires_by_ttl_as_a_recorded_run()
         memory.get(&first.id).await.unwrap().status,
         MemoryStatus::Expired
     );
-    let events = runtime.events(&run_id, 0).await.unwrap();
+    let events = runtime.runs().events(&run_id, 0).await.unwrap();
     let types: Vec<&str> = events.iter().map(|e| e.payload.type_name()).collect();
     assert_eq!(
         types,
@@ -614,7 +630,7 @@ async fn hybrid_recall_finds_by_meaning_what_full_text_misses() {
 async fn extraction_run(runtime: &Runtime, parent: &keel::RequestId) -> keel::RunRecord {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let runs = runtime.list_requests(&RunFilter::default()).await.unwrap();
+        let runs = runtime.runs().list(&RunFilter::default()).await.unwrap();
         if let Some(run) = runs
             .into_iter()
             .find(|r| r.links.parent_id.as_ref() == Some(parent) && r.status.is_terminal())
@@ -654,7 +670,11 @@ async fn post_run_extraction_submits_candidates_after_the_answer_as_a_run_of_its
     let extraction = extraction_run(&runtime, &response.request_id).await;
     assert_eq!(extraction.status, RunStatus::Completed, "{extraction:?}");
     assert_eq!(extraction.agent, "memory");
-    let events = runtime.events(&extraction.request_id, 0).await.unwrap();
+    let events = runtime
+        .runs()
+        .events(&extraction.request_id, 0)
+        .await
+        .unwrap();
     let submitted = events
         .iter()
         .filter(|e| matches!(e.payload, EventPayload::MemoryCandidateSubmitted { .. }))

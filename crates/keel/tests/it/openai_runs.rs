@@ -147,7 +147,8 @@ async fn three_server_errors_fail_the_run_with_a_typed_error() {
     );
     assert_eq!(mock.request_count(), 3, "maxAttempts is 3");
     let record = runtime
-        .get_run(&response.request_id)
+        .runs()
+        .get(&response.request_id)
         .await
         .unwrap()
         .unwrap();

@@ -41,6 +41,7 @@ async fn replay_reproduces_the_event_sequence_without_calling_the_model() {
     );
     assert_eq!(
         runtime
+            .runs()
             .divergence(&original.request_id, &replay.request_id)
             .await
             .unwrap(),
@@ -53,7 +54,12 @@ async fn replay_reproduces_the_event_sequence_without_calling_the_model() {
         b.iter().any(|e| e.type_name() == "runtime.model.retry"),
         "the retry is replayed too"
     );
-    let record = runtime.get_run(&replay.request_id).await.unwrap().unwrap();
+    let record = runtime
+        .runs()
+        .get(&replay.request_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.links.replay_of.as_ref(), Some(&original.request_id));
 }
 
@@ -74,6 +80,7 @@ async fn replay_reports_where_a_changed_workspace_diverges() {
     let replay = drain(runtime.replay(&original.request_id).await.unwrap()).await;
 
     let divergence = runtime
+        .runs()
         .divergence(&original.request_id, &replay.request_id)
         .await
         .unwrap()
@@ -142,7 +149,7 @@ async fn fork_continues_a_copy_of_the_first_events_with_the_live_model() {
             .unwrap()
             .contains("Hello from the README.")
     );
-    let record = runtime.get_run(&fork.request_id).await.unwrap().unwrap();
+    let record = runtime.runs().get(&fork.request_id).await.unwrap().unwrap();
     assert_eq!(
         record.links.forked_from.as_ref(),
         Some(&original.request_id)

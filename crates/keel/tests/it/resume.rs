@@ -200,7 +200,7 @@ async fn an_interrupted_run_resumes_rerunning_only_idempotent_calls() {
     assert!(tool_messages[1].1.contains("Hello from the README."));
     assert_eq!(tool_messages[2].0, "call_list");
     assert!(tool_messages[2].1.contains("README.md"));
-    let record = runtime.get_run(&id).await.unwrap().unwrap();
+    let record = runtime.runs().get(&id).await.unwrap().unwrap();
     assert_eq!(record.status, RunStatus::Completed);
     assert_eq!(
         record.links,

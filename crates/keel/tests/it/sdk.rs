@@ -87,7 +87,7 @@ async fn injected_provider_and_tool_replace_the_workspace_ones() {
     assert_eq!(calls.lock().unwrap().len(), 1);
     assert!(response.output.unwrap().contains("sunny"));
     assert_eq!(response.usage.total_tokens, 5);
-    let runs = runtime.list_requests(&Default::default()).await.unwrap();
+    let runs = runtime.runs().list(&Default::default()).await.unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].status, RunStatus::Completed);
 }

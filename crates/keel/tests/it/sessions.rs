@@ -49,7 +49,7 @@ async fn a_second_turn_sees_the_first_and_the_transcript_is_persisted() {
     assert_eq!(sent[1]["content"], "What does the README say?");
     assert_eq!(sent[5]["content"], "What did I ask before?");
 
-    let transcript = runtime.session_transcript(&session).await.unwrap();
+    let transcript = runtime.sessions().transcript(&session).await.unwrap();
     let roles: Vec<Role> = transcript.iter().map(|m| m.message.role).collect();
     use Role::*;
     assert_eq!(
@@ -60,12 +60,13 @@ async fn a_second_turn_sees_the_first_and_the_transcript_is_persisted() {
         transcript.iter().map(|m| m.seq).collect::<Vec<_>>(),
         (1..=6).collect::<Vec<_>>()
     );
-    let sessions = runtime.list_sessions(None).await.unwrap();
+    let sessions = runtime.sessions().list(None).await.unwrap();
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0].run_count, 2);
     assert_eq!(sessions[0].message_count, 6);
     let runs = runtime
-        .list_requests(&keel::RunFilter {
+        .runs()
+        .list(&keel::RunFilter {
             session: Some(session.clone()),
             ..Default::default()
         })
@@ -73,16 +74,22 @@ async fn a_second_turn_sees_the_first_and_the_transcript_is_persisted() {
         .unwrap();
     assert_eq!(runs.len(), 2);
 
-    assert!(runtime.delete_session(&session).await.unwrap());
+    assert!(runtime.sessions().delete(&session).await.unwrap());
     assert!(
         runtime
-            .session_transcript(&session)
+            .sessions()
+            .transcript(&session)
             .await
             .unwrap()
             .is_empty()
     );
     assert!(
-        runtime.get_run(&first.request_id).await.unwrap().is_some(),
+        runtime
+            .runs()
+            .get(&first.request_id)
+            .await
+            .unwrap()
+            .is_some(),
         "runs stay"
     );
 }
@@ -193,7 +200,8 @@ async fn an_embedder_gets_the_same_session_id_rule_as_the_cli_and_http() {
     }
     assert!(
         runtime
-            .list_requests(&Default::default())
+            .runs()
+            .list(&Default::default())
             .await
             .unwrap()
             .is_empty()

@@ -189,7 +189,8 @@ async fn a_mention_of_an_unknown_or_disallowed_skill_refuses_the_request() {
     assert_eq!(mock.request_count(), 0);
     assert!(
         runtime
-            .list_requests(&keel::RunFilter::default())
+            .runs()
+            .list(&keel::RunFilter::default())
             .await
             .unwrap()
             .is_empty()
@@ -311,7 +312,8 @@ async fn a_skill_script_asks_a_person_and_runs_in_the_skill_folder() {
     assert_eq!(approval.tool, "run_skill_script");
     assert_eq!(approval.arguments["script"], "scripts/count.py");
     runtime
-        .decide_approval(
+        .approvals()
+        .decide(
             &approval.approval_id,
             true,
             ApprovalScope::Once,

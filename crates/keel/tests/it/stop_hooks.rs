@@ -34,7 +34,8 @@ async fn stop_hooks_run_after_a_cancelled_turn() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while runtime
-        .list_approvals(Some(ApprovalStatus::Pending))
+        .approvals()
+        .list(Some(ApprovalStatus::Pending))
         .await
         .unwrap()
         .is_empty()

@@ -110,7 +110,11 @@ async fn parallel_task_calls_run_two_subagents_and_both_answers_reach_the_parent
         response.output.as_deref(),
         Some("Report: facts: water is wet | intro: once upon a time")
     );
-    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    let events = runtime
+        .runs()
+        .events(&response.request_id, 0)
+        .await
+        .unwrap();
     assert_well_formed(&events);
     let handoffs: Vec<(String, String)> = events
         .iter()
@@ -145,7 +149,11 @@ async fn parallel_task_calls_run_two_subagents_and_both_answers_reach_the_parent
                 .iter()
                 .any(|(_, id)| *id == child.run.request_id.to_string())
         );
-        let child_events = runtime.events(&child.run.request_id, 0).await.unwrap();
+        let child_events = runtime
+            .runs()
+            .events(&child.run.request_id, 0)
+            .await
+            .unwrap();
         assert_well_formed(&child_events);
     }
     // The two children ran at the same time: each started before the other ended.
@@ -202,7 +210,7 @@ async fn a_child_cannot_call_a_tool_its_parents_policy_denies() {
         .unwrap()
         .unwrap();
     let child = &tree.children[0].run;
-    let child_events = runtime.events(&child.request_id, 0).await.unwrap();
+    let child_events = runtime.runs().events(&child.request_id, 0).await.unwrap();
     let denied = child_events.iter().find_map(|e| match &e.payload {
         EventPayload::PolicyDecided {
             decision, source, ..
@@ -298,7 +306,7 @@ async fn cancelling_the_parent_kills_a_childs_running_tool() {
     let parent = handle.request_id().clone();
     let pid = read_pid(&ws.join("child.pid")).await;
     assert!(alive(pid));
-    assert!(runtime.cancel(&parent));
+    assert!(runtime.cancel(&parent).await.unwrap());
     let response = handle.wait().await.unwrap();
     assert_eq!(response.status, RunStatus::Cancelled);
     assert!(
@@ -316,7 +324,8 @@ async fn cancelling_the_parent_kills_a_childs_running_tool() {
         tokio::task::yield_now().await;
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         status = runtime
-            .get_run(&child.request_id)
+            .runs()
+            .get(&child.request_id)
             .await
             .unwrap()
             .unwrap()
@@ -356,7 +365,8 @@ async fn a_childs_approval_names_the_root_request() {
     assert_ne!(pending.request_id, root, "the child asks");
     assert_eq!(pending.root_request_id.as_ref(), Some(&root));
     runtime
-        .decide_approval(
+        .approvals()
+        .decide(
             &pending.approval_id,
             true,
             keel::ApprovalScope::Once,
@@ -385,7 +395,8 @@ async fn structured_output_is_asked_again_with_the_issues_and_stored() {
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
     assert_eq!(response.value, Some(json!({"severity": "high"})));
     let record = runtime
-        .get_run(&response.request_id)
+        .runs()
+        .get(&response.request_id)
         .await
         .unwrap()
         .unwrap();
@@ -394,7 +405,11 @@ async fn structured_output_is_asked_again_with_the_issues_and_stored() {
     assert!(system(requests[0].messages()).contains("valid against this JSON Schema"));
     let reask = requests[1].last_content_of("user").unwrap();
     assert!(reask.contains("not JSON"), "{reask}");
-    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    let events = runtime
+        .runs()
+        .events(&response.request_id, 0)
+        .await
+        .unwrap();
     assert_well_formed(&events);
     assert!(types(&events).contains(&"runtime.output.rejected"));
 }
@@ -463,7 +478,7 @@ async fn a_shutdown_interrupts_parent_and_child_and_resuming_the_parent_resumes_
     assert_eq!(tree.children[0].run.status, RunStatus::Completed);
     assert_eq!(tree.children[0].run.links.resumed, 1);
     for id in [&parent, &child.request_id] {
-        assert_well_formed_resumed(&restarted.events(id, 0).await.unwrap());
+        assert_well_formed_resumed(&restarted.runs().events(id, 0).await.unwrap());
     }
 }
 

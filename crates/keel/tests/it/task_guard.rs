@@ -150,7 +150,8 @@ async fn a_task_a_hook_asks_about_needs_a_human_and_its_hook_runs_once() {
         Some("web deploys need a human")
     );
     runtime
-        .decide_approval(
+        .approvals()
+        .decide(
             &approval.approval_id,
             true,
             ApprovalScope::Once,
@@ -241,7 +242,7 @@ async fn a_task_is_checked_under_its_permission_mode_at_create_and_at_run() {
     let id = handle.request_id().clone();
     let response = handle.wait().await.unwrap();
     assert_eq!(response.status, keel::RunStatus::Completed, "{response:?}");
-    let events = runtime.events(&id, 0).await.unwrap();
+    let events = runtime.runs().events(&id, 0).await.unwrap();
     assert!(
         matches!(
             &events[0].payload,

@@ -35,11 +35,12 @@ async fn a_workflow_maps_branches_waits_for_approval_and_nests() {
         Some("Ship the high fix for T-1?")
     );
     assert_eq!(
-        runtime.get_run(&id).await.unwrap().unwrap().status,
+        runtime.runs().get(&id).await.unwrap().unwrap().status,
         RunStatus::WaitingApproval
     );
     runtime
-        .decide_approval(
+        .approvals()
+        .decide(
             &approval.approval_id,
             true,
             ApprovalScope::Once,
@@ -63,7 +64,7 @@ async fn a_workflow_maps_branches_waits_for_approval_and_nests() {
     expected.sort_unstable();
     assert_eq!(lines, expected, "each side effect exactly once");
 
-    let events = runtime.events(&id, 0).await.unwrap();
+    let events = runtime.runs().events(&id, 0).await.unwrap();
     assert_well_formed(&events);
     let names = types(&events);
     assert_eq!(names[1], "runtime.workflow.started");
@@ -115,7 +116,11 @@ async fn the_other_branch_runs_when_the_typed_field_differs() {
         response.value,
         Some(json!({"low": {"classify": {"severity": "low"}}}))
     );
-    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    let events = runtime
+        .runs()
+        .events(&response.request_id, 0)
+        .await
+        .unwrap();
     let skipped: Vec<String> = events
         .iter()
         .filter_map(|e| match &e.payload {
@@ -203,7 +208,11 @@ async fn phases_pass_their_gates_in_order() {
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let response = finish(&runtime, "feature", "").await;
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
-    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    let events = runtime
+        .runs()
+        .events(&response.request_id, 0)
+        .await
+        .unwrap();
     let phases: Vec<String> = events
         .iter()
         .filter_map(|e| match &e.payload {
@@ -248,7 +257,11 @@ async fn a_gate_that_refuses_blocks_its_phase_and_fails_the_run() {
         "{}",
         error.message
     );
-    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    let events = runtime
+        .runs()
+        .events(&response.request_id, 0)
+        .await
+        .unwrap();
     assert_well_formed(&events);
     let names = types(&events);
     assert!(names.contains(&"runtime.specDriven.phase.blocked"));
@@ -287,7 +300,11 @@ spec:
     let response = finish(&runtime, "drafts", "").await;
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
     assert_eq!(response.value, Some(json!({"pass": true})));
-    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    let events = runtime
+        .runs()
+        .events(&response.request_id, 0)
+        .await
+        .unwrap();
     let reviews: Vec<u32> = events
         .iter()
         .filter_map(|e| match &e.payload {
@@ -340,7 +357,11 @@ spec:
     let response = finish(&runtime, "flaky", "").await;
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
     assert_eq!(response.value, Some(json!({"ok": true})));
-    let events = runtime.events(&response.request_id, 0).await.unwrap();
+    let events = runtime
+        .runs()
+        .events(&response.request_id, 0)
+        .await
+        .unwrap();
     let failed: Vec<(u32, bool)> = events
         .iter()
         .filter_map(|e| match &e.payload {

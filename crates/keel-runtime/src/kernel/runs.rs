@@ -1,0 +1,86 @@
+//! The stored runs as their readers see them (`Runtime::runs()` in the SDK): records, events,
+//! counts, the runs live here, where a replayed run diverged, artifacts, the store's health,
+//! recovery after a crash and pruning. Starting, continuing and stopping runs is the kernel's
+//! lifecycle (`request`, `resume`, `fork`, `replay`, `retry`, `cancel`, `shutdown`).
+
+use keel_types::{ArtifactRecord, Event, RequestId, RunFilter, RunRecord, RunStatus, StoreHealth};
+
+use super::Kernel;
+use crate::RuntimeError;
+use crate::replay::Divergence;
+
+/// The runs of this runtime's store. Cheap to clone.
+#[derive(Clone)]
+pub struct Runs {
+    kernel: Kernel,
+}
+
+impl Kernel {
+    /// The runs of this runtime's store.
+    pub fn runs(&self) -> Runs {
+        Runs {
+            kernel: self.clone(),
+        }
+    }
+}
+
+impl Runs {
+    /// One run's record.
+    pub async fn get(&self, id: &RequestId) -> Result<Option<RunRecord>, RuntimeError> {
+        Ok(self.kernel.store().get_run(id).await?)
+    }
+
+    /// Runs, newest first.
+    pub async fn list(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, RuntimeError> {
+        Ok(self.kernel.store().list_runs(filter).await?)
+    }
+
+    /// A run's stored events with `seq > after`.
+    pub async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, RuntimeError> {
+        Ok(self.kernel.store().events(id, after).await?)
+    }
+
+    /// How many stored runs have each status (for metrics).
+    pub async fn counts(&self) -> Result<Vec<(RunStatus, u64)>, RuntimeError> {
+        Ok(self.kernel.store().run_counts().await?)
+    }
+
+    /// How many runs of this runtime are live (queued or running).
+    pub fn active(&self) -> usize {
+        self.kernel.active_runs()
+    }
+
+    /// Where run `new`'s events first differ from run `original`'s; `None` if they agree.
+    pub async fn divergence(
+        &self,
+        original: &RequestId,
+        new: &RequestId,
+    ) -> Result<Option<Divergence>, RuntimeError> {
+        self.kernel.divergence(original, new).await
+    }
+
+    /// Marks runs left active by processes that died as `interrupted`; returns their ids.
+    /// Call it when your program starts (the CLI does).
+    pub async fn recover(&self) -> Result<Vec<RequestId>, RuntimeError> {
+        self.kernel.recover().await
+    }
+
+    /// Deletes ended runs that started before `before` (RFC 3339); returns how many.
+    pub async fn prune(&self, before: &str) -> Result<u64, RuntimeError> {
+        Ok(self.kernel.store().prune(before).await?)
+    }
+
+    /// An artifact and its content, by URI (`keel://artifacts/<id>`) or id.
+    pub async fn artifact(
+        &self,
+        uri: &str,
+    ) -> Result<Option<(ArtifactRecord, Vec<u8>)>, RuntimeError> {
+        Ok(self.kernel.artifacts().get(uri).await?)
+    }
+
+    /// Whether the run store is usable now: its schema version and whether a write succeeds;
+    /// an error says why it is not usable.
+    pub async fn store_health(&self) -> Result<StoreHealth, RuntimeError> {
+        Ok(self.kernel.store().health().await?)
+    }
+}
