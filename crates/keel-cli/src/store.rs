@@ -7,10 +7,10 @@
 //! - `copy --from sqlite --to postgres` moves a workspace's history (`.keel/keel.db`) into
 //!   its PostgreSQL store (or the one `--url` names).
 
+use keel_types::RunLog;
 use std::path::Path;
 
 use clap::{Subcommand, ValueEnum};
-use keel::RunStore;
 use keel::Workspace;
 use keel_store::{PG_SCHEMA_VERSION, PgOptions, PgStore, SCHEMA_VERSION, SqliteStore};
 use keel_workspace::StoreKind;

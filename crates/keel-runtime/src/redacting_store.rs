@@ -8,6 +8,7 @@
 //! is redacted. What is rebuilt from the store — a session's next turn, a resumed run, a
 //! staged task — sees the redacted text, as a resumed run already saw it in its events.
 
+use keel_types::{ApprovalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
@@ -115,46 +116,74 @@ impl RedactingStore {
 }
 
 #[async_trait]
-impl RunStore for RedactingStore {
+impl RunLog for RedactingStore {
     async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         self.inner.create_run(&self.run(run)).await
     }
+
     fn log_path(&self, id: &RequestId) -> Option<PathBuf> {
         self.inner.log_path(id)
     }
+
     async fn append(&self, events: &[Event]) -> Result<(), StoreError> {
         self.inner.append(events).await
     }
+
     async fn update_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         self.inner.update_run(&self.run(run)).await
     }
+
     async fn create_run_with(&self, run: &RunRecord, events: &[Event]) -> Result<(), StoreError> {
         self.inner.create_run_with(&self.run(run), events).await
     }
+
     async fn append_and_update(&self, events: &[Event], run: &RunRecord) -> Result<(), StoreError> {
         self.inner.append_and_update(events, &self.run(run)).await
     }
+
     async fn get_run(&self, id: &RequestId) -> Result<Option<RunRecord>, StoreError> {
         self.inner.get_run(id).await
     }
+
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
         self.inner.list_runs(filter).await
     }
+
     async fn run_counts(&self) -> Result<Vec<(RunStatus, u64)>, StoreError> {
         self.inner.run_counts().await
     }
+
     async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, StoreError> {
         self.inner.events(id, after).await
     }
+
     async fn recover(&self) -> Result<Vec<RequestId>, StoreError> {
         self.inner.recover().await
     }
+
     async fn claim(&self, id: &RequestId) -> Result<RunRecord, StoreError> {
         self.inner.claim(id).await
     }
+
     async fn prune(&self, before: &str) -> Result<u64, StoreError> {
         self.inner.prune(before).await
     }
+
+    async fn tool_stats(&self) -> Result<Vec<ToolStats>, StoreError> {
+        self.inner.tool_stats().await
+    }
+
+    fn cluster(&self) -> Option<Arc<dyn keel_types::Cluster>> {
+        self.inner.cluster()
+    }
+
+    async fn health(&self) -> Result<StoreHealth, StoreError> {
+        self.inner.health().await
+    }
+}
+
+#[async_trait]
+impl SessionStore for RedactingStore {
     async fn ensure_session(
         &self,
         id: &SessionId,
@@ -163,86 +192,23 @@ impl RunStore for RedactingStore {
     ) -> Result<SessionRecord, StoreError> {
         self.inner.ensure_session(id, agent, owner).await
     }
+
     async fn get_session(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError> {
         self.inner.get_session(id).await
     }
+
     async fn list_sessions(&self, limit: Option<usize>) -> Result<Vec<SessionRecord>, StoreError> {
         self.inner.list_sessions(limit).await
     }
+
     async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError> {
         self.inner.delete_session(id).await
     }
+
     async fn session_messages(&self, id: &SessionId) -> Result<Vec<SessionMessage>, StoreError> {
         self.inner.session_messages(id).await
     }
-    async fn create_approval(&self, approval: &ApprovalRecord) -> Result<(), StoreError> {
-        let mut approval = approval.clone();
-        self.redactor().redact_approval(&mut approval);
-        self.inner.create_approval(&approval).await
-    }
-    async fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.inner.get_approval(id).await
-    }
-    async fn list_approvals(
-        &self,
-        status: Option<ApprovalStatus>,
-    ) -> Result<Vec<ApprovalRecord>, StoreError> {
-        self.inner.list_approvals(status).await
-    }
-    async fn decide_approval(
-        &self,
-        id: &str,
-        status: ApprovalStatus,
-        scope: ApprovalScope,
-        decided_by: &str,
-        reason: Option<&str>,
-    ) -> Result<ApprovalRecord, StoreError> {
-        let reason = reason.map(|r| self.redactor().redact_text(r));
-        self.inner
-            .decide_approval(id, status, scope, decided_by, reason.as_deref())
-            .await
-    }
-    async fn put_task(&self, task: &TaskRecord) -> Result<(), StoreError> {
-        let mut task = task.clone();
-        self.redactor().redact_task(&mut task);
-        self.inner.put_task(&task).await
-    }
-    async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        self.inner.get_task(id).await
-    }
-    async fn list_tasks(&self, limit: Option<usize>) -> Result<Vec<TaskRecord>, StoreError> {
-        self.inner.list_tasks(limit).await
-    }
-    async fn delete_task(&self, id: &str) -> Result<bool, StoreError> {
-        self.inner.delete_task(id).await
-    }
-    async fn tool_stats(&self) -> Result<Vec<ToolStats>, StoreError> {
-        self.inner.tool_stats().await
-    }
-    async fn create_skill_candidate(&self, candidate: &SkillCandidate) -> Result<(), StoreError> {
-        self.inner.create_skill_candidate(candidate).await
-    }
-    async fn get_skill_candidate(&self, id: &str) -> Result<Option<SkillCandidate>, StoreError> {
-        self.inner.get_skill_candidate(id).await
-    }
-    async fn list_skill_candidates(
-        &self,
-        status: Option<CandidateStatus>,
-    ) -> Result<Vec<SkillCandidate>, StoreError> {
-        self.inner.list_skill_candidates(status).await
-    }
-    async fn decide_skill_candidate(
-        &self,
-        id: &str,
-        status: CandidateStatus,
-        decided_by: &str,
-        reason: Option<&str>,
-        path: Option<&str>,
-    ) -> Result<SkillCandidate, StoreError> {
-        self.inner
-            .decide_skill_candidate(id, status, decided_by, reason, path)
-            .await
-    }
+
     async fn append_session_messages(
         &self,
         id: &SessionId,
@@ -262,11 +228,91 @@ impl RunStore for RedactingStore {
             .append_session_messages(id, request_id, &messages)
             .await
     }
-    fn cluster(&self) -> Option<Arc<dyn keel_types::Cluster>> {
-        self.inner.cluster()
+}
+
+#[async_trait]
+impl ApprovalStore for RedactingStore {
+    async fn create_approval(&self, approval: &ApprovalRecord) -> Result<(), StoreError> {
+        let mut approval = approval.clone();
+        self.redactor().redact_approval(&mut approval);
+        self.inner.create_approval(&approval).await
     }
-    async fn health(&self) -> Result<StoreHealth, StoreError> {
-        self.inner.health().await
+
+    async fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.inner.get_approval(id).await
+    }
+
+    async fn list_approvals(
+        &self,
+        status: Option<ApprovalStatus>,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        self.inner.list_approvals(status).await
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &str,
+        status: ApprovalStatus,
+        scope: ApprovalScope,
+        decided_by: &str,
+        reason: Option<&str>,
+    ) -> Result<ApprovalRecord, StoreError> {
+        let reason = reason.map(|r| self.redactor().redact_text(r));
+        self.inner
+            .decide_approval(id, status, scope, decided_by, reason.as_deref())
+            .await
+    }
+}
+
+#[async_trait]
+impl TaskStore for RedactingStore {
+    async fn put_task(&self, task: &TaskRecord) -> Result<(), StoreError> {
+        let mut task = task.clone();
+        self.redactor().redact_task(&mut task);
+        self.inner.put_task(&task).await
+    }
+
+    async fn get_task(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.get_task(id).await
+    }
+
+    async fn list_tasks(&self, limit: Option<usize>) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.list_tasks(limit).await
+    }
+
+    async fn delete_task(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.delete_task(id).await
+    }
+}
+
+#[async_trait]
+impl SkillCandidateStore for RedactingStore {
+    async fn create_skill_candidate(&self, candidate: &SkillCandidate) -> Result<(), StoreError> {
+        self.inner.create_skill_candidate(candidate).await
+    }
+
+    async fn get_skill_candidate(&self, id: &str) -> Result<Option<SkillCandidate>, StoreError> {
+        self.inner.get_skill_candidate(id).await
+    }
+
+    async fn list_skill_candidates(
+        &self,
+        status: Option<CandidateStatus>,
+    ) -> Result<Vec<SkillCandidate>, StoreError> {
+        self.inner.list_skill_candidates(status).await
+    }
+
+    async fn decide_skill_candidate(
+        &self,
+        id: &str,
+        status: CandidateStatus,
+        decided_by: &str,
+        reason: Option<&str>,
+        path: Option<&str>,
+    ) -> Result<SkillCandidate, StoreError> {
+        self.inner
+            .decide_skill_candidate(id, status, decided_by, reason, path)
+            .await
     }
 }
 

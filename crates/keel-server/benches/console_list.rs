@@ -14,12 +14,13 @@
     clippy::print_stdout
 )]
 
+use keel_types::RunLog;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use keel::{RequestId, RunRecord, RunStatus, RunStore};
+use keel::{RequestId, RunRecord, RunStatus};
 use keel_store::SqliteStore;
 use keel_test_support::WorkspaceBuilder;
 use serde_json::Value;

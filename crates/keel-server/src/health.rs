@@ -156,7 +156,7 @@ fn store_error_problem(error: &StoreError) -> &'static str {
         StoreError::Corrupt { .. } => "the store's data is corrupt; see the server log",
         StoreError::Version { .. } => "the store was written by a newer keel",
         StoreError::Fenced(_) => "this replica lost its lease on the store; see the server log",
-        StoreError::NotFound(_) | StoreError::Invalid(_) => {
+        StoreError::NotFound(_) | StoreError::Invalid(_) | StoreError::Unsupported(_) => {
             "the store failed its check; see the server log"
         }
     }

@@ -22,11 +22,12 @@
 #[path = "support/mod.rs"]
 mod support;
 
+use keel_types::RunLog;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use keel_store::SqliteStore;
-use keel_types::{Event, RequestId, RunRecord, RunStore};
+use keel_types::{Event, RequestId, RunRecord};
 use support::{bench_dir, delta, env_number};
 
 fn main() {

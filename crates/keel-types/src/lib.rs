@@ -42,10 +42,11 @@ pub use message::{
     Usage,
 };
 pub use ports::{
-    ARTIFACT_URI_PREFIX, ArtifactRecord, ArtifactStore, Attachment, BoxStream, Embedder,
-    EventObserver, MemoryStore, ModelError, ModelProvider, ModelStream, ProgressSink, RunFilter,
-    RunStore, SeenFiles, StoreError, StoreHealth, Tool, ToolContext, ToolError, ToolOutput,
-    ToolProgress, artifact_id, artifact_id_problem, check_run_of,
+    ARTIFACT_URI_PREFIX, ApprovalStore, ArtifactRecord, ArtifactStore, Attachment, BoxStream,
+    Embedder, EventObserver, MemoryStore, ModelError, ModelProvider, ModelStream, ProgressSink,
+    RunFilter, RunLog, RunStore, SeenFiles, SessionStore, SkillCandidateStore, StoreError,
+    StoreHealth, TaskStore, Tool, ToolContext, ToolError, ToolOutput, ToolProgress, artifact_id,
+    artifact_id_problem, check_run_of,
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,

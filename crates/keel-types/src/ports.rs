@@ -13,9 +13,14 @@ use futures_core::Stream;
 use serde_json::Value;
 
 use crate::event::Event;
-use crate::message::{Message, ModelEvent, ModelRequest, ToolSpec};
-use crate::run::{ErrorCode, RunRecord, RunStatus, SessionMessage, SessionRecord};
+use crate::message::{ModelEvent, ModelRequest, ToolSpec};
+use crate::run::{ErrorCode, RunStatus};
 use crate::{RequestId, SessionId};
+
+mod run_store;
+pub use run_store::{
+    ApprovalStore, RunLog, RunStore, SessionStore, SkillCandidateStore, TaskStore, check_run_of,
+};
 
 /// A boxed, sendable stream.
 pub type BoxStream<'a, T> = Pin<Box<dyn Stream<Item = T> + Send + 'a>>;
@@ -444,6 +449,10 @@ pub enum StoreError {
     /// taken the run over): the write was refused, so two processes never write one log.
     #[error("write refused: {0}")]
     Fenced(String),
+    /// The store does not keep this kind of record (an embedder's store that implements only
+    /// what it stores, e.g. runs and events but no tasks).
+    #[error("this store does not keep {0}")]
+    Unsupported(&'static str),
 }
 
 /// What a store reports when asked whether it is usable ([`RunStore::health`]).
@@ -569,171 +578,4 @@ pub trait MemoryStore: Send + Sync {
     async fn import_memory(&self, records: &[crate::MemoryRecord]) -> Result<u64, StoreError>;
     /// A consistent copy of the whole store at `to`, taken while it is in use.
     async fn backup(&self, to: &Path) -> Result<(), StoreError>;
-}
-
-/// Checks that `events` belong to `run`, for the writes that store a run's record with its
-/// events.
-pub fn check_run_of(run: &RunRecord, events: &[Event]) -> Result<(), StoreError> {
-    match events.iter().find(|e| e.request_id != run.request_id) {
-        Some(event) => Err(StoreError::Invalid(format!(
-            "event {} of run {} cannot be written with the record of run {}",
-            event.type_name(),
-            event.request_id,
-            run.request_id
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// Durable storage of runs and their events.
-///
-/// Contract: `append` is called with events in `seq` order, dense from 1; when it returns, the
-/// events are durable (as far as the implementation promises) and may be shown to anyone.
-#[async_trait]
-pub trait RunStore: Send + Sync {
-    /// Records a new run.
-    async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError>;
-    /// The file holding a run's log as JSONL, when the store keeps one (hooks get it as
-    /// `transcript_path`); none by default.
-    fn log_path(&self, _id: &RequestId) -> Option<PathBuf> {
-        None
-    }
-    /// Appends events of one run.
-    async fn append(&self, events: &[Event]) -> Result<(), StoreError>;
-    /// Replaces the run record (status, output, usage…).
-    async fn update_run(&self, run: &RunRecord) -> Result<(), StoreError>;
-    /// Records a new run together with its first events — one durable write where the store
-    /// can, so a run's start costs one commit (then either both are stored or neither is; a
-    /// store that writes them separately may keep the record alone).
-    async fn create_run_with(&self, run: &RunRecord, events: &[Event]) -> Result<(), StoreError> {
-        check_run_of(run, events)?;
-        self.create_run(run).await?;
-        self.append(events).await
-    }
-    /// Appends a run's last events and then replaces its record — one durable write where the
-    /// store can, so a run's end costs one commit. When it fails, the record may be left as it
-    /// was even if the events were stored (a store that writes them separately).
-    async fn append_and_update(&self, events: &[Event], run: &RunRecord) -> Result<(), StoreError> {
-        check_run_of(run, events)?;
-        self.append(events).await?;
-        self.update_run(run).await
-    }
-    /// One run, if it exists.
-    async fn get_run(&self, id: &RequestId) -> Result<Option<RunRecord>, StoreError>;
-    /// Runs matching the filter, newest first.
-    async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError>;
-    /// How many stored runs have each status (statuses with no run are left out).
-    async fn run_counts(&self) -> Result<Vec<(RunStatus, u64)>, StoreError>;
-    /// The stored events of a run with `seq > after`, in order.
-    async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, StoreError>;
-
-    /// Marks runs left `running` or `waiting_approval` by processes that no longer exist as
-    /// `interrupted`, and returns their ids. Runs of live processes are left alone.
-    async fn recover(&self) -> Result<Vec<RequestId>, StoreError>;
-    /// Takes over an `interrupted` run to resume it: it becomes `running`, owned by this
-    /// process. Exactly one caller wins; the others get [`StoreError::Invalid`].
-    async fn claim(&self, id: &RequestId) -> Result<RunRecord, StoreError>;
-    /// Deletes ended runs that started before `before` (RFC 3339) with their events and
-    /// mirrors; returns how many were deleted.
-    async fn prune(&self, before: &str) -> Result<u64, StoreError>;
-
-    /// The session, created (for `agent`, belonging to `owner`) if it does not exist yet; an
-    /// existing session keeps the owner it was created with.
-    async fn ensure_session(
-        &self,
-        id: &SessionId,
-        agent: &str,
-        owner: &crate::SessionOwner,
-    ) -> Result<SessionRecord, StoreError>;
-    /// One session, if it exists.
-    async fn get_session(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError>;
-    /// Sessions, most recently updated first.
-    async fn list_sessions(&self, limit: Option<usize>) -> Result<Vec<SessionRecord>, StoreError>;
-    /// Deletes a session and its transcript (its runs stay, as records). Returns whether it
-    /// existed.
-    async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError>;
-    /// The session's whole transcript, in order.
-    async fn session_messages(&self, id: &SessionId) -> Result<Vec<SessionMessage>, StoreError>;
-    /// Records a new pending approval.
-    async fn create_approval(&self, approval: &crate::ApprovalRecord) -> Result<(), StoreError>;
-    /// One approval.
-    async fn get_approval(&self, id: &str) -> Result<Option<crate::ApprovalRecord>, StoreError>;
-    /// Approvals, newest first, optionally only those with `status`.
-    async fn list_approvals(
-        &self,
-        status: Option<crate::ApprovalStatus>,
-    ) -> Result<Vec<crate::ApprovalRecord>, StoreError>;
-    /// Decides a pending approval, exactly once: a second decision (from any process) gets
-    /// [`StoreError::Invalid`] naming the first.
-    async fn decide_approval(
-        &self,
-        id: &str,
-        status: crate::ApprovalStatus,
-        scope: crate::ApprovalScope,
-        decided_by: &str,
-        reason: Option<&str>,
-    ) -> Result<crate::ApprovalRecord, StoreError>;
-
-    /// Creates or replaces a task.
-    async fn put_task(&self, task: &crate::TaskRecord) -> Result<(), StoreError>;
-    /// One task.
-    async fn get_task(&self, id: &str) -> Result<Option<crate::TaskRecord>, StoreError>;
-    /// Tasks, newest first.
-    async fn list_tasks(&self, limit: Option<usize>) -> Result<Vec<crate::TaskRecord>, StoreError>;
-    /// Deletes a task; returns whether it existed.
-    async fn delete_task(&self, id: &str) -> Result<bool, StoreError>;
-    /// Usage telemetry per tool, from the recorded events.
-    async fn tool_stats(&self) -> Result<Vec<crate::ToolStats>, StoreError>;
-    /// Stores a new skill candidate.
-    async fn create_skill_candidate(
-        &self,
-        candidate: &crate::SkillCandidate,
-    ) -> Result<(), StoreError>;
-    /// One skill candidate.
-    async fn get_skill_candidate(
-        &self,
-        id: &str,
-    ) -> Result<Option<crate::SkillCandidate>, StoreError>;
-    /// Skill candidates, newest first, optionally only those with `status`.
-    async fn list_skill_candidates(
-        &self,
-        status: Option<crate::CandidateStatus>,
-    ) -> Result<Vec<crate::SkillCandidate>, StoreError>;
-    /// Decides a pending candidate, exactly once: approved (with `path`, where it was
-    /// written) or rejected (with an optional `reason`); a candidate already decided is
-    /// [`StoreError::Invalid`] naming the first decision.
-    async fn decide_skill_candidate(
-        &self,
-        id: &str,
-        status: crate::CandidateStatus,
-        decided_by: &str,
-        reason: Option<&str>,
-        path: Option<&str>,
-    ) -> Result<crate::SkillCandidate, StoreError>;
-
-    /// Appends the messages a request added to its session's transcript (in one transaction)
-    /// and touches the session.
-    async fn append_session_messages(
-        &self,
-        id: &SessionId,
-        request_id: &RequestId,
-        messages: &[Message],
-    ) -> Result<(), StoreError>;
-
-    /// Leases, the queue and signals, when several processes share this store.
-    fn cluster(&self) -> Option<Arc<dyn crate::Cluster>> {
-        None
-    }
-
-    /// Whether the store is usable now, cheaply: an `Err` says why it is not. Stores should
-    /// try a read and a write that changes nothing; this default only reads (the run counts)
-    /// and reports neither a schema version nor writability.
-    async fn health(&self) -> Result<StoreHealth, StoreError> {
-        self.run_counts().await?;
-        Ok(StoreHealth {
-            kind: "custom".into(),
-            schema_version: None,
-            writable: None,
-        })
-    }
 }

@@ -74,10 +74,11 @@ pub use keel_types::{
 // Ports: what an embedder implements to give the runtime its own models, tools, stores,
 // observers and hooks.
 pub use keel_types::{
-    ArtifactStore, Attachment, BoxStream, Claimed, Cluster, ClusterStatus, Embedder, EventObserver,
-    Lease, MemoryStore, ModelError, ModelEvent, ModelProvider, ModelRequest, ModelStream,
-    ProgressSink, RunStore, SeenFiles, Signal, SignalSink, StoreError, Tool, ToolContext,
-    ToolError, ToolOutput, ToolProgress,
+    ApprovalStore, ArtifactStore, Attachment, BoxStream, Claimed, Cluster, ClusterStatus, Embedder,
+    EventObserver, Lease, MemoryStore, ModelError, ModelEvent, ModelProvider, ModelRequest,
+    ModelStream, ProgressSink, RunLog, RunStore, SeenFiles, SessionStore, Signal, SignalSink,
+    SkillCandidateStore, StoreError, TaskStore, Tool, ToolContext, ToolError, ToolOutput,
+    ToolProgress,
 };
 
 /// Hooks written in Rust ([`RuntimeBuilder::hook`]): what they implement and exchange.

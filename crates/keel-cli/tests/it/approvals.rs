@@ -1,9 +1,10 @@
 //! Approvals are stored, survive restarts, and are decided exactly once even when two
 //! processes decide at the same moment.
 
+use keel_types::{ApprovalStore, RunLog};
 use std::process::Stdio;
 
-use keel::{RequestId, RunRecord, RunStore};
+use keel::{RequestId, RunRecord};
 use keel_store::SqliteStore;
 use keel_test_support::{CliOutput, WorkspaceBuilder, fixtures};
 

@@ -1,8 +1,9 @@
 //! The operator API under `/api` and `/v1/capabilities`, without auth.
 
+use keel_types::{ApprovalStore, RunLog};
 use std::sync::Arc;
 
-use keel::{ApprovalRecord, RequestId, RunRecord, RunStore};
+use keel::{ApprovalRecord, RequestId, RunRecord};
 use keel_store::SqliteStore;
 
 use super::*;

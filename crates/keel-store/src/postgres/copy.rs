@@ -5,6 +5,7 @@
 //! that was interrupted can simply be run again.
 
 use keel_types::{MemoryFilter, MemoryStore, RunFilter, RunStore, StoreError};
+use keel_types::{SkillCandidateStore, TaskStore};
 use sqlx_postgres::Postgres;
 
 use super::{PgStore, runs, to_json};

@@ -28,6 +28,7 @@ mod runs;
 mod schema;
 mod writer;
 
+use keel_types::{ApprovalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -35,8 +36,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel_types::{
-    Event, Message, RequestId, RunFilter, RunRecord, RunStore, SessionId, SessionMessage,
-    SessionRecord, StoreError, StoreHealth,
+    Event, Message, RequestId, RunFilter, RunRecord, SessionId, SessionMessage, SessionRecord,
+    StoreError, StoreHealth,
 };
 use sqlx_core::pool::PoolOptions;
 use sqlx_postgres::{PgConnectOptions, PgPool, Postgres};
@@ -312,7 +313,7 @@ impl PgStore {
 }
 
 #[async_trait]
-impl RunStore for PgStore {
+impl RunLog for PgStore {
     async fn create_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         self.ready().await?;
         let token = self.token().await?;
@@ -390,6 +391,30 @@ impl RunStore for PgStore {
         runs::prune(self, before).await
     }
 
+    async fn tool_stats(&self) -> Result<Vec<keel_types::ToolStats>, StoreError> {
+        self.ready().await?;
+        records::tool_stats(self).await
+    }
+
+    fn cluster(&self) -> Option<Arc<dyn keel_types::Cluster>> {
+        Some(Arc::new(self.clone()))
+    }
+
+    /// A read (the schema version) and a write that changes nothing but proves the database
+    /// takes commits (the version written back, in a transaction).
+    async fn health(&self) -> Result<StoreHealth, StoreError> {
+        self.ready().await?;
+        let version = schema::probe_write(&self.inner.pool, &self.inner.shown).await?;
+        Ok(StoreHealth {
+            kind: "postgres".into(),
+            schema_version: Some(version),
+            writable: Some(true),
+        })
+    }
+}
+
+#[async_trait]
+impl SessionStore for PgStore {
     async fn ensure_session(
         &self,
         id: &SessionId,
@@ -429,7 +454,10 @@ impl RunStore for PgStore {
         self.ready().await?;
         runs::append_messages(self, id, request_id, messages).await
     }
+}
 
+#[async_trait]
+impl ApprovalStore for PgStore {
     async fn create_approval(
         &self,
         approval: &keel_types::ApprovalRecord,
@@ -475,7 +503,10 @@ impl RunStore for PgStore {
         )
         .await
     }
+}
 
+#[async_trait]
+impl TaskStore for PgStore {
     async fn put_task(&self, task: &keel_types::TaskRecord) -> Result<(), StoreError> {
         self.ready().await?;
         records::put_task(self, task).await
@@ -498,12 +529,10 @@ impl RunStore for PgStore {
         self.ready().await?;
         records::delete_task(self, id).await
     }
+}
 
-    async fn tool_stats(&self) -> Result<Vec<keel_types::ToolStats>, StoreError> {
-        self.ready().await?;
-        records::tool_stats(self).await
-    }
-
+#[async_trait]
+impl SkillCandidateStore for PgStore {
     async fn create_skill_candidate(
         &self,
         candidate: &keel_types::SkillCandidate,
@@ -538,21 +567,5 @@ impl RunStore for PgStore {
     ) -> Result<keel_types::SkillCandidate, StoreError> {
         self.ready().await?;
         records::decide_candidate(self, id, status, decided_by, reason, path).await
-    }
-
-    fn cluster(&self) -> Option<Arc<dyn keel_types::Cluster>> {
-        Some(Arc::new(self.clone()))
-    }
-
-    /// A read (the schema version) and a write that changes nothing but proves the database
-    /// takes commits (the version written back, in a transaction).
-    async fn health(&self) -> Result<StoreHealth, StoreError> {
-        self.ready().await?;
-        let version = schema::probe_write(&self.inner.pool, &self.inner.shown).await?;
-        Ok(StoreHealth {
-            kind: "postgres".into(),
-            schema_version: Some(version),
-            writable: Some(true),
-        })
     }
 }

@@ -35,14 +35,15 @@ mod tasks;
 mod writer;
 mod writes;
 
+use keel_types::{ApprovalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use keel_types::{
-    Event, Message, RequestId, RunFilter, RunRecord, RunStore, SessionId, SessionMessage,
-    SessionRecord, StoreError, StoreHealth,
+    Event, Message, RequestId, RunFilter, RunRecord, SessionId, SessionMessage, SessionRecord,
+    StoreError, StoreHealth,
 };
 use rusqlite::Connection;
 
@@ -313,7 +314,7 @@ impl Readers {
 }
 
 #[async_trait]
-impl RunStore for SqliteStore {
+impl RunLog for SqliteStore {
     fn log_path(&self, id: &RequestId) -> Option<PathBuf> {
         // A run has a file of its own only with the per-run layout.
         self.inner.log.is_none().then(|| self.events_path(id))
@@ -448,6 +449,31 @@ impl RunStore for SqliteStore {
         Ok(ids.len() as u64)
     }
 
+    async fn tool_stats(&self) -> Result<Vec<keel_types::ToolStats>, StoreError> {
+        self.read(tasks::tool_stats).await
+    }
+
+    /// Checks that the database file at its path is still the one opened (not deleted or
+    /// replaced), that a read connection answers, and that the writer commits a write that
+    /// changes nothing (the schema version written back, under the write lock).
+    async fn health(&self) -> Result<StoreHealth, StoreError> {
+        connection::FileId::check(self.inner.file, &self.inner.db)?;
+        self.read(connection::schema_version).await?;
+        let schema_version = self
+            .inner
+            .writer
+            .job(writes::probe_write, |_, _| {})
+            .await?;
+        Ok(StoreHealth {
+            kind: "sqlite".into(),
+            schema_version: Some(schema_version),
+            writable: Some(true),
+        })
+    }
+}
+
+#[async_trait]
+impl SessionStore for SqliteStore {
     async fn ensure_session(
         &self,
         id: &SessionId,
@@ -494,6 +520,30 @@ impl RunStore for SqliteStore {
             .await
     }
 
+    async fn append_session_messages(
+        &self,
+        id: &SessionId,
+        request_id: &RequestId,
+        messages: &[Message],
+    ) -> Result<(), StoreError> {
+        let encoded = messages
+            .iter()
+            .map(|m| serde_json::to_string(m).map_err(|e| StoreError::Invalid(e.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (id, request_id) = (id.clone(), request_id.clone());
+        let now = keel_types::now_rfc3339();
+        self.inner
+            .writer
+            .job(
+                move |conn, db| writes::append_messages(conn, db, &id, &request_id, &encoded, &now),
+                |_, _| {},
+            )
+            .await
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for SqliteStore {
     async fn create_approval(
         &self,
         approval: &keel_types::ApprovalRecord,
@@ -560,7 +610,42 @@ impl RunStore for SqliteStore {
             )
             .await
     }
+}
 
+#[async_trait]
+impl TaskStore for SqliteStore {
+    async fn put_task(&self, task: &keel_types::TaskRecord) -> Result<(), StoreError> {
+        let task = task.clone();
+        self.inner
+            .writer
+            .job(move |conn, db| tasks::put(conn, db, &task), |_, _| {})
+            .await
+    }
+
+    async fn get_task(&self, id: &str) -> Result<Option<keel_types::TaskRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn, db| tasks::get(conn, db, &id)).await
+    }
+
+    async fn list_tasks(
+        &self,
+        limit: Option<usize>,
+    ) -> Result<Vec<keel_types::TaskRecord>, StoreError> {
+        self.read(move |conn, db| tasks::list(conn, db, limit))
+            .await
+    }
+
+    async fn delete_task(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.inner
+            .writer
+            .job(move |conn, db| tasks::delete(conn, db, &id), |_, _| {})
+            .await
+    }
+}
+
+#[async_trait]
+impl SkillCandidateStore for SqliteStore {
     async fn create_skill_candidate(
         &self,
         candidate: &keel_types::SkillCandidate,
@@ -612,78 +697,6 @@ impl RunStore for SqliteStore {
             .writer
             .job(
                 move |conn, db| candidates::decide(conn, db, &decided),
-                |_, _| {},
-            )
-            .await
-    }
-
-    async fn put_task(&self, task: &keel_types::TaskRecord) -> Result<(), StoreError> {
-        let task = task.clone();
-        self.inner
-            .writer
-            .job(move |conn, db| tasks::put(conn, db, &task), |_, _| {})
-            .await
-    }
-
-    async fn get_task(&self, id: &str) -> Result<Option<keel_types::TaskRecord>, StoreError> {
-        let id = id.to_owned();
-        self.read(move |conn, db| tasks::get(conn, db, &id)).await
-    }
-
-    async fn list_tasks(
-        &self,
-        limit: Option<usize>,
-    ) -> Result<Vec<keel_types::TaskRecord>, StoreError> {
-        self.read(move |conn, db| tasks::list(conn, db, limit))
-            .await
-    }
-
-    async fn delete_task(&self, id: &str) -> Result<bool, StoreError> {
-        let id = id.to_owned();
-        self.inner
-            .writer
-            .job(move |conn, db| tasks::delete(conn, db, &id), |_, _| {})
-            .await
-    }
-
-    async fn tool_stats(&self) -> Result<Vec<keel_types::ToolStats>, StoreError> {
-        self.read(tasks::tool_stats).await
-    }
-
-    /// Checks that the database file at its path is still the one opened (not deleted or
-    /// replaced), that a read connection answers, and that the writer commits a write that
-    /// changes nothing (the schema version written back, under the write lock).
-    async fn health(&self) -> Result<StoreHealth, StoreError> {
-        connection::FileId::check(self.inner.file, &self.inner.db)?;
-        self.read(connection::schema_version).await?;
-        let schema_version = self
-            .inner
-            .writer
-            .job(writes::probe_write, |_, _| {})
-            .await?;
-        Ok(StoreHealth {
-            kind: "sqlite".into(),
-            schema_version: Some(schema_version),
-            writable: Some(true),
-        })
-    }
-
-    async fn append_session_messages(
-        &self,
-        id: &SessionId,
-        request_id: &RequestId,
-        messages: &[Message],
-    ) -> Result<(), StoreError> {
-        let encoded = messages
-            .iter()
-            .map(|m| serde_json::to_string(m).map_err(|e| StoreError::Invalid(e.to_string())))
-            .collect::<Result<Vec<_>, _>>()?;
-        let (id, request_id) = (id.clone(), request_id.clone());
-        let now = keel_types::now_rfc3339();
-        self.inner
-            .writer
-            .job(
-                move |conn, db| writes::append_messages(conn, db, &id, &request_id, &encoded, &now),
                 |_, _| {},
             )
             .await

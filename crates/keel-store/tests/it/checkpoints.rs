@@ -2,10 +2,11 @@
 //! with a WAL worth folding back, the committed pages reach the database file — without a
 //! reader, a reopen or a checkpoint of the test's own.
 
+use keel_types::RunLog;
 use std::time::{Duration, Instant};
 
 use keel_store::SqliteStore;
-use keel_types::{RequestId, RunStore};
+use keel_types::RequestId;
 
 use super::run_with_events;
 

@@ -1,12 +1,13 @@
 //! Bad input on disk gives clear errors and is never overwritten: a damaged mirror line, a
 //! database from a newer Keel, a file that is not a database, a store that is not writable.
 
+use keel_types::RunLog;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use keel_store::{SCHEMA_VERSION, SqliteStore};
-use keel_types::{RequestId, RunStore, StoreError};
+use keel_types::{RequestId, StoreError};
 
 use crate::{dead_pid, delta, raw_db, run_with_events, stored_seqs};
 

@@ -3,7 +3,8 @@
 //! into the void.
 
 use keel_store::{SCHEMA_VERSION, SqliteStore};
-use keel_types::{RunStatus, RunStore, StoreError, StoreHealth};
+use keel_types::RunLog;
+use keel_types::{RunStatus, StoreError, StoreHealth};
 
 use super::record;
 use crate::backends::Backend;

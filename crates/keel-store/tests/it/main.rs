@@ -20,6 +20,7 @@ mod seq_rules;
 mod session_owners;
 mod sqlite;
 
+use keel_types::RunLog;
 use std::path::Path;
 
 use keel_store::SqliteStore;

@@ -2,11 +2,12 @@
 //! `keel serve` runs). The second process is this test binary again, started with
 //! `KEEL_STORE_CHILD` set, which makes [`child_writes_runs_when_asked`] do the child's part.
 
+use keel_types::RunLog;
 use std::path::Path;
 use std::process::Stdio;
 
 use keel_store::SqliteStore;
-use keel_types::{RequestId, RunFilter, RunStatus, RunStore};
+use keel_types::{RequestId, RunFilter, RunStatus};
 
 use crate::{assert_mirror_matches, completed, delta, record, started, stored_seqs};
 

@@ -1,10 +1,11 @@
 //! Run lists page with cursors and filter by owner; counts by status; the owner column is
 //! added to stores made before it existed.
 
+use keel_types::{RunLog, SessionStore};
 use std::collections::HashSet;
 
 use keel_store::{SCHEMA_VERSION, SqliteStore};
-use keel_types::{RequestId, RunCursor, RunFilter, RunRecord, RunStatus, RunStore};
+use keel_types::{RequestId, RunCursor, RunFilter, RunRecord, RunStatus};
 
 use crate::backends::Backend;
 use crate::record;

@@ -2,12 +2,13 @@
 //! `FOR UPDATE SKIP LOCKED`, and signals between processes (LISTEN/NOTIFY). Each test works
 //! in a schema of its own in the local database, dropped afterwards.
 
+use keel_types::RunLog;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keel_store::PgStore;
-use keel_types::{Cluster, RequestId, RunStatus, RunStore, Signal, SignalSink, StoreError};
+use keel_types::{Cluster, RequestId, RunStatus, Signal, SignalSink, StoreError};
 use serde_json::json;
 
 use crate::backends::{Backend, database_url, pg_options};

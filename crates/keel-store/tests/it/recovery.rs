@@ -2,12 +2,13 @@
 //! their mirrors are repaired from the store, and live runs are left alone. (That exactly one
 //! claimer resumes a run is a contract test of both stores, in `claims.rs`.)
 
+use keel_types::RunLog;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
 
 use keel_store::{MirrorStatus, SqliteStore};
-use keel_types::{RequestId, RunStatus, RunStore};
+use keel_types::{RequestId, RunStatus};
 
 use crate::{assert_mirror_matches, dead_pid, delta, raw_db, run_with_events, stored_seqs};
 

@@ -2,10 +2,11 @@
 //! (`.keel/log/*.jsonl`), no file per run, repaired from the store when a crash left it behind
 //! or torn.
 
+use keel_types::RunLog;
 use std::path::{Path, PathBuf};
 
 use keel_store::{LOG_DIR, MirrorStatus, SqliteStore};
-use keel_types::{Event, RequestId, RunStatus, RunStore};
+use keel_types::{Event, RequestId, RunStatus};
 
 use crate::{completed, delta, record, started};
 

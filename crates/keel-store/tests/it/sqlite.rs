@@ -2,9 +2,10 @@
 //! sessions and transcripts, pruning, group commit; and reopening a SQLite store.
 
 use keel_store::{MirrorStatus, SqliteStore};
+use keel_types::RunLog;
 use keel_types::{
     ErrorCode, ErrorInfo, FinishReason, Message, RequestId, RunFilter, RunLinks, RunRecord,
-    RunStatus, RunStore, SessionId, SessionOwner, StoreError, ToolCall, Usage,
+    RunStatus, SessionId, SessionOwner, StoreError, ToolCall, Usage,
 };
 
 use crate::backends::Backend;

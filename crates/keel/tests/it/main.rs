@@ -18,6 +18,7 @@ mod mcp_lifecycle;
 mod mcp_names;
 mod memory;
 mod openai_runs;
+mod partial_store;
 mod public_api;
 mod redaction;
 mod reference_run;

@@ -1,10 +1,11 @@
 //! Resume continues an interrupted run from its log. The log here is written the way a process
 //! that died mid-run leaves it (the crash itself is exercised end to end in keel-cli's tests).
 
+use keel_types::RunLog;
 use std::sync::Arc;
 
 use keel::{AdapterEvent, EventPayload, GuardDecision, ModelStopReason, RunLinks, ToolCall, Usage};
-use keel::{Event, RequestId, RunRecord, RunStatus, RunStore, Runtime};
+use keel::{Event, RequestId, RunRecord, RunStatus, Runtime};
 use keel_store::SqliteStore;
 use keel_test_support::{MockLlm, MockResponse};
 use serde_json::json;
