@@ -26,6 +26,7 @@ pub mod builtin;
 pub mod command;
 pub mod gateway;
 pub mod hooks;
+pub mod input;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod paths;

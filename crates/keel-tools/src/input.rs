@@ -1,0 +1,111 @@
+//! Typed tool inputs: a tool's arguments are a `#[derive(Deserialize, JsonSchema)]` struct,
+//! its published schema is generated from that struct ([`schema_of`]) and its arguments are
+//! parsed into it ([`parse`]), so a schema cannot promise what the parser refuses. The doc
+//! comments of the struct's fields are the descriptions the model sees.
+//!
+//! The generated schema is shaped for the gateway and the providers like a hand-written one:
+//! JSON Schema 2020-12 with `$schema`, every subschema inline (no `$defs`), no title or
+//! description of its own (the tool's description says that), an optional argument's type
+//! without `null` (leaving it out says the same, and the validator then refuses an explicit
+//! `null` as before), no integer `format`s (`uint64` and the like mean nothing to a model),
+//! and each schema's keys in a stable order: `$schema` and `type` first, `default` and
+//! `description` last.
+
+use keel_types::ToolError;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+/// The input schema of a tool whose arguments are a `T`, in the shape of
+/// [`keel_types::ToolSpec::parameters`].
+pub fn schema_of<T: JsonSchema>() -> Value {
+    let schema = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator()
+        .into_root_schema_for::<T>();
+    let mut root = match schema.to_value() {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    // The struct's own name and doc are the tool's business, said in its description.
+    root.shift_remove("title");
+    root.shift_remove("description");
+    root.entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
+    Value::Object(tidy(root, false))
+}
+
+/// `args` parsed into a `T`. The gateway has validated them against [`schema_of`]`::<T>()`
+/// already, so this fails only for a direct call; it fails as a bad argument does.
+pub fn parse<T: DeserializeOwned>(args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))
+}
+
+/// One schema tidied; `optional` says whether it is a property its object does not require.
+fn tidy(mut schema: Map<String, Value>, optional: bool) -> Map<String, Value> {
+    let required: Vec<String> = match schema.get("required") {
+        Some(Value::Array(names)) => names
+            .iter()
+            .filter_map(|n| n.as_str().map(str::to_owned))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for (name, property) in properties.iter_mut() {
+            if let Value::Object(map) = property {
+                *map = tidy(std::mem::take(map), !required.contains(name));
+            }
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(Value::Object(map)) = schema.get_mut(key) {
+            *map = tidy(std::mem::take(map), false);
+        }
+    }
+    if let Some(Value::Array(subs)) = schema.get_mut("anyOf") {
+        for sub in subs.iter_mut() {
+            if let Value::Object(map) = sub {
+                *map = tidy(std::mem::take(map), false);
+            }
+        }
+    }
+    if optional {
+        drop_null(&mut schema);
+    }
+    if matches!(schema.get("type"), Some(t) if t == "integer" || t == "number") {
+        schema.remove("format");
+    }
+    ordered(schema)
+}
+
+/// Takes `null` out of an optional property's `type` array (and `enum`).
+fn drop_null(schema: &mut Map<String, Value>) {
+    if let Some(Value::Array(types)) = schema.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let only = types.remove(0);
+            schema.insert("type".into(), only);
+        }
+    }
+    if let Some(Value::Array(values)) = schema.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+}
+
+/// `schema`'s keys in the stable order: `$schema`, `type`, the rest as generated, `default`,
+/// `description`.
+fn ordered(mut schema: Map<String, Value>) -> Map<String, Value> {
+    let mut out = Map::new();
+    for key in ["$schema", "type"] {
+        if let Some(value) = schema.shift_remove(key) {
+            out.insert(key.into(), value);
+        }
+    }
+    let last: Vec<(String, Value)> = ["default", "description"]
+        .into_iter()
+        .filter_map(|key| schema.shift_remove(key).map(|v| (key.to_owned(), v)))
+        .collect();
+    out.extend(schema);
+    out.extend(last);
+    out
+}
