@@ -8,8 +8,8 @@
 //! description of its own (the tool's description says that), an optional argument's type
 //! without `null` (leaving it out says the same, and the validator then refuses an explicit
 //! `null` as before), no integer `format`s (`uint64` and the like mean nothing to a model),
-//! and each schema's keys in a stable order: `$schema` and `type` first, `default` and
-//! `description` last.
+//! no `default: null` or `additionalProperties: true`, and each schema's keys in a stable order: `$schema` and `type` first,
+//! `required`, `additionalProperties`, `default` and `description` last.
 
 use keel_types::ToolError;
 use schemars::JsonSchema;
@@ -72,13 +72,21 @@ fn tidy(mut schema: Map<String, Value>, optional: bool) -> Map<String, Value> {
     if optional {
         drop_null(&mut schema);
     }
+    // Any property is allowed unless said otherwise: `true` says nothing.
+    if schema.get("additionalProperties") == Some(&Value::Bool(true)) {
+        schema.shift_remove("additionalProperties");
+    }
+    // Leaving an optional argument out is its default; `null` would say it may be null.
+    if schema.get("default").is_some_and(Value::is_null) {
+        schema.shift_remove("default");
+    }
     if matches!(schema.get("type"), Some(t) if t == "integer" || t == "number") {
         schema.remove("format");
     }
     ordered(schema)
 }
 
-/// Takes `null` out of an optional property's `type` array (and `enum`).
+/// Takes `null` out of an optional property's `type` array, `enum` and `anyOf`.
 fn drop_null(schema: &mut Map<String, Value>) {
     if let Some(Value::Array(types)) = schema.get_mut("type") {
         types.retain(|t| t != "null");
@@ -90,10 +98,21 @@ fn drop_null(schema: &mut Map<String, Value>) {
     if let Some(Value::Array(values)) = schema.get_mut("enum") {
         values.retain(|v| !v.is_null());
     }
+    // An optional enum of schemas: `anyOf` with a `{"type": "null"}` member.
+    if let Some(Value::Array(subs)) = schema.get_mut("anyOf") {
+        subs.retain(|sub| sub.get("type").is_none_or(|t| t != "null"));
+        // One schema left: it is the property's schema, under the property's own keys.
+        if let [Value::Object(only)] = subs.as_mut_slice() {
+            let mut merged = std::mem::take(only);
+            schema.shift_remove("anyOf");
+            merged.extend(std::mem::take(schema));
+            *schema = merged;
+        }
+    }
 }
 
-/// `schema`'s keys in the stable order: `$schema`, `type`, the rest as generated, `default`,
-/// `description`.
+/// `schema`'s keys in the stable order: `$schema`, `type`, the rest as generated,
+/// `required`, `additionalProperties`, `default`, `description`.
 fn ordered(mut schema: Map<String, Value>) -> Map<String, Value> {
     let mut out = Map::new();
     for key in ["$schema", "type"] {
@@ -101,7 +120,7 @@ fn ordered(mut schema: Map<String, Value>) -> Map<String, Value> {
             out.insert(key.into(), value);
         }
     }
-    let last: Vec<(String, Value)> = ["default", "description"]
+    let last: Vec<(String, Value)> = ["required", "additionalProperties", "default", "description"]
         .into_iter()
         .filter_map(|key| schema.shift_remove(key).map(|v| (key.to_owned(), v)))
         .collect();

@@ -26,9 +26,9 @@ pub mod builtin;
 pub mod command;
 pub mod gateway;
 pub mod hooks;
-pub mod input;
 #[cfg(feature = "http")]
 pub mod http;
+pub mod input;
 pub mod paths;
 pub mod policy;
 pub mod process;
