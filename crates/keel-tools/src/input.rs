@@ -128,3 +128,98 @@ fn ordered(mut schema: Map<String, Value>) -> Map<String, Value> {
     out.extend(last);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+
+    /// A doc comment that must not reach the schema.
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    struct Sample {
+        /// Required text.
+        name: String,
+        /// An optional count.
+        #[serde(default)]
+        max_count: Option<u32>,
+        /// An optional choice of shapes.
+        #[serde(default)]
+        either: Option<Either>,
+        /// A free object.
+        #[serde(default)]
+        extra: Option<Map<String, Value>>,
+    }
+
+    /// One or the other.
+    #[derive(Debug, Deserialize, JsonSchema)]
+    #[serde(untagged)]
+    enum Either {
+        Text(String),
+        Number(f64),
+    }
+
+    #[test]
+    fn a_generated_schema_has_the_shape_of_a_hand_written_one() {
+        assert_eq!(
+            schema_of::<Sample>(),
+            json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "Required text."},
+                    "maxCount": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "An optional count."
+                    },
+                    "either": {
+                        "anyOf": [{"type": "string"}, {"type": "number"}],
+                        "description": "An optional choice of shapes."
+                    },
+                    "extra": {"type": "object", "description": "A free object."}
+                },
+                "required": ["name"],
+                "additionalProperties": false
+            })
+        );
+        // The key order is part of the shape (the reference-run snapshots pin request bodies).
+        let keys: Vec<String> = match schema_of::<Sample>() {
+            Value::Object(map) => map.keys().cloned().collect(),
+            _ => Vec::new(),
+        };
+        assert_eq!(
+            keys,
+            [
+                "$schema",
+                "type",
+                "properties",
+                "required",
+                "additionalProperties"
+            ]
+        );
+    }
+
+    #[test]
+    fn arguments_parse_into_the_struct_and_a_misfit_is_a_bad_argument() {
+        let parsed: Sample = parse(json!({"name": "a", "maxCount": 3, "either": 1.5})).unwrap();
+        assert_eq!((parsed.name.as_str(), parsed.max_count), ("a", Some(3)));
+        assert!(matches!(parsed.either, Some(Either::Number(n)) if n == 1.5));
+        // `null` for an optional argument is leaving it out.
+        let parsed: Sample = parse(json!({"name": "a", "maxCount": null})).unwrap();
+        assert_eq!(parsed.max_count, None);
+        for bad in [
+            json!({}),
+            json!({"name": 1}),
+            json!({"name": "a", "other": true}),
+        ] {
+            let err = parse::<Sample>(bad.clone()).unwrap_err();
+            assert!(
+                matches!(err, ToolError::InvalidArguments(_)),
+                "{bad}: {err:?}"
+            );
+        }
+    }
+}
