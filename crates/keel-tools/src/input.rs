@@ -207,6 +207,12 @@ mod tests {
         let parsed: Sample = parse(json!({"name": "a", "maxCount": 3, "either": 1.5})).unwrap();
         assert_eq!((parsed.name.as_str(), parsed.max_count), ("a", Some(3)));
         assert!(matches!(parsed.either, Some(Either::Number(n)) if n == 1.5));
+        let parsed: Sample = parse(json!({"name": "a", "either": "x", "extra": {"k": 1}})).unwrap();
+        assert!(matches!(parsed.either, Some(Either::Text(t)) if t == "x"));
+        assert_eq!(
+            parsed.extra.and_then(|e| e.get("k").cloned()),
+            Some(json!(1))
+        );
         // `null` for an optional argument is leaving it out.
         let parsed: Sample = parse(json!({"name": "a", "maxCount": null})).unwrap();
         assert_eq!(parsed.max_count, None);
