@@ -18,7 +18,7 @@ use keel_types::{
     ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 use keel_workspace::{PolicySpec, TASK_TOOL, Workspace};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::RuntimeError;
 use crate::handle::RunHandle;
@@ -140,6 +140,18 @@ pub(crate) fn child_result(agent: &str, record: &RunRecord) -> Result<String, St
     }
 }
 
+/// `task`'s arguments, parsed by the agent loop when it runs the call.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TaskInput {
+    /// The subagent's name.
+    #[schemars(length(min = 1))]
+    pub agent: String,
+    /// The task, complete in itself.
+    #[schemars(length(min = 1))]
+    pub prompt: String,
+}
+
 /// `task {agent, prompt}`: delegates to one of the calling agent's subagents. The agent loop
 /// runs it (a child run); called any other way it refuses.
 #[derive(Debug)]
@@ -158,13 +170,7 @@ impl TaskTool {
                               everything it needs in `prompt`: it does not see this \
                               conversation."
                     .to_owned(),
-                parameters: keel_tools::builtin::object_schema(
-                    json!({
-                        "agent": {"type": "string", "minLength": 1, "description": "The subagent's name."},
-                        "prompt": {"type": "string", "minLength": 1, "description": "The task, complete in itself."}
-                    }),
-                    &["agent", "prompt"],
-                ),
+                parameters: keel_tools::input::schema_of::<TaskInput>(),
             },
             workspace,
         }
@@ -266,4 +272,15 @@ fn subtree(
             children: nodes,
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The model-facing contract of `task`, reviewed when it changes.
+    #[test]
+    fn task_input_schema() {
+        insta::assert_json_snapshot!("task_input", keel_tools::input::schema_of::<TaskInput>());
+    }
 }

@@ -7,9 +7,10 @@
 //! tool resolves its paths through [`crate::paths`], so nothing outside the workspace (or, for
 //! writes, inside `.keel/`) can be touched; each also declares the same containment in
 //! [`Tool::check`], so the gateway blocks an escaping path before the tool runs. Walks and
-//! reads run on the blocking pool and stop early when the call future is dropped. Shared
-//! pieces — argument access, bounded output, binary detection, path checks, the run's record
-//! of the files it has seen — live here; each tool has its own submodule.
+//! reads run on the blocking pool and stop early when the call future is dropped. Each tool
+//! parses its arguments into its own input struct, from which its schema is generated
+//! ([`crate::input`]). Shared pieces — bounded output, binary detection, path checks, the
+//! run's record of the files it has seen — live here; each tool has its own submodule.
 //!
 //! Read before edit: `write_file` and `edit_file` refuse to change an existing file the run
 //! has not seen — read with `read_file`, or written or created by the run itself — so a model
@@ -236,48 +237,14 @@ impl BoundedLines {
     }
 }
 
-/// An optional string argument; `null` counts as absent.
-fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(wrong_type(key, "a string", other)),
-    }
+/// The default of a path argument that may be left out: the workspace root.
+fn workspace_root() -> String {
+    ".".to_owned()
 }
 
-/// A required string argument.
-fn req_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
-    opt_str(args, key)?.ok_or_else(|| ToolError::InvalidArguments(format!("`{key}` is required")))
-}
-
-/// An optional non-negative integer argument.
-fn opt_u64(args: &Value, key: &str) -> Result<Option<u64>, ToolError> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v @ Value::Number(n)) => n
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| wrong_type(key, "a non-negative integer", v)),
-        Some(other) => Err(wrong_type(key, "a non-negative integer", other)),
-    }
-}
-
-/// An optional count argument as `usize`, saturating on 32-bit targets.
-fn opt_count(args: &Value, key: &str) -> Result<Option<usize>, ToolError> {
-    Ok(opt_u64(args, key)?.map(|n| usize::try_from(n).unwrap_or(usize::MAX)))
-}
-
-/// An optional boolean argument.
-fn opt_bool(args: &Value, key: &str) -> Result<Option<bool>, ToolError> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(wrong_type(key, "a boolean", other)),
-    }
-}
-
-fn wrong_type(key: &str, expected: &str, found: &Value) -> ToolError {
-    ToolError::InvalidArguments(format!("`{key}` must be {expected}, found {found}"))
+/// The default of a flag that is on unless turned off.
+fn yes() -> bool {
+    true
 }
 
 /// Sets its flag when dropped, telling blocking work that nobody waits for it any more.
@@ -315,18 +282,6 @@ fn io_error(what: &str, err: &std::io::Error) -> ToolError {
         }
         _ => ToolError::Io(format!("cannot access `{what}`: {err}")),
     }
-}
-
-/// The JSON Schema of a tool's arguments: an object with these properties, these required,
-/// nothing else.
-pub fn object_schema(properties: Value, required: &[&str]) -> Value {
-    serde_json::json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false
-    })
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub mod gateway;
 pub mod hooks;
 #[cfg(feature = "http")]
 pub mod http;
+pub mod input;
 pub mod paths;
 pub mod policy;
 pub mod process;

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::AgentRun;
 use crate::RuntimeError;
-use crate::subagents::{CancelChild, Child, ChildRequest, child_result, layers_of};
+use crate::subagents::{CancelChild, Child, ChildRequest, TaskInput, child_result, layers_of};
 
 impl AgentRun {
     /// Runs a governed `task` call: the child's answer, or why there is none.
@@ -21,14 +21,11 @@ impl AgentRun {
         verdict: &Guarded,
     ) -> Result<Result<ToolOutput, ToolError>, StoreError> {
         let arguments = verdict.arguments().cloned().unwrap_or(Value::Null);
-        let text = |key: &str| {
-            arguments
-                .get(key)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
+        // The gateway has validated the arguments against this very type's schema.
+        let TaskInput { agent, prompt } = match keel_tools::input::parse(arguments) {
+            Ok(input) => input,
+            Err(error) => return Ok(Err(error)),
         };
-        let agent = text("agent");
         let mut narrowing = self.narrowing.clone();
         narrowing.extend(layers_of(
             &self.services.workspace,
@@ -39,7 +36,7 @@ impl AgentRun {
             parent: self.record.clone(),
             call: verdict.call_id().to_owned(),
             agent: agent.clone(),
-            prompt: text("prompt"),
+            prompt,
             narrowing,
             depth: self.depth + 1,
             metadata: (*self.tool_ctx.metadata).clone(),

@@ -8,6 +8,8 @@ use async_trait::async_trait;
 use keel_types::{
     Issue, MemoryKind, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, WriteDecision,
 };
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Access, Draft, MemoryService, Origin};
@@ -33,6 +35,53 @@ fn accesses(
         .map_err(runtime_error)
 }
 
+/// The most records one `memory_search` answers.
+const MAX_SEARCH_LIMIT: usize = 50;
+
+/// `memory_search`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SearchInput {
+    /// What to look for.
+    #[schemars(length(min = 1))]
+    query: String,
+    /// One of your memory namespaces (default: all of them).
+    #[serde(default)]
+    namespace: Option<String>,
+    /// The most records to return (default 5).
+    #[serde(default = "default_search_limit")]
+    #[schemars(range(min = 1, max = MAX_SEARCH_LIMIT))]
+    limit: usize,
+}
+
+fn default_search_limit() -> usize {
+    5
+}
+
+/// `remember`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RememberInput {
+    /// What to remember, self-contained.
+    #[schemars(length(min = 1))]
+    text: String,
+    /// What it is (default fact).
+    #[serde(default)]
+    #[schemars(schema_with = "kind_schema")]
+    kind: MemoryKind,
+    /// A few one-word tags.
+    #[serde(default)]
+    tags: Vec<String>,
+    /// One of your writable namespaces (default: the first).
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+/// A memory kind: one of its wire names.
+fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": MemoryKind::NAMES})
+}
+
 /// `memory_search`.
 #[derive(Debug)]
 pub struct MemorySearchTool {
@@ -48,14 +97,7 @@ impl MemorySearchTool {
                 description: "Search your long-term memory for records about a topic (full-text; \
                               best first). Give `namespace` to search only one of yours."
                     .to_owned(),
-                parameters: keel_tools::builtin::object_schema(
-                    json!({
-                        "query": {"type": "string", "minLength": 1, "description": "What to look for."},
-                        "namespace": {"type": "string", "description": "One of your memory namespaces (default: all of them)."},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "The most records to return (default 5)."}
-                    }),
-                    &["query"],
-                ),
+                parameters: keel_tools::input::schema_of::<SearchInput>(),
             },
             memory,
         }
@@ -91,22 +133,15 @@ impl Tool for MemorySearchTool {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let query = args
-            .get("query")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let limit = args
-            .get("limit")
-            .and_then(Value::as_u64)
-            .unwrap_or(5)
-            .clamp(1, 50) as usize;
+        let input: SearchInput = keel_tools::input::parse(args)?;
+        let limit = input.limit.clamp(1, MAX_SEARCH_LIMIT);
         let mut list = accesses(&self.memory, ctx, false)?;
-        if let Some(wanted) = args.get("namespace").and_then(Value::as_str) {
-            list.retain(|a| a.namespace == wanted);
+        if let Some(wanted) = &input.namespace {
+            list.retain(|a| &a.namespace == wanted);
         }
         let hits = self
             .memory
-            .rank_all(&list, query, limit)
+            .rank_all(&list, &input.query, limit)
             .await
             .map_err(runtime_error)?;
         let records: Vec<Value> = hits
@@ -155,7 +190,6 @@ pub struct RememberTool {
 
 impl RememberTool {
     pub fn new(memory: Arc<MemoryService>) -> Self {
-        let kinds: Vec<&str> = MemoryKind::ALL.iter().map(|k| k.as_str()).collect();
         Self {
             spec: ToolSpec {
                 name: REMEMBER.to_owned(),
@@ -164,23 +198,16 @@ impl RememberTool {
                               self-contained sentence. Depending on policy it is kept at once, \
                               after a person approves it, or not at all; you are told which."
                     .to_owned(),
-                parameters: keel_tools::builtin::object_schema(
-                    json!({
-                        "text": {"type": "string", "minLength": 1, "description": "What to remember, self-contained."},
-                        "kind": {"type": "string", "enum": kinds, "description": "What it is (default fact)."},
-                        "tags": {"type": "array", "items": {"type": "string"}, "description": "A few one-word tags."},
-                        "namespace": {"type": "string", "description": "One of your writable namespaces (default: the first)."}
-                    }),
-                    &["text"],
-                ),
+                parameters: keel_tools::input::schema_of::<RememberInput>(),
             },
             memory,
         }
     }
 
-    fn target(&self, ctx: &ToolContext, args: &Value) -> Result<Access, ToolError> {
+    /// The namespace a call writes: the one it names, or the agent's first writable one.
+    fn target(&self, ctx: &ToolContext, namespace: Option<&str>) -> Result<Access, ToolError> {
         let list = accesses(&self.memory, ctx, true)?;
-        match args.get("namespace").and_then(Value::as_str) {
+        match namespace {
             Some(wanted) => list
                 .into_iter()
                 .find(|a| a.namespace == wanted)
@@ -206,7 +233,7 @@ impl Tool for RememberTool {
     }
 
     fn check(&self, ctx: &ToolContext, args: &Value) -> Vec<Issue> {
-        match self.target(ctx, args) {
+        match self.target(ctx, args.get("namespace").and_then(Value::as_str)) {
             Ok(_) => Vec::new(),
             Err(error) => {
                 let found = args.get("namespace").and_then(Value::as_str).unwrap_or("");
@@ -216,31 +243,12 @@ impl Tool for RememberTool {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let access = self.target(ctx, &args)?;
-        let kind = match args.get("kind").and_then(Value::as_str) {
-            Some(kind) => kind
-                .parse::<MemoryKind>()
-                .map_err(|e| ToolError::InvalidArguments(e.to_string()))?,
-            None => MemoryKind::default(),
-        };
-        let tags = args
-            .get("tags")
-            .and_then(Value::as_array)
-            .map(|tags| {
-                tags.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let input: RememberInput = keel_tools::input::parse(args)?;
+        let access = self.target(ctx, input.namespace.as_deref())?;
         let draft = Draft {
-            kind,
-            text: args
-                .get("text")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            tags,
+            kind: input.kind,
+            text: input.text,
+            tags: input.tags,
         };
         let origin = Origin {
             request_id: ctx.request_id.clone(),
@@ -263,5 +271,23 @@ impl Tool for RememberTool {
         }
         output.events = submitted.events;
         Ok(output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The model-facing contract of the memory tools, reviewed when it changes.
+    #[test]
+    fn memory_tool_input_schemas() {
+        insta::assert_json_snapshot!(
+            "memory_search_input",
+            keel_tools::input::schema_of::<SearchInput>()
+        );
+        insta::assert_json_snapshot!(
+            "remember_input",
+            keel_tools::input::schema_of::<RememberInput>()
+        );
     }
 }

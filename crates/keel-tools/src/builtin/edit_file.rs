@@ -11,14 +11,34 @@ use std::path::Path;
 
 use async_trait::async_trait;
 use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::write_file::write_atomically;
 use super::{
-    MAX_WRITE_BYTES, arg_issue, ensure_seen, io_error, looks_binary, mark_seen, opt_bool,
-    path_issues, req_str, run_blocking, size_issue,
+    MAX_WRITE_BYTES, arg_issue, ensure_seen, io_error, looks_binary, mark_seen, path_issues,
+    run_blocking, size_issue,
 };
+use crate::input;
 use crate::paths::{self, Access};
+
+/// `edit_file`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct EditFileInput {
+    /// File path relative to the workspace root.
+    #[schemars(length(min = 1))]
+    path: String,
+    /// The exact text to replace.
+    #[schemars(length(min = 1))]
+    old_string: String,
+    /// The text to put in its place (may be empty to delete).
+    new_string: String,
+    /// Replace every occurrence instead of requiring exactly one.
+    #[serde(default)]
+    replace_all: bool,
+}
 
 /// Edits a text file inside the workspace.
 #[derive(Debug)]
@@ -40,33 +60,7 @@ impl EditFile {
                     lines to make it unique, or set `replace_all` to replace every occurrence. \
                     Read the file first. Files under `.keel/` cannot be edited."
                     .to_owned(),
-                parameters: json!({
-                    "$schema": "https://json-schema.org/draft/2020-12/schema",
-                    "type": "object",
-                    "properties": {
-                        "path": {
-                            "type": "string",
-                            "minLength": 1,
-                            "description": "File path relative to the workspace root."
-                        },
-                        "old_string": {
-                            "type": "string",
-                            "minLength": 1,
-                            "description": "The exact text to replace."
-                        },
-                        "new_string": {
-                            "type": "string",
-                            "description": "The text to put in its place (may be empty to delete)."
-                        },
-                        "replace_all": {
-                            "type": "boolean",
-                            "default": false,
-                            "description": "Replace every occurrence instead of requiring exactly one."
-                        }
-                    },
-                    "required": ["path", "old_string", "new_string"],
-                    "additionalProperties": false
-                }),
+                parameters: input::schema_of::<EditFileInput>(),
             },
             read_check: true,
         }
@@ -111,11 +105,12 @@ impl Tool for EditFile {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let requested = req_str(&args, "path")?.to_owned();
+        let input: EditFileInput = input::parse(args)?;
+        let requested = input.path;
         let edit = Edit {
-            old: req_str(&args, "old_string")?.to_owned(),
-            new: req_str(&args, "new_string")?.to_owned(),
-            replace_all: opt_bool(&args, "replace_all")?.unwrap_or(false),
+            old: input.old_string,
+            new: input.new_string,
+            replace_all: input.replace_all,
         };
         if edit.old.is_empty() {
             return Err(ToolError::InvalidArguments(

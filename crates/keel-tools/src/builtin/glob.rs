@@ -12,17 +12,38 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use globset::{GlobBuilder, GlobMatcher};
 use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 use walkdir::WalkDir;
 
 use super::list_dir::is_skipped;
-use super::{
-    BoundedLines, arg_issue, content_budget, opt_count, opt_str, path_issues, req_str, run_blocking,
-};
+use super::{BoundedLines, arg_issue, content_budget, path_issues, run_blocking};
+use crate::input;
 use crate::paths::{self, Access};
 
 /// Files shown when the caller sets no `maxResults`.
 const DEFAULT_MAX_RESULTS: usize = 500;
+
+/// `glob`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct GlobInput {
+    /// Glob pattern, relative to `path`.
+    #[schemars(length(min = 1))]
+    pattern: String,
+    /// Directory to search, relative to the workspace root (default: the root).
+    #[serde(default = "super::workspace_root")]
+    path: String,
+    /// Stop after this many files.
+    #[serde(default = "default_max_results")]
+    #[schemars(range(min = 1))]
+    max_results: usize,
+}
+
+fn default_max_results() -> usize {
+    DEFAULT_MAX_RESULTS
+}
 
 /// Finds files by path pattern inside the workspace.
 #[derive(Debug)]
@@ -43,30 +64,7 @@ impl Glob {
                     per line, relative to the workspace root, sorted. `.git` and `.keel` are \
                     skipped; symbolic links are not followed."
                     .to_owned(),
-                parameters: json!({
-                    "$schema": "https://json-schema.org/draft/2020-12/schema",
-                    "type": "object",
-                    "properties": {
-                        "pattern": {
-                            "type": "string",
-                            "minLength": 1,
-                            "description": "Glob pattern, relative to `path`."
-                        },
-                        "path": {
-                            "type": "string",
-                            "default": ".",
-                            "description": "Directory to search, relative to the workspace root (default: the root)."
-                        },
-                        "maxResults": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "default": DEFAULT_MAX_RESULTS,
-                            "description": "Stop after this many files."
-                        }
-                    },
-                    "required": ["pattern"],
-                    "additionalProperties": false
-                }),
+                parameters: input::schema_of::<GlobInput>(),
             },
         }
     }
@@ -105,12 +103,10 @@ impl Tool for Glob {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let pattern = req_str(&args, "pattern")?;
-        let requested = opt_str(&args, "path")?.unwrap_or(".").to_owned();
-        let max_results = opt_count(&args, "maxResults")?
-            .unwrap_or(DEFAULT_MAX_RESULTS)
-            .max(1);
-        let matcher = matcher(pattern)?;
+        let input: GlobInput = input::parse(args)?;
+        let requested = input.path;
+        let max_results = input.max_results.max(1);
+        let matcher = matcher(&input.pattern)?;
         let root = paths::canonical_root(&ctx.workspace_root)?;
         let base = paths::resolve(&root, &requested, Access::Read)?;
         if !base.is_dir() {
@@ -123,7 +119,7 @@ impl Tool for Glob {
             max_results,
             budget: content_budget(ctx.max_output_bytes),
         };
-        let pattern = pattern.to_owned();
+        let pattern = input.pattern;
         let text = run_blocking(move |cancelled| Ok(search.run(&pattern, cancelled))).await?;
         Ok(ToolOutput::text(text))
     }

@@ -12,14 +12,16 @@ use async_trait::async_trait;
 use globset::{GlobBuilder, GlobMatcher};
 use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use regex::{Regex, RegexBuilder};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 use walkdir::WalkDir;
 
 use super::list_dir::is_skipped;
 use super::{
-    BoundedLines, arg_issue, clip, content_budget, looks_binary, opt_bool, opt_count, opt_str,
-    path_issues, req_str, run_blocking,
+    BoundedLines, arg_issue, clip, content_budget, looks_binary, path_issues, run_blocking,
 };
+use crate::input;
 use crate::paths::{self, Access};
 
 /// Matches shown when the caller sets no `maxMatches`.
@@ -30,6 +32,34 @@ pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Matching lines longer than this (in bytes) are cut.
 const MAX_LINE_BYTES: usize = 400;
+
+/// `grep`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct GrepInput {
+    /// Regular expression to search for.
+    #[schemars(length(min = 1))]
+    pattern: String,
+    /// File or directory to search, relative to the workspace root (default: the root).
+    #[serde(default = "super::workspace_root")]
+    path: String,
+    // One line: a doc comment's line breaks would reach the model.
+    /// Only search files whose name matches this glob, e.g. `*.rs` or `*.{yaml,yml}`; a glob containing `/` is matched against the path relative to `path`.
+    #[serde(default)]
+    #[schemars(length(min = 1))]
+    glob: Option<String>,
+    /// Match letters regardless of case.
+    #[serde(default)]
+    case_insensitive: bool,
+    /// Stop after this many matching lines.
+    #[serde(default = "default_max_matches")]
+    #[schemars(range(min = 1))]
+    max_matches: usize,
+}
+
+fn default_max_matches() -> usize {
+    DEFAULT_MAX_MATCHES
+}
 
 /// Searches file contents inside the workspace.
 #[derive(Debug)]
@@ -48,40 +78,7 @@ impl Grep {
                     with file paths relative to the workspace root. Binary files, files over \
                     8 MiB, `.git` and `.keel` are skipped; symbolic links are not followed."
                     .to_owned(),
-                parameters: json!({
-                    "$schema": "https://json-schema.org/draft/2020-12/schema",
-                    "type": "object",
-                    "properties": {
-                        "pattern": {
-                            "type": "string",
-                            "minLength": 1,
-                            "description": "Regular expression to search for."
-                        },
-                        "path": {
-                            "type": "string",
-                            "default": ".",
-                            "description": "File or directory to search, relative to the workspace root (default: the root)."
-                        },
-                        "glob": {
-                            "type": "string",
-                            "minLength": 1,
-                            "description": "Only search files whose name matches this glob, e.g. `*.rs` or `*.{yaml,yml}`; a glob containing `/` is matched against the path relative to `path`."
-                        },
-                        "caseInsensitive": {
-                            "type": "boolean",
-                            "default": false,
-                            "description": "Match letters regardless of case."
-                        },
-                        "maxMatches": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "default": DEFAULT_MAX_MATCHES,
-                            "description": "Stop after this many matching lines."
-                        }
-                    },
-                    "required": ["pattern"],
-                    "additionalProperties": false
-                }),
+                parameters: input::schema_of::<GrepInput>(),
             },
         }
     }
@@ -124,17 +121,14 @@ impl Tool for Grep {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let pattern = req_str(&args, "pattern")?;
-        let requested = opt_str(&args, "path")?.unwrap_or(".").to_owned();
-        let case_insensitive = opt_bool(&args, "caseInsensitive")?.unwrap_or(false);
-        let max_matches = opt_count(&args, "maxMatches")?
-            .unwrap_or(DEFAULT_MAX_MATCHES)
-            .max(1);
-        let regex = RegexBuilder::new(pattern)
-            .case_insensitive(case_insensitive)
+        let input: GrepInput = input::parse(args)?;
+        let requested = input.path;
+        let max_matches = input.max_matches.max(1);
+        let regex = RegexBuilder::new(&input.pattern)
+            .case_insensitive(input.case_insensitive)
             .build()
             .map_err(|e| ToolError::InvalidArguments(format!("invalid `pattern`: {e}")))?;
-        let filter = opt_str(&args, "glob")?.map(FileFilter::new).transpose()?;
+        let filter = input.glob.as_deref().map(FileFilter::new).transpose()?;
         let root = paths::canonical_root(&ctx.workspace_root)?;
         let target = paths::resolve(&root, &requested, Access::Read)?;
         let search = Search {

@@ -8,6 +8,7 @@
 //! never downloaded) and the whole call is bounded by the timeout. The pieces shared with
 //! declared `http` tools are in [`crate::http`].
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,10 +17,49 @@ use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use keel_workspace::HttpFetchSettings;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, LOCATION};
 use reqwest::{Method, Url, redirect};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::{arg_issue, looks_binary, opt_str, req_str};
+use super::{arg_issue, looks_binary};
 use crate::http::{self, AllowList, Clients};
+use crate::input;
+
+/// `http_fetch`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct HttpFetchInput {
+    /// The http or https URL to fetch.
+    #[schemars(length(min = 1))]
+    url: String,
+    /// The HTTP method.
+    #[serde(default)]
+    method: FetchMethod,
+    /// Request headers.
+    #[serde(default)]
+    headers: Option<BTreeMap<String, String>>,
+    /// POST body: text as is, or an object sent as JSON.
+    #[serde(default)]
+    body: Option<FetchBody>,
+}
+
+/// The methods `http_fetch` sends (the lower-case names are accepted too).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+enum FetchMethod {
+    #[default]
+    #[serde(rename = "GET", alias = "get")]
+    Get,
+    #[serde(rename = "POST", alias = "post")]
+    Post,
+}
+
+/// A POST body.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum FetchBody {
+    Text(String),
+    Json(Map<String, Value>),
+}
 
 /// Redirects followed at most (each to an allowed URL).
 const MAX_REDIRECTS: usize = 5;
@@ -85,34 +125,7 @@ impl HttpFetch {
                      are followed only to allowed URLs. {allowed}",
                     settings.max_bytes
                 ),
-                parameters: json!({
-                    "$schema": "https://json-schema.org/draft/2020-12/schema",
-                    "type": "object",
-                    "properties": {
-                        "url": {
-                            "type": "string",
-                            "minLength": 1,
-                            "description": "The http or https URL to fetch."
-                        },
-                        "method": {
-                            "type": "string",
-                            "enum": ["GET", "POST"],
-                            "default": "GET",
-                            "description": "The HTTP method."
-                        },
-                        "headers": {
-                            "type": "object",
-                            "additionalProperties": {"type": "string"},
-                            "description": "Request headers."
-                        },
-                        "body": {
-                            "anyOf": [{"type": "string"}, {"type": "object"}],
-                            "description": "POST body: text as is, or an object sent as JSON."
-                        }
-                    },
-                    "required": ["url"],
-                    "additionalProperties": false
-                }),
+                parameters: input::schema_of::<HttpFetchInput>(),
             },
             clients: Clients::new(timeout, policy),
             allow,
@@ -162,14 +175,14 @@ impl Tool for HttpFetch {
         {
             issues.push(issue);
         }
-        if let Err(message) = request_headers(args) {
+        if let Err(message) = headers_of(args) {
             let found = args
                 .get("headers")
                 .map(Value::to_string)
                 .unwrap_or_default();
             issues.push(arg_issue("headers", "valid HTTP headers", found, message));
         }
-        if let Err((key, message)) = method(args) {
+        if let Err((key, message)) = method_of(args) {
             let found = args.get(key).map(Value::to_string).unwrap_or_default();
             issues.push(arg_issue(key, "a body only with POST", found, message));
         }
@@ -181,23 +194,26 @@ impl Tool for HttpFetch {
             .clients
             .as_ref()
             .map_err(|e| ToolError::Failed(e.clone()))?;
+        let input: HttpFetchInput = input::parse(args)?;
         let url = self
-            .url(req_str(&args, "url")?)
+            .url(&input.url)
             .map_err(|issue| ToolError::InvalidArguments(issue.message))?;
-        let method = method(&args).map_err(|(_, message)| ToolError::InvalidArguments(message))?;
-        let mut headers = request_headers(&args).map_err(ToolError::InvalidArguments)?;
+        let method = method(input.method, input.body.is_some())
+            .map_err(|(_, message)| ToolError::InvalidArguments(message))?;
+        let mut headers = request_headers(&input.headers.unwrap_or_default())
+            .map_err(ToolError::InvalidArguments)?;
         let mut request = clients
             .for_url(&url)
             .map_err(ToolError::Failed)?
             .request(method, url.clone());
-        match args.get("body") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(text)) => request = request.body(text.clone()),
-            Some(value) => {
+        match input.body {
+            None => {}
+            Some(FetchBody::Text(text)) => request = request.body(text),
+            Some(FetchBody::Json(value)) => {
                 if !headers.contains_key(CONTENT_TYPE) {
                     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 }
-                request = request.body(value.to_string());
+                request = request.body(Value::Object(value).to_string());
             }
         }
         let request = request.headers(headers);
@@ -279,27 +295,39 @@ fn shown_headers(headers: &HeaderMap) -> Value {
     Value::Object(shown)
 }
 
-/// The method of the call; a body needs POST. The error names the argument at fault.
-fn method(args: &Value) -> Result<Method, (&'static str, String)> {
+/// The method of arguments not yet parsed (for [`Tool::check`]), or the argument that is
+/// wrong and why.
+fn method_of(args: &Value) -> Result<Method, (&'static str, String)> {
     let has_body = args.get("body").is_some_and(|b| !b.is_null());
-    match opt_str(args, "method").ok().flatten().unwrap_or("GET") {
-        m if m.eq_ignore_ascii_case("POST") => Ok(Method::POST),
-        m if m.eq_ignore_ascii_case("GET") && has_body => Err((
+    let requested = match args.get("method").filter(|m| !m.is_null()) {
+        None => FetchMethod::default(),
+        Some(m) => serde_json::from_value(m.clone()).map_err(|_| {
+            let shown = m.as_str().map_or_else(|| m.to_string(), str::to_owned);
+            (
+                "method",
+                format!("method `{shown}` is not supported; use GET or POST"),
+            )
+        })?,
+    };
+    method(requested, has_body)
+}
+
+/// The method of the call, or the argument that is wrong and why.
+fn method(requested: FetchMethod, has_body: bool) -> Result<Method, (&'static str, String)> {
+    match requested {
+        FetchMethod::Post => Ok(Method::POST),
+        FetchMethod::Get if has_body => Err((
             "body",
             "a `body` can only be sent with method POST".to_owned(),
         )),
-        m if m.eq_ignore_ascii_case("GET") => Ok(Method::GET),
-        other => Err((
-            "method",
-            format!("method `{other}` is not supported; use GET or POST"),
-        )),
+        FetchMethod::Get => Ok(Method::GET),
     }
 }
 
-/// The request headers of the call.
-fn request_headers(args: &Value) -> Result<HeaderMap, String> {
-    match args.get("headers") {
-        None | Some(Value::Null) => Ok(HeaderMap::new()),
+/// The request headers of arguments not yet parsed (for [`Tool::check`]).
+fn headers_of(args: &Value) -> Result<HeaderMap, String> {
+    match args.get("headers").filter(|h| !h.is_null()) {
+        None => Ok(HeaderMap::new()),
         Some(Value::Object(map)) => {
             let pairs = map
                 .iter()
@@ -314,4 +342,13 @@ fn request_headers(args: &Value) -> Result<HeaderMap, String> {
             "`headers` must be an object of strings, not {other}"
         )),
     }
+}
+
+/// The request headers of the call.
+fn request_headers(headers: &BTreeMap<String, String>) -> Result<HeaderMap, String> {
+    http::header_map(
+        headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str())),
+    )
 }

@@ -8,16 +8,37 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 use walkdir::{DirEntry, WalkDir};
 
-use super::{
-    BoundedLines, content_budget, opt_bool, opt_count, opt_str, path_issues, run_blocking,
-};
+use super::{BoundedLines, content_budget, path_issues, run_blocking};
+use crate::input;
 use crate::paths::{self, Access};
 
 /// Entries shown when the caller sets no `maxEntries`.
 const DEFAULT_MAX_ENTRIES: usize = 1000;
+
+/// `list_dir`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ListDirInput {
+    /// Directory relative to the workspace root (default: the root).
+    #[serde(default = "super::workspace_root")]
+    path: String,
+    /// Also list the contents of subdirectories.
+    #[serde(default)]
+    recursive: bool,
+    /// Stop after this many entries.
+    #[serde(default = "default_max_entries")]
+    #[schemars(range(min = 1))]
+    max_entries: usize,
+}
+
+fn default_max_entries() -> usize {
+    DEFAULT_MAX_ENTRIES
+}
 
 /// Lists a directory inside the workspace.
 #[derive(Debug)]
@@ -36,29 +57,7 @@ impl ListDir {
                     not followed). `.git` and `.keel` are skipped. With `recursive`, \
                     subdirectories are listed too, as paths relative to the listed directory."
                     .to_owned(),
-                parameters: json!({
-                    "$schema": "https://json-schema.org/draft/2020-12/schema",
-                    "type": "object",
-                    "properties": {
-                        "path": {
-                            "type": "string",
-                            "default": ".",
-                            "description": "Directory relative to the workspace root (default: the root)."
-                        },
-                        "recursive": {
-                            "type": "boolean",
-                            "default": false,
-                            "description": "Also list the contents of subdirectories."
-                        },
-                        "maxEntries": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "default": DEFAULT_MAX_ENTRIES,
-                            "description": "Stop after this many entries."
-                        }
-                    },
-                    "additionalProperties": false
-                }),
+                parameters: input::schema_of::<ListDirInput>(),
             },
         }
     }
@@ -85,11 +84,10 @@ impl Tool for ListDir {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let requested = opt_str(&args, "path")?.unwrap_or(".").to_owned();
-        let recursive = opt_bool(&args, "recursive")?.unwrap_or(false);
-        let max_entries = opt_count(&args, "maxEntries")?
-            .unwrap_or(DEFAULT_MAX_ENTRIES)
-            .max(1);
+        let input: ListDirInput = input::parse(args)?;
+        let requested = input.path;
+        let recursive = input.recursive;
+        let max_entries = input.max_entries.max(1);
         let dir = paths::resolve(&ctx.workspace_root, &requested, Access::Read)?;
         if !dir.is_dir() {
             return Err(ToolError::Io(format!(

@@ -14,12 +14,30 @@ use keel_workspace::Workspace;
 use keel_workspace::skills::{
     MAX_SKILL_DESCRIPTION, MAX_SKILL_NAME, PROPOSE_SKILL_TOOL, name_problem,
 };
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::{arg_issue, req_str};
+use super::arg_issue;
+use crate::input;
 
 /// The most characters of a proposed skill's instructions.
 pub const MAX_INSTRUCTIONS: usize = 20_000;
+
+/// `propose_skill`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ProposeSkillInput {
+    /// Lowercase letters, digits and hyphens, e.g. triage-flaky-tests.
+    #[schemars(regex(pattern = r"^[a-z0-9-]+$"), length(min = 1, max = MAX_SKILL_NAME))]
+    name: String,
+    /// What the skill does and when to use it, in one or two sentences.
+    #[schemars(length(min = 1, max = MAX_SKILL_DESCRIPTION))]
+    description: String,
+    /// The skill's instructions, in Markdown.
+    #[schemars(length(min = 1, max = MAX_INSTRUCTIONS))]
+    instructions: String,
+}
 
 /// The tool.
 pub struct ProposeSkill {
@@ -43,20 +61,7 @@ impl ProposeSkill {
                               written from what you learned — for a person to review. It is \
                               not used until they approve it."
                     .to_owned(),
-                parameters: json!({
-                    "$schema": "https://json-schema.org/draft/2020-12/schema",
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string", "pattern": "^[a-z0-9-]+$", "minLength": 1, "maxLength": MAX_SKILL_NAME,
-                                 "description": "Lowercase letters, digits and hyphens, e.g. triage-flaky-tests."},
-                        "description": {"type": "string", "minLength": 1, "maxLength": MAX_SKILL_DESCRIPTION,
-                                        "description": "What the skill does and when to use it, in one or two sentences."},
-                        "instructions": {"type": "string", "minLength": 1, "maxLength": MAX_INSTRUCTIONS,
-                                         "description": "The skill's instructions, in Markdown."}
-                    },
-                    "required": ["name", "description", "instructions"],
-                    "additionalProperties": false
-                }),
+                parameters: input::schema_of::<ProposeSkillInput>(),
             },
             workspace,
             store,
@@ -92,9 +97,10 @@ impl Tool for ProposeSkill {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let name = req_str(&args, "name")?;
-        let description = req_str(&args, "description")?.trim();
-        let instructions = req_str(&args, "instructions")?.trim();
+        let input: ProposeSkillInput = input::parse(args)?;
+        let name = input.name.as_str();
+        let description = input.description.trim();
+        let instructions = input.instructions.trim();
         let store_error = |e: keel_types::StoreError| ToolError::Failed(e.to_string());
         let pending = self
             .store
@@ -136,5 +142,19 @@ impl Tool for ProposeSkill {
             call_id: None,
         });
         Ok(output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The model-facing contract of `propose_skill`, reviewed when it changes.
+    #[test]
+    fn propose_skill_input_schema() {
+        insta::assert_json_snapshot!(
+            "propose_skill_input",
+            input::schema_of::<ProposeSkillInput>()
+        );
     }
 }

@@ -13,13 +13,30 @@ use std::path::Path;
 
 use async_trait::async_trait;
 use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::{
-    content_budget, io_error, looks_binary, mark_seen, opt_count, path_issues, req_str,
-    run_blocking,
-};
+use super::{content_budget, io_error, looks_binary, mark_seen, path_issues, run_blocking};
+use crate::input;
 use crate::paths::{self, Access};
+
+/// `read_file`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadFileInput {
+    /// File path relative to the workspace root.
+    #[schemars(length(min = 1))]
+    path: String,
+    /// First line to return, counting from 1 (default 1).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    offset: Option<usize>,
+    /// Maximum number of lines to return (default: all that fit).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    limit: Option<usize>,
+}
 
 /// Reads a text file inside the workspace.
 #[derive(Debug)]
@@ -38,29 +55,7 @@ impl ReadFile {
                     Output over the size limit is cut at a line boundary with a note saying \
                     where to continue. Binary files are refused."
                     .to_owned(),
-                parameters: json!({
-                    "$schema": "https://json-schema.org/draft/2020-12/schema",
-                    "type": "object",
-                    "properties": {
-                        "path": {
-                            "type": "string",
-                            "minLength": 1,
-                            "description": "File path relative to the workspace root."
-                        },
-                        "offset": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "description": "First line to return, counting from 1 (default 1)."
-                        },
-                        "limit": {
-                            "type": "integer",
-                            "minimum": 1,
-                            "description": "Maximum number of lines to return (default: all that fit)."
-                        }
-                    },
-                    "required": ["path"],
-                    "additionalProperties": false
-                }),
+                parameters: input::schema_of::<ReadFileInput>(),
             },
         }
     }
@@ -87,9 +82,10 @@ impl Tool for ReadFile {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let requested = req_str(&args, "path")?.to_owned();
-        let offset = opt_count(&args, "offset")?.unwrap_or(1).max(1);
-        let limit = opt_count(&args, "limit")?.unwrap_or(usize::MAX).max(1);
+        let input: ReadFileInput = input::parse(args)?;
+        let requested = input.path;
+        let offset = input.offset.unwrap_or(1).max(1);
+        let limit = input.limit.unwrap_or(usize::MAX).max(1);
         let path = paths::resolve(&ctx.workspace_root, &requested, Access::Read)?;
         let window = Window {
             offset,

@@ -17,11 +17,47 @@ use std::time::Duration;
 use async_trait::async_trait;
 use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use keel_workspace::ShellSettings;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{arg_issue, clip, content_budget, opt_str, path_issues};
+use super::{arg_issue, clip, content_budget, path_issues};
+use crate::input;
 use crate::paths::{self, Access};
 use crate::process::{self, Caps, Captured, RunError};
+
+/// `shell`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ShellInput {
+    /// A shell command line (run with `sh -c`), or argv as an array of strings.
+    command: CommandArg,
+    /// Working directory relative to the workspace root (default: the root).
+    #[serde(default)]
+    cwd: Option<String>,
+    /// How long the command may run: seconds, or a duration such as `90s` or `5m`.
+    #[serde(default)]
+    timeout: Option<TimeoutArg>,
+    /// Extra environment variables.
+    #[serde(default)]
+    env: Option<BTreeMap<String, String>>,
+}
+
+/// A command: a line for `sh -c`, or argv.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum CommandArg {
+    Line(#[schemars(length(min = 1))] String),
+    Argv(#[schemars(length(min = 1))] Vec<String>),
+}
+
+/// A timeout: a duration such as `90s`, or seconds.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum TimeoutArg {
+    Text(#[schemars(length(min = 1))] String),
+    Seconds(#[schemars(extend("exclusiveMinimum" = 0))] f64),
+}
 
 /// Runs commands in the workspace.
 #[derive(Debug)]
@@ -51,37 +87,7 @@ impl Shell {
                     humantime::format_duration(timeout),
                     humantime::format_duration(max_timeout)
                 ),
-                parameters: json!({
-                    "$schema": "https://json-schema.org/draft/2020-12/schema",
-                    "type": "object",
-                    "properties": {
-                        "command": {
-                            "anyOf": [
-                                {"type": "string", "minLength": 1},
-                                {"type": "array", "items": {"type": "string"}, "minItems": 1}
-                            ],
-                            "description": "A shell command line (run with `sh -c`), or argv as an array of strings."
-                        },
-                        "cwd": {
-                            "type": "string",
-                            "description": "Working directory relative to the workspace root (default: the root)."
-                        },
-                        "timeout": {
-                            "anyOf": [
-                                {"type": "string", "minLength": 1},
-                                {"type": "number", "exclusiveMinimum": 0}
-                            ],
-                            "description": "How long the command may run: seconds, or a duration such as `90s` or `5m`."
-                        },
-                        "env": {
-                            "type": "object",
-                            "additionalProperties": {"type": "string"},
-                            "description": "Extra environment variables."
-                        }
-                    },
-                    "required": ["command"],
-                    "additionalProperties": false
-                }),
+                parameters: input::schema_of::<ShellInput>(),
             },
             timeout: timeout.min(max_timeout),
             max_timeout,
@@ -89,21 +95,15 @@ impl Shell {
     }
 
     /// The timeout a call asks for, capped at the maximum; the default when it asks none.
-    fn timeout_of(&self, args: &Value) -> Result<Duration, String> {
-        let requested = match args.get("timeout") {
-            None | Some(Value::Null) => return Ok(self.timeout),
-            Some(Value::String(text)) => humantime::parse_duration(text.trim())
+    fn timeout_of(&self, requested: Option<&TimeoutArg>) -> Result<Duration, String> {
+        let requested = match requested {
+            None => return Ok(self.timeout),
+            Some(TimeoutArg::Text(text)) => humantime::parse_duration(text.trim())
                 .map_err(|e| format!("`timeout` is not a duration: {e}"))?,
-            Some(Value::Number(n)) => n
-                .as_f64()
-                .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
-                .ok_or_else(|| {
-                    format!("`timeout` must be a positive number of seconds, not {n}")
-                })?,
-            Some(other) => {
-                return Err(format!(
-                    "`timeout` must be seconds or a duration string, not {other}"
-                ));
+            Some(TimeoutArg::Seconds(secs)) => {
+                Duration::try_from_secs_f64(*secs).map_err(|_| {
+                    format!("`timeout` must be a positive number of seconds, not {secs}")
+                })?
             }
         };
         if requested.is_zero() {
@@ -121,7 +121,15 @@ impl Tool for Shell {
 
     fn check(&self, ctx: &ToolContext, args: &Value) -> Vec<Issue> {
         let mut issues = path_issues(ctx, args, "cwd", Some("."), Access::Read);
-        if let Err(message) = self.timeout_of(args) {
+        let timeout = args.get("timeout").filter(|v| !v.is_null()).map(|v| {
+            serde_json::from_value::<TimeoutArg>(v.clone())
+                .map_err(|_| format!("`timeout` must be seconds or a duration string, not {v}"))
+        });
+        let timeout = match timeout.transpose() {
+            Ok(requested) => self.timeout_of(requested.as_ref()),
+            Err(message) => Err(message),
+        };
+        if let Err(message) = timeout {
             let found = args
                 .get("timeout")
                 .map(Value::to_string)
@@ -133,7 +141,7 @@ impl Tool for Shell {
                 message,
             ));
         }
-        if let Err(message) = argv(args) {
+        if let Err(message) = argv_of(args) {
             issues.push(arg_issue(
                 "command",
                 "a command line, or a non-empty array of strings",
@@ -157,12 +165,13 @@ impl Tool for Shell {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let (program, rest) = argv(&args).map_err(ToolError::InvalidArguments)?;
+        let input: ShellInput = input::parse(args)?;
+        let (program, rest) = argv(&input.command).map_err(ToolError::InvalidArguments)?;
         let timeout = self
-            .timeout_of(&args)
+            .timeout_of(input.timeout.as_ref())
             .map_err(ToolError::InvalidArguments)?;
-        let env = call_env(&args)?;
-        let requested_cwd = opt_str(&args, "cwd")?.unwrap_or(".");
+        let env = call_env(input.env.unwrap_or_default())?;
+        let requested_cwd = input.cwd.as_deref().unwrap_or(".");
         let root = paths::canonical_root(&ctx.workspace_root)?;
         let cwd = paths::resolve(&root, requested_cwd, Access::Read)?;
         if !cwd.is_dir() {
@@ -212,58 +221,59 @@ impl Tool for Shell {
     }
 }
 
+/// The program and its arguments of a `command` argument not yet parsed (for
+/// [`Tool::check`]).
+fn argv_of(args: &Value) -> Result<(String, Vec<String>), String> {
+    let command = args
+        .get("command")
+        .ok_or_else(|| "`command` is required".to_owned())?;
+    let command = serde_json::from_value(command.clone()).map_err(|_| {
+        format!("`command` must be a string or an array of strings, found {command}")
+    })?;
+    argv(&command)
+}
+
 /// The program and its arguments: `sh -c <command>` for a string, the array itself otherwise.
-fn argv(args: &Value) -> Result<(String, Vec<String>), String> {
-    match args.get("command") {
-        Some(Value::String(line)) if !line.trim().is_empty() => {
+fn argv(command: &CommandArg) -> Result<(String, Vec<String>), String> {
+    match command {
+        CommandArg::Line(line) if !line.trim().is_empty() => {
             Ok(("sh".to_owned(), vec!["-c".to_owned(), line.clone()]))
         }
-        Some(Value::Array(items)) => {
-            let mut words = items.iter().map(|item| match item {
-                Value::String(word) if !word.contains('\0') => Ok(word.clone()),
-                other => Err(format!(
-                    "every element of `command` must be a string without NUL, found {other}"
-                )),
-            });
-            let program = words
-                .next()
-                .ok_or_else(|| "`command` must not be an empty array".to_owned())??;
+        CommandArg::Line(_) => Err("`command` is empty".to_owned()),
+        CommandArg::Argv(words) => {
+            if let Some(word) = words.iter().find(|w| w.contains('\0')) {
+                return Err(format!(
+                    "every element of `command` must be a string without NUL, found {}",
+                    Value::from(word.as_str())
+                ));
+            }
+            let (program, rest) = words
+                .split_first()
+                .ok_or_else(|| "`command` must not be an empty array".to_owned())?;
             if program.is_empty() {
                 return Err("the program (first element of `command`) is empty".to_owned());
             }
-            Ok((program, words.collect::<Result<_, _>>()?))
+            Ok((program.clone(), rest.to_vec()))
         }
-        Some(Value::String(_)) => Err("`command` is empty".to_owned()),
-        None => Err("`command` is required".to_owned()),
-        Some(other) => Err(format!(
-            "`command` must be a string or an array of strings, found {other}"
-        )),
     }
 }
 
-/// The call's extra environment.
-fn call_env(args: &Value) -> Result<BTreeMap<String, String>, ToolError> {
-    let Some(env) = args.get("env").filter(|v| !v.is_null()) else {
-        return Ok(BTreeMap::new());
-    };
-    let Value::Object(env) = env else {
-        return Err(ToolError::InvalidArguments(format!(
-            "`env` must be an object of strings, found {env}"
-        )));
-    };
-    env.iter()
-        .map(|(name, value)| match value {
-            Value::String(v) if valid_env_name(name) && !v.contains('\0') => {
-                Ok((name.clone(), v.clone()))
-            }
-            _ if !valid_env_name(name) => Err(ToolError::InvalidArguments(format!(
+/// The call's extra environment, checked.
+fn call_env(env: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ToolError> {
+    for (name, value) in &env {
+        if !valid_env_name(name) {
+            return Err(ToolError::InvalidArguments(format!(
                 "`{name}` cannot be an environment variable name"
-            ))),
-            other => Err(ToolError::InvalidArguments(format!(
-                "`env.{name}` must be a string without NUL, found {other}"
-            ))),
-        })
-        .collect()
+            )));
+        }
+        if value.contains('\0') {
+            return Err(ToolError::InvalidArguments(format!(
+                "`env.{name}` must be a string without NUL, found {}",
+                Value::from(value.as_str())
+            )));
+        }
+    }
+    Ok(env)
 }
 
 fn valid_env_name(name: &str) -> bool {
@@ -360,8 +370,8 @@ mod tests {
             timeout: keel_workspace::Duration::from_secs(60),
             max_timeout: keel_workspace::Duration::from_secs(600),
         });
-        let of = |v: Value| shell.timeout_of(&json!({ "timeout": v }));
-        assert_eq!(shell.timeout_of(&json!({})), Ok(Duration::from_secs(60)));
+        let of = |v: Value| shell.timeout_of(Some(&serde_json::from_value(v).unwrap()));
+        assert_eq!(shell.timeout_of(None), Ok(Duration::from_secs(60)));
         assert_eq!(of(json!(1.5)), Ok(Duration::from_millis(1500)));
         assert_eq!(of(json!("2m")), Ok(Duration::from_secs(120)));
         assert_eq!(of(json!("2h")), Ok(Duration::from_secs(600)));

@@ -28,9 +28,12 @@ use keel_workspace::skills::{
     Skill, SkillFileError, fit_body, read_skill_file, resolve_in_skill, skill_allowed, skill_body,
     skill_script,
 };
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::{arg_issue, content_budget, object_schema, req_str};
+use super::{arg_issue, content_budget};
+use crate::input;
 use crate::process::{self, Caps, RunError};
 
 /// The three tools, for a workspace whose agents have skills.
@@ -97,6 +100,42 @@ fn file_error(error: SkillFileError) -> ToolError {
     }
 }
 
+/// `load_skill`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct LoadSkillInput {
+    /// The skill's name.
+    #[schemars(length(min = 1))]
+    name: String,
+}
+
+/// `read_skill_resource`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadSkillResourceInput {
+    /// The skill's name.
+    #[schemars(length(min = 1))]
+    skill: String,
+    /// A path inside the skill's folder, e.g. references/guide.md.
+    #[schemars(length(min = 1))]
+    path: String,
+}
+
+/// `run_skill_script`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RunSkillScriptInput {
+    /// The skill's name.
+    #[schemars(length(min = 1))]
+    skill: String,
+    /// The script's path in the skill's folder, e.g. scripts/check.py.
+    #[schemars(length(min = 1))]
+    script: String,
+    /// Arguments passed to the script.
+    #[serde(default)]
+    args: Vec<String>,
+}
+
 /// `load_skill`: a skill's instructions.
 #[derive(Debug)]
 pub struct LoadSkill {
@@ -113,10 +152,7 @@ impl LoadSkill {
                               Skills part of your instructions) before doing a task it covers, \
                               then follow them."
                     .to_owned(),
-                parameters: object_schema(
-                    json!({"name": {"type": "string", "minLength": 1, "description": "The skill's name."}}),
-                    &["name"],
-                ),
+                parameters: input::schema_of::<LoadSkillInput>(),
             },
             workspace,
         }
@@ -142,7 +178,8 @@ impl Tool for LoadSkill {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let name = req_str(&args, "name")?;
+        let input: LoadSkillInput = input::parse(args)?;
+        let name = input.name.as_str();
         let skill = usable_skill(&self.workspace, ctx, name).map_err(ToolError::Failed)?;
         let budget = self.workspace.runtime.skills.body_chars as usize;
         let body = tokio::task::spawn_blocking(move || skill_body(&skill))
@@ -179,13 +216,7 @@ impl ReadSkillResource {
                      to under references/. `path` is relative to the skill's folder; files \
                      over {cap} bytes are refused."
                 ),
-                parameters: object_schema(
-                    json!({
-                        "skill": {"type": "string", "minLength": 1, "description": "The skill's name."},
-                        "path": {"type": "string", "minLength": 1, "description": "A path inside the skill's folder, e.g. references/guide.md."}
-                    }),
-                    &["skill", "path"],
-                ),
+                parameters: input::schema_of::<ReadSkillResourceInput>(),
             },
             workspace,
         }
@@ -229,8 +260,9 @@ impl Tool for ReadSkillResource {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let name = req_str(&args, "skill")?;
-        let path = req_str(&args, "path")?.to_owned();
+        let input: ReadSkillResourceInput = input::parse(args)?;
+        let name = input.skill.as_str();
+        let path = input.path;
         let skill = usable_skill(&self.workspace, ctx, name).map_err(ToolError::Failed)?;
         let cap = self.workspace.runtime.skills.max_resource_bytes;
         let text = tokio::task::spawn_blocking(move || read_skill_file(&skill, &path, cap))
@@ -262,14 +294,7 @@ impl RunSkillScript {
                      approve the call.",
                     humantime::format_duration(timeout)
                 ),
-                parameters: object_schema(
-                    json!({
-                        "skill": {"type": "string", "minLength": 1, "description": "The skill's name."},
-                        "script": {"type": "string", "minLength": 1, "description": "The script's path in the skill's folder, e.g. scripts/check.py."},
-                        "args": {"type": "array", "items": {"type": "string"}, "description": "Arguments passed to the script."}
-                    }),
-                    &["skill", "script"],
-                ),
+                parameters: input::schema_of::<RunSkillScriptInput>(),
             },
             workspace,
             timeout,
@@ -332,14 +357,12 @@ impl Tool for RunSkillScript {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let name = req_str(&args, "skill")?;
-        let script = req_str(&args, "script")?;
+        let input: RunSkillScriptInput = input::parse(args)?;
+        let name = input.skill.as_str();
         let skill = usable_skill(&self.workspace, ctx, name).map_err(ToolError::Failed)?;
-        let path = skill_script(&skill, script).map_err(file_error)?;
+        let path = skill_script(&skill, &input.script).map_err(file_error)?;
         let (program, mut argv) = script_program(&path).map_err(ToolError::InvalidArguments)?;
-        if let Some(Value::Array(items)) = args.get("args") {
-            argv.extend(items.iter().filter_map(Value::as_str).map(str::to_owned));
-        }
+        argv.extend(input.args);
         let dir = skill
             .dir
             .canonicalize()
@@ -373,5 +396,24 @@ impl Tool for RunSkillScript {
             ))),
             Err(RunError::TimedOut) => Err(ToolError::Timeout(self.timeout)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The model-facing contract of the skill tools, reviewed when it changes.
+    #[test]
+    fn skill_tool_input_schemas() {
+        insta::assert_json_snapshot!("load_skill_input", input::schema_of::<LoadSkillInput>());
+        insta::assert_json_snapshot!(
+            "read_skill_resource_input",
+            input::schema_of::<ReadSkillResourceInput>()
+        );
+        insta::assert_json_snapshot!(
+            "run_skill_script_input",
+            input::schema_of::<RunSkillScriptInput>()
+        );
     }
 }

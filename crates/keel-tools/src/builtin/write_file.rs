@@ -14,13 +14,29 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::{
-    MAX_WRITE_BYTES, ensure_seen, io_error, mark_seen, opt_bool, path_issues, req_str,
-    run_blocking, size_issue,
+    MAX_WRITE_BYTES, ensure_seen, io_error, mark_seen, path_issues, run_blocking, size_issue,
 };
+use crate::input;
 use crate::paths::{self, Access};
+
+/// `write_file`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct WriteFileInput {
+    /// File path relative to the workspace root.
+    #[schemars(length(min = 1))]
+    path: String,
+    /// The complete new content of the file.
+    content: String,
+    /// Create missing parent directories.
+    #[serde(default = "super::yes")]
+    create_dirs: bool,
+}
 
 /// Writes a file inside the workspace.
 #[derive(Debug)]
@@ -41,28 +57,7 @@ impl WriteFile {
                     `createDirs` is false. An existing file must be read first. Files under \
                     `.keel/` cannot be written."
                     .to_owned(),
-                parameters: json!({
-                    "$schema": "https://json-schema.org/draft/2020-12/schema",
-                    "type": "object",
-                    "properties": {
-                        "path": {
-                            "type": "string",
-                            "minLength": 1,
-                            "description": "File path relative to the workspace root."
-                        },
-                        "content": {
-                            "type": "string",
-                            "description": "The complete new content of the file."
-                        },
-                        "createDirs": {
-                            "type": "boolean",
-                            "default": true,
-                            "description": "Create missing parent directories."
-                        }
-                    },
-                    "required": ["path", "content"],
-                    "additionalProperties": false
-                }),
+                parameters: input::schema_of::<WriteFileInput>(),
             },
             read_check: true,
         }
@@ -95,9 +90,11 @@ impl Tool for WriteFile {
     }
 
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let requested = req_str(&args, "path")?.to_owned();
-        let content = req_str(&args, "content")?.to_owned();
-        let create_dirs = opt_bool(&args, "createDirs")?.unwrap_or(true);
+        let WriteFileInput {
+            path: requested,
+            content,
+            create_dirs,
+        } = input::parse(args)?;
         if content.len() > MAX_WRITE_BYTES {
             return Err(ToolError::InvalidArguments(format!(
                 "`content` is {} bytes, over the limit of {MAX_WRITE_BYTES} bytes",

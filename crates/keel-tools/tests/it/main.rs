@@ -20,6 +20,7 @@ mod hooks;
 mod http;
 mod policy;
 mod read_before_edit;
+mod schemas;
 mod shell;
 
 use std::path::{Path, PathBuf};
