@@ -10,6 +10,7 @@ mod queue;
 mod reload;
 mod runs;
 mod sessions;
+mod slots;
 mod tasks;
 mod tools;
 mod workflow;
@@ -34,7 +35,7 @@ use keel_types::{
     RunRecord, RunStatus, RunStore, SessionId,
 };
 use keel_workspace::{AgentSpec, Workspace};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::RuntimeError;
@@ -85,7 +86,8 @@ struct Inner {
     observers: crate::emitter::Observers,
     /// Woken when an approval is decided.
     decisions: Arc<tokio::sync::Notify>,
-    permits: Arc<Semaphore>,
+    /// The slots runs execute in: the one owner of `limits.maxConcurrentRuns`.
+    slots: slots::RunSlots,
     active: Mutex<Tracker>,
     /// The number of live runs, for waiting on them.
     live: watch::Sender<usize>,
@@ -137,9 +139,7 @@ impl Kernel {
             memory,
             keep,
         } = parts;
-        let permits = Arc::new(Semaphore::new(
-            workspace.runtime.limits.max_concurrent_runs as usize,
-        ));
+        let slots = slots::RunSlots::new(workspace.runtime.limits.max_concurrent_runs as usize);
         let observers: crate::emitter::Observers = observers.into();
         let decisions: Arc<tokio::sync::Notify> = Arc::default();
         let redacting = Arc::new(crate::redacting_store::RedactingStore::new(store));
@@ -170,7 +170,7 @@ impl Kernel {
                 hooks,
                 observers,
                 decisions,
-                permits,
+                slots,
                 active: Mutex::new(Tracker::default()),
                 live: watch::Sender::new(0),
             }
@@ -579,7 +579,7 @@ impl Kernel {
         let launch = self.track(&request_id, &cancel, &interrupt);
         // A child run does not wait for a slot: its parent holds one and waits for it (a
         // tree cannot starve itself), and its parent's own limits bound how many there are.
-        let permits = (depth == 0).then(|| self.inner.permits.clone());
+        let slots = (depth == 0).then(|| self.inner.slots.clone());
         let token = cancel.clone();
         // Untracks the run when its task ends, however it ends.
         let tracked = Tracked {
@@ -590,9 +590,9 @@ impl Kernel {
         let task = tokio::spawn(async move {
             // Waiting for a slot is part of the run: cancelling (or a shutdown) while queued
             // still records it.
-            let permit = match permits {
-                Some(permits) => tokio::select! {
-                    permit = permits.acquire_owned() => permit.ok(),
+            let permit = match slots {
+                Some(slots) => tokio::select! {
+                    permit = slots.acquire() => permit,
                     _ = token.cancelled() => None,
                     _ = interrupt.cancelled() => None,
                 },

@@ -145,7 +145,7 @@ fn app_state(
     keys_configured: bool,
     stop: CancellationToken,
 ) -> AppState {
-    let admission = Arc::new(state::Admission::for_workspace(&runtime.workspace()));
+    let admission = Arc::new(state::Admission::for_runtime(&runtime));
     let mcp = mcp::http_service(mcp::HttpMount {
         runtime: runtime.clone(),
         admission: admission.clone(),

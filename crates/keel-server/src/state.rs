@@ -31,7 +31,7 @@ pub(crate) struct StateParts {
     pub telemetry: Telemetry,
     /// The document `GET /api/openapi.json` answers.
     pub openapi: serde_json::Value,
-    /// The admission queue of [`Admission::for_workspace`].
+    /// The admission queue of [`Admission::for_runtime`].
     pub admission: Arc<Admission>,
     pub mcp: HttpService,
 }
@@ -69,11 +69,12 @@ pub(crate) struct Ticket(Arc<Admission>);
 const RETRY_AFTER_SECS: u64 = 1;
 
 impl Admission {
-    /// Room for `limits.maxConcurrentRuns` running and `server.maxQueuedRequests` waiting.
-    pub(crate) fn for_workspace(workspace: &keel::Workspace) -> Self {
+    /// Room for as many runs in flight as the runtime's slots hold (`limits.maxConcurrentRuns`,
+    /// `Runs::capacity`) and `server.maxQueuedRequests` waiting for a slot.
+    pub(crate) fn for_runtime(runtime: &keel::Runtime) -> Self {
         Self::new(
-            workspace.runtime.limits.max_concurrent_runs as usize
-                + workspace.runtime.server.max_queued_requests as usize,
+            runtime.runs().capacity()
+                + runtime.workspace().runtime.server.max_queued_requests as usize,
         )
     }
 

@@ -222,10 +222,9 @@ impl Kernel {
         let _ = live.changed().await;
     }
 
-    /// Room for more top-level runs here.
+    /// Room for more top-level runs here: free run slots (`kernel/slots.rs`).
     fn room(&self) -> usize {
-        let max = self.workspace().runtime.limits.max_concurrent_runs as usize;
-        max.saturating_sub(self.active_runs())
+        self.inner.slots.room()
     }
 }
 

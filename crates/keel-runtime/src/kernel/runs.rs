@@ -45,9 +45,21 @@ impl Runs {
         Ok(self.kernel.store().run_counts().await?)
     }
 
-    /// How many runs of this runtime are live (queued or running).
+    /// How many runs of this runtime are live: in flight, waiting for a slot, or a child of
+    /// one of those.
     pub fn active(&self) -> usize {
         self.kernel.active_runs()
+    }
+
+    /// How many runs may be in flight at once: `limits.maxConcurrentRuns`, as this runtime
+    /// took it when it was built (`kernel/slots.rs` says what "in flight" means).
+    pub fn capacity(&self) -> usize {
+        self.kernel.slots().capacity()
+    }
+
+    /// How many runs are in flight now: top-level runs holding a slot.
+    pub fn in_flight(&self) -> usize {
+        self.kernel.slots().in_flight()
     }
 
     /// Where run `new`'s events first differ from run `original`'s; `None` if they agree.
