@@ -4,7 +4,7 @@
 //!
 //! It is also the one place that describes events to a person: [`render`] turns an event into
 //! a line in a [`Style`] — the live narration (concise or verbose) or the one-line `summary`
-//! `keel runs events` prints ([`summary`]). A new event is described here, nowhere else.
+//! `keel runs events` prints ([`Narrator::summary`]). A new event is described here, nowhere else.
 
 mod summary;
 
