@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::message::{Message, ModelParams, ModelStopReason, ToolCall, Usage};
 use crate::run::{ErrorInfo, FinishReason};
 use crate::wire_name::wire_names;
-use crate::{EventId, PermissionMode, PolicyDecision, RequestId, SessionId};
+use crate::{EventId, HookEvent, PermissionMode, PolicyDecision, RequestId, SessionId};
 
 /// One event of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -410,7 +410,8 @@ pub enum EventPayload {
     #[serde(rename = "runtime.hook.completed", rename_all = "camelCase")]
     HookCompleted {
         hook: String,
-        event: String,
+        /// When it ran, by Keel's name (an alias in the workspace is stored as the name).
+        event: HookEvent,
         /// The tool call it was asked about (tool events).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
@@ -425,7 +426,8 @@ pub enum EventPayload {
     #[serde(rename = "runtime.hook.failed", rename_all = "camelCase")]
     HookFailed {
         hook: String,
-        event: String,
+        /// When it ran, by Keel's name.
+        event: HookEvent,
         /// The tool call it was asked about (tool events), so the failures of parallel calls'
         /// hooks can be told apart.
         #[serde(default, skip_serializing_if = "Option::is_none")]

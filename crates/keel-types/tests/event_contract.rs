@@ -11,10 +11,10 @@ use std::collections::BTreeSet;
 
 use keel_types::{
     AdapterEvent, ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, ErrorCode,
-    ErrorInfo, Event, EventId, EventPayload, FinishReason, GuardDecision, Issue, MemoryAction,
-    MemoryKind, Message, ModelParams, ModelStopReason, PermissionMode, PolicyDecision,
-    PromptSection, Repair, RepairKind, RequestId, SessionId, SkillReason, ToolCall, Usage,
-    WriteDecision,
+    ErrorInfo, Event, EventId, EventPayload, FinishReason, GuardDecision, HookEvent, Issue,
+    MemoryAction, MemoryKind, Message, ModelParams, ModelStopReason, PermissionMode,
+    PolicyDecision, PromptSection, Repair, RepairKind, RequestId, SessionId, SkillReason, ToolCall,
+    Usage, WriteDecision,
 };
 use keel_types::{
     NodeCompleted, NodeFailed, NodeKey, NodeSkipped, NodeStarted, PhaseEvent, WorkflowCompleted,
@@ -280,7 +280,7 @@ fn examples() -> Vec<EventPayload> {
         },
         EventPayload::HookCompleted {
             hook: "review".into(),
-            event: "PreToolUse".into(),
+            event: HookEvent::PreToolUse,
             call_id: Some(call()),
             outcome: "deny".into(),
             reason: Some("not on Fridays".into()),
@@ -288,7 +288,7 @@ fn examples() -> Vec<EventPayload> {
         },
         EventPayload::HookFailed {
             hook: "review".into(),
-            event: "PreToolUse".into(),
+            event: HookEvent::PreToolUse,
             call_id: Some(call()),
             error: "timed out after 5s".into(),
             on_error: "deny".into(),

@@ -92,7 +92,6 @@ impl AgentRun {
             duration_ms,
             result,
         } = call;
-        let event = event.as_str().to_owned();
         self.emitter.emit(match result {
             HookResult::Answered(outcome) => EventPayload::HookCompleted {
                 hook,
