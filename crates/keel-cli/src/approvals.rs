@@ -9,7 +9,7 @@ use crate::error::CliError;
 use crate::out;
 
 #[derive(Debug, Subcommand)]
-pub enum ApprovalsCommand {
+pub(crate) enum ApprovalsCommand {
     /// List approvals, newest first (default: pending ones).
     List {
         /// pending, approved, denied, expired, or all.
@@ -42,7 +42,10 @@ pub(crate) fn decider() -> String {
     std::env::var("USER").map_or_else(|_| "cli".to_owned(), |user| format!("{user}@cli"))
 }
 
-pub async fn approvals(store: &dyn RunStore, command: ApprovalsCommand) -> Result<(), CliError> {
+pub(crate) async fn approvals(
+    store: &dyn RunStore,
+    command: ApprovalsCommand,
+) -> Result<(), CliError> {
     match command {
         ApprovalsCommand::List { status, json } => {
             let filter = match status.as_str() {

@@ -11,7 +11,7 @@ use crate::error::CliError;
 use crate::out;
 
 #[derive(Debug, Subcommand)]
-pub enum ArtifactsCommand {
+pub(crate) enum ArtifactsCommand {
     /// Print an artifact's content (or, with --meta, its record as JSON).
     Show {
         /// `keel://artifacts/<id>` or the bare id.
@@ -21,7 +21,7 @@ pub enum ArtifactsCommand {
     },
 }
 
-pub async fn artifacts(root: &Path, command: ArtifactsCommand) -> Result<(), CliError> {
+pub(crate) async fn artifacts(root: &Path, command: ArtifactsCommand) -> Result<(), CliError> {
     let ArtifactsCommand::Show { uri, meta } = command;
     let store = artifact_store(root).await?;
     let (record, content) = store

@@ -16,7 +16,7 @@ use crate::follow::{self, Answers, Interrupts, OutputArgs};
 use crate::{out, run, workspace};
 
 #[derive(Debug, clap::Args)]
-pub struct ChatArgs {
+pub(crate) struct ChatArgs {
     /// The workspace folder.
     #[arg(short = 'w', long = "workspace", default_value = ".")]
     workspace: PathBuf,
@@ -30,7 +30,7 @@ pub struct ChatArgs {
     output: OutputArgs,
 }
 
-pub async fn chat(args: ChatArgs) -> Result<(), CliError> {
+pub(crate) async fn chat(args: ChatArgs) -> Result<(), CliError> {
     let session = match args
         .session
         .as_deref()

@@ -8,7 +8,7 @@ use keel_workspace::Origin;
 use crate::error::CliError;
 use crate::out;
 
-pub fn validate(root: &Path) -> Result<(), CliError> {
+pub(crate) fn validate(root: &Path) -> Result<(), CliError> {
     let ws = Workspace::load(root)?;
     // A broken skill does not stop a runtime (it is left out), but it is an error here.
     let skill_problems = ws.skills.current().problems.clone();
@@ -68,7 +68,7 @@ fn summary(ws: &Workspace) -> String {
     parts.join(", ")
 }
 
-pub fn explain(root: &Path) -> Result<(), CliError> {
+pub(crate) fn explain(root: &Path) -> Result<(), CliError> {
     let ws = Workspace::load(root)?;
     for entry in ws.explain() {
         // A value interpolated from a secret-looking variable is never printed.

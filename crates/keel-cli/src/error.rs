@@ -15,17 +15,17 @@ use keel_types::StoreError;
 use crate::out;
 
 /// Exit code of a failed command or run.
-pub const EXIT_FAILED: u8 = 1;
+pub(crate) const EXIT_FAILED: u8 = 1;
 /// Exit code of a usage or configuration error.
-pub const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
 /// Exit code of a run cancelled by Ctrl-C (SIGINT), as a shell reports a process it killed.
-pub const EXIT_CANCELLED: u8 = 130;
+pub(crate) const EXIT_CANCELLED: u8 = 130;
 /// Exit code of a run cancelled by SIGTERM (128 + 15).
-pub const EXIT_TERMINATED: u8 = 143;
+pub(crate) const EXIT_TERMINATED: u8 = 143;
 
 /// Why a command did not succeed.
 #[derive(Debug)]
-pub enum CliError {
+pub(crate) enum CliError {
     /// Bad arguments, or something the workspace does not have (exit 2); printed `error: …`.
     Usage(String),
     /// The workspace failed to load (exit 2): a broken one lists every problem as is, a
@@ -44,17 +44,17 @@ pub enum CliError {
 
 impl CliError {
     /// A usage or configuration error with this message.
-    pub fn usage(message: impl ToString) -> Self {
+    pub(crate) fn usage(message: impl ToString) -> Self {
         Self::Usage(message.to_string())
     }
 
     /// A failure with this message.
-    pub fn failed(message: impl ToString) -> Self {
+    pub(crate) fn failed(message: impl ToString) -> Self {
         Self::Failed(message.to_string())
     }
 
     /// The exit code.
-    pub fn code(&self) -> u8 {
+    pub(crate) fn code(&self) -> u8 {
         match self {
             Self::Usage(_) | Self::Workspace(_) => EXIT_USAGE,
             Self::Failed(_) => EXIT_FAILED,
@@ -65,7 +65,7 @@ impl CliError {
     }
 
     /// Prints the error (when there is anything to print) and returns its exit code.
-    pub fn report(&self) -> u8 {
+    pub(crate) fn report(&self) -> u8 {
         match self {
             Self::Usage(message) | Self::Failed(message) => out::error(message),
             Self::Workspace(error @ LoadError::Invalid(_)) => out::status(&error.to_string()),

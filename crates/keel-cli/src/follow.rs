@@ -19,7 +19,7 @@ use crate::out;
 
 /// How a followed run is printed.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct OutputArgs {
+pub(crate) struct OutputArgs {
     /// Print every event as one JSON line on stdout instead of the answer.
     #[arg(long)]
     pub json: bool,
@@ -34,7 +34,7 @@ pub struct OutputArgs {
 /// SIGTERM — sent by `timeout`, systemd or a container stop — is also remembered: a run that
 /// starts afterwards is cancelled as soon as it is watched, the command exits 143
 /// ([`CliError::Terminated`]) and `keel chat` leaves ([`Interrupts::terminated`]).
-pub struct Interrupts {
+pub(crate) struct Interrupts {
     current: Arc<Mutex<Option<CancellationToken>>>,
     terminate: CancellationToken,
     listener: tokio::task::JoinHandle<()>,
@@ -43,7 +43,7 @@ pub struct Interrupts {
 impl Interrupts {
     /// Starts listening. The handlers are installed before this returns, so no signal sent
     /// afterwards takes the default action (killing the process and leaving its run behind).
-    pub fn listen(exit_on_second: bool) -> Self {
+    pub(crate) fn listen(exit_on_second: bool) -> Self {
         let current: Arc<Mutex<Option<CancellationToken>>> = Arc::default();
         let terminate = CancellationToken::new();
         let signals = Signals::install();
@@ -87,7 +87,7 @@ impl Interrupts {
     }
 
     /// Fires once SIGTERM arrived.
-    pub fn terminated(&self) -> &CancellationToken {
+    pub(crate) fn terminated(&self) -> &CancellationToken {
         &self.terminate
     }
 
@@ -109,7 +109,7 @@ impl Interrupts {
     }
 
     /// A run's result as the command's: a run cancelled after SIGTERM exits 143, not 130.
-    pub fn outcome(&self, result: Result<(), CliError>) -> Result<(), CliError> {
+    pub(crate) fn outcome(&self, result: Result<(), CliError>) -> Result<(), CliError> {
         match result {
             Err(CliError::Cancelled) if self.terminate.is_cancelled() => Err(CliError::Terminated),
             result => result,
@@ -160,14 +160,14 @@ impl Signals {
 
 /// Follows a run a command started to its end: Ctrl-C or SIGTERM cancels it, a second one
 /// exits at once.
-pub async fn to_end(handle: RunHandle, printer: Printer) -> Result<(), CliError> {
+pub(crate) async fn to_end(handle: RunHandle, printer: Printer) -> Result<(), CliError> {
     let interrupts = Interrupts::listen(true);
     to_end_with(handle, printer, &interrupts).await
 }
 
 /// [`to_end`] with interrupts the command listened for before it started the run, so a
 /// SIGTERM during the start cancels the run as soon as it exists.
-pub async fn to_end_with(
+pub(crate) async fn to_end_with(
     handle: RunHandle,
     printer: Printer,
     interrupts: &Interrupts,
@@ -179,7 +179,7 @@ pub async fn to_end_with(
 }
 
 /// Prints a run as it happens and returns its response.
-pub async fn follow(
+pub(crate) async fn follow(
     mut handle: RunHandle,
     mut printer: Printer,
     interrupts: &Interrupts,
@@ -200,7 +200,7 @@ pub async fn follow(
 }
 
 /// How a followed run ended, as a command's result.
-pub fn finish(response: &RunResponse) -> Result<(), CliError> {
+pub(crate) fn finish(response: &RunResponse) -> Result<(), CliError> {
     match response.status {
         RunStatus::Completed => Ok(()),
         RunStatus::Cancelled => Err(CliError::Cancelled),
@@ -217,7 +217,7 @@ pub fn finish(response: &RunResponse) -> Result<(), CliError> {
 /// Prints a run's events: answer text to stdout, selected events to stderr (or everything
 /// selected as JSON lines on stdout with `--json`).
 #[derive(Clone)]
-pub struct Printer {
+pub(crate) struct Printer {
     json: bool,
     filter: GlobSet,
     printed_text: bool,
@@ -229,10 +229,10 @@ pub struct Printer {
 }
 
 /// Lines typed on the terminal, shared by a chat's input loop and its approval prompts.
-pub type Answers = std::sync::Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<String>>>;
+pub(crate) type Answers = std::sync::Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<String>>>;
 
 impl Printer {
-    pub fn new(workspace: &Workspace, output: &OutputArgs) -> Result<Self, CliError> {
+    pub(crate) fn new(workspace: &Workspace, output: &OutputArgs) -> Result<Self, CliError> {
         let patterns = match output.events.is_empty() {
             true if output.json => vec!["*".to_owned()],
             true => workspace.runtime.cli.events.include.clone(),
@@ -256,13 +256,13 @@ impl Printer {
     }
 
     /// Answers approvals on the terminal.
-    pub fn with_approver(mut self, runtime: Runtime) -> Self {
+    pub(crate) fn with_approver(mut self, runtime: Runtime) -> Self {
         self.approver = Some(runtime);
         self
     }
 
     /// Answers approvals with lines from `answers` instead of reading stdin itself.
-    pub fn with_answers(mut self, answers: Answers) -> Self {
+    pub(crate) fn with_answers(mut self, answers: Answers) -> Self {
         self.answers = Some(answers);
         self
     }

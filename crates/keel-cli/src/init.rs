@@ -63,7 +63,7 @@ const FILES: &[(&str, &str)] = &[
     (".gitignore", ".keel/\n.env\n"),
 ];
 
-pub fn init(dir: &Path) -> Result<(), CliError> {
+pub(crate) fn init(dir: &Path) -> Result<(), CliError> {
     if dir.join("config").exists() {
         return Err(CliError::usage(format!(
             "{} already has a config/ folder; refusing to overwrite a workspace",

@@ -20,7 +20,7 @@ use crate::{out, workspace};
 /// `keel mcp [COMMAND]`.
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
-pub struct McpArgs {
+pub(crate) struct McpArgs {
     #[command(subcommand)]
     pub command: Option<McpCommand>,
     /// What `keel mcp` alone serves.
@@ -29,7 +29,7 @@ pub struct McpArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum McpCommand {
+pub(crate) enum McpCommand {
     /// Serve the workspace over stdio (what `keel mcp` alone does).
     Serve(ServeArgs),
     /// The workspace's MCP servers (the clients' side): state, tool counts, restarts, the
@@ -59,14 +59,14 @@ pub enum McpCommand {
 
 /// What `keel mcp` serves.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The agent whose tools are served, governed by its policies (default: the workspace's
     /// default agent).
     #[arg(long)]
     pub agent: Option<String>,
 }
 
-pub async fn mcp(root: &Path, args: McpArgs) -> Result<(), CliError> {
+pub(crate) async fn mcp(root: &Path, args: McpArgs) -> Result<(), CliError> {
     match args.command {
         None => serve(root, args.serve).await,
         Some(McpCommand::Serve(serve_args)) => serve(root, serve_args).await,

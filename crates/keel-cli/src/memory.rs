@@ -12,7 +12,7 @@ use crate::error::CliError;
 use crate::out;
 
 #[derive(Debug, Subcommand)]
-pub enum MemoryCommand {
+pub(crate) enum MemoryCommand {
     /// Current records, newest first.
     List {
         #[arg(long)]
@@ -151,7 +151,7 @@ async fn memory_approval(runtime: &Runtime, id: &str) -> Result<(), CliError> {
     }
 }
 
-pub async fn memory(root: &Path, command: MemoryCommand) -> Result<(), CliError> {
+pub(crate) async fn memory(root: &Path, command: MemoryCommand) -> Result<(), CliError> {
     let runtime = Runtime::builder()
         .workspace(root)
         .build()

@@ -4,31 +4,31 @@
 use std::io::Write;
 
 /// Writes text to stdout without a newline and flushes (streamed answers).
-pub fn stdout_raw(text: &str) {
+pub(crate) fn stdout_raw(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();
 }
 
 /// Writes a line to stdout.
-pub fn line(text: &str) {
+pub(crate) fn line(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{text}");
 }
 
 /// Writes a line to stderr.
-pub fn status(text: &str) {
+pub(crate) fn status(text: &str) {
     let mut stderr = std::io::stderr().lock();
     let _ = writeln!(stderr, "{text}");
 }
 
 /// Writes an error to stderr.
-pub fn error(text: &str) {
+pub(crate) fn error(text: &str) {
     status(&format!("error: {text}"));
 }
 
 /// Writes a prompt to stderr without a newline.
-pub fn prompt(text: &str) {
+pub(crate) fn prompt(text: &str) {
     let mut stderr = std::io::stderr().lock();
     let _ = stderr.write_all(text.as_bytes());
     let _ = stderr.flush();
@@ -37,7 +37,7 @@ pub fn prompt(text: &str) {
 /// Lines of a table: each column as wide as its widest cell (header included, counted in
 /// characters) and two spaces apart, so a long value (an agent's name) never shifts the
 /// columns after it; the columns in `right` are aligned right, the last is not padded.
-pub fn table(
+pub(crate) fn table(
     headers: &[&str],
     right: &[usize],
     rows: impl IntoIterator<Item = Vec<String>>,

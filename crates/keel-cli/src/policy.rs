@@ -14,12 +14,12 @@ use crate::error::{CliError, EXIT_FAILED};
 use crate::out;
 
 /// Exit code when the decision is `ask`.
-pub const EXIT_ASK: u8 = 3;
+pub(crate) const EXIT_ASK: u8 = 3;
 
 /// Prints the decision for a call of `tool` with `args` (JSON) by `agent` (default: the
 /// workspace's default agent) under `mode` (default: the policies' own mode), and exits with
 /// 0 (allow), 1 (deny) or 3 (ask); a usage error exits 2.
-pub async fn check(
+pub(crate) async fn check(
     root: &Path,
     tool: &str,
     args: &str,

@@ -13,7 +13,7 @@ use crate::follow::{self, Interrupts, OutputArgs};
 use crate::workspace;
 
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The workspace folder.
     #[arg(short = 'w', long = "workspace", default_value = ".")]
     workspace: PathBuf,
@@ -65,7 +65,7 @@ fn metadata(pairs: &[String]) -> Result<std::collections::BTreeMap<String, Strin
         .collect()
 }
 
-pub async fn run(args: RunArgs) -> Result<(), CliError> {
+pub(crate) async fn run(args: RunArgs) -> Result<(), CliError> {
     let session = args.session.as_deref().map(SessionId::parse).transpose()?;
     let mode = args
         .mode
@@ -102,6 +102,9 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
 }
 
 /// Starts a run of an agent; what the runtime refuses (an unknown agent, …) is a usage error.
-pub async fn start_run(runtime: &Runtime, options: RequestOptions) -> Result<RunHandle, CliError> {
+pub(crate) async fn start_run(
+    runtime: &Runtime,
+    options: RequestOptions,
+) -> Result<RunHandle, CliError> {
     runtime.request(options).await.map_err(CliError::usage)
 }

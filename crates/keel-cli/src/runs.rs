@@ -15,7 +15,7 @@ use crate::out;
 use crate::workspace::{self, open_store};
 
 #[derive(Debug, Subcommand)]
-pub enum RunsCommand {
+pub(crate) enum RunsCommand {
     /// List runs, newest first.
     List {
         /// Only runs with this status (completed, failed, cancelled, interrupted, running…).
@@ -91,7 +91,7 @@ pub enum RunsCommand {
     },
 }
 
-pub async fn runs(root: &Path, command: RunsCommand) -> Result<(), CliError> {
+pub(crate) async fn runs(root: &Path, command: RunsCommand) -> Result<(), CliError> {
     match command {
         RunsCommand::Resume { id, output } => resume(root, &id, &output).await,
         RunsCommand::Replay { id, output } => replay(root, &id, &output).await,

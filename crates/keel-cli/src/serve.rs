@@ -16,7 +16,7 @@ use crate::error::CliError;
 use crate::follow::OutputArgs;
 use crate::{out, workspace};
 
-pub async fn serve(root: &Path, listen: Option<String>) -> Result<(), CliError> {
+pub(crate) async fn serve(root: &Path, listen: Option<String>) -> Result<(), CliError> {
     let telemetry = keel_server::Telemetry::with_memory(crate::memory_use);
     let observer = telemetry.observer();
     let (runtime, _) =

@@ -10,7 +10,7 @@ use crate::error::CliError;
 use crate::out;
 
 #[derive(Debug, Subcommand)]
-pub enum SessionsCommand {
+pub(crate) enum SessionsCommand {
     /// List sessions, most recently used first.
     List {
         #[arg(long, default_value_t = 20)]
@@ -40,7 +40,7 @@ async fn end_session(root: &Path, id: &SessionId) {
     }
 }
 
-pub async fn sessions(
+pub(crate) async fn sessions(
     root: &Path,
     store: &dyn RunStore,
     command: SessionsCommand,

@@ -17,7 +17,7 @@ use crate::error::CliError;
 use crate::out;
 
 #[derive(Debug, Subcommand)]
-pub enum SkillsCommand {
+pub(crate) enum SkillsCommand {
     /// The workspace's skills: name, description, file.
     List {
         /// Only the skills this agent may use (its always-on ones marked).
@@ -62,7 +62,7 @@ pub enum SkillsCommand {
     },
 }
 
-pub async fn skills(root: &Path, command: SkillsCommand) -> Result<(), CliError> {
+pub(crate) async fn skills(root: &Path, command: SkillsCommand) -> Result<(), CliError> {
     match command {
         SkillsCommand::List { agent, json } => list(&Workspace::load(root)?, agent, json),
         SkillsCommand::Show { name, json } => show(&Workspace::load(root)?, &name, json),

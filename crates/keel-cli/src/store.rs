@@ -19,13 +19,13 @@ use crate::error::CliError;
 use crate::out;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Backend {
+pub(crate) enum Backend {
     Sqlite,
     Postgres,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum StoreCommand {
+pub(crate) enum StoreCommand {
     /// Apply pending schema migrations to the workspace's store.
     Migrate,
     /// Connect, read the schema version and try a write that changes nothing (exit 1 when
@@ -50,7 +50,7 @@ pub enum StoreCommand {
     },
 }
 
-pub async fn store(root: &Path, command: StoreCommand) -> Result<(), CliError> {
+pub(crate) async fn store(root: &Path, command: StoreCommand) -> Result<(), CliError> {
     let workspace = Workspace::load(root)?;
     match command {
         StoreCommand::Migrate => migrate(&workspace).await,

@@ -11,7 +11,7 @@ use crate::follow::{self, Interrupts, OutputArgs};
 use crate::{out, workspace};
 
 #[derive(Debug, Subcommand)]
-pub enum ToolsCommand {
+pub(crate) enum ToolsCommand {
     /// The tools an agent may call.
     List {
         #[arg(long)]
@@ -44,7 +44,7 @@ pub enum ToolsCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum TasksCommand {
+pub(crate) enum TasksCommand {
     /// Stage a call: check it (gateway, policy, `PreToolUse` hooks) and print the task with
     /// the decision; exits 1 unless it is `allow`.
     Create {
@@ -87,7 +87,7 @@ pub enum TasksCommand {
     Delete { id: String },
 }
 
-pub async fn tools(root: &Path, command: ToolsCommand) -> Result<(), CliError> {
+pub(crate) async fn tools(root: &Path, command: ToolsCommand) -> Result<(), CliError> {
     let output = match &command {
         ToolsCommand::Call { output, .. } => output.clone(),
         _ => OutputArgs::default(),
@@ -205,7 +205,7 @@ async fn inspect(runtime: &Runtime, command: ToolsCommand) -> Result<(), CliErro
     }
 }
 
-pub async fn tasks(root: &Path, command: TasksCommand) -> Result<(), CliError> {
+pub(crate) async fn tasks(root: &Path, command: TasksCommand) -> Result<(), CliError> {
     let output = match &command {
         TasksCommand::Run { output, .. } => output.clone(),
         _ => OutputArgs::default(),

@@ -15,7 +15,7 @@ use crate::out;
 use crate::workspace;
 
 #[derive(Debug, Subcommand)]
-pub enum WorkflowsCommand {
+pub(crate) enum WorkflowsCommand {
     /// The workspace's workflows: name, nodes, description.
     List {
         #[arg(long)]
@@ -46,7 +46,7 @@ pub enum WorkflowsCommand {
     },
 }
 
-pub async fn workflows(root: &Path, command: WorkflowsCommand) -> Result<(), CliError> {
+pub(crate) async fn workflows(root: &Path, command: WorkflowsCommand) -> Result<(), CliError> {
     match command {
         WorkflowsCommand::List { json } => list(&Workspace::load(root)?, json),
         WorkflowsCommand::Show { name, json } => {

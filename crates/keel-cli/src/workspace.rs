@@ -16,12 +16,15 @@ use crate::out;
 
 /// Loads the workspace, builds the runtime, recovers runs of dead processes, and prepares the
 /// printer.
-pub async fn start(root: &Path, output: &OutputArgs) -> Result<(Runtime, Printer), CliError> {
+pub(crate) async fn start(
+    root: &Path,
+    output: &OutputArgs,
+) -> Result<(Runtime, Printer), CliError> {
     start_with(root, output, |builder| builder).await
 }
 
 /// [`start`], with a chance to add to the runtime's builder (observers, tools).
-pub async fn start_with(
+pub(crate) async fn start_with(
     root: &Path,
     output: &OutputArgs,
     configure: impl FnOnce(RuntimeBuilder) -> RuntimeBuilder,
@@ -56,7 +59,7 @@ pub async fn start_with(
 }
 
 /// A workspace's run store, opened for inspection.
-pub struct Stores {
+pub(crate) struct Stores {
     pub runs: Arc<dyn RunStore>,
     /// The SQLite store, when that is the workspace's (it has JSONL mirrors to check).
     pub sqlite: Option<SqliteStore>,
@@ -65,7 +68,7 @@ pub struct Stores {
 /// Opens the workspace's store: the one its Runtime document names (`store.kind`), or — when
 /// the configuration does not load — the SQLite store in `.keel/`, with a warning, so that
 /// inspecting runs, sessions and approvals still works.
-pub async fn open_store(root: &Path) -> Result<Stores, CliError> {
+pub(crate) async fn open_store(root: &Path) -> Result<Stores, CliError> {
     if !root.join("config").is_dir() {
         return Err(CliError::usage(format!(
             "{} is not a Keel workspace (no config/ folder)",

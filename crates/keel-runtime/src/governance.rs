@@ -39,7 +39,7 @@ pub(crate) struct HookRound {
 impl HookRound {
     /// Why the round ends the run or blocks what it was asked about, if it does: a failure
     /// with `onError: fail-run`, a stop, or a block.
-    pub fn stops(self) -> Option<String> {
+    pub(crate) fn stops(self) -> Option<String> {
         self.fail.or(self.combined.stop).or(self.combined.block)
     }
 }
@@ -65,7 +65,7 @@ pub(crate) enum HookResult {
 impl HookResult {
     /// A short description of a hook's answer for the record (`deny`, `ask`, `allow`,
     /// `block: …`, `stop: …`, `input rewritten`, `context added`, `no opinion`).
-    pub fn describe(outcome: &HookOutcome) -> String {
+    pub(crate) fn describe(outcome: &HookOutcome) -> String {
         let mut parts = Vec::new();
         if let Some(decision) = &outcome.decision {
             parts.push(decision.as_str().to_owned());
@@ -90,7 +90,7 @@ impl HookResult {
 
     /// The reason a hook gave for what it decided: the `permissionDecisionReason` of a deny
     /// or an ask, else a block's reason, else a stop's.
-    pub fn reason(outcome: &HookOutcome) -> Option<String> {
+    pub(crate) fn reason(outcome: &HookOutcome) -> Option<String> {
         let decided = matches!(
             outcome.decision,
             Some(PolicyDecision::Deny | PolicyDecision::Ask)

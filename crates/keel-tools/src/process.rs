@@ -86,7 +86,7 @@ pub(crate) struct Captured {
 
 impl Captured {
     /// Whether some of the output was not kept.
-    pub fn truncated(&self) -> bool {
+    pub(crate) fn truncated(&self) -> bool {
         self.total > self.bytes.len()
     }
 }

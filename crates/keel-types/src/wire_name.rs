@@ -93,6 +93,8 @@ macro_rules! wire_names {
 pub(crate) use wire_names;
 
 #[cfg(test)]
+// The table's items are `pub` for the crates' enums; this test's enum is private.
+#[allow(unreachable_pub)]
 mod tests {
     use serde::{Deserialize, Serialize};
 

@@ -32,7 +32,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub(crate) const ALL: [Kind; 9] = [
         Kind::Runtime,
         Kind::Model,
         Kind::Tool,
@@ -44,7 +44,7 @@ impl Kind {
         Kind::Workflow,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Runtime => "Runtime",
             Kind::Model => "Model",
@@ -87,7 +87,7 @@ pub(crate) struct Document {
 
 impl Document {
     /// `` Agent `assistant` ``, for messages.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!("{} `{}`", self.kind, self.name)
     }
 
@@ -303,7 +303,7 @@ pub(crate) struct Documents {
 impl Documents {
     /// Adds a document from the workspace's own files; a second document with the same
     /// identity is an error.
-    pub fn add_own(&mut self, doc: Document, diagnostics: &mut Vec<Diagnostic>) {
+    pub(crate) fn add_own(&mut self, doc: Document, diagnostics: &mut Vec<Diagnostic>) {
         let identity = doc.identity();
         if let Some(&i) = self.index.get(&identity) {
             let first = &self.list[i];
@@ -333,7 +333,7 @@ impl Documents {
     }
 
     /// Adds an overlay document: merged into the document it names, or added.
-    pub fn add_overlay(&mut self, doc: Document) {
+    pub(crate) fn add_overlay(&mut self, doc: Document) {
         let identity = doc.identity();
         let Some(&i) = self.index.get(&identity) else {
             self.index.insert(identity, self.list.len());
@@ -350,24 +350,24 @@ impl Documents {
 
     /// Marks the documents as partial: a file could not be read (or is not UTF-8), so a
     /// reference to a document not found may name one in that file, and is not reported.
-    pub fn set_partial(&mut self) {
+    pub(crate) fn set_partial(&mut self) {
         self.partial = true;
     }
 
     /// Whether a document of `kind` named `name` exists — or may exist, in a file that could
     /// not be read (see [`Documents::set_partial`]).
-    pub fn contains(&self, kind: Kind, name: &str) -> bool {
+    pub(crate) fn contains(&self, kind: Kind, name: &str) -> bool {
         self.partial || self.index.contains_key(&(kind, name.to_owned()))
     }
 
     /// The document of `kind` named `name`.
-    pub fn get(&self, kind: Kind, name: &str) -> Option<&Document> {
+    pub(crate) fn get(&self, kind: Kind, name: &str) -> Option<&Document> {
         let &i = self.index.get(&(kind, name.to_owned()))?;
         self.list.get(i)
     }
 
     /// Names of the documents of `kind`.
-    pub fn names(&self, kind: Kind) -> impl Iterator<Item = &str> {
+    pub(crate) fn names(&self, kind: Kind) -> impl Iterator<Item = &str> {
         self.list
             .iter()
             .filter(move |d| d.kind == kind)

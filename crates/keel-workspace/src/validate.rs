@@ -183,7 +183,11 @@ pub(crate) struct Reporter<'a> {
 }
 
 impl Reporter<'_> {
-    pub fn report(&self, error: &jsonschema::ValidationError<'_>, out: &mut Vec<Diagnostic>) {
+    pub(crate) fn report(
+        &self,
+        error: &jsonschema::ValidationError<'_>,
+        out: &mut Vec<Diagnostic>,
+    ) {
         let path = self.path_of(error);
         let node = self.spec.deepest(&path);
         let instance = error.instance();

@@ -48,7 +48,7 @@ impl Loc {
     }
 
     /// The first character of `source`.
-    pub fn start_of(source: &Arc<Source>) -> Self {
+    pub(crate) fn start_of(source: &Arc<Source>) -> Self {
         Self {
             source: Arc::clone(source),
             line: 1,
@@ -57,7 +57,7 @@ impl Loc {
     }
 
     /// A diagnostic at this position.
-    pub fn error(&self, message: impl Into<String>, hint: Option<String>) -> Diagnostic {
+    pub(crate) fn error(&self, message: impl Into<String>, hint: Option<String>) -> Diagnostic {
         Diagnostic {
             file: self.source.file.clone(),
             line: self.line,
@@ -68,12 +68,12 @@ impl Loc {
     }
 
     /// `file:line`, for messages that mention another place.
-    pub fn short(&self) -> String {
+    pub(crate) fn short(&self) -> String {
         format!("{}:{}", self.source.file.display(), self.line)
     }
 
     /// Where a value written here comes from.
-    pub fn origin(&self) -> Origin {
+    pub(crate) fn origin(&self) -> Origin {
         let file = self.source.file.clone();
         if self.source.overlay {
             Origin::Overlay {
@@ -158,7 +158,7 @@ fn is_simple_key(key: &str) -> bool {
 
 impl Node {
     /// An empty mapping at `loc`.
-    pub fn empty_map(loc: Loc) -> Self {
+    pub(crate) fn empty_map(loc: Loc) -> Self {
         Self {
             loc,
             value: NodeValue::Map(Vec::new()),
@@ -167,7 +167,7 @@ impl Node {
     }
 
     /// The mapping entries, if this is a mapping.
-    pub fn entries(&self) -> Option<&[Entry]> {
+    pub(crate) fn entries(&self) -> Option<&[Entry]> {
         match &self.value {
             NodeValue::Map(entries) => Some(entries),
             _ => None,
@@ -175,17 +175,17 @@ impl Node {
     }
 
     /// The entry for `key`, if this is a mapping that has it.
-    pub fn entry(&self, key: &str) -> Option<&Entry> {
+    pub(crate) fn entry(&self, key: &str) -> Option<&Entry> {
         self.entries()?.iter().find(|e| e.key == key)
     }
 
     /// The value for `key`, if this is a mapping that has it.
-    pub fn get(&self, key: &str) -> Option<&Node> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Node> {
         self.entry(key).map(|e| &e.value)
     }
 
     /// The string value of a scalar that resolves to a string.
-    pub fn as_str(&self) -> Option<&str> {
+    pub(crate) fn as_str(&self) -> Option<&str> {
         match &self.value {
             NodeValue::Scalar(s) if matches!(s.resolve(), Value::String(_)) => Some(&s.text),
             _ => None,
@@ -193,7 +193,7 @@ impl Node {
     }
 
     /// The number of a scalar that resolves to one.
-    pub fn as_f64(&self) -> Option<f64> {
+    pub(crate) fn as_f64(&self) -> Option<f64> {
         match &self.value {
             NodeValue::Scalar(s) => s.resolve().as_f64(),
             _ => None,
@@ -201,13 +201,13 @@ impl Node {
     }
 
     /// Whether this is a null scalar (`~`, `null` or nothing).
-    pub fn is_null(&self) -> bool {
+    pub(crate) fn is_null(&self) -> bool {
         matches!(&self.value, NodeValue::Scalar(s) if s.resolve().is_null())
     }
 
     /// The node at `path`, if every step exists. Numeric steps also match mapping keys.
     #[cfg(test)]
-    pub fn at(&self, path: &[Seg]) -> Option<&Node> {
+    pub(crate) fn at(&self, path: &[Seg]) -> Option<&Node> {
         let mut node = self;
         for seg in path {
             node = node.child(seg)?;
@@ -216,7 +216,7 @@ impl Node {
     }
 
     /// The deepest node along `path` that exists (at least `self`).
-    pub fn deepest(&self, path: &[Seg]) -> &Node {
+    pub(crate) fn deepest(&self, path: &[Seg]) -> &Node {
         let mut node = self;
         for seg in path {
             match node.child(seg) {
@@ -228,7 +228,7 @@ impl Node {
     }
 
     /// The child at one step, if it exists.
-    pub fn child(&self, seg: &Seg) -> Option<&Node> {
+    pub(crate) fn child(&self, seg: &Seg) -> Option<&Node> {
         match (&self.value, seg) {
             (NodeValue::Map(_), Seg::Key(key)) => self.get(key),
             (NodeValue::Map(_), Seg::Index(i)) => self.get(&i.to_string()),
@@ -238,7 +238,7 @@ impl Node {
     }
 
     /// The node as JSON, scalars resolved with the YAML core schema.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         match &self.value {
             NodeValue::Scalar(s) => s.resolve(),
             NodeValue::Seq(items) => Value::Array(items.iter().map(Node::to_json).collect()),
@@ -263,7 +263,7 @@ impl Node {
 
 impl Scalar {
     /// The scalar's JSON value.
-    pub fn resolve(&self) -> Value {
+    pub(crate) fn resolve(&self) -> Value {
         if self.plain {
             resolve_plain(&self.text)
         } else {

@@ -6,17 +6,17 @@ use std::path::Path;
 use keel_test_support::{Cli, TempWorkspace};
 
 /// The built `keel` binary, run inside `ws` with a clean environment.
-pub fn keel_in(ws: &TempWorkspace) -> Cli {
+pub(crate) fn keel_in(ws: &TempWorkspace) -> Cli {
     Cli::new(env!("CARGO_BIN_EXE_keel"), ws.path())
 }
 
 /// The built `keel` binary, run inside `dir` (a folder that is not a [`TempWorkspace`]).
-pub fn keel_at(dir: &Path) -> Cli {
+pub(crate) fn keel_at(dir: &Path) -> Cli {
     Cli::new(env!("CARGO_BIN_EXE_keel"), dir)
 }
 
 /// A fresh copy of the repository's `examples/quickstart` (without `.keel`).
-pub fn quickstart() -> TempWorkspace {
+pub(crate) fn quickstart() -> TempWorkspace {
     let ws = TempWorkspace::new();
     let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart");
     copy_tree(&from, ws.path());

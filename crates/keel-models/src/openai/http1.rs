@@ -60,7 +60,7 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    pub fn new(max_idle: usize) -> Self {
+    pub(super) fn new(max_idle: usize) -> Self {
         Self {
             idle_timeout: POOL_IDLE,
             max_idle,
@@ -126,7 +126,7 @@ enum Attempt {
 }
 
 impl Http1Client {
-    pub fn new(
+    pub(super) fn new(
         authority: String,
         connect_timeout: Duration,
         read_buffer: usize,
@@ -147,7 +147,7 @@ impl Http1Client {
 
     /// Sends the request `make` builds (its URI in origin form, its `Host` header set) and
     /// waits for the response head. `make` runs again if the request has to go out again.
-    pub async fn send(
+    pub(super) async fn send(
         &self,
         make: impl Fn() -> Result<http::Request<Full<Bytes>>, ModelError>,
     ) -> Result<(http::Response<Incoming>, Lease), ModelError> {
@@ -344,7 +344,7 @@ impl Lease {
 
     /// Moves the exchange on (reads the answer into its body, writes what is left to write);
     /// call it whenever the body is polled.
-    pub fn drive(&mut self, cx: &mut Context<'_>) {
+    pub(super) fn drive(&mut self, cx: &mut Context<'_>) {
         Self::drive_conn(&mut self.conn, &mut self.ended, cx);
     }
 
@@ -358,7 +358,7 @@ impl Lease {
     }
 
     /// The answer was read to its end: the connection goes back to the pool.
-    pub fn release(self) {
+    pub(super) fn release(self) {
         let Self {
             mut conn,
             sender,

@@ -63,7 +63,7 @@ pub(super) enum Transport {
 impl Transport {
     /// The plain transport when `url` is `http://`, carries no credentials and no proxy of the
     /// environment applies to it (a loopback host never goes through one), reqwest otherwise.
-    pub fn for_url(
+    pub(super) fn for_url(
         url: reqwest::Url,
         timeout: Duration,
         pool: Pool,
@@ -115,7 +115,7 @@ impl Transport {
     }
 
     /// The endpoint requests go to.
-    pub fn url(&self) -> &dyn std::fmt::Display {
+    pub(super) fn url(&self) -> &dyn std::fmt::Display {
         match self {
             Self::Plain { uri, .. } => uri,
             Self::Reqwest { url, .. } => url,
@@ -123,7 +123,7 @@ impl Transport {
     }
 
     /// Sends `outgoing` and waits for the response head.
-    pub async fn send(&self, outgoing: Outgoing<'_>) -> Result<(Parts, Body), ModelError> {
+    pub(super) async fn send(&self, outgoing: Outgoing<'_>) -> Result<(Parts, Body), ModelError> {
         match self {
             Self::Plain {
                 client, path, host, ..
@@ -187,7 +187,7 @@ pub(super) enum Body {
 
 impl Body {
     /// The next chunk of data, or `None` at the end (trailers are skipped).
-    pub async fn chunk(&mut self) -> Result<Option<Bytes>, ModelError> {
+    pub(super) async fn chunk(&mut self) -> Result<Option<Bytes>, ModelError> {
         loop {
             let frame = match self {
                 Self::Plain { body, lease } => {

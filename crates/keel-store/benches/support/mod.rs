@@ -4,17 +4,17 @@
 use keel_types::{AdapterEvent, Event, EventId, EventPayload, RequestId, now_rfc3339};
 
 /// A number from the environment, or `default`.
-pub fn env_number(name: &str, default: usize) -> usize {
+pub(crate) fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
 
-pub use keel_test_support::bench_dir;
+pub(crate) use keel_test_support::bench_dir;
 
 /// An event of run `id` from the agent `assistant`, now.
-pub fn event(id: &RequestId, seq: u64, payload: EventPayload) -> Event {
+pub(crate) fn event(id: &RequestId, seq: u64, payload: EventPayload) -> Event {
     Event {
         id: EventId::generate(),
         seq,
@@ -27,7 +27,7 @@ pub fn event(id: &RequestId, seq: u64, payload: EventPayload) -> Event {
 }
 
 /// An output delta of about 300 bytes of JSON, like a streamed answer chunk.
-pub fn delta(id: &RequestId, seq: u64) -> Event {
+pub(crate) fn delta(id: &RequestId, seq: u64) -> Event {
     event(
         id,
         seq,

@@ -8,15 +8,15 @@ use std::sync::Arc;
 use keel_store::{PgOptions, PgStore, SqliteStore};
 use keel_types::{MemoryStore, RunStore};
 
-pub use keel_test_support::database_url;
+pub(crate) use keel_test_support::database_url;
 
 /// A schema name no other test uses.
-pub fn fresh_schema() -> String {
+pub(crate) fn fresh_schema() -> String {
     format!("t_{}", uuid::Uuid::now_v7().simple())
 }
 
 /// Options for a store in its own schema.
-pub fn pg_options(schema: &str) -> PgOptions {
+pub(crate) fn pg_options(schema: &str) -> PgOptions {
     PgOptions {
         schema: Some(schema.to_owned()),
         lease_ttl: std::time::Duration::from_secs(5),
@@ -26,7 +26,7 @@ pub fn pg_options(schema: &str) -> PgOptions {
 
 /// One backend under test; dropping it deletes what it stored (the temp folder, or the
 /// schema).
-pub struct Backend {
+pub(crate) struct Backend {
     pub kind: &'static str,
     store: Arc<dyn Both>,
     pub sqlite: Option<SqliteStore>,
@@ -36,11 +36,11 @@ pub struct Backend {
 }
 
 /// Both ports at once.
-pub trait Both: RunStore + MemoryStore {}
+pub(crate) trait Both: RunStore + MemoryStore {}
 impl<T: RunStore + MemoryStore> Both for T {}
 
 impl Backend {
-    pub fn sqlite() -> Self {
+    pub(crate) fn sqlite() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open_with(dir.path(), keel_store::MirrorLayout::PerRun).unwrap();
         Self {
@@ -53,7 +53,7 @@ impl Backend {
         }
     }
 
-    pub async fn postgres() -> Self {
+    pub(crate) async fn postgres() -> Self {
         let schema = fresh_schema();
         let store = PgStore::connect(pg_options(&schema)).await.unwrap();
         Self {
@@ -67,17 +67,17 @@ impl Backend {
     }
 
     /// The PostgreSQL schema (empty for SQLite).
-    pub fn schema_name(&self) -> &str {
+    pub(crate) fn schema_name(&self) -> &str {
         self.schema.as_deref().unwrap_or_default()
     }
 
     /// The store, as both ports.
-    pub fn store(&self) -> &dyn Both {
+    pub(crate) fn store(&self) -> &dyn Both {
         self.store.as_ref()
     }
 
     /// A fresh, empty store of the same kind (another workspace, another schema).
-    pub async fn another(&self) -> Backend {
+    pub(crate) async fn another(&self) -> Backend {
         match self.kind {
             "sqlite" => Backend::sqlite(),
             _ => Backend::postgres().await,
@@ -85,12 +85,12 @@ impl Backend {
     }
 
     /// The store to move into tasks.
-    pub fn shared(&self) -> Arc<dyn Both> {
+    pub(crate) fn shared(&self) -> Arc<dyn Both> {
         self.store.clone()
     }
 
     /// The group-commit writer's totals.
-    pub fn write_stats(&self) -> keel_store::WriteStats {
+    pub(crate) fn write_stats(&self) -> keel_store::WriteStats {
         match (&self.sqlite, &self.postgres) {
             (Some(sqlite), _) => sqlite.write_stats(),
             (None, Some(postgres)) => postgres.write_stats(),
@@ -100,19 +100,19 @@ impl Backend {
 
     /// On SQLite, the run's JSONL mirror holds exactly the stored events (PostgreSQL keeps
     /// no mirror).
-    pub async fn assert_mirror(&self, id: &str) {
+    pub(crate) async fn assert_mirror(&self, id: &str) {
         if let Some(sqlite) = &self.sqlite {
             crate::assert_mirror_matches(sqlite, id).await;
         }
     }
 
     /// The store as the runtime sees it.
-    pub fn runs(&self) -> &dyn RunStore {
+    pub(crate) fn runs(&self) -> &dyn RunStore {
         self.store.as_ref()
     }
 
     /// Another handle on the same stored data, as a second process would open it.
-    pub async fn reopen(&self) -> Arc<dyn Both> {
+    pub(crate) async fn reopen(&self) -> Arc<dyn Both> {
         match (&self.sqlite, &self.schema) {
             (Some(sqlite), _) => {
                 let root = sqlite.db_path().parent().unwrap().parent().unwrap();

@@ -6,7 +6,7 @@ use keel_types::{CandidateStatus, RequestId, SkillCandidate, StoreError};
 use crate::backends::Backend;
 
 /// A pending skill candidate (also used by other contract tests).
-pub fn candidate(id: &str, name: &str, created_at: &str) -> SkillCandidate {
+pub(crate) fn candidate(id: &str, name: &str, created_at: &str) -> SkillCandidate {
     SkillCandidate {
         candidate_id: id.into(),
         name: name.into(),

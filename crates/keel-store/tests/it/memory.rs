@@ -12,7 +12,7 @@ use keel_types::{
 use crate::backends::Backend;
 
 /// A memory candidate of `namespace` (also used by other contract tests).
-pub fn candidate(namespace: &str, text: &str) -> MemoryCandidate {
+pub(crate) fn candidate(namespace: &str, text: &str) -> MemoryCandidate {
     MemoryCandidate {
         namespace: namespace.into(),
         memory: "user-notes".into(),

@@ -28,7 +28,7 @@ use crate::paths::{self, Access};
 const DEFAULT_MAX_MATCHES: usize = 200;
 
 /// Files larger than this are not searched.
-pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+pub(super) const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Matching lines longer than this (in bytes) are cut.
 const MAX_LINE_BYTES: usize = 400;

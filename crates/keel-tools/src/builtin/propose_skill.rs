@@ -22,7 +22,7 @@ use super::arg_issue;
 use crate::input;
 
 /// The most characters of a proposed skill's instructions.
-pub const MAX_INSTRUCTIONS: usize = 20_000;
+pub(super) const MAX_INSTRUCTIONS: usize = 20_000;
 
 /// `propose_skill`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::repair::numbers::Oversized;
 
 /// Longest text an issue or a blocked call's record quotes whole.
-pub const MAX_QUOTED_CHARS: usize = 256;
+pub(super) const MAX_QUOTED_CHARS: usize = 256;
 
 /// How many leading characters of a longer text are quoted.
 const QUOTED_PREFIX_CHARS: usize = 64;

@@ -43,7 +43,7 @@ impl std::fmt::Debug for Clients {
 
 impl Clients {
     /// Clients with `timeout` and the redirect policy `policy()` makes (built when first used).
-    pub fn new(
+    pub(crate) fn new(
         timeout: Duration,
         policy: impl Fn() -> redirect::Policy + Send + Sync + 'static,
     ) -> Result<Self, String> {
@@ -76,7 +76,7 @@ impl Clients {
     }
 
     /// The client for requests to `url` (built now if it is the first).
-    pub fn for_url(&self, url: &Url) -> Result<&reqwest::Client, String> {
+    pub(crate) fn for_url(&self, url: &Url) -> Result<&reqwest::Client, String> {
         let (cell, proxy) = match is_loopback(url) {
             true => (&self.inner.direct, false),
             false => (&self.inner.proxied, true),

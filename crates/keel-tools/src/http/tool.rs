@@ -56,7 +56,7 @@ struct Secrets(Vec<String>);
 impl Secrets {
     /// The values of secret headers (and their last word, the token of `Bearer <token>`) and
     /// of secret-looking environment variables.
-    pub fn new<'a>(
+    pub(crate) fn new<'a>(
         headers: impl IntoIterator<Item = (&'a str, &'a str)>,
         env: &BTreeMap<String, String>,
     ) -> Self {
@@ -82,7 +82,7 @@ impl Secrets {
     }
 
     /// `text` with every secret value replaced by a mask.
-    pub fn mask(&self, text: &str) -> String {
+    pub(crate) fn mask(&self, text: &str) -> String {
         let mut text = text.to_owned();
         for secret in &self.0 {
             if text.contains(secret.as_str()) {

@@ -29,7 +29,7 @@ use keel_workspace::GatewayMode;
 use serde_json::{Value, json};
 
 /// A tool that records the arguments of every call it runs.
-pub struct Recorder {
+pub(crate) struct Recorder {
     spec: ToolSpec,
     /// Blocks `..` and absolute paths in its `path` argument, like a file tool.
     contains_paths: bool,
@@ -37,7 +37,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(name: &str, parameters: Value) -> Self {
+    pub(crate) fn new(name: &str, parameters: Value) -> Self {
         Self {
             spec: ToolSpec {
                 name: name.into(),
@@ -50,7 +50,7 @@ impl Recorder {
     }
 
     /// The same tool with a semantic check that rejects paths leaving the workspace.
-    pub fn with_path_check(mut self) -> Self {
+    pub(crate) fn with_path_check(mut self) -> Self {
         self.contains_paths = true;
         self
     }
@@ -103,7 +103,7 @@ impl Tool for Recorder {
 }
 
 /// `get_weather`: strings, an integer with bounds, an enum with a default, a boolean.
-pub fn weather_schema() -> Value {
+pub(crate) fn weather_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -118,7 +118,7 @@ pub fn weather_schema() -> Value {
 }
 
 /// `search_docs`: an array of strings, a required integer with a default, a nested object.
-pub fn search_schema() -> Value {
+pub(crate) fn search_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -141,7 +141,7 @@ pub fn search_schema() -> Value {
 }
 
 /// `create_event`: an array of objects, a `$ref` into `$defs`, a type list.
-pub fn event_schema() -> Value {
+pub(crate) fn event_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -176,7 +176,7 @@ pub fn event_schema() -> Value {
 }
 
 /// `read_notes`: a path a semantic check keeps inside the workspace.
-pub fn notes_schema() -> Value {
+pub(crate) fn notes_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -189,7 +189,7 @@ pub fn notes_schema() -> Value {
 }
 
 /// `set_flag` / `get_flag`: booleans and numbers.
-pub fn flag_schema() -> Value {
+pub(crate) fn flag_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -203,7 +203,7 @@ pub fn flag_schema() -> Value {
 }
 
 /// The fake tools, keyed by name. `delete_everything` is registered but in no inventory.
-pub fn tools() -> Vec<Arc<Recorder>> {
+pub(crate) fn tools() -> Vec<Arc<Recorder>> {
     vec![
         Arc::new(Recorder::new("get_weather", weather_schema())),
         Arc::new(Recorder::new("search_docs", search_schema())),
@@ -219,7 +219,7 @@ pub fn tools() -> Vec<Arc<Recorder>> {
 }
 
 /// The agent's tools: every fake but `delete_everything`.
-pub fn inventory() -> Vec<String> {
+pub(crate) fn inventory() -> Vec<String> {
     [
         "get_weather",
         "search_docs",
@@ -233,12 +233,12 @@ pub fn inventory() -> Vec<String> {
 }
 
 /// A gateway over `tools`.
-pub fn gateway_of(tools: &[Arc<Recorder>]) -> Gateway {
+pub(crate) fn gateway_of(tools: &[Arc<Recorder>]) -> Gateway {
     Gateway::new(tools.iter().map(|t| t.clone() as Arc<dyn Tool>)).unwrap()
 }
 
 /// A tool call with raw argument text.
-pub fn call(name: &str, arguments: &str) -> ToolCall {
+pub(crate) fn call(name: &str, arguments: &str) -> ToolCall {
     ToolCall {
         id: "call_1".into(),
         name: name.into(),
@@ -247,7 +247,7 @@ pub fn call(name: &str, arguments: &str) -> ToolCall {
 }
 
 /// Guards `call` in `mode` against the standard inventory.
-pub async fn guard(gateway: &Gateway, call: &ToolCall, mode: GatewayMode) -> Guarded {
+pub(crate) async fn guard(gateway: &Gateway, call: &ToolCall, mode: GatewayMode) -> Guarded {
     gateway
         .guard(
             &crate::ctx(Path::new(".")),
@@ -260,7 +260,7 @@ pub async fn guard(gateway: &Gateway, call: &ToolCall, mode: GatewayMode) -> Gua
 
 /// One scripted answer of the fake repair model.
 #[derive(Clone)]
-pub enum Answer {
+pub(crate) enum Answer {
     Text(String),
     Fail(ModelError),
     /// Never answers within any reasonable timeout.
@@ -269,20 +269,20 @@ pub enum Answer {
 
 /// An in-process model that answers from a script and records what it was asked.
 #[derive(Default)]
-pub struct FakeModel {
+pub(crate) struct FakeModel {
     answers: Mutex<VecDeque<Answer>>,
     pub requests: Mutex<Vec<ModelRequest>>,
 }
 
 impl FakeModel {
-    pub fn answering(answers: impl IntoIterator<Item = Answer>) -> Arc<Self> {
+    pub(crate) fn answering(answers: impl IntoIterator<Item = Answer>) -> Arc<Self> {
         Arc::new(Self {
             answers: Mutex::new(answers.into_iter().collect()),
             requests: Mutex::default(),
         })
     }
 
-    pub fn request_count(&self) -> usize {
+    pub(crate) fn request_count(&self) -> usize {
         self.requests.lock().unwrap().len()
     }
 }

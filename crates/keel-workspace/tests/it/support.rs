@@ -6,12 +6,12 @@ use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 use keel_workspace::{Diagnostic, LoadError, LoadOptions, Workspace};
 
 /// A workspace in a fresh temp folder, with an empty `config/`.
-pub fn workspace() -> TempWorkspace {
+pub(crate) fn workspace() -> TempWorkspace {
     WorkspaceBuilder::new().build()
 }
 
 /// Loading a [`TempWorkspace`] with `keel-workspace`.
-pub trait Load {
+pub(crate) trait Load {
     fn load_with(&self, options: &LoadOptions) -> Result<Workspace, LoadError>;
 
     /// Loads and expects a valid workspace.
@@ -39,7 +39,7 @@ impl Load for TempWorkspace {
 }
 
 /// Options with the given environment and no overlays.
-pub fn env(vars: &[(&str, &str)]) -> LoadOptions {
+pub(crate) fn env(vars: &[(&str, &str)]) -> LoadOptions {
     LoadOptions {
         overlays: Vec::new(),
         env: vars
@@ -51,7 +51,7 @@ pub fn env(vars: &[(&str, &str)]) -> LoadOptions {
 }
 
 /// `file:line:column: message` of each diagnostic, for compact assertions.
-pub fn located(diagnostics: &[Diagnostic]) -> Vec<String> {
+pub(crate) fn located(diagnostics: &[Diagnostic]) -> Vec<String> {
     diagnostics
         .iter()
         .map(|d| {
@@ -67,7 +67,7 @@ pub fn located(diagnostics: &[Diagnostic]) -> Vec<String> {
 }
 
 /// A model and an agent using it, for tests that need a minimal valid workspace.
-pub const MODEL_AND_AGENT: &str = "\
+pub(crate) const MODEL_AND_AGENT: &str = "\
 apiVersion: keel/v1
 kind: Model
 metadata: { name: default }

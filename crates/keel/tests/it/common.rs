@@ -12,7 +12,11 @@ use serde_json::{Value, json};
 /// Model `mock` (`openai` at `base_url`) and agent `assistant` with `tools`, with
 /// `extra_agent_spec` appended to the agent's spec (YAML lines indented by two), and a README.
 /// No `Runtime` document: [`builder`] adds the usual one, a test may add its own.
-pub fn agent_and_model(base_url: &str, tools: &[&str], extra_agent_spec: &str) -> WorkspaceBuilder {
+pub(crate) fn agent_and_model(
+    base_url: &str,
+    tools: &[&str],
+    extra_agent_spec: &str,
+) -> WorkspaceBuilder {
     WorkspaceBuilder::new()
         .model(
             "mock",
@@ -32,12 +36,12 @@ pub fn agent_and_model(base_url: &str, tools: &[&str], extra_agent_spec: &str) -
 
 /// [`agent_and_model`] with a runtime whose default agent is `assistant` and whose model
 /// retries are fast.
-pub fn builder(base_url: &str, tools: &[&str], extra_agent_spec: &str) -> WorkspaceBuilder {
+pub(crate) fn builder(base_url: &str, tools: &[&str], extra_agent_spec: &str) -> WorkspaceBuilder {
     agent_and_model(base_url, tools, extra_agent_spec).runtime(FAST_RUNTIME)
 }
 
 /// The workspace [`builder`] lays out.
-pub fn workspace(base_url: &str, tools: &[&str], extra_agent_spec: &str) -> TempWorkspace {
+pub(crate) fn workspace(base_url: &str, tools: &[&str], extra_agent_spec: &str) -> TempWorkspace {
     builder(base_url, tools, extra_agent_spec).build()
 }
 
@@ -45,7 +49,7 @@ pub fn workspace(base_url: &str, tools: &[&str], extra_agent_spec: &str) -> Temp
 const FAST_RUNTIME: &str = "{ defaultAgent: assistant, retry: { model: { maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 40ms } } }";
 
 /// Runs one request to its end, returning the response and every live event.
-pub async fn run(runtime: &Runtime, input: &str) -> (RunResponse, Vec<Event>) {
+pub(crate) async fn run(runtime: &Runtime, input: &str) -> (RunResponse, Vec<Event>) {
     let mut handle = runtime
         .request(RequestOptions {
             input: input.into(),
@@ -61,7 +65,7 @@ pub async fn run(runtime: &Runtime, input: &str) -> (RunResponse, Vec<Event>) {
 }
 
 /// The stored events of a run, read back through the SDK.
-pub async fn stored(runtime: &Runtime, response: &RunResponse) -> Vec<Event> {
+pub(crate) async fn stored(runtime: &Runtime, response: &RunResponse) -> Vec<Event> {
     runtime
         .runs()
         .events(&response.request_id, 0)
@@ -70,13 +74,13 @@ pub async fn stored(runtime: &Runtime, response: &RunResponse) -> Vec<Event> {
 }
 
 /// Type names of events, in order.
-pub fn types(events: &[Event]) -> Vec<&'static str> {
+pub(crate) fn types(events: &[Event]) -> Vec<&'static str> {
     events.iter().map(Event::type_name).collect()
 }
 
 /// Asserts the stored log is dense from 1, starts with `runtime.request.started`, and ends with
 /// exactly one terminal event.
-pub fn assert_well_formed(events: &[Event]) {
+pub(crate) fn assert_well_formed(events: &[Event]) {
     for (i, event) in events.iter().enumerate() {
         assert_eq!(
             event.seq,
@@ -100,14 +104,14 @@ pub fn assert_well_formed(events: &[Event]) {
 }
 
 /// A Rust tool that records the arguments it is called with.
-pub struct RecordingTool {
+pub(crate) struct RecordingTool {
     spec: ToolSpec,
     pub calls: Arc<Mutex<Vec<Value>>>,
 }
 
 impl RecordingTool {
     /// `get_weather(city: string, required; unit: "c"|"f")`, no other properties.
-    pub fn weather() -> Self {
+    pub(crate) fn weather() -> Self {
         Self {
             spec: ToolSpec {
                 name: "get_weather".into(),
@@ -146,7 +150,7 @@ impl Tool for RecordingTool {
 }
 
 /// The error code of a failed run's terminal event.
-pub fn failure_code(events: &[Event]) -> Option<keel::ErrorCode> {
+pub(crate) fn failure_code(events: &[Event]) -> Option<keel::ErrorCode> {
     events.iter().find_map(|e| match &e.payload {
         EventPayload::RequestFailed { error, .. } => Some(error.code),
         _ => None,
@@ -154,7 +158,7 @@ pub fn failure_code(events: &[Event]) -> Option<keel::ErrorCode> {
 }
 
 /// Waits (up to 60 s, checking every 20 ms) until an approval is pending; returns the newest.
-pub async fn wait_for_pending(runtime: &Runtime) -> keel::ApprovalRecord {
+pub(crate) async fn wait_for_pending(runtime: &Runtime) -> keel::ApprovalRecord {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let pending = runtime
@@ -174,7 +178,7 @@ pub async fn wait_for_pending(runtime: &Runtime) -> keel::ApprovalRecord {
 }
 
 /// The messages of a recorded model request as `role: content` lines.
-pub fn transcript(messages: &[serde_json::Value]) -> Vec<String> {
+pub(crate) fn transcript(messages: &[serde_json::Value]) -> Vec<String> {
     messages
         .iter()
         .map(|m| {
@@ -188,7 +192,7 @@ pub fn transcript(messages: &[serde_json::Value]) -> Vec<String> {
 }
 
 /// The first pending approval, once there is one.
-pub async fn pending_approval(runtime: &Runtime) -> keel::ApprovalRecord {
+pub(crate) async fn pending_approval(runtime: &Runtime) -> keel::ApprovalRecord {
     loop {
         let pending = runtime
             .approvals()
