@@ -114,6 +114,8 @@ pub(crate) async fn close_pending(
     let reason = reason.as_str();
     let pending = match store.list_approvals(Some(ApprovalStatus::Pending)).await {
         Ok(pending) => pending,
+        // A store that keeps no approvals has none to close.
+        Err(keel_types::StoreError::Unsupported(_)) => return,
         Err(store_error) => {
             tracing::warn!(%request_id, %store_error, "Cannot list the approvals of an ended run.");
             return;
