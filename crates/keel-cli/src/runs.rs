@@ -280,7 +280,7 @@ async fn list(store: &dyn RunStore, filter: &RunFilter, json: bool) -> Result<()
             run.agent.clone(),
             run.steps.to_string(),
             run.started_at.clone(),
-            one_line(&run.input, 50),
+            keel_types::one_line(&run.input, 50),
         ]
     });
     for line in out::table(
@@ -439,17 +439,4 @@ async fn events(
             tokio::time::sleep(FOLLOW_POLL).await;
         }
     }
-}
-
-fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if flat.chars().count() <= max {
-        return flat;
-    }
-    let mut cut: String = flat.chars().take(max).collect();
-    cut.push('…');
-    cut
 }

@@ -124,6 +124,21 @@ pub fn time_before(ago: std::time::Duration) -> String {
     timestamp(then)
 }
 
+/// `text` on one line for a table or a summary: control characters (newlines, tabs) become
+/// spaces, and past `max` characters it is cut with `…`.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(max).collect();
+    cut.push('…');
+    cut
+}
+
 /// `bytes` as lowercase hexadecimal, two digits a byte (digests, keys, ids).
 pub fn to_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";

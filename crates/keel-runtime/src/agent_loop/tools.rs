@@ -184,22 +184,10 @@ impl AgentRun {
             Ruling::Proceed { rewrite } => (None, rewrite),
         };
 
-        // A rewrite passes the gateway again.
-        if let Some(updated) = rewrite {
-            let mut rewritten = arguments.clone();
-            if let Value::Object(map) = &mut rewritten {
-                map.extend(updated);
-            }
-            let call = ToolCall {
-                id: call_id.clone(),
-                name: tool.clone(),
-                arguments: rewritten.to_string(),
-            };
-            let recheck = self.guard_call(&call).await?;
-            verdict.adopt_recheck(recheck);
-            if !verdict.is_allowed() {
-                return Ok(());
-            }
+        if let Some(updated) = rewrite
+            && !self.guard_rewrite(verdict, &arguments, updated).await?
+        {
+            return Ok(());
         }
 
         // A human.
@@ -216,6 +204,28 @@ impl AgentRun {
             }
         }
         Ok(())
+    }
+
+    /// A hook's rewrite passes the gateway again (recorded as another guard event); whether
+    /// the rewritten call is still allowed.
+    async fn guard_rewrite(
+        &self,
+        verdict: &mut Guarded,
+        arguments: &Value,
+        updated: serde_json::Map<String, Value>,
+    ) -> Result<bool, StoreError> {
+        let mut rewritten = arguments.clone();
+        if let Value::Object(map) = &mut rewritten {
+            map.extend(updated);
+        }
+        let call = ToolCall {
+            id: verdict.call_id().to_owned(),
+            name: verdict.tool().to_owned(),
+            arguments: rewritten.to_string(),
+        };
+        let recheck = self.guard_call(&call).await?;
+        verdict.adopt_recheck(recheck);
+        Ok(verdict.is_allowed())
     }
 
     /// The `PreToolUse` hooks of step 2, each recorded; their round for the ruling.

@@ -236,20 +236,30 @@ impl Tasks {
                 rewrite
             }
         };
-        // A rewrite passes the gateway again.
-        if let Some(updated) = rewrite {
-            let mut rewritten = task.arguments.clone();
-            if let Value::Object(map) = &mut rewritten {
-                map.extend(updated);
-            }
-            let decided = task.decision;
-            task.tool = task.requested_tool.clone();
-            let rewritten = rewritten.to_string();
-            let verdict = self.guard_task(task, &rewritten).await?;
-            self.adopt_verdict(task, &verdict, &rewritten);
-            if task.decision == TaskDecision::Allow {
-                task.decision = decided;
-            }
+        match rewrite {
+            Some(updated) => self.guard_rewrite(task, updated).await,
+            None => Ok(()),
+        }
+    }
+
+    /// A hook's rewrite passes the gateway again: it becomes the task's arguments, and the
+    /// gateway's refusal refuses the task; otherwise the ruling's decision stands.
+    async fn guard_rewrite(
+        &self,
+        task: &mut TaskRecord,
+        updated: serde_json::Map<String, Value>,
+    ) -> Result<(), RuntimeError> {
+        let mut rewritten = task.arguments.clone();
+        if let Value::Object(map) = &mut rewritten {
+            map.extend(updated);
+        }
+        let decided = task.decision;
+        task.tool = task.requested_tool.clone();
+        let rewritten = rewritten.to_string();
+        let verdict = self.guard_task(task, &rewritten).await?;
+        self.adopt_verdict(task, &verdict, &rewritten);
+        if task.decision == TaskDecision::Allow {
+            task.decision = decided;
         }
         Ok(())
     }

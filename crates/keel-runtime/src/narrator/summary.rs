@@ -336,18 +336,5 @@ pub(super) fn line(event: &Event) -> String {
             )
         }
     };
-    one_line(&text, 100)
-}
-
-fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if flat.chars().count() <= max {
-        return flat;
-    }
-    let mut cut: String = flat.chars().take(max).collect();
-    cut.push('…');
-    cut
+    keel_types::one_line(&text, 100)
 }
