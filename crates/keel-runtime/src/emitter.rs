@@ -108,7 +108,7 @@ struct Queued {
 }
 
 /// A run's opening event (`seq` 1), redacted, to be stored with its record
-/// ([`RunStore::create_run_with`]) before [`Emitter::opened`] continues its log.
+/// ([`RunLog::create_run_with`](keel_types::RunLog::create_run_with)) before [`Emitter::opened`] continues its log.
 pub fn opening_event(pipeline: &Pipeline, run: &RunRecord, mut payload: EventPayload) -> Event {
     pipeline.redactor.redact(&mut payload);
     stamp(&run.request_id, &run.session_id, &run.agent, 1, payload)

@@ -1,7 +1,7 @@
 //! The port of a store shared by several processes (replicas of `keel serve` on one
 //! PostgreSQL database): leases with fencing tokens, a queue of requests any replica may
 //! claim, and signals between replicas. A store that is not shared has none of it
-//! ([`crate::RunStore::cluster`] is `None`).
+//! ([`crate::RunLog::cluster`] is `None`).
 
 use std::sync::Arc;
 

@@ -455,7 +455,7 @@ pub enum StoreError {
     Unsupported(&'static str),
 }
 
-/// What a store reports when asked whether it is usable ([`RunStore::health`]).
+/// What a store reports when asked whether it is usable ([`RunLog::health`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoreHealth {
@@ -475,7 +475,7 @@ pub struct RunFilter {
     pub session: Option<SessionId>,
     /// Only runs started at or after this RFC 3339 time.
     pub since: Option<String>,
-    /// Only runs created by this principal ([`RunRecord::owner`]).
+    /// Only runs created by this principal ([`crate::RunRecord::owner`]).
     pub owner: Option<String>,
     /// Only the runs this run started (subagents, workflow nodes).
     pub parent: Option<crate::RequestId>,

@@ -6,7 +6,7 @@
 //!
 //! Writes go to one writer thread that group-commits them, then mirrors and answers
 //! (`writer`); reads use a small pool of read-only connections on
-//! blocking threads. Start with [`SqliteStore::open`], then the [`RunStore`] impl below;
+//! blocking threads. Start with [`SqliteStore::open`], then the [`RunStore`](keel_types::RunStore) impls below;
 //! `connection` holds the open sequence and migrations, `writes` the write operations
 //! other than appends, `rows` the mapping between rows and DTOs.
 //!
