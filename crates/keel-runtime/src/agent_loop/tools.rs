@@ -166,7 +166,11 @@ impl AgentRun {
         }
 
         let (ask, rewrite) = match ruling {
-            Ruling::AskHooks => return Ok(()),
+            // The hooks were asked above, so this cannot be; were it, the call does not run.
+            Ruling::AskHooks => {
+                verdict.refuse(refusal_text("not governed", None));
+                return Ok(());
+            }
             Ruling::Refuse { refusal, reason } => {
                 verdict.refuse(refusal_text(&refusal.what(), reason.as_deref()));
                 return Ok(());

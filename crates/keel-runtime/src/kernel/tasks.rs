@@ -194,7 +194,12 @@ impl Tasks {
             task.hook_decision = round.combined.decision;
         }
         let rewrite = match ruling {
-            Ruling::AskHooks => None,
+            // The hooks were asked above, so this cannot be; were it, the task does not run.
+            Ruling::AskHooks => {
+                task.decision = TaskDecision::Deny;
+                task.reason = Some("the call was not governed".to_owned());
+                return Ok(());
+            }
             Ruling::Refuse {
                 refusal: Refusal::Policy { source },
                 ..
