@@ -29,7 +29,7 @@ pub use cluster::{Claimed, Cluster, ClusterStatus, Lease, Signal, SignalSink};
 pub use error::error_chain;
 pub use event::{
     AdapterEvent, Event, EventPayload, GuardDecision, Issue, NATIVE_ADAPTER, PromptSection, Repair,
-    RepairKind, SkillReason,
+    RepairKind, SkillReason, SourceLifecycle,
 };
 pub use governance::{HookEvent, PermissionMode, PolicyDecision};
 pub use ids::{EventId, InvalidSessionId, RequestId, SessionId, new_id};

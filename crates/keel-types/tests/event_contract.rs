@@ -321,7 +321,7 @@ fn examples() -> Vec<EventPayload> {
         },
         EventPayload::McpLifecycle {
             server: "files".into(),
-            lifecycle: "down".into(),
+            lifecycle: keel_types::SourceLifecycle::Down,
             at: "2026-11-22T11:59:00.000Z".into(),
             detail: Some("the server process exited (exit status: 1)".into()),
         },

@@ -67,8 +67,8 @@ pub use keel_types::{
 pub use keel_types::{
     AdapterEvent, Event, EventId, EventPayload, GuardDecision, HookEvent, Issue, MemoryAction,
     ModelStopReason, NATIVE_ADAPTER, NodeCompleted, NodeFailed, NodeKey, NodeSkipped, NodeStarted,
-    PhaseEvent, PromptSection, Repair, SkillReason, WorkflowCompleted, WorkflowFailed,
-    WorkflowStarted, WriteDecision,
+    PhaseEvent, PromptSection, Repair, SkillReason, SourceLifecycle, WorkflowCompleted,
+    WorkflowFailed, WorkflowStarted, WriteDecision,
 };
 
 // Ports: what an embedder implements to give the runtime its own models, tools, stores,

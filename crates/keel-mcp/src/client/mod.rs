@@ -113,7 +113,7 @@ impl ServerState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LifecycleEvent {
     pub at: String,
-    pub kind: &'static str,
+    pub kind: keel_types::SourceLifecycle,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }

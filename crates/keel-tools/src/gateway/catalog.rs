@@ -184,8 +184,8 @@ pub trait ToolSource: Send + Sync + 'static {
 pub struct SourceEvent {
     /// The source's name (an MCP server's document name).
     pub source: String,
-    /// What happened, e.g. `ready`, `down`, `restarting`, `tools_changed`, `stopped`.
-    pub kind: String,
+    /// What happened.
+    pub kind: keel_types::SourceLifecycle,
     /// When, RFC 3339.
     pub at: String,
     pub detail: Option<String>,

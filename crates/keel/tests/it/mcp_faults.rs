@@ -235,7 +235,7 @@ async fn a_server_killed_mid_call_fails_the_call_then_restarts_and_serves_the_ne
     .await;
     let last_error = status.last_error.clone().unwrap_or_default();
     assert!(last_error.contains("signal: 9"), "{last_error}");
-    let kinds: Vec<&str> = status.history.iter().map(|e| e.kind).collect();
+    let kinds: Vec<&str> = status.history.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(
         kinds,
         ["starting", "ready", "down", "restarting", "ready"],
@@ -369,7 +369,11 @@ async fn a_server_that_never_answers_initialize_times_out_while_the_other_serves
     .await;
     // Failing the same way again is not noted again: the history stays readable.
     let bad = server(&runtime, "bad");
-    let downs = bad.history.iter().filter(|e| e.kind == "down").count();
+    let downs = bad
+        .history
+        .iter()
+        .filter(|e| e.kind.as_str() == "down")
+        .count();
     assert_eq!(downs, 1, "{bad:?}");
     let dir = std::fs::canonicalize(ws.join("bad")).unwrap();
     runtime.stop_mcp().await;
@@ -560,7 +564,10 @@ async fn a_tools_list_changed_notification_publishes_the_new_tool() {
     .await;
     let status = server(&runtime, "f");
     assert!(
-        status.history.iter().any(|e| e.kind == "tools_changed"),
+        status
+            .history
+            .iter()
+            .any(|e| e.kind.as_str() == "tools_changed"),
         "{status:?}"
     );
 

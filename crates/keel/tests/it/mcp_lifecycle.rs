@@ -32,7 +32,7 @@ async fn a_crash_mid_call_is_recorded_in_the_run_it_interrupted() {
         .iter()
         .position(|e| {
             matches!(&e.payload, EventPayload::McpLifecycle { server, lifecycle, detail, .. }
-                if server == "f" && lifecycle == "down"
+                if server == "f" && lifecycle.as_str() == "down"
                     && detail.as_deref().is_some_and(|d| d.contains("signal: 9")))
         })
         .unwrap_or_else(|| panic!("no `down` of `f` in the run it interrupted: {events:#?}"));
@@ -67,7 +67,7 @@ async fn a_crash_mid_call_is_recorded_in_the_run_it_interrupted() {
     for id in [&response.request_id, &next.request_id] {
         for event in runtime.runs().events(id, 0).await.unwrap() {
             if let EventPayload::McpLifecycle { lifecycle, .. } = event.payload {
-                all.push(lifecycle);
+                all.push(lifecycle.as_str().to_owned());
             }
         }
     }

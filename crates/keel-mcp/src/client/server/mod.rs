@@ -2,6 +2,7 @@
 //! publish them, follow `tools/list_changed`, restart with backoff after a crash, stop on
 //! shutdown) and its state, which callers read and wait on.
 
+use keel_types::SourceLifecycle;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -248,12 +249,12 @@ impl Server {
         }
     }
 
-    fn note(&self, kind: &'static str, detail: Option<String>) {
+    fn note(&self, kind: SourceLifecycle, detail: Option<String>) {
         match &detail {
             Some(detail) => {
-                info!(server = %self.name, event = kind, %detail, "MCP server lifecycle.")
+                info!(server = %self.name, event = kind.as_str(), %detail, "MCP server lifecycle.")
             }
-            None => info!(server = %self.name, event = kind, "MCP server lifecycle."),
+            None => info!(server = %self.name, event = kind.as_str(), "MCP server lifecycle."),
         }
         let mut record = self.lock_record();
         if record.history.len() == HISTORY {
@@ -285,7 +286,7 @@ impl Server {
             // a blocked call keep saying what failed rather than "starting".
             if attempt == 0 {
                 let _ = self.phase.send_replace(Phase::Starting);
-                self.note("starting", None);
+                self.note(SourceLifecycle::Starting, None);
             } else {
                 self.lock_record().restarts += 1;
             }
@@ -299,7 +300,7 @@ impl Server {
             let failure = match opened {
                 Ok(Ok((session, tools))) => {
                     if restarting {
-                        self.note("restarting", None);
+                        self.note(SourceLifecycle::Restarting, None);
                     }
                     backoff = BACKOFF_START;
                     attempt = 1;
@@ -319,9 +320,9 @@ impl Server {
             if noted_failure.as_deref() != Some(failure.as_str()) {
                 warn!(server = %self.name, error = %failure, "MCP server is down; retrying with backoff.");
                 if restarting {
-                    self.note("restarting", None);
+                    self.note(SourceLifecycle::Restarting, None);
                 }
-                self.note("down", Some(failure.clone()));
+                self.note(SourceLifecycle::Down, Some(failure.clone()));
                 noted_failure = Some(failure.clone());
             } else {
                 debug!(server = %self.name, error = %failure, attempt, "MCP server is still down.");
@@ -336,7 +337,7 @@ impl Server {
         }
         let _ = self.phase.send_replace(Phase::Stopped);
         let _ = self.settled.send_replace(true);
-        self.note("stopped", None);
+        self.note(SourceLifecycle::Stopped, None);
     }
 
     /// Opens a session and lists its tools.
@@ -369,7 +370,7 @@ impl Server {
             closed: closed.clone(),
         }));
         let _ = self.settled.send_replace(true);
-        self.note("ready", None);
+        self.note(SourceLifecycle::Ready, None);
         let Some(service) = session.service.take() else {
             return "the session ended before it started".to_owned();
         };
@@ -380,7 +381,7 @@ impl Server {
                 () = signals.tools_changed.notified() => match list_tools(&peer).await {
                     Ok(tools) => {
                         self.publish(tools);
-                        self.note("tools_changed", None);
+                        self.note(SourceLifecycle::ToolsChanged, None);
                     }
                     Err(error) => warn!(server = %self.name, %error, "Listing the changed tools failed."),
                 },
@@ -461,7 +462,7 @@ impl ToolSource for ServerSource {
             .drain(..)
             .map(|event| SourceEvent {
                 source: self.0.name.clone(),
-                kind: event.kind.to_owned(),
+                kind: event.kind,
                 at: event.at,
                 detail: event.detail,
             })
