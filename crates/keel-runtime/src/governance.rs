@@ -55,10 +55,10 @@ pub(crate) struct HookCall {
 pub(crate) enum HookResult {
     /// The hook answered.
     Answered(HookOutcome),
-    /// The hook failed; `on_error` (as written in YAML) applied.
+    /// The hook failed; its `on_error` applied.
     Failed {
         error: HookError,
-        on_error: &'static str,
+        on_error: HookOnError,
     },
 }
 
@@ -331,19 +331,19 @@ impl Governance {
                     outcomes.push(outcome.clone());
                     HookResult::Answered(outcome)
                 }
-                Settled::Skip(error) => failed(error, "skip"),
-                Settled::Warn(error) => failed(error, "warn"),
+                Settled::Skip(error) => failed(error, HookOnError::Skip),
+                Settled::Warn(error) => failed(error, HookOnError::Warn),
                 Settled::Deny(error) => {
                     round
                         .denied
                         .get_or_insert(format!("hook {} failed: {error}", hook.name()));
-                    failed(error, "deny")
+                    failed(error, HookOnError::Deny)
                 }
                 Settled::FailRun(error) => {
                     round
                         .fail
                         .get_or_insert(format!("hook {} failed: {error}", hook.name()));
-                    failed(error, "fail-run")
+                    failed(error, HookOnError::FailRun)
                 }
             };
             calls.push(HookCall {

@@ -453,7 +453,7 @@ pub enum EventPayload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
         error: String,
-        on_error: String,
+        on_error: crate::HookOnError,
         duration_ms: u64,
     },
     /// A tool called directly (a task or `tools call`), not by a model, starts.

@@ -11,6 +11,23 @@ use serde::{Deserialize, Serialize};
 use crate::wire_name::wire_names;
 
 wire_names! {
+    /// What a failing hook (error exit, timeout, bad output) does.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+    pub enum HookOnError: "hook onError" {
+        /// Fail the run.
+        FailRun = "fail-run",
+        /// Ignore the hook.
+        Skip = "skip",
+        /// Deny the tool call (tool events).
+        Deny = "deny",
+        /// Record a warning and go on.
+        #[default]
+        Warn = "warn",
+    }
+}
+
+wire_names! {
     /// Run-level permission modes.
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
     #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]

@@ -31,7 +31,7 @@ pub use event::{
     AdapterEvent, Event, EventPayload, GuardDecision, Issue, NATIVE_ADAPTER, PromptSection, Repair,
     RepairKind, SkillReason, SourceLifecycle,
 };
-pub use governance::{HookEvent, PermissionMode, PolicyDecision};
+pub use governance::{HookEvent, HookOnError, PermissionMode, PolicyDecision};
 pub use ids::{EventId, InvalidSessionId, RequestId, SessionId, new_id};
 pub use memory::{
     MAX_MEMORY_TEXT, MemoryAction, MemoryCandidate, MemoryFilter, MemoryHit, MemoryKind,

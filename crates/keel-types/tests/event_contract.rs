@@ -291,7 +291,7 @@ fn examples() -> Vec<EventPayload> {
             event: HookEvent::PreToolUse,
             call_id: Some(call()),
             error: "timed out after 5s".into(),
-            on_error: "deny".into(),
+            on_error: keel_types::HookOnError::Deny,
             duration_ms: 5000,
         },
         EventPayload::DirectStarted {

@@ -584,20 +584,9 @@ pub enum HookHandler {
     },
 }
 
-/// What a failing hook (error exit, timeout, bad output) does.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum HookOnError {
-    /// Fail the run.
-    FailRun,
-    /// Ignore the hook.
-    Skip,
-    /// Deny the tool call (tool events).
-    Deny,
-    /// Record a warning and go on.
-    #[default]
-    Warn,
-}
+/// What a failing hook does: the governance vocabulary's, so the events that record it say
+/// it the same way.
+pub use keel_types::HookOnError;
 
 fn empty_object_schema() -> Value {
     serde_json::json!({ "type": "object" })

@@ -106,7 +106,7 @@ impl AgentRun {
                 event,
                 call_id: call_id.map(str::to_owned),
                 error: error.to_string(),
-                on_error: on_error.to_owned(),
+                on_error,
                 duration_ms,
             },
         })

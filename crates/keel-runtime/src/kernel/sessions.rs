@@ -100,7 +100,7 @@ impl Sessions {
                     duration_ms = call.duration_ms, "SessionEnd hook answered."
                 ),
                 HookResult::Failed { error, on_error } => tracing::warn!(
-                    %session, hook = %call.hook, %error, on_error,
+                    %session, hook = %call.hook, %error, on_error = on_error.as_str(),
                     duration_ms = call.duration_ms, "SessionEnd hook failed."
                 ),
             }

@@ -124,7 +124,7 @@ fn failures(events: &[keel::Event]) -> Vec<(String, String, String)> {
                 error,
                 on_error,
                 ..
-            } => Some((hook.clone(), error.clone(), on_error.clone())),
+            } => Some((hook.clone(), error.clone(), on_error.to_string())),
             _ => None,
         })
         .collect()
