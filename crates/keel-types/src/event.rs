@@ -53,26 +53,6 @@ wire_names! {
     }
 }
 
-wire_names! {
-    /// What happened in the life of a tool source (an MCP server), as
-    /// `runtime.mcp.lifecycle` records it.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-    pub enum SourceLifecycle: "tool source lifecycle" {
-        /// Connecting for the first time.
-        Starting = "starting",
-        /// Connected; its tools are listed.
-        Ready = "ready",
-        /// It failed or crashed (`detail` says why).
-        Down = "down",
-        /// Connecting again after a failure, with backoff.
-        Restarting = "restarting",
-        /// It announced a new tool list, which replaced the old one.
-        ToolsChanged = "tools_changed",
-        /// Stopped by the runtime (shutdown, reload).
-        Stopped = "stopped",
-    }
-}
-
 /// One structured problem with a tool call: where, what was expected, what was found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -489,7 +469,7 @@ pub enum EventPayload {
     #[serde(rename = "runtime.mcp.lifecycle", rename_all = "camelCase")]
     McpLifecycle {
         server: String,
-        lifecycle: SourceLifecycle,
+        lifecycle: crate::SourceLifecycle,
         at: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         detail: Option<String>,

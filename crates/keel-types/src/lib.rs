@@ -20,6 +20,7 @@ pub mod message;
 pub mod ports;
 pub mod run;
 pub mod skill_candidate;
+pub mod source;
 pub mod task;
 mod wire_name;
 pub mod workflow;
@@ -29,7 +30,7 @@ pub use cluster::{Claimed, Cluster, ClusterStatus, Lease, Signal, SignalSink};
 pub use error::error_chain;
 pub use event::{
     AdapterEvent, Event, EventPayload, GuardDecision, Issue, NATIVE_ADAPTER, PromptSection, Repair,
-    RepairKind, SkillReason, SourceLifecycle,
+    RepairKind, SkillReason,
 };
 pub use governance::{HookEvent, HookOnError, PermissionMode, PolicyDecision};
 pub use ids::{EventId, InvalidSessionId, RequestId, SessionId, new_id};
@@ -53,6 +54,7 @@ pub use run::{
     SessionOwner, SessionRecord, WORKFLOW_PREFIX,
 };
 pub use skill_candidate::{CandidateStatus, SkillCandidate};
+pub use source::SourceLifecycle;
 pub use task::{TaskDecision, TaskHook, TaskRecord, TaskStatus, ToolStats};
 pub use wire_name::UnknownName;
 pub use workflow::{

@@ -424,7 +424,7 @@ impl Runtime {
     }
 
     /// Starts the workspace's MCP servers and waits until each has listed its tools or
-    /// failed (each within its `startupTimeout`), so [`Self::tools`] shows their tools.
+    /// failed (each within its `startupTimeout`), so [`Tools::specs`] shows their tools.
     pub async fn settle_mcp(&self) {
         self.loaded().mcp.settle().await;
     }
