@@ -579,7 +579,7 @@ impl Kernel {
         let launch = self.track(&request_id, &cancel, &interrupt);
         // A child run does not wait for a slot: its parent holds one and waits for it (a
         // tree cannot starve itself), and its parent's own limits bound how many there are.
-        let slots = (depth == 0).then(|| self.inner.slots.clone());
+        let slot = (depth == 0).then(|| self.inner.slots.take());
         let token = cancel.clone();
         // Untracks the run when its task ends, however it ends.
         let tracked = Tracked {
@@ -590,9 +590,9 @@ impl Kernel {
         let task = tokio::spawn(async move {
             // Waiting for a slot is part of the run: cancelling (or a shutdown) while queued
             // still records it.
-            let permit = match slots {
-                Some(slots) => tokio::select! {
-                    permit = slots.acquire() => permit,
+            let permit = match slot {
+                Some(slot) => tokio::select! {
+                    permit = slot.ready() => permit,
                     _ = token.cancelled() => None,
                     _ = interrupt.cancelled() => None,
                 },

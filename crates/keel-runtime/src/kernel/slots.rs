@@ -13,8 +13,7 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// The run slots of one kernel. Cheap to clone; clones share the slots.
-#[derive(Clone)]
+/// The run slots of one kernel.
 pub(crate) struct RunSlots {
     semaphore: Arc<Semaphore>,
     capacity: usize,
@@ -28,9 +27,14 @@ impl RunSlots {
         }
     }
 
-    /// Waits for a slot; `None` once the slots are closed.
-    pub(crate) async fn acquire(self) -> Option<OwnedSemaphorePermit> {
-        self.semaphore.acquire_owned().await.ok()
+    /// Takes a slot for a run being launched: at once when one is free — so a run launched
+    /// is in flight before its task first runs, and a replica counting free slots never
+    /// claims more than there are — or, when none is, a place in the queue for one.
+    pub(crate) fn take(&self) -> Slot {
+        match self.semaphore.clone().try_acquire_owned() {
+            Ok(permit) => Slot::Held(permit),
+            Err(_) => Slot::Queued(self.semaphore.clone()),
+        }
     }
 
     /// `limits.maxConcurrentRuns` as the kernel took it.
@@ -50,9 +54,45 @@ impl RunSlots {
     }
 }
 
+/// A launched run's slot: held, or waited for.
+pub(crate) enum Slot {
+    Held(OwnedSemaphorePermit),
+    Queued(Arc<Semaphore>),
+}
+
+impl Slot {
+    /// The slot, once it is the run's; `None` if the slots were closed.
+    pub(crate) async fn ready(self) -> Option<OwnedSemaphorePermit> {
+        match self {
+            Self::Held(permit) => Some(permit),
+            Self::Queued(semaphore) => semaphore.acquire_owned().await.ok(),
+        }
+    }
+}
+
 impl super::Kernel {
     /// The run slots.
     pub(crate) fn slots(&self) -> &RunSlots {
         &self.inner.slots
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{RunSlots, Slot};
+
+    #[tokio::test]
+    async fn a_launched_run_holds_its_slot_at_once_and_the_next_queues() {
+        let slots = RunSlots::new(1);
+        let first = slots.take();
+        // In flight before its task runs: a replica counting room sees none left.
+        assert!(matches!(first, Slot::Held(_)));
+        assert_eq!((slots.in_flight(), slots.room()), (1, 0));
+        let second = slots.take();
+        assert!(matches!(second, Slot::Queued(_)));
+        drop(first.ready().await);
+        let second = second.ready().await;
+        assert!(second.is_some());
+        assert_eq!(slots.in_flight(), 1);
     }
 }

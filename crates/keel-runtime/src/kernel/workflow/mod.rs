@@ -241,7 +241,7 @@ impl Kernel {
         let cancel = CancellationToken::new();
         let interrupt = CancellationToken::new();
         let launch = self.track(&request_id, &cancel, &interrupt);
-        let slots = (depth == 0).then(|| self.slots().clone());
+        let slot = (depth == 0).then(|| self.slots().take());
         let tracked = Tracked {
             kernel: self.clone(),
             id: request_id.clone(),
@@ -249,9 +249,9 @@ impl Kernel {
         };
         let token = cancel.clone();
         let task = tokio::spawn(async move {
-            let permit = match slots {
-                Some(slots) => tokio::select! {
-                    permit = slots.acquire() => permit,
+            let permit = match slot {
+                Some(slot) => tokio::select! {
+                    permit = slot.ready() => permit,
                     _ = token.cancelled() => None,
                     _ = interrupt.cancelled() => None,
                 },
