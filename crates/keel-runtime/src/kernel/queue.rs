@@ -1,4 +1,4 @@
-//! Several processes on one shared store (`RunStore::cluster`): queued requests any replica
+//! Several processes on one shared store (`RunLog::cluster`): queued requests any replica
 //! may claim, and the replica loop — take over the runs of processes whose lease expired
 //! (resumed from their logs), claim queued requests while there is room, and act on the
 //! signals other replicas send (cancel a run executing here, wake waiting approvals).

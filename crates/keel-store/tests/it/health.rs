@@ -1,4 +1,4 @@
-//! `RunStore::health`: a usable store answers its schema version after a real, data-neutral
+//! `RunLog::health`: a usable store answers its schema version after a real, data-neutral
 //! commit; a database file deleted or replaced under an open store is reported, not written
 //! into the void.
 
