@@ -156,7 +156,7 @@ pub(crate) async fn memory(root: &Path, command: MemoryCommand) -> Result<(), Cl
         .workspace(root)
         .build()
         .map_err(CliError::usage)?;
-    let memory = runtime.memory().map_err(CliError::usage)?;
+    let memory = runtime.memory().service().map_err(CliError::usage)?;
     match command {
         MemoryCommand::List {
             namespace,
@@ -300,7 +300,8 @@ pub(crate) async fn memory(root: &Path, command: MemoryCommand) -> Result<(), Cl
                 similarity,
             };
             let (run, report) = runtime
-                .maintain_memory(&request, Some(decider()))
+                .memory()
+                .maintain(&request, Some(decider()))
                 .await
                 .map_err(CliError::usage)?;
             out::line(&format!(

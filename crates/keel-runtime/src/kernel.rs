@@ -16,6 +16,7 @@ mod tools;
 mod workflow;
 
 pub use approvals::Approvals;
+pub use memory_runs::Memory;
 pub use options::RequestOptions;
 pub use queue::Replica;
 use reload::Current;

@@ -29,7 +29,7 @@ pub use error::RuntimeError;
 pub use governance::Governance;
 pub use handle::{RunHandle, RunResponse};
 pub use kernel::{
-    Approvals, Kernel, KernelParts, RELOAD_AGENT, ReloadParts, Replica, RequestOptions, Runs,
-    Sessions, ShutdownReport, TaskRequest, Tasks, Tools, workspace_changes, workspace_digest,
+    Approvals, Kernel, KernelParts, Memory, RELOAD_AGENT, ReloadParts, Replica, RequestOptions,
+    Runs, Sessions, ShutdownReport, TaskRequest, Tasks, Tools, workspace_changes, workspace_digest,
 };
 pub use replay::Divergence;

@@ -23,7 +23,7 @@ use crate::state::AppState;
 const OPERATOR: &str = "api";
 
 fn memory(state: &AppState) -> Result<std::sync::Arc<MemoryService>, ApiError> {
-    state.runtime.memory().map_err(runtime_error)
+    state.runtime.memory().service().map_err(runtime_error)
 }
 
 #[derive(Debug, Deserialize)]
@@ -233,7 +233,8 @@ pub(crate) async fn maintain(
     };
     let (run, report) = state
         .runtime
-        .maintain_memory(&request, Some(OPERATOR.to_owned()))
+        .memory()
+        .maintain(&request, Some(OPERATOR.to_owned()))
         .await
         .map_err(runtime_error)?;
     Ok(Json(json!({

@@ -227,7 +227,7 @@ async fn main() {
     let words = Words::new();
     for users in [1, 100] {
         let (_dir, runtime) = runtime(&base);
-        let memory = runtime.memory().unwrap().clone();
+        let memory = runtime.memory().service().unwrap().clone();
         let started = Instant::now();
         fill(&memory, count, users, &words).await;
         let filled = started.elapsed();

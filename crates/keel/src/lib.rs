@@ -42,8 +42,8 @@ pub use keel_runtime::memory::{
 pub use keel_runtime::narrator::Narrator;
 pub use keel_runtime::subagents::{RunTree, run_tree};
 pub use keel_runtime::{
-    Approvals, Divergence, Replica, RequestOptions, RunHandle, RunResponse, Runs, RuntimeError,
-    Sessions, ShutdownReport, TaskRequest, Tasks, Tools,
+    Approvals, Divergence, Memory, Replica, RequestOptions, RunHandle, RunResponse, Runs,
+    RuntimeError, Sessions, ShutdownReport, TaskRequest, Tasks, Tools,
 };
 pub use keel_tools::gateway::GatewayError;
 pub use keel_tools::policy::PolicyVerdict;
@@ -109,7 +109,6 @@ use hooks::InProcessHook;
 use keel_runtime::{Kernel, KernelParts};
 
 mod cluster;
-mod memory;
 mod reload;
 mod skills;
 mod stores;
@@ -295,6 +294,7 @@ impl RuntimeBuilder {
             approvals: kernel.approvals(),
             tasks: kernel.tasks(),
             tools: kernel.tools(),
+            memory: kernel.memory(),
             kernel,
             loaded: Arc::new(std::sync::RwLock::new(Arc::new(reload::Loaded {
                 mcp: assembled.mcp,
@@ -317,6 +317,7 @@ pub struct Runtime {
     approvals: Approvals,
     tasks: Tasks,
     tools: Tools,
+    memory: Memory,
     /// What the current workspace's load gave besides the kernel's parts (its MCP servers,
     /// when, its digest); swapped by a reload.
     loaded: Arc<std::sync::RwLock<Arc<reload::Loaded>>>,
@@ -356,6 +357,14 @@ impl Runtime {
     /// usage statistics, and direct calls (a tool called without a model, as a run).
     pub fn tools(&self) -> &Tools {
         &self.tools
+    }
+
+    /// Long-term memory (`docs/workspace.md#memory`), the operator's side: the workspace's
+    /// memory service (list, search, add, update, delete, history, candidates, export,
+    /// import) and maintenance as a recorded run. Runs use memory on their own (recall,
+    /// `memory_search`, `remember`).
+    pub fn memory(&self) -> &Memory {
+        &self.memory
     }
 
     /// The compiled workspace (the one loaded last: a reload swaps it).

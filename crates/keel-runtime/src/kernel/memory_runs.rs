@@ -1,7 +1,8 @@
-//! The kernel's memory operations that are runs of their own (agent `memory`): maintenance
-//! (`runtime.memory.maintenance.*` and a `runtime.memory.lifecycle` per change between the
-//! usual opening and terminal events) and post-run extraction (a background run linked to
-//! its parent; the parent's answer never waits for it).
+//! Long-term memory as its callers see it (`Runtime::memory()` in the SDK): the workspace's
+//! memory service, and the operations that are runs of their own (agent `memory`):
+//! maintenance (`runtime.memory.maintenance.*` and a `runtime.memory.lifecycle` per change
+//! between the usual opening and terminal events) and post-run extraction (a background run
+//! linked to its parent; the parent's answer never waits for it).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,6 +19,21 @@ use crate::memory::{
     Access, Finished, MAINTENANCE_AGENT, MaintenanceReport, MaintenanceRequest, MemoryService,
     Origin, ask, instructions, parse,
 };
+
+/// Long-term memory of a runtime. Cheap to clone.
+#[derive(Clone)]
+pub struct Memory {
+    kernel: Kernel,
+}
+
+impl Memory {
+    /// The memory of the current workspace — list, search, add, update, delete, history,
+    /// candidates, export, import; [`RuntimeError::NotFound`] when it declares no `Memory`
+    /// document.
+    pub fn service(&self) -> Result<Arc<MemoryService>, RuntimeError> {
+        self.kernel.memory_service()
+    }
+}
 
 /// A run of the kernel's own (agent `memory`): recorded, opened, and closed with one
 /// terminal event from an outcome.
@@ -104,9 +120,16 @@ impl OwnRun {
 }
 
 impl Kernel {
-    /// Long-term memory; [`RuntimeError::NotFound`] when the workspace declares no `Memory`
-    /// document.
-    pub fn memory(&self) -> Result<Arc<MemoryService>, RuntimeError> {
+    /// Long-term memory of this runtime.
+    pub fn memory(&self) -> Memory {
+        Memory {
+            kernel: self.clone(),
+        }
+    }
+
+    /// The workspace's memory service; [`RuntimeError::NotFound`] when it declares no
+    /// `Memory` document.
+    pub(crate) fn memory_service(&self) -> Result<Arc<MemoryService>, RuntimeError> {
         self.services().memory.clone().ok_or_else(|| {
             RuntimeError::NotFound(
                 "no memory: the workspace declares no `kind: Memory` document".into(),
@@ -122,7 +145,7 @@ impl Kernel {
     /// Whether runs of `agent` are followed by a post-run extraction (it writes a memory
     /// with `extraction`).
     pub(crate) fn wants_extraction(&self, agent: &str) -> bool {
-        let Ok(memory) = self.memory() else {
+        let Ok(memory) = self.memory_service() else {
             return false;
         };
         memory.memories().values().any(|spec| {
@@ -137,7 +160,9 @@ impl Kernel {
     /// Starts the extraction runs a completed run calls for (none when its agent writes no
     /// memory with `extraction`). Returns at once.
     pub(crate) fn extract_after(&self, finished: Finished) {
-        let Ok(memory) = self.memory() else { return };
+        let Ok(memory) = self.memory_service() else {
+            return;
+        };
         let Ok(accesses) = memory.namespaces(
             &finished.record.agent,
             finished.record.session_id.as_ref(),
@@ -247,14 +272,15 @@ impl Kernel {
     }
 }
 
-impl Kernel {
-    /// Runs memory maintenance as a recorded run; returns the run's id and what was done.
-    pub async fn maintain_memory(
+impl Memory {
+    /// Runs memory maintenance (expiry, compaction) as a recorded run of its own; returns
+    /// the run's id and what was done.
+    pub async fn maintain(
         &self,
         request: &MaintenanceRequest,
         owner: Option<String>,
     ) -> Result<(RequestId, MaintenanceReport), RuntimeError> {
-        let memory = self.memory()?.clone();
+        let memory = self.service()?;
         let target = request.namespace.clone().unwrap_or_else(|| "*".to_owned());
         let operations: Vec<String> = [("expire", request.expire), ("compact", request.compact)]
             .into_iter()
@@ -262,7 +288,7 @@ impl Kernel {
             .map(|(name, _)| name.to_owned())
             .collect();
         let input = format!("memory maintenance: {} on {target}", operations.join(", "));
-        let run = OwnRun::open(self, input, None, owner).await?;
+        let run = OwnRun::open(&self.kernel, input, None, owner).await?;
         let emitter = &run.emitter;
         emitter.emit(EventPayload::MemoryMaintenanceStarted {
             target: target.clone(),
@@ -301,7 +327,7 @@ impl Kernel {
         if let Some(error) = emit_error {
             return Err(error.into());
         }
-        let id = run.close(self, summary, 0).await?;
+        let id = run.close(&self.kernel, summary, 0).await?;
         result.map(|report| (id, report))
     }
 }

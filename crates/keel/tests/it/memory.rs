@@ -104,7 +104,7 @@ async fn recall_puts_the_users_own_records_in_the_prompt_and_never_anothers() {
     let mock = MockLlm::start().await;
     let ws = memory_workspace(&mock, "auto", "");
     let runtime = runtime(&ws);
-    let memory = runtime.memory().unwrap();
+    let memory = runtime.memory().service().unwrap();
     let tea = memory
         .add(
             "users/alice",
@@ -238,7 +238,13 @@ async fn remember_under_auto_stores_at_once_with_provenance_and_no_secret() {
         &e.payload,
         EventPayload::MemoryLifecycle { record_id: id, .. } if *id == record_id
     )));
-    let record = runtime.memory().unwrap().get(&record_id).await.unwrap();
+    let record = runtime
+        .memory()
+        .service()
+        .unwrap()
+        .get(&record_id)
+        .await
+        .unwrap();
     assert_eq!(record.namespace, "users/alice");
     assert!(!record.text.contains("tok-4f9a8b7c6d5e"), "{}", record.text);
     assert!(record.text.contains("[REDACTED]"), "{}", record.text);
@@ -281,7 +287,7 @@ async fn remember_under_approve_does_not_wait_and_the_approval_makes_it_recallab
     let pending = runtime.approvals().memory_candidates().await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].arguments["text"], "Alice prefers oolong tea.");
-    let memory = runtime.memory().unwrap();
+    let memory = runtime.memory().service().unwrap();
     assert!(
         memory
             .search(Some("users/alice"), "oolong", 5)
@@ -348,6 +354,7 @@ async fn remember_under_reject_keeps_nothing_and_tells_the_model() {
     assert!(
         runtime
             .memory()
+            .service()
             .unwrap()
             .list(&all)
             .await
@@ -369,7 +376,7 @@ async fn bad_input_is_refused_with_a_clear_error_and_nothing_is_stored() {
     let mock = MockLlm::start().await;
     let ws = memory_workspace(&mock, "auto", "");
     let runtime = runtime(&ws);
-    let memory = runtime.memory().unwrap();
+    let memory = runtime.memory().service().unwrap();
     let too_long = "tea ".repeat(60);
     let error = memory
         .add("users/alice", draft(&too_long), "ana")
@@ -423,7 +430,7 @@ async fn updates_keep_history_and_maintenance_expires_by_ttl_as_a_recorded_run()
     let mock = MockLlm::start().await;
     let ws = memory_workspace(&mock, "auto", "  ttl: 1ms\n");
     let runtime = runtime(&ws);
-    let memory = runtime.memory().unwrap();
+    let memory = runtime.memory().service().unwrap();
     let first = memory
         .add("users/alice", draft("Alice drinks green tea."), "ana")
         .await
@@ -453,7 +460,8 @@ async fn updates_keep_history_and_maintenance_expires_by_ttl_as_a_recorded_run()
     );
     // Everything here expires after 1 ms; maintenance closes it and records a run.
     let (run_id, report) = runtime
-        .maintain_memory(&MaintenanceRequest::default(), Some("ana".into()))
+        .memory()
+        .maintain(&MaintenanceRequest::default(), Some("ana".into()))
         .await
         .unwrap();
     assert_eq!(report.expired.len(), 1);
@@ -480,7 +488,7 @@ async fn compaction_merges_exact_and_near_duplicates_and_keeps_both_provenances(
     let mock = MockLlm::start().await;
     let ws = memory_workspace(&mock, "auto", "");
     let runtime = runtime(&ws);
-    let memory = runtime.memory().unwrap();
+    let memory = runtime.memory().service().unwrap();
     // Two runs remember the same thing in slightly different words, plus one exact copy.
     for (text, answer) in [
         ("Alice prefers oolong tea in the morning.", "ok"),
@@ -496,7 +504,8 @@ async fn compaction_merges_exact_and_near_duplicates_and_keeps_both_provenances(
         .await
         .unwrap();
     let (_, report) = runtime
-        .maintain_memory(&MaintenanceRequest::default(), None)
+        .memory()
+        .maintain(&MaintenanceRequest::default(), None)
         .await
         .unwrap();
     assert_eq!(report.merged.len(), 2, "{report:?}");
@@ -525,7 +534,7 @@ async fn an_export_imports_into_a_fresh_workspace_exactly() {
     let mock = MockLlm::start().await;
     let ws = memory_workspace(&mock, "auto", "");
     let runtime = runtime(&ws);
-    let memory = runtime.memory().unwrap();
+    let memory = runtime.memory().service().unwrap();
     let tea = memory
         .add("users/alice", draft("Alice drinks green tea."), "ana")
         .await
@@ -555,7 +564,7 @@ async fn an_export_imports_into_a_fresh_workspace_exactly() {
 
     let fresh = memory_workspace(&mock, "auto", "");
     let fresh_runtime = Runtime::builder().workspace(fresh.path()).build().unwrap();
-    let fresh_memory = fresh_runtime.memory().unwrap();
+    let fresh_memory = fresh_runtime.memory().service().unwrap();
     assert_eq!(fresh_memory.import(&exported).await.unwrap(), 3);
     assert_eq!(fresh_memory.export(None).await.unwrap(), exported);
     let hits = fresh_memory
@@ -570,6 +579,7 @@ async fn an_export_imports_into_a_fresh_workspace_exactly() {
     let broken = format!("{}\n{{\"id\": 1}}\n", exported.lines().next().unwrap());
     let error = other_runtime
         .memory()
+        .service()
         .unwrap()
         .import(&broken)
         .await
@@ -579,7 +589,13 @@ async fn an_export_imports_into_a_fresh_workspace_exactly() {
         "{error}"
     );
     assert_eq!(
-        other_runtime.memory().unwrap().export(None).await.unwrap(),
+        other_runtime
+            .memory()
+            .service()
+            .unwrap()
+            .export(None)
+            .await
+            .unwrap(),
         ""
     );
 }
@@ -590,7 +606,7 @@ async fn hybrid_recall_finds_by_meaning_what_full_text_misses() {
     mock.embedding_synonym("puppy", "dog");
     let ws = memory_workspace(&mock, "auto", "  embeddings: { model: embedder }\n");
     let runtime = runtime(&ws);
-    let memory = runtime.memory().unwrap();
+    let memory = runtime.memory().service().unwrap();
     let dog = memory
         .add(
             "users/alice",
@@ -682,6 +698,7 @@ async fn post_run_extraction_submits_candidates_after_the_answer_as_a_run_of_its
     assert_eq!(submitted, 2, "maxCandidates caps what is taken");
     let records = runtime
         .memory()
+        .service()
         .unwrap()
         .list(&MemoryFilter::default())
         .await
@@ -723,6 +740,7 @@ async fn an_extraction_answer_that_is_not_the_json_asked_for_fails_its_run_and_s
     assert!(
         runtime
             .memory()
+            .service()
             .unwrap()
             .list(&all)
             .await
@@ -762,6 +780,7 @@ async fn recall_falls_back_to_full_text_when_the_embeddings_model_fails() {
     let runtime = runtime(&ws);
     let tea = runtime
         .memory()
+        .service()
         .unwrap()
         .add("users/alice", draft("Alice drinks green tea."), "ana")
         .await
