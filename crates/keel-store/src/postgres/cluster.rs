@@ -103,6 +103,14 @@ impl Leases {
         self.held.lock().ok().and_then(|h| h.get(id).copied())
     }
 
+    /// The runs this process holds now.
+    fn held_ids(&self) -> Vec<String> {
+        self.held
+            .lock()
+            .map(|held| held.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// The token to write run `id` with: the one it was taken under, else the current one.
     pub(super) fn token_for(&self, id: &str) -> Option<i64> {
         self.held(id).or_else(|| self.token_if_any())
@@ -246,13 +254,21 @@ pub(super) async fn take_over(store: &PgStore) -> Result<Vec<RequestId>, StoreEr
     // A run whose owner is a dead lease, or a lease that no longer exists.
     const ORPHAN: &str = "owner_token IS NOT NULL AND owner_token <> $2 \
          AND (owner_token = ANY($1) OR NOT EXISTS (SELECT 1 FROM leases l WHERE l.token = runs.owner_token))";
+    // A queued request claimed but with nothing stored yet goes back to the queue, where it
+    // starts afresh with all its options: its claimer died; or it is ours but stopped
+    // interrupted before its first event was stored (a resume needs a log to continue); or
+    // ours but not held here — the claim committed and its answer was lost with the
+    // connection, so no launch here has it.
+    let held = store.inner.leases.held_ids();
     let requeued = sqlx_core::query::query::<Postgres>(sqlx_core::sql_str::AssertSqlSafe(format!(
         "UPDATE runs SET status = 'queued', owner_token = NULL \
                           WHERE status IN ('running', 'interrupted') AND last_seq = 0 AND queued IS NOT NULL \
-             AND {ORPHAN}"
+             AND (({ORPHAN}) OR (owner_token = $2 \
+                  AND (status = 'interrupted' OR NOT (request_id = ANY($3)))))"
     )))
     .bind(&dead)
     .bind(lease.token)
+    .bind(&held)
     .execute(&mut *tx)
     .await
     .map_err(e)?;

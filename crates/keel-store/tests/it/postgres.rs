@@ -354,6 +354,86 @@ async fn queued_runs_are_claimed_exactly_once_by_competing_processes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_run_interrupted_before_its_first_event_goes_back_to_the_queue() {
+    let backend = Backend::postgres().await;
+    let store = backend.postgres.clone().unwrap();
+    store
+        .enqueue(
+            &record("run_e", "a", RunStatus::Queued),
+            &json!({"params": {}}),
+        )
+        .await
+        .unwrap();
+    let claimed = store.claim_queued(1).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    // Its first append failed (the database went away) and the run settled as interrupted
+    // under the claimer's own lease, which is alive: there is no log to resume.
+    let mut interrupted = claimed[0].run.clone();
+    interrupted.status = RunStatus::Interrupted;
+    store.update_run(&interrupted).await.unwrap();
+    assert!(
+        store.recover().await.unwrap().is_empty(),
+        "an empty log is not taken to be resumed"
+    );
+    let run = store
+        .get_run(&RequestId::from("run_e"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Queued);
+    let again = store.claim_queued(1).await.unwrap();
+    assert_eq!(again[0].run.request_id.as_str(), "run_e");
+    assert_eq!(again[0].request, json!({"params": {}}), "its options kept");
+    // A run interrupted with events in its log is still the claimer's to resume.
+    store.append(&[started("run_e", 1)]).await.unwrap();
+    let mut interrupted = again[0].run.clone();
+    interrupted.status = RunStatus::Interrupted;
+    store.update_run(&interrupted).await.unwrap();
+    assert_eq!(store.recover().await.unwrap(), [RequestId::from("run_e")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_answer_was_lost_goes_back_to_the_queue() {
+    let backend = Backend::postgres().await;
+    let store = backend.postgres.clone().unwrap();
+    for id in ["run_kept", "run_lost"] {
+        store
+            .enqueue(&record(id, "a", RunStatus::Queued), &json!({}))
+            .await
+            .unwrap();
+    }
+    let kept = store.claim_queued(1).await.unwrap();
+    assert_eq!(kept[0].run.request_id.as_str(), "run_kept");
+    // The second claim commits, but its answer is lost with the connection: the run is
+    // ours in the database and no launch here knows it.
+    let token = store.lease().await.unwrap().token;
+    let output = std::process::Command::new("psql")
+        .arg(database_url())
+        .args(["-v", "ON_ERROR_STOP=1", "-q", "-c"])
+        .arg(format!(
+            "UPDATE {}.runs SET status = 'running', owner_token = {token} \
+             WHERE request_id = 'run_lost'",
+            schema_of(&backend)
+        ))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(store.recover().await.unwrap().is_empty());
+    let status = |id: &'static str| {
+        let store = store.clone();
+        async move {
+            let run = store.get_run(&RequestId::from(id)).await.unwrap().unwrap();
+            run.status
+        }
+    };
+    assert_eq!(status("run_lost").await, RunStatus::Queued);
+    // The claim it holds stays running: its launch has it.
+    assert_eq!(status("run_kept").await, RunStatus::Running);
+    let again = store.claim_queued(1).await.unwrap();
+    assert_eq!(again[0].run.request_id.as_str(), "run_lost");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claimed_run_that_never_started_goes_back_to_the_queue() {
     let backend = Backend::postgres().await;
     let claimer = backend.postgres.clone().unwrap();
