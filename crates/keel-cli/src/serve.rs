@@ -48,7 +48,7 @@ pub(crate) async fn serve(root: &Path, listen: Option<String>) -> Result<(), Cli
     // MCP servers start now, so health and the inventory show them from the start; the
     // server answers meanwhile (runs wait only for the servers their agents use).
     runtime.start_mcp();
-    runtime.watch_skills();
+    runtime.skills().watch();
     let reloads = reload::Reloads::install(root, &runtime)
         .map_err(|e| CliError::failed(format!("cannot install the SIGHUP handler: {e}")))?;
     tokio::spawn(reloads.run(runtime.clone()));

@@ -84,7 +84,8 @@ async fn candidates(root: &Path, command: SkillsCommand) -> Result<(), CliError>
                 name => Some(name.parse::<CandidateStatus>().map_err(CliError::usage)?),
             };
             for c in runtime
-                .skill_candidates(status)
+                .skills()
+                .candidates(status)
                 .await
                 .map_err(CliError::failed)?
             {
@@ -105,12 +106,14 @@ async fn candidates(root: &Path, command: SkillsCommand) -> Result<(), CliError>
         }
         SkillsCommand::Approve { id, by } => {
             runtime
-                .approve_skill_candidate(&id, &by.unwrap_or_else(crate::approvals::decider))
+                .skills()
+                .approve(&id, &by.unwrap_or_else(crate::approvals::decider))
                 .await
         }
         SkillsCommand::Reject { id, reason, by } => {
             runtime
-                .reject_skill_candidate(
+                .skills()
+                .reject(
                     &id,
                     &by.unwrap_or_else(crate::approvals::decider),
                     reason.as_deref(),

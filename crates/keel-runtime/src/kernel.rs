@@ -10,6 +10,7 @@ mod queue;
 mod reload;
 mod runs;
 mod sessions;
+mod skills;
 mod slots;
 mod tasks;
 mod tools;
@@ -23,6 +24,7 @@ use reload::Current;
 pub use reload::{RELOAD_AGENT, ReloadParts, workspace_changes, workspace_digest};
 pub use runs::Runs;
 pub use sessions::Sessions;
+pub use skills::Skills;
 pub use tasks::{TaskRequest, Tasks};
 pub use tools::Tools;
 
@@ -481,23 +483,6 @@ impl Kernel {
                     .collect::<Vec<_>>()
                     .join(", "),
             })
-    }
-
-    /// Starts the task that keeps the workspace's skills current (once; needs a Tokio
-    /// runtime; off when `skills.refreshInterval` is `0s`).
-    pub fn watch_skills(&self) {
-        let current = self.current();
-        let workspace = &current.services.workspace;
-        let interval = workspace.runtime.skills.refresh_interval.0;
-        if interval.is_zero() || workspace.skills.roots().is_empty() {
-            return;
-        }
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let library = Arc::downgrade(&workspace.skills);
-            current
-                .skill_watch
-                .call_once(|| drop(handle.spawn(crate::skills::watch(library, interval))));
-        }
     }
 
     /// What skills add to a prompt of `agent` for `input`; a bad `$mention` is an error.

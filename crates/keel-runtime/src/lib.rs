@@ -30,6 +30,7 @@ pub use governance::Governance;
 pub use handle::{RunHandle, RunResponse};
 pub use kernel::{
     Approvals, Kernel, KernelParts, Memory, RELOAD_AGENT, ReloadParts, Replica, RequestOptions,
-    Runs, Sessions, ShutdownReport, TaskRequest, Tasks, Tools, workspace_changes, workspace_digest,
+    Runs, Sessions, ShutdownReport, Skills, TaskRequest, Tasks, Tools, workspace_changes,
+    workspace_digest,
 };
 pub use replay::Divergence;

@@ -61,7 +61,7 @@ pub(crate) async fn list_skills(
         None => None,
     };
     let allowed = agent.map(|agent| skill_matcher(&agent.skills));
-    let set = state.runtime.skills();
+    let set = state.runtime.skills().current();
     let data: Vec<Value> = set
         .skills
         .values()
@@ -102,7 +102,7 @@ pub(crate) async fn get_skill(
             param: Some("name"),
         });
     }
-    let set = state.runtime.skills();
+    let set = state.runtime.skills().current();
     let skill = set
         .get(&name)
         .cloned()

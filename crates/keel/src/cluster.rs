@@ -20,7 +20,7 @@ impl Runtime {
     /// the request would not start (unknown agent, bad history…).
     pub async fn enqueue(&self, options: RequestOptions) -> Result<RunRecord, Error> {
         // Any replica may claim it, this one too: its skills stay current.
-        self.watch_skills();
+        self.skills.watch();
         Ok(self.kernel.enqueue(options).await?)
     }
 
@@ -32,7 +32,7 @@ impl Runtime {
     pub fn serve_replica(&self, outside: Option<Arc<dyn SignalSink>>) -> Option<Replica> {
         // A replica runs what it claims and takes over: its skills stay current too.
         let replica = self.kernel.serve_replica(outside)?;
-        self.watch_skills();
+        self.skills.watch();
         Some(replica)
     }
 

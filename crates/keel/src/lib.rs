@@ -43,7 +43,7 @@ pub use keel_runtime::narrator::Narrator;
 pub use keel_runtime::subagents::{RunTree, run_tree};
 pub use keel_runtime::{
     Approvals, Divergence, Memory, Replica, RequestOptions, RunHandle, RunResponse, Runs,
-    RuntimeError, Sessions, ShutdownReport, TaskRequest, Tasks, Tools,
+    RuntimeError, Sessions, ShutdownReport, Skills, TaskRequest, Tasks, Tools,
 };
 pub use keel_tools::gateway::GatewayError;
 pub use keel_tools::policy::PolicyVerdict;
@@ -110,7 +110,6 @@ use keel_runtime::{Kernel, KernelParts};
 
 mod cluster;
 mod reload;
-mod skills;
 mod stores;
 mod workflows;
 
@@ -278,7 +277,7 @@ impl RuntimeBuilder {
         };
         let digest = keel_runtime::workspace_digest(&workspace);
         let kernel = Kernel::new(KernelParts {
-            workspace,
+            workspace: workspace.clone(),
             models: assembled.models,
             gateway: assembled.gateway,
             store,
@@ -295,8 +294,10 @@ impl RuntimeBuilder {
             tasks: kernel.tasks(),
             tools: kernel.tools(),
             memory: kernel.memory(),
+            skills: kernel.skills(),
             kernel,
             loaded: Arc::new(std::sync::RwLock::new(Arc::new(reload::Loaded {
+                workspace,
                 mcp: assembled.mcp,
                 loaded_at: keel_types::now_rfc3339().into(),
                 unavailable_models: Arc::new(assembled.unavailable_models),
@@ -318,8 +319,9 @@ pub struct Runtime {
     tasks: Tasks,
     tools: Tools,
     memory: Memory,
-    /// What the current workspace's load gave besides the kernel's parts (its MCP servers,
-    /// when, its digest); swapped by a reload.
+    skills: Skills,
+    /// The current workspace and what its load gave besides the kernel's parts (its MCP
+    /// servers, when, its digest); swapped by a reload.
     loaded: Arc<std::sync::RwLock<Arc<reload::Loaded>>>,
     /// How to load and assemble the workspace again.
     recipe: Arc<reload::Recipe>,
@@ -367,9 +369,15 @@ impl Runtime {
         &self.memory
     }
 
+    /// Skills: the latest scan, the task that keeps it current, and the skill candidates
+    /// agents propose (list, show, approve, reject).
+    pub fn skills(&self) -> &Skills {
+        &self.skills
+    }
+
     /// The compiled workspace (the one loaded last: a reload swaps it).
     pub fn workspace(&self) -> Arc<Workspace> {
-        self.kernel.workspace()
+        self.loaded().workspace.clone()
     }
 
     /// When this runtime loaded its workspace (or was given a loaded one, or last reloaded
@@ -476,7 +484,7 @@ impl Runtime {
         &self,
         start: impl Future<Output = Result<RunHandle, RuntimeError>>,
     ) -> Result<RunHandle, Error> {
-        self.watch_skills();
+        self.skills.watch();
         Ok(start.await?)
     }
 }

@@ -31,8 +31,11 @@ pub(crate) struct Recipe {
     pub lock: tokio::sync::Mutex<()>,
 }
 
-/// What the current workspace's load gave besides the kernel's parts.
+/// The current workspace and what its load gave besides the kernel's parts, swapped whole
+/// by a reload, so the workspace, its digest and its load time always belong together.
 pub(crate) struct Loaded {
+    /// The workspace (the one the kernel was given with it).
+    pub workspace: Arc<Workspace>,
     /// The workspace's MCP servers.
     pub mcp: McpHub,
     /// When the workspace was loaded, RFC 3339.
@@ -205,8 +208,7 @@ impl Runtime {
         let workspace = Arc::new(loaded);
         let digest = keel_runtime::workspace_digest(&workspace);
         let before = self.loaded();
-        let old = self.workspace();
-        let changes = keel_runtime::workspace_changes(&old, &workspace);
+        let changes = keel_runtime::workspace_changes(&before.workspace, &workspace);
         if digest == before.digest {
             return Ok(ReloadReport {
                 digest,
@@ -219,13 +221,14 @@ impl Runtime {
         }
         let assembled = assemble(recipe, &workspace, Some(&before.mcp))?;
         self.kernel.reload(ReloadParts {
-            workspace,
+            workspace: workspace.clone(),
             models: assembled.models,
             gateway: assembled.gateway,
             memory: assembled.memory,
             keep: Some(Arc::new(assembled.mcp.clone())),
         });
         let next = Arc::new(Loaded {
+            workspace,
             mcp: assembled.mcp,
             loaded_at: keel_types::now_rfc3339().into(),
             unavailable_models: Arc::new(assembled.unavailable_models),
@@ -236,7 +239,7 @@ impl Runtime {
             Err(poisoned) => *poisoned.into_inner() = next,
         }
         drop(before);
-        self.kernel.watch_skills();
+        self.skills.watch();
         let run = self
             .kernel
             .record_reload(digest.clone(), changes.clone(), owner)

@@ -33,6 +33,6 @@ impl Runtime {
 
     /// Run `id` and every run it started, recursively; `None` when there is no such run.
     pub async fn run_tree(&self, id: &RequestId) -> Result<Option<RunTree>, Error> {
-        Ok(keel_runtime::subagents::run_tree(self.store().as_ref(), id).await?)
+        Ok(keel_runtime::subagents::run_tree(self.kernel.store().as_ref(), id).await?)
     }
 }

@@ -415,7 +415,7 @@ async fn a_skill_added_while_serving_is_listed_without_a_restart() {
         .workspace(ws.path())
         .build()
         .unwrap();
-    runtime.watch_skills();
+    runtime.skills().watch();
     let app = keel_server::router(runtime);
 
     ws.write(

@@ -379,7 +379,7 @@ async fn a_skill_added_while_the_runtime_runs_is_offered_without_a_restart() {
     let ws = skills_workspace(&mock, "");
     let runtime = runtime(&ws);
     let (first, _) = common::run(&runtime, "Hello.").await;
-    let generation = runtime.skills().generation;
+    let generation = runtime.skills().current().generation;
 
     ws.write(
         "resources/skills/deploy-rollback/SKILL.md",
@@ -388,11 +388,16 @@ async fn a_skill_added_while_the_runtime_runs_is_offered_without_a_restart() {
     // A scan may see the new folder before its SKILL.md is written (and find no skill yet):
     // wait for a scan that has the skill.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !runtime.skills().skills.contains_key("deploy-rollback") {
+    while !runtime
+        .skills()
+        .current()
+        .skills
+        .contains_key("deploy-rollback")
+    {
         assert!(Instant::now() < deadline, "the new skill was never scanned");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(runtime.skills().generation > generation);
+    assert!(runtime.skills().current().generation > generation);
     let (second, _) = common::run(&runtime, "Hello again.").await;
 
     let (before, _) = offered(&stored(&runtime, &first).await);

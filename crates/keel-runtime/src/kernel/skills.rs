@@ -1,42 +1,68 @@
-//! The runtime's skills: the latest scan, the task that keeps it current, and the skill
-//! candidates agents propose.
+//! Skills as their callers see them (`Runtime::skills()` in the SDK, `keel skills`,
+//! `/api/skills`): the latest scan, the task that keeps it current, and the skill candidates
+//! agents propose with `propose_skill`, waiting for a person.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use keel_types::{CandidateStatus, SkillCandidate};
+use keel_types::{CandidateStatus, RunStore, SkillCandidate};
 use keel_workspace::skills::SkillSet;
 
-use crate::{Error, Runtime, RuntimeError};
+use super::Kernel;
+use crate::RuntimeError;
 
-impl Runtime {
-    /// The skills of the latest scan.
-    pub fn skills(&self) -> Arc<SkillSet> {
-        self.workspace().skills.current()
-    }
+/// The skills of a runtime. Cheap to clone.
+#[derive(Clone)]
+pub struct Skills {
+    kernel: Kernel,
+}
 
-    /// Starts the task that keeps the skills current, once per runtime: it checks the skill
-    /// folders every `skills.refreshInterval` and scans them again when a skill's files
-    /// changed, so a long-running service offers new and edited skills without a restart.
-    /// `keel serve` calls it at boot; the first request through the SDK does too. Needs a
-    /// Tokio runtime; `0s` turns it off.
-    pub fn watch_skills(&self) {
-        self.kernel.watch_skills();
+impl Kernel {
+    /// The skills of this runtime.
+    pub fn skills(&self) -> Skills {
+        Skills {
+            kernel: self.clone(),
+        }
     }
 }
 
-/// Skill candidates: skills agents proposed with `propose_skill`, waiting for a person.
-impl Runtime {
+impl Skills {
+    /// The skills of the latest scan.
+    pub fn current(&self) -> Arc<SkillSet> {
+        self.kernel.workspace().skills.current()
+    }
+
+    /// Starts the task that keeps the skills current, once per workspace: it checks the
+    /// skill folders every `skills.refreshInterval` and scans them again when a skill's files
+    /// changed, so a long-running service offers new and edited skills without a restart.
+    /// `keel serve` calls it at boot; the first request through the SDK does too, and a
+    /// reload for the new workspace. Needs a Tokio runtime (without one it does nothing);
+    /// `0s` turns it off.
+    pub fn watch(&self) {
+        let current = self.kernel.current();
+        let workspace = &current.services.workspace;
+        let interval = workspace.runtime.skills.refresh_interval.0;
+        if interval.is_zero() || workspace.skills.roots().is_empty() {
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let library = Arc::downgrade(&workspace.skills);
+            current
+                .skill_watch
+                .call_once(|| drop(handle.spawn(crate::skills::watch(library, interval))));
+        }
+    }
+
     /// Candidates, newest first, optionally only those with `status`.
-    pub async fn skill_candidates(
+    pub async fn candidates(
         &self,
         status: Option<CandidateStatus>,
-    ) -> Result<Vec<SkillCandidate>, Error> {
+    ) -> Result<Vec<SkillCandidate>, RuntimeError> {
         Ok(self.store().list_skill_candidates(status).await?)
     }
 
     /// One candidate.
-    pub async fn skill_candidate(&self, id: &str) -> Result<Option<SkillCandidate>, Error> {
+    pub async fn candidate(&self, id: &str) -> Result<Option<SkillCandidate>, RuntimeError> {
         Ok(self.store().get_skill_candidate(id).await?)
     }
 
@@ -44,13 +70,13 @@ impl Runtime {
     /// and instructions), records the decision, and scans the skills again, so the next run
     /// can use it. Refused when the candidate is not pending or a skill of that name exists;
     /// if writing fails the candidate stays pending.
-    pub async fn approve_skill_candidate(
+    pub async fn approve(
         &self,
         id: &str,
         decided_by: &str,
-    ) -> Result<SkillCandidate, Error> {
+    ) -> Result<SkillCandidate, RuntimeError> {
         let candidate = self.pending_candidate(id).await?;
-        let workspace = self.workspace();
+        let workspace = self.kernel.workspace();
         if let Some(skill) = workspace.skills.current().get(&candidate.name) {
             return Err(conflict(format!(
                 "a skill `{}` exists already ({}); reject the candidate or rename that skill",
@@ -84,12 +110,12 @@ impl Runtime {
     }
 
     /// Rejects a pending candidate; nothing is written.
-    pub async fn reject_skill_candidate(
+    pub async fn reject(
         &self,
         id: &str,
         decided_by: &str,
         reason: Option<&str>,
-    ) -> Result<SkillCandidate, Error> {
+    ) -> Result<SkillCandidate, RuntimeError> {
         self.pending_candidate(id).await?;
         self.store()
             .decide_skill_candidate(id, CandidateStatus::Rejected, decided_by, reason, None)
@@ -97,11 +123,11 @@ impl Runtime {
             .map_err(|error| conflict(error.to_string()))
     }
 
-    pub(crate) fn store(&self) -> &Arc<dyn keel_types::RunStore> {
+    fn store(&self) -> &Arc<dyn RunStore> {
         self.kernel.store()
     }
 
-    async fn pending_candidate(&self, id: &str) -> Result<SkillCandidate, Error> {
+    async fn pending_candidate(&self, id: &str) -> Result<SkillCandidate, RuntimeError> {
         let candidate = self
             .store()
             .get_skill_candidate(id)
@@ -119,18 +145,15 @@ impl Runtime {
     }
 }
 
-fn conflict(message: String) -> Error {
-    Error::Runtime(RuntimeError::Conflict(message))
+fn conflict(message: String) -> RuntimeError {
+    RuntimeError::Conflict(message)
 }
 
 /// Creates the skill's folder (which must not exist: of two approvals, one creates it) and
 /// its `SKILL.md`, written to a temporary file first and renamed into place.
-fn write_skill(dir: &Path, candidate: &SkillCandidate) -> Result<(), Error> {
+fn write_skill(dir: &Path, candidate: &SkillCandidate) -> Result<(), RuntimeError> {
     let failed = |what: &str, e: std::io::Error| {
-        Error::Runtime(RuntimeError::Internal(format!(
-            "cannot {what} {}: {e}",
-            dir.display()
-        )))
+        RuntimeError::Internal(format!("cannot {what} {}: {e}", dir.display()))
     };
     if let Some(parent) = dir.parent() {
         std::fs::create_dir_all(parent).map_err(|e| failed("create the folder of", e))?;
