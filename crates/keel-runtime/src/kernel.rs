@@ -67,6 +67,8 @@ pub struct KernelParts {
     pub memory: Option<Arc<MemoryService>>,
     /// Held while a run of this workspace snapshot lives (see [`ReloadParts::keep`]).
     pub keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// What runs agents whose `backend` is not native (`docs/adapters.md`).
+    pub adapters: crate::adapter::Adapters,
 }
 
 /// The runtime kernel. Cheap to clone. A clone made by `Kernel::pin` keeps using the
@@ -86,6 +88,8 @@ struct Inner {
     artifacts: Arc<dyn ArtifactStore>,
     /// Hooks written in Rust, run with the workspace's hooks (kept across reloads).
     hooks: Vec<Arc<dyn keel_tools::hooks::InProcessHook>>,
+    /// What runs agents whose `backend` is not native (kept across reloads).
+    adapters: crate::adapter::Adapters,
     observers: crate::emitter::Observers,
     /// Woken when an approval is decided.
     decisions: Arc<tokio::sync::Notify>,
@@ -141,6 +145,7 @@ impl Kernel {
             observers,
             memory,
             keep,
+            adapters,
         } = parts;
         let slots = slots::RunSlots::new(workspace.runtime.limits.max_concurrent_runs as usize);
         let observers: crate::emitter::Observers = observers.into();
@@ -160,6 +165,7 @@ impl Kernel {
                 redacting: &redacting,
                 artifacts: &artifacts,
                 hooks: &hooks,
+                adapters: &adapters,
                 observers: &observers,
                 decisions: &decisions,
                 kernel: weak.clone(),
@@ -171,6 +177,7 @@ impl Kernel {
                 redacting,
                 artifacts,
                 hooks,
+                adapters,
                 observers,
                 decisions,
                 slots,

@@ -6,6 +6,7 @@
 //! the ports of `keel-types`, the workspace model and the tool gateway — nothing about HTTP,
 //! the CLI or a concrete store.
 
+pub mod adapter;
 mod agent_loop;
 mod approval_wait;
 pub mod emitter;

@@ -199,6 +199,8 @@ impl Redactor {
                     }
                 }
                 AdapterEvent::Handoff { .. } => {}
+                AdapterEvent::Progress { data, .. } => self.redact_value(data),
+                AdapterEvent::Log { line, .. } => s(line),
             },
             EventPayload::OutputRejected { issues, .. } => {
                 for issue in issues {

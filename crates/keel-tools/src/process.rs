@@ -223,6 +223,29 @@ impl ProcessGroup {
     pub fn kill(&self) {
         kill_group(self.0);
     }
+
+    /// Stops the group politely, without waiting: SIGTERM now, SIGKILL to whatever is left
+    /// after `grace` (a thread of its own watches, so this works outside async code too).
+    /// Consumes the group without the SIGKILL of its drop.
+    pub fn terminate(self, grace: std::time::Duration) {
+        let pgid = self.0;
+        std::mem::forget(self);
+        if !signal_group(pgid, libc::SIGTERM) {
+            return;
+        }
+        std::thread::spawn(move || {
+            let step = std::time::Duration::from_millis(50);
+            let mut waited = std::time::Duration::ZERO;
+            while waited < grace {
+                std::thread::sleep(step);
+                waited += step;
+                if !signal_group(pgid, 0) {
+                    return;
+                }
+            }
+            kill_group(pgid);
+        });
+    }
 }
 
 impl Drop for ProcessGroup {
@@ -233,20 +256,24 @@ impl Drop for ProcessGroup {
 
 /// Sends SIGKILL to every process in group `pgid`. Errors (the group is already gone) are
 /// ignored.
-#[allow(unsafe_code)]
 fn kill_group(pgid: u32) {
+    signal_group(pgid, libc::SIGKILL);
+}
+
+/// Sends `signal` to every process in group `pgid` (0: none, only checks); whether the group
+/// still had a process.
+#[allow(unsafe_code)]
+fn signal_group(pgid: u32, signal: libc::c_int) -> bool {
     let Ok(pgid) = libc::pid_t::try_from(pgid) else {
-        return;
+        return false;
     };
     // Never signal our own group, init, or "every process" (-1).
     if pgid <= 1 {
-        return;
+        return false;
     }
     // SAFETY: kill(2) takes two integers and touches no memory of ours; a negative pid sends
     // the signal to that process group only, and `pgid > 1` rules out the special values.
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
-    }
+    unsafe { libc::kill(-pgid, signal) == 0 }
 }
 
 #[cfg(test)]

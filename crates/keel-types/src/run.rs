@@ -102,6 +102,9 @@ pub enum ErrorCode {
     WorkflowFailed,
     /// A human denied a workflow's approval node.
     Denied,
+    /// A process-backed agent's program failed: it could not start, broke the protocol,
+    /// crashed, or exited without an answer (`docs/adapters.md`).
+    ProgramFailed,
     Store,
     Internal,
 }

@@ -86,10 +86,16 @@ fn slot(payload: &EventPayload) -> usize {
         EventPayload::PhaseVerified(_) => 48,
         EventPayload::Narration { .. } => 49,
         EventPayload::WorkspaceReloaded { .. } => 50,
+        EventPayload::Adapter {
+            event: AdapterEvent::Progress { .. },
+        } => 51,
+        EventPayload::Adapter {
+            event: AdapterEvent::Log { .. },
+        } => 52,
     }
 }
 
-const SLOTS: usize = 51;
+const SLOTS: usize = 53;
 
 fn usage() -> Usage {
     Usage {
@@ -500,6 +506,20 @@ fn examples() -> Vec<EventPayload> {
                 "Agent/assistant (changed)".into(),
                 "Tool/search (added)".into(),
             ],
+        },
+        EventPayload::Adapter {
+            event: AdapterEvent::Progress {
+                adapter: "process".into(),
+                kind: "plan".into(),
+                data: json!({"type": "plan", "steps": ["search", "summarise"]}),
+            },
+        },
+        EventPayload::Adapter {
+            event: AdapterEvent::Log {
+                adapter: "process".into(),
+                stream: "stderr".into(),
+                line: "WARNING: retrying the search".into(),
+            },
         },
     ]
 }

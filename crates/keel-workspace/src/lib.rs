@@ -42,9 +42,9 @@ pub use spec::{
     ShellSettings, StoreKind, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc, WritePolicy,
 };
 pub use spec::{
-    Bounds, Condition, EdgeSpec, FacadeClamp, FacadeParam, FacadeSpec, GateKind, GateSpec,
-    InputSpec, NodeKind, NodeOutput, NodeRetry, NodeSpec, OnDeny, OutputSpec, PhaseSpec,
-    WorkflowOutput, WorkflowSpec,
+    BackendSpec, Bounds, Condition, EdgeSpec, FacadeClamp, FacadeParam, FacadeSpec, GateKind,
+    GateSpec, InputSpec, NodeKind, NodeOutput, NodeRetry, NodeSpec, OnDeny, OnDivergence,
+    OutputSpec, PhaseSpec, ProcessBackend, WorkflowOutput, WorkflowSpec,
 };
 pub use suggest::closest;
 pub use workflow::{WorkflowGraph, approval_output_schema, describe_condition, mermaid, schema_at};

@@ -10,11 +10,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+mod backend;
 mod facade;
 mod memory;
 mod skill_settings;
 mod store;
 mod workflow;
+pub use backend::{BackendSpec, OnDivergence, ProcessBackend};
 pub use facade::{Bounds, FacadeClamp, FacadeParam, FacadeSpec};
 pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};
 pub use skill_settings::{SkillRootSpec, SkillsSettings};
@@ -758,6 +760,10 @@ pub struct AgentSpec {
     /// bounds (`clamp`).
     #[serde(default)]
     pub facade: FacadeSpec,
+    /// What runs its loop: Keel's (`{kind: native}`, the default) or a program of its own
+    /// (`{kind: process, command, cwd, env, envAllow, timeout, config, onDivergence}`).
+    #[serde(default)]
+    pub backend: BackendSpec,
 }
 
 /// Per-agent budgets; unset values come from the runtime's limits.

@@ -286,6 +286,9 @@ impl RuntimeBuilder {
             observers: self.observers,
             memory: assembled.memory,
             keep: Some(Arc::new(assembled.mcp.clone())),
+            adapters: keel_runtime::adapter::Adapters {
+                process: Some(Arc::new(keel_adapters::ProcessAdapter::default())),
+            },
         });
         Ok(Runtime {
             runs: kernel.runs(),

@@ -103,6 +103,13 @@ pub trait Backend: Send + Sync + 'static {
     /// The workspace tools clients may call, by their own names (`mcp__…` ones included).
     fn tools(&self) -> Result<Vec<ExposedTool>, BackendError>;
 
+    /// Whether the server's own `keel__` tools (tasks, runs, approvals) are offered. The
+    /// default offers them; a server that is only a run's tools (a process-backed agent's
+    /// tools endpoint) does not.
+    fn offers_control(&self) -> bool {
+        true
+    }
+
     /// The agents clients may ask, by name.
     fn agents(&self) -> Vec<String>;
 

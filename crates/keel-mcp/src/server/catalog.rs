@@ -143,14 +143,16 @@ pub(crate) fn is_reserved(name: &str) -> bool {
 }
 
 /// Every tool the server lists: the workspace's, then one per agent, then its own.
-pub(crate) fn listing(tools: Vec<ExposedTool>, agents: &[String]) -> Vec<Tool> {
+pub(crate) fn listing(tools: Vec<ExposedTool>, agents: &[String], control: bool) -> Vec<Tool> {
     let mut listed: Vec<Tool> = tools
         .into_iter()
         .filter(|tool| !is_reserved(&tool.spec.name))
         .map(workspace_tool)
         .collect();
     listed.extend(agents.iter().map(|agent| agent_tool(agent)));
-    listed.extend(CONTROL.iter().map(control_tool));
+    if control {
+        listed.extend(CONTROL.iter().map(control_tool));
+    }
     listed
 }
 

@@ -43,6 +43,9 @@ impl Handler {
     ) -> Result<CallToolResult, ErrorData> {
         let name = request.name.as_ref();
         if let Some(control) = catalog::control(name) {
+            if !self.backend.offers_control() {
+                return Err(unknown_tool(name));
+            }
             return control::call(&*self.backend, control, name, request.arguments, &cx).await;
         }
         if let Some(agent) = catalog::agent_of(name) {
@@ -119,7 +122,7 @@ impl ServerHandler for Handler {
             .backend
             .tools()
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let listed = catalog::listing(tools, &self.backend.agents());
+        let listed = catalog::listing(tools, &self.backend.agents(), self.backend.offers_control());
         Ok(ListToolsResult::with_all_items(listed))
     }
 

@@ -76,5 +76,6 @@ fn placeholder_agent() -> AgentSpec {
         output: None,
         subagents: Vec::new(),
         facade: Default::default(),
+        backend: Default::default(),
     }
 }

@@ -41,6 +41,7 @@ use crate::governance::Governance;
 use crate::handle::RunResponse;
 use crate::rebuild::PendingCall;
 use crate::skills::SkillCache;
+mod backend;
 pub(crate) use embedded::embedded_call;
 use end::End;
 pub(crate) use launch::Launch;
@@ -67,6 +68,8 @@ pub(crate) struct Services {
     pub decisions: Arc<tokio::sync::Notify>,
     /// Held while a run of this workspace snapshot lives (the MCP servers its tools call).
     pub _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// What runs agents whose `backend` is not native.
+    pub adapters: crate::adapter::Adapters,
 }
 
 /// A tool call a client makes directly, without a model.
@@ -153,6 +156,8 @@ pub(crate) struct AgentRun {
     /// An earlier process of this run may have asked a person about its calls (the run, or
     /// the workflow run hosting this call, was resumed): a call looks for that approval first.
     asked_before: bool,
+    /// The round a process-backed agent's program asks for, while it is made.
+    program_ask: Option<crate::adapter::ModelAsk>,
 }
 
 impl AgentRun {
@@ -235,6 +240,7 @@ impl AgentRun {
             delegated: std::sync::Mutex::new(Usage::default()),
             embedded: false,
             asked_before,
+            program_ask: None,
             services,
         };
         run.assemble_prompt(skills.messages, memory.messages, history);
@@ -372,6 +378,10 @@ impl AgentRun {
                 }
                 Err(error) => return End::store(error),
             }
+        }
+        if let keel_workspace::BackendSpec::Process(backend) = &self.agent.backend {
+            let backend = (**backend).clone();
+            return Box::pin(self.drive_program(backend)).await;
         }
         if let Err(error) = Box::pin(self.run_pending()).await {
             return End::store(error);

@@ -20,6 +20,8 @@ pub(super) struct Answer {
     pub text: String,
     pub calls: Vec<ToolCall>,
     pub stop: ModelStopReason,
+    /// What the round used.
+    pub usage: Usage,
 }
 
 /// Failure of one model round.
@@ -87,6 +89,10 @@ impl AgentRun {
     /// Messages are only ever appended after the input, so the sections before this run's
     /// rounds are measured once (again only if their bounds moved).
     fn prompt_sections(&mut self) -> Vec<PromptSection> {
+        if let Some(ask) = &self.program_ask {
+            // A program's conversation is its own: one section.
+            return vec![section("program", &ask.messages)];
+        }
         let (history_at, history_end) = self.history_span;
         let input_end = (self.input_at + 1).min(self.messages.len());
         let spans = [
@@ -120,11 +126,20 @@ impl AgentRun {
 
     /// Streams one answer, emitting text deltas, and assembles it.
     async fn stream_answer(&self, step: u32) -> Result<(Answer, Usage), RoundError> {
-        let request = ModelRequest {
-            messages: self.messages.clone(),
-            tools: self.services.gateway.specs(&self.agent.tools),
-            params: self.model_params(),
-            stream: self.stream,
+        let request = match &self.program_ask {
+            // A process-backed agent's round: its program's conversation and tools.
+            Some(ask) => ModelRequest {
+                messages: ask.messages.clone(),
+                tools: ask.tools.clone().into(),
+                params: ask.params.over(&self.model_params()),
+                stream: self.stream,
+            },
+            None => ModelRequest {
+                messages: self.messages.clone(),
+                tools: self.services.gateway.specs(&self.agent.tools),
+                params: self.model_params(),
+                stream: self.stream,
+            },
         };
         let mut stream = self
             .provider
@@ -198,7 +213,13 @@ impl AgentRun {
                 "the answer ended without a stop reason".into(),
             ))
         })?;
-        Ok((Answer { text, calls, stop }, usage))
+        let answer = Answer {
+            text,
+            calls,
+            stop,
+            usage,
+        };
+        Ok((answer, usage))
     }
 
     /// The parameters a round sends: the request's over the Model document's.

@@ -42,34 +42,37 @@ impl AgentRun {
         &mut self,
         calls: &[ToolCall],
     ) -> Result<Vec<Message>, StoreError> {
+        let results = self.run_tools_reporting(calls).await?;
+        Ok(results.into_iter().map(|(message, _)| message).collect())
+    }
+
+    /// [`Self::run_tools`], saying of each call whether it succeeded (a refused, blocked or
+    /// failed call did not).
+    pub(super) async fn run_tools_reporting(
+        &mut self,
+        calls: &[ToolCall],
+    ) -> Result<Vec<(Message, bool)>, StoreError> {
         let mut verdicts = Vec::with_capacity(calls.len());
         for call in calls {
             verdicts.push(self.guard_call(call).await?);
         }
-        self.govern_and_execute(verdicts).await
-    }
-
-    /// Steps 2 to 4 for guarded calls.
-    async fn govern_and_execute(
-        &mut self,
-        mut verdicts: Vec<Guarded>,
-    ) -> Result<Vec<Message>, StoreError> {
         for verdict in &mut verdicts {
             self.govern(verdict).await?;
         }
         self.execute_governed(verdicts).await
     }
 
-    /// Steps 3 and 4 for governed calls.
+    /// Steps 3 and 4 for governed calls: each call's message and whether it succeeded.
     async fn execute_governed(
         &mut self,
         verdicts: Vec<Guarded>,
-    ) -> Result<Vec<Message>, StoreError> {
+    ) -> Result<Vec<(Message, bool)>, StoreError> {
         let outcomes = self.execute(&verdicts).await;
         self.count_delegated();
         let mut messages = Vec::with_capacity(outcomes.len());
         for (outcome, verdict) in outcomes.into_iter().zip(&verdicts) {
             let (message, succeeded) = outcome?;
+            let ok = succeeded.is_some();
             if let Some(tool) = succeeded {
                 self.succeeded.insert(tool);
             }
@@ -78,7 +81,7 @@ impl AgentRun {
             {
                 self.stop.get_or_insert(reason);
             }
-            messages.push(message);
+            messages.push((message, ok));
         }
         Ok(messages)
     }
@@ -544,7 +547,7 @@ impl AgentRun {
         self.govern(&mut verdict).await?;
         let denied = !guard_blocked && !verdict.is_allowed();
         let mut results = self.execute_governed(vec![verdict]).await?;
-        let output = results.pop().map(|m| m.content).unwrap_or_default();
+        let output = results.pop().map(|(m, _)| m.content).unwrap_or_default();
         let ok = !guard_blocked && self.succeeded.contains(&tool);
         self.emitter.emit(EventPayload::DirectCompleted {
             task_id,

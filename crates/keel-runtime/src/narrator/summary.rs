@@ -123,6 +123,8 @@ pub(super) fn line(event: &Event) -> String {
                 child_request_id,
                 ..
             } => format!("agent.handoff {agent} → {child_request_id}"),
+            AdapterEvent::Progress { kind, data, .. } => format!("agent.progress {kind} {data}"),
+            AdapterEvent::Log { stream, line, .. } => format!("agent.log {stream} {line}"),
         },
         EventPayload::OutputRejected {
             attempt,

@@ -29,11 +29,22 @@ const EDGES: &[(&str, &[&str])] = &[
     (
         "keel",
         &[
+            "keel-adapters",
             "keel-runtime",
             "keel-models",
             "keel-mcp",
             "keel-tools",
             "keel-store",
+            "keel-workspace",
+            "keel-types",
+        ],
+    ),
+    (
+        "keel-adapters",
+        &[
+            "keel-runtime",
+            "keel-mcp",
+            "keel-tools",
             "keel-workspace",
             "keel-types",
         ],

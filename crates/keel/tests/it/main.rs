@@ -4,6 +4,7 @@
 // Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
 #![cfg(test)]
 
+mod adapters;
 mod architecture;
 mod cancel;
 mod common;

@@ -1,0 +1,268 @@
+//! Process-backed agents (`backend: {kind: process}`, docs/adapters.md): a program written
+//! with another framework runs as a Keel agent, its model rounds and tool calls made by the
+//! run — recorded, guarded, governed — and a misbehaving program fails its run clearly and
+//! leaves no process behind.
+
+use keel::{AdapterEvent, ErrorCode};
+use keel::{EventPayload, GuardDecision, PolicyDecision, RunStatus, Runtime};
+use keel_test_support::{MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder};
+
+use crate::common;
+
+/// An OpenAI Agents SDK agent as its users write one: the SDK's Chat Completions model
+/// pointed at the base URL Keel gives, Keel's tools through the SDK's MCP client.
+const AGENTS_SDK_PROGRAM: &str = r#"
+import asyncio, json, os, sys
+
+from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+from agents.mcp import MCPServerStreamableHttp
+from openai import AsyncOpenAI
+
+
+async def main():
+    run = json.load(sys.stdin)
+    set_tracing_disabled(True)
+    client = AsyncOpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY come from Keel
+    async with MCPServerStreamableHttp(params={"url": os.environ["KEEL_TOOLS_URL"]}) as keel:
+        agent = Agent(
+            name=run["agent"],
+            instructions=run["instructions"],
+            model=OpenAIChatCompletionsModel(model=os.environ["KEEL_MODEL"], openai_client=client),
+            mcp_servers=[keel],
+        )
+        print(json.dumps({"type": "progress", "message": "agent built"}), flush=True)
+        result = await Runner.run(agent, run["input"])
+    print(json.dumps({"type": "final", "output": result.final_output}))
+
+
+asyncio.run(main())
+"#;
+
+/// Model `mock` at `mock`, tools `add` (a command) and `deploy` (denied by policy), and agent
+/// `bot` whose backend is `command` (a YAML flow list).
+fn workspace(mock: &MockLlm, command: &str, program: &str) -> TempWorkspace {
+    WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: bot }")
+        .openai_model_at("mock", &mock.base_url())
+        .tool(
+            "add",
+            r#"
+            description: Adds two integers.
+            schema: { type: object, properties: { a: { type: integer }, b: { type: integer } }, required: [a, b] }
+            impl: { kind: command, command: ["python3", "-c", "import json,sys; a=json.load(sys.stdin); print(a['a']+a['b'])"] }
+            "#,
+        )
+        .tool(
+            "deploy",
+            r#"
+            description: Deploys the service.
+            schema: { type: object, properties: {} }
+            impl: { kind: command, command: ["sh", "-c", "cat > /dev/null; echo deployed >> deployed.txt"] }
+            "#,
+        )
+        .policy(
+            "p",
+            "{ rules: [{ tool: add, decision: allow }, { tool: deploy, decision: deny }] }",
+        )
+        .agent(
+            "bot",
+            &format!(
+                "{{ model: mock, instructions: Add numbers., tools: [add, deploy], \
+                 backend: {{ kind: process, command: {command}, timeout: 120s }} }}"
+            ),
+        )
+        .file("agent.py", program)
+        .build()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_agents_sdk_agent_runs_with_its_rounds_and_calls_made_by_the_run() {
+    let python = keel_test_support::test_clients::openai_agents();
+    let mock = MockLlm::start().await;
+    // The model asks for `add` with a string where the schema wants an integer (repaired by
+    // the gateway) and for `deploy` (denied by policy), then answers.
+    mock.push(MockResponse::tool_calls([
+        MockToolCall::new("call_add", "add", [r#"{"a": "2", "b": 3}"#]),
+        MockToolCall::new("call_deploy", "deploy", ["{}"]),
+    ]));
+    mock.push(MockResponse::text(["The sum is 5."]));
+    let ws = workspace(
+        &mock,
+        &format!("[\"{}\", agent.py]", python.display()),
+        AGENTS_SDK_PROGRAM,
+    );
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let (response, _) = common::run(&runtime, "Add 2 and 3.").await;
+    let events = common::stored(&runtime, &response).await;
+    assert_eq!(
+        response.status,
+        RunStatus::Completed,
+        "{:?}\n{events:#?}",
+        response.error
+    );
+    assert_eq!(response.output.as_deref(), Some("The sum is 5."));
+
+    // Two model rounds, recorded like a native run's, the program's conversation sent.
+    let rounds: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e.payload, EventPayload::ModelCompleted { .. }))
+        .collect();
+    assert_eq!(rounds.len(), 2);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "each round reached the model once");
+    let second = requests[1].messages();
+    let tool_results: Vec<&str> = second
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(tool_results.len(), 2, "{second:#?}");
+    assert!(tool_results[0].contains('5'), "{tool_results:?}");
+    assert!(tool_results[1].contains("policy"), "{tool_results:?}");
+
+    // `add` repaired by the gateway and run; `deploy` refused by policy, never run.
+    let guard = |tool: &str| {
+        events.iter().find_map(|e| match &e.payload {
+            EventPayload::ToolGuard {
+                tool: t, decision, ..
+            } if t == tool => Some(*decision),
+            _ => None,
+        })
+    };
+    assert_eq!(guard("add"), Some(GuardDecision::Repaired));
+    assert!(events.iter().any(|e| matches!(
+        &e.payload,
+        EventPayload::PolicyDecided { tool, decision: PolicyDecision::Deny, .. } if tool == "deploy"
+    )));
+    let results: Vec<(String, String, bool)> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::Adapter {
+                event:
+                    AdapterEvent::ToolResult {
+                        call_id, tool, ok, ..
+                    },
+            } => Some((call_id.clone(), tool.clone(), *ok)),
+            _ => None,
+        })
+        .collect();
+    // The program's call takes the id of the model's call it makes.
+    assert_eq!(results, [("call_add".into(), "add".into(), true)]);
+    assert!(!ws.path().join("deployed.txt").exists());
+    // Its progress line is in the log.
+    assert!(events.iter().any(|e| matches!(
+        &e.payload,
+        EventPayload::Adapter { event: AdapterEvent::Progress { kind, .. } } if kind == "progress"
+    )));
+}
+
+/// A program that misbehaves in `script` (a shell script) fails its run with a reason that
+/// contains `reason`, and leaves no process behind.
+async fn fails_with(script: &str, timeout: &str, reason: &str) {
+    let mock = MockLlm::start().await;
+    let ws = WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: bot }")
+        .openai_model_at("mock", &mock.base_url())
+        .agent(
+            "bot",
+            &format!(
+                "{{ model: mock, backend: {{ kind: process, command: [sh, agent.sh], timeout: {timeout} }} }}"
+            ),
+        )
+        .file("agent.sh", script)
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let (response, _) = common::run(&runtime, "hello").await;
+    assert_eq!(response.status, RunStatus::Failed);
+    let error = response.error.expect("a reason");
+    assert_eq!(error.code, ErrorCode::ProgramFailed);
+    assert!(error.message.contains(reason), "{}", error.message);
+    // Every process the program started is gone: each wrote its pid to pids.txt.
+    let pids = std::fs::read_to_string(ws.path().join("pids.txt")).unwrap_or_default();
+    for pid in pids.split_whitespace() {
+        let gone = || !std::path::Path::new(&format!("/proc/{pid}")).exists() || zombie(pid);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !gone() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert!(gone(), "process {pid} of the program is still running");
+    }
+}
+
+fn zombie(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_exits_1_fails_its_run_with_the_tail_of_its_stderr() {
+    fails_with(
+        "echo $$ >> pids.txt; echo 'Traceback: boom' >&2; exit 1",
+        "60s",
+        "exited with exit status: 1; its stderr ends: Traceback: boom",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_writes_garbage_and_no_answer_fails_its_run() {
+    fails_with(
+        "echo $$ >> pids.txt; echo 'not json at all'; printf '\\000\\377 binary'; echo '{\"type\": \"nonsense\"}'",
+        "60s",
+        "exited without a final answer",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_never_answers_and_ignores_sigterm_is_stopped_at_its_timeout() {
+    fails_with(
+        "echo $$ >> pids.txt; trap '' TERM; (trap '' TERM; echo $$ >> pids.txt; exec sleep 600) & sleep 600",
+        "2s",
+        "did not end within its timeout",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_floods_stderr_keeps_a_bounded_log() {
+    let mock = MockLlm::start().await;
+    let ws = WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: bot }")
+        .openai_model_at("mock", &mock.base_url())
+        .agent(
+            "bot",
+            "{ model: mock, backend: { kind: process, command: [sh, agent.sh] } }",
+        )
+        .file(
+            "agent.sh",
+            "i=0; while [ $i -lt 5000 ]; do echo \"line $i\" >&2; i=$((i+1)); done; \
+             echo '{\"type\": \"final\", \"output\": \"done\"}'",
+        )
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let (response, _) = common::run(&runtime, "hello").await;
+    assert_eq!(
+        response.status,
+        RunStatus::Completed,
+        "{:?}",
+        response.error
+    );
+    assert_eq!(response.output.as_deref(), Some("done"));
+    let events = common::stored(&runtime, &response).await;
+    let logs: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::Adapter {
+                event: AdapterEvent::Log { line, .. },
+            } => Some(line.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(logs.len(), 201, "200 lines kept and a count of the rest");
+    assert_eq!(logs[0], "line 0");
+    assert_eq!(logs[200], "4800 more line(s) not kept");
+}
