@@ -80,6 +80,20 @@ pub fn python_venv(name: &str, requirements: &[&str]) -> PathBuf {
     venv.join("bin/python")
 }
 
+/// LangGraph, DeepAgents and what their agents use to reach Keel (the OpenAI chat model and
+/// the MCP adapters), as `examples/adapters/*/requirements.txt` pin them.
+pub const LANGGRAPH: &[&str] = &[
+    "langgraph==1.2.24",
+    "deepagents==0.7.32",
+    "langchain-openai==1.7.4",
+    "langchain-mcp-adapters==0.3.2",
+];
+
+/// [`LANGGRAPH`] in the venv `target/test-clients/langgraph`; returns its Python.
+pub fn langgraph() -> PathBuf {
+    python_venv("langgraph", LANGGRAPH)
+}
+
 /// The official Python MCP SDK the tests and the MCP benchmark use, pinned (its client API
 /// changed at 2.0).
 pub const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
@@ -146,6 +160,7 @@ pub fn install_all() -> Result<(), String> {
     openai_node();
     langchain_openai();
     openai_agents();
+    langgraph();
     mcp_python();
     schemathesis();
     playwright();

@@ -187,11 +187,8 @@ impl AgentRun {
                     Some(rest) => ("stderr", rest),
                     None => ("stdout", line.strip_prefix("stdout:").unwrap_or(&line)),
                 };
-                self.log_line(
-                    stream,
-                    cut(line, MAX_LOG_LINE).to_owned(),
-                )
-                .map_err(End::store)
+                self.log_line(stream, cut(line, MAX_LOG_LINE).to_owned())
+                    .map_err(End::store)
             }
         }
     }

@@ -9,34 +9,14 @@ use keel_test_support::{MockLlm, MockResponse, MockToolCall, TempWorkspace, Work
 
 use crate::common;
 
-/// An OpenAI Agents SDK agent as its users write one: the SDK's Chat Completions model
-/// pointed at the base URL Keel gives, Keel's tools through the SDK's MCP client.
-const AGENTS_SDK_PROGRAM: &str = r#"
-import asyncio, json, os, sys
-
-from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
-from agents.mcp import MCPServerStreamableHttp
-from openai import AsyncOpenAI
-
-
-async def main():
-    run = json.load(sys.stdin)
-    set_tracing_disabled(True)
-    client = AsyncOpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY come from Keel
-    async with MCPServerStreamableHttp(params={"url": os.environ["KEEL_TOOLS_URL"]}) as keel:
-        agent = Agent(
-            name=run["agent"],
-            instructions=run["instructions"],
-            model=OpenAIChatCompletionsModel(model=os.environ["KEEL_MODEL"], openai_client=client),
-            mcp_servers=[keel],
-        )
-        print(json.dumps({"type": "progress", "message": "agent built"}), flush=True)
-        result = await Runner.run(agent, run["input"])
-    print(json.dumps({"type": "final", "output": result.final_output}))
-
-
-asyncio.run(main())
-"#;
+/// The example program of `framework` (`examples/adapters/<framework>/agent.py`).
+fn example(framework: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/adapters")
+        .join(framework)
+        .join("agent.py");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
 
 /// Model `mock` at `mock`, tools `add` (a command) and `deploy` (denied by policy), and agent
 /// `bot` whose backend is `command` (a YAML flow list).
@@ -78,9 +58,26 @@ fn workspace(mock: &MockLlm, command: &str, program: &str) -> TempWorkspace {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_openai_agents_sdk_agent_runs_with_its_rounds_and_calls_made_by_the_run() {
     let python = keel_test_support::test_clients::openai_agents();
+    a_framework_agent_runs_through_keel(&python, "openai-agents").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_langgraph_agent_runs_with_its_rounds_and_calls_made_by_the_run() {
+    let python = keel_test_support::test_clients::langgraph();
+    a_framework_agent_runs_through_keel(&python, "langgraph").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deepagents_agent_runs_with_its_rounds_and_calls_made_by_the_run() {
+    let python = keel_test_support::test_clients::langgraph();
+    a_framework_agent_runs_through_keel(&python, "deepagents").await;
+}
+
+/// The example agent of `framework`, run by `python`: the model asks for `add` with a
+/// string where the schema wants an integer (repaired by the gateway) and for `deploy`
+/// (denied by policy, reported to the framework as a tool error), then answers.
+async fn a_framework_agent_runs_through_keel(python: &std::path::Path, framework: &str) {
     let mock = MockLlm::start().await;
-    // The model asks for `add` with a string where the schema wants an integer (repaired by
-    // the gateway) and for `deploy` (denied by policy), then answers.
     mock.push(MockResponse::tool_calls([
         MockToolCall::new("call_add", "add", [r#"{"a": "2", "b": 3}"#]),
         MockToolCall::new("call_deploy", "deploy", ["{}"]),
@@ -89,7 +86,7 @@ async fn an_openai_agents_sdk_agent_runs_with_its_rounds_and_calls_made_by_the_r
     let ws = workspace(
         &mock,
         &format!("[\"{}\", agent.py]", python.display()),
-        AGENTS_SDK_PROGRAM,
+        &example(framework),
     );
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let (response, _) = common::run(&runtime, "Add 2 and 3.").await;
