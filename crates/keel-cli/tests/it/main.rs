@@ -2,6 +2,7 @@
 // Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
 #![cfg(test)]
 
+mod adapters;
 mod approvals;
 mod cancel;
 mod claude_hooks;

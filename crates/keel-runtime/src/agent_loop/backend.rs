@@ -100,6 +100,17 @@ impl AgentRun {
         }
         match outcome {
             Ok(AdapterAnswer { output, value }) => {
+                if !output.is_empty()
+                    && let Err(error) = self.emitter.emit(EventPayload::Adapter {
+                        event: AdapterEvent::OutputDelta {
+                            adapter: PROCESS_ADAPTER.to_owned(),
+                            step: self.steps,
+                            text: output.clone(),
+                        },
+                    })
+                {
+                    return End::store(error);
+                }
                 let answer = Answer {
                     text: output,
                     calls: Vec::new(),

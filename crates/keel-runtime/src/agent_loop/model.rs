@@ -175,6 +175,11 @@ impl AgentRun {
                         }
                     }
                     text.push_str(&delta);
+                    // A program's round is not the agent's answer: the program's final
+                    // answer is streamed when it comes (`agent_loop/backend.rs`).
+                    if self.program_ask.is_some() {
+                        continue;
+                    }
                     self.emitter.emit(EventPayload::Adapter {
                         event: AdapterEvent::OutputDelta {
                             adapter: NATIVE_ADAPTER.to_owned(),

@@ -294,6 +294,7 @@ async fn failed_run_is_502_with_the_run_error() {
     );
 }
 
+mod adapters;
 mod api;
 mod auth;
 mod console;
