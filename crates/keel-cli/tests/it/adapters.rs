@@ -1,13 +1,17 @@
 //! Process-backed agents from the command line (docs/adapters.md): an OpenAI Agents SDK
 //! agent's call waits for a person's approval, decided from another `keel` process, and the
-//! run reads back like any other (`keel runs show`, `keel runs events`).
+//! run reads back like any other (`keel runs show`, `keel runs events`); a LangGraph run
+//! killed with Keel resumes from its log without repeating a side effect.
 
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use keel_test_support::{MockLlm, MockResponse, MockToolCall, WorkspaceBuilder, test_clients};
 
 use crate::common::keel_in;
-use crate::governance::wait_for_pending;
+use crate::governance::{signal, wait_for_pending};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_process_agents_call_waits_for_an_approval_decided_from_another_process() {
@@ -90,4 +94,100 @@ async fn a_process_agents_call_waits_for_an_approval_decided_from_another_proces
     ] {
         assert!(types.iter().any(|t| t == wanted), "{wanted} in {types:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_langgraph_run_killed_after_a_side_effect_resumes_without_repeating_it() {
+    let python = test_clients::langgraph();
+    let mock = MockLlm::start().await;
+    let slow = Arc::new(AtomicBool::new(true));
+    let slow_flag = slow.clone();
+    // Round 1 asks for `deploy`; round 2 is slow until the test has killed Keel.
+    mock.respond_with(move |request| match request.last_role() {
+        Some("user") => MockResponse::tool_calls([MockToolCall::new(
+            "call_deploy",
+            "deploy",
+            [r#"{"service": "web"}"#],
+        )]),
+        _ if slow_flag.load(Ordering::SeqCst) => {
+            MockResponse::text(["Deployed ", "web."]).chunk_delay(Duration::from_secs(30))
+        }
+        _ => MockResponse::text(["Deployed web after resume."]),
+    });
+    let program = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/adapters/langgraph/agent.py"),
+    )
+    .unwrap();
+    let ws = WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: bot }")
+        .openai_model_at("mock", &mock.base_url())
+        .tool(
+            "deploy",
+            r#"
+            description: Deploys a service.
+            schema: { type: object, properties: { service: { type: string } }, required: [service] }
+            impl: { kind: command, command: ["sh", "-c", "cat > /dev/null; echo web >> deployed.txt; echo deployed"] }
+            "#,
+        )
+        .policy("p", "{ rules: [{ tool: deploy, decision: allow }] }")
+        .agent(
+            "bot",
+            &format!(
+                "{{ model: mock, instructions: Deploy what you are asked to., tools: [deploy], \
+                 backend: {{ kind: process, command: [\"{}\", agent.py] }} }}",
+                python.display()
+            ),
+        )
+        .file("agent.py", program)
+        .build();
+    let keel = keel_in(&ws);
+    let mut run = keel
+        .command(["run", "deploy web"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill Keel once the call's result is stored and round 2 is under way.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let stored = keel
+            .json_lines(["runs", "list", "--json"])
+            .first()
+            .is_some_and(|r| {
+                let id = r["requestId"].as_str().unwrap_or_default().to_owned();
+                keel.json_lines(["runs", "events", &id, "--json"])
+                    .iter()
+                    .any(|e| e["event"]["phase"] == "agent.tool.result")
+            });
+        if stored && mock.request_count() >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run never got to round 2");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    signal(&run, "-KILL");
+    let _ = tokio::task::block_in_place(|| run.wait());
+    slow.store(false, Ordering::SeqCst);
+
+    let id = keel.newest_run_id();
+    assert_eq!(keel.newest_run()["status"], "interrupted");
+    let resumed = keel.run(["runs", "resume", &id]);
+    assert_eq!(resumed.code, Some(0), "{}", resumed.stderr);
+    assert!(
+        resumed.stdout.contains("Deployed web after resume."),
+        "{}",
+        resumed.stdout
+    );
+    assert_eq!(keel.newest_run()["status"], "completed");
+    // The side effect happened once; round 1 reached the model once (answered from the log
+    // after the resume).
+    let deployed = std::fs::read_to_string(ws.path().join("deployed.txt")).unwrap();
+    assert_eq!(deployed, "web\n", "deployed exactly once");
+    let first_rounds = mock
+        .requests()
+        .iter()
+        .filter(|r| r.last_role() == Some("user"))
+        .count();
+    assert_eq!(first_rounds, 1, "round 1 was not asked again");
 }

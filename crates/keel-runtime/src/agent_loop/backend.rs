@@ -10,7 +10,14 @@ use keel_workspace::ProcessBackend;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::model::{Answer, RoundError};
+mod replay;
+
+use std::collections::VecDeque;
+
+use keel_workspace::OnDivergence;
+use serde_json::Value;
+
+use super::model::{Answer, RoundError, section};
 use super::{AgentRun, End};
 use crate::adapter::{
     AdapterAnswer, AdapterFailure, AdapterRun, Ask, AskRefused, ModelAsk, ModelReply, RunCalls,
@@ -32,6 +39,9 @@ pub(super) struct ProgramState {
     unmatched: Vec<ToolCall>,
     logged: u32,
     dropped: u32,
+    /// A resumed run's earlier steps, answered from its log before the run goes on live.
+    replay: VecDeque<replay::Recorded>,
+    on_divergence: OnDivergence,
 }
 
 impl AgentRun {
@@ -49,6 +59,17 @@ impl AgentRun {
         // Cancelled however this returns (also when the run's future is dropped).
         let _ended = ended.clone().drop_guard();
         let (history_at, history_end) = self.history_span;
+        let resumed = matches!(self.start, super::Start::Resumed { .. });
+        let replay = match resumed {
+            true => match self.services.store.events(&self.record.request_id, 0).await {
+                Ok(events) => replay::recorded(&events),
+                Err(error) => return End::store(error),
+            },
+            false => VecDeque::new(),
+        };
+        let on_divergence = backend.on_divergence;
+        // A resumed run's messages hold its earlier rounds; the program gets the prompt.
+        let prompt_end = (self.input_at + 1).min(self.messages.len());
         let run = AdapterRun {
             request_id: self.record.request_id.clone(),
             session_id: self.record.session_id.clone(),
@@ -58,17 +79,19 @@ impl AgentRun {
             input: self.record.input.clone(),
             history: self.messages[history_at..history_end].to_vec(),
             instructions: self.agent.instructions.clone(),
-            messages: self.messages.clone(),
+            messages: self.messages[..prompt_end].to_vec(),
             tools: self.services.gateway.specs(&self.agent.tools).to_vec(),
             model: self.agent.model.clone(),
             calls: RunCalls::new(tx, ended.clone()),
-            resumed: self.steps > 0,
+            resumed,
         };
         let mut program = adapter.run(run);
         let mut state = ProgramState {
             unmatched: Vec::new(),
             logged: 0,
             dropped: 0,
+            replay,
+            on_divergence,
         };
         let mut open = true;
         let outcome = loop {
@@ -136,7 +159,11 @@ impl AgentRun {
     async fn answer(&mut self, ask: Ask, state: &mut ProgramState) -> Result<(), End> {
         match ask {
             Ask::Model(ask, reply) => {
-                let answered = self.program_round(ask).await;
+                let answered = match self.replayed_round(&ask, state) {
+                    Ok(Some(recorded)) => Ok(recorded),
+                    Ok(None) => self.program_round(ask).await,
+                    Err(end) => Err(end),
+                };
                 let (result, end) = match answered {
                     Ok(reply) => {
                         state.unmatched = reply.calls.clone();
@@ -148,7 +175,19 @@ impl AgentRun {
                 end.map_or(Ok(()), Err)
             }
             Ask::Tool(name, arguments, reply) => {
-                let id = take_matching(&mut state.unmatched, &name, &arguments);
+                let mut id = take_matching(&mut state.unmatched, &name, &arguments);
+                match self.replayed_call(&name, &arguments, state) {
+                    Err(end) => {
+                        let _ = reply.send(Err(refusal(&end)));
+                        return Err(end);
+                    }
+                    Ok(Some(Replayed::Answer(answer))) => {
+                        let _ = reply.send(Ok(answer));
+                        return Ok(());
+                    }
+                    Ok(Some(Replayed::Live(recorded_id))) => id = recorded_id,
+                    Ok(None) => {}
+                }
                 let call = ToolCall {
                     id,
                     name,
@@ -243,6 +282,125 @@ impl AgentRun {
             }),
             Err(RoundError::Model(error)) => Err(End::model(&error)),
             Err(RoundError::Store(error)) => Err(End::store(error)),
+        }
+    }
+}
+
+/// How a tool call of a resumed program is answered from its log.
+enum Replayed {
+    /// With the recorded result (the call is not made again).
+    Answer(ToolReply),
+    /// Live, under the recorded call's id (it was refused, or never ran, or it was cut off
+    /// and its tool is idempotent).
+    Live(String),
+}
+
+impl AgentRun {
+    /// The recorded answer of the round a resumed program asks for, while its log holds
+    /// rounds; `None` once the run is live.
+    fn replayed_round(
+        &mut self,
+        ask: &ModelAsk,
+        state: &mut ProgramState,
+    ) -> Result<Option<ModelReply>, End> {
+        let Some(front) = state.replay.front() else {
+            return Ok(None);
+        };
+        let sent = section("program", &ask.messages).sha256;
+        let matches = match front {
+            replay::Recorded::Round { sent: recorded, .. } => {
+                recorded.as_ref().is_none_or(|hash| *hash == sent)
+            }
+            replay::Recorded::Call { .. } => false,
+        };
+        if !matches {
+            return self.diverged("a model round", state).map(|()| None);
+        }
+        let Some(replay::Recorded::Round {
+            text,
+            calls,
+            stop,
+            usage,
+            ..
+        }) = state.replay.pop_front()
+        else {
+            return Ok(None);
+        };
+        Ok(Some(ModelReply {
+            text,
+            calls,
+            stop,
+            usage,
+            model: self.provider.model_name().to_owned(),
+        }))
+    }
+
+    /// How a resumed program's tool call is answered while its log holds calls; `None`
+    /// once the run is live.
+    fn replayed_call(
+        &mut self,
+        name: &str,
+        arguments: &Value,
+        state: &mut ProgramState,
+    ) -> Result<Option<Replayed>, End> {
+        let Some(front) = state.replay.front() else {
+            return Ok(None);
+        };
+        let matches = matches!(front, replay::Recorded::Call { tool, arguments: recorded, .. }
+            if tool == name && replay::same_arguments(recorded, arguments));
+        if !matches {
+            let asked = format!("a call of {name} with {arguments}");
+            return self.diverged(&asked, state).map(|()| None);
+        }
+        let Some(replay::Recorded::Call {
+            call_id,
+            result,
+            started,
+            ..
+        }) = state.replay.pop_front()
+        else {
+            return Ok(None);
+        };
+        Ok(Some(match result {
+            Some((output, ok)) => Replayed::Answer(ToolReply {
+                output,
+                is_error: !ok,
+            }),
+            None if started && !self.services.gateway.is_idempotent(name) => {
+                Replayed::Answer(ToolReply {
+                    output: format!(
+                        "the outcome of this call is unknown: the run stopped while {name} ran, \
+                         and it is not run again because it is not idempotent"
+                    ),
+                    is_error: true,
+                })
+            }
+            None => Replayed::Live(call_id),
+        }))
+    }
+
+    /// The program asked for `asked` where the log holds something else next: the run
+    /// fails, or goes on live (`onDivergence: continue`).
+    fn diverged(&mut self, asked: &str, state: &mut ProgramState) -> Result<(), End> {
+        let held = state
+            .replay
+            .front()
+            .map(replay::describe)
+            .unwrap_or_default();
+        match state.on_divergence {
+            OnDivergence::Continue => {
+                tracing::warn!(request_id = %self.record.request_id, %asked, %held, "A resumed program diverged from its log; going on live.");
+                state.replay.clear();
+                Ok(())
+            }
+            OnDivergence::Fail => Err(End::failed(
+                ErrorCode::ProgramFailed,
+                format!(
+                    "the resumed program diverged from its log: it asked for {asked} where the \
+                     log holds {held} (set `onDivergence: continue` to go on live)"
+                ),
+                FinishReason::Internal,
+            )),
         }
     }
 }

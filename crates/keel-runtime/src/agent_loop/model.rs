@@ -245,7 +245,7 @@ impl AgentRun {
 }
 
 /// One prompt section: its messages counted, measured and hashed as JSON.
-fn section(name: &str, messages: &[Message]) -> PromptSection {
+pub(super) fn section(name: &str, messages: &[Message]) -> PromptSection {
     // Serializing plain messages cannot fail; an empty body would still be hashed honestly.
     let json = serde_json::to_vec(messages).unwrap_or_default();
     PromptSection {
