@@ -111,7 +111,7 @@ pub(super) fn recorded(events: &[Event]) -> VecDeque<Recorded> {
 pub(super) fn same_arguments(recorded: &str, asked: &Value) -> bool {
     match serde_json::from_str::<Value>(recorded) {
         Ok(value) => &value == asked,
-        Err(_) => recorded == asked.to_string(),
+        Err(_) => asked.as_str() == Some(recorded),
     }
 }
 
