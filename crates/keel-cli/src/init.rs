@@ -1,5 +1,6 @@
-//! `keel init`: writes the quickstart workspace (the same files as `examples/quickstart`), which
-//! runs offline on a scripted model.
+//! `keel init`: writes the quickstart workspace (the same files as `examples/quickstart`), or
+//! with `--template` one of `examples/adapters/` (an agent written with another framework,
+//! run by Keel); each runs offline on a scripted model.
 
 use std::path::Path;
 
@@ -63,14 +64,70 @@ const FILES: &[(&str, &str)] = &[
     (".gitignore", ".keel/\n.env\n"),
 ];
 
-pub(crate) fn init(dir: &Path) -> Result<(), CliError> {
+/// What `keel init` starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Template {
+    Quickstart,
+    Langgraph,
+    OpenaiAgents,
+    Deepagents,
+}
+
+/// The files of an adapter example: `examples/adapters/<name>/…`.
+macro_rules! adapter_files {
+    ($name:literal) => {
+        &[
+            (
+                "config/workspace.yaml",
+                include_str!(concat!(
+                    "../../../examples/adapters/",
+                    $name,
+                    "/config/workspace.yaml"
+                )),
+            ),
+            (
+                "resources/offline.yaml",
+                include_str!(concat!(
+                    "../../../examples/adapters/",
+                    $name,
+                    "/resources/offline.yaml"
+                )),
+            ),
+            (
+                "agent.py",
+                include_str!(concat!("../../../examples/adapters/", $name, "/agent.py")),
+            ),
+            (
+                "requirements.txt",
+                include_str!(concat!(
+                    "../../../examples/adapters/",
+                    $name,
+                    "/requirements.txt"
+                )),
+            ),
+            (".gitignore", ".keel/\n.env\n"),
+        ]
+    };
+}
+
+const LANGGRAPH: &[(&str, &str)] = adapter_files!("langgraph");
+const OPENAI_AGENTS: &[(&str, &str)] = adapter_files!("openai-agents");
+const DEEPAGENTS: &[(&str, &str)] = adapter_files!("deepagents");
+
+pub(crate) fn init(dir: &Path, template: Template) -> Result<(), CliError> {
+    let files = match template {
+        Template::Quickstart => FILES,
+        Template::Langgraph => LANGGRAPH,
+        Template::OpenaiAgents => OPENAI_AGENTS,
+        Template::Deepagents => DEEPAGENTS,
+    };
     if dir.join("config").exists() {
         return Err(CliError::usage(format!(
             "{} already has a config/ folder; refusing to overwrite a workspace",
             dir.display()
         )));
     }
-    for (path, contents) in FILES {
+    for (path, contents) in files {
         let target = dir.join(path);
         target
             .parent()
@@ -79,6 +136,12 @@ pub(crate) fn init(dir: &Path) -> Result<(), CliError> {
             .map_err(|e| CliError::failed(format!("cannot write {}: {e}", target.display())))?;
     }
     out::line(&format!("Created a Keel workspace in {}.", dir.display()));
+    if template != Template::Quickstart {
+        out::line(&format!(
+            "Its agent is agent.py (docs/adapters.md). Install what it needs first:\n  pip install -r {}",
+            dir.join("requirements.txt").display()
+        ));
+    }
     out::line("It runs offline on a scripted model. Try:");
     out::line(&format!(
         "  keel run -w {} \"What is in this workspace?\"",

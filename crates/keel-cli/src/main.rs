@@ -94,6 +94,11 @@ enum Command {
         /// Where to create it (default: the current folder).
         #[arg(default_value = ".")]
         dir: PathBuf,
+        /// What to start from: the quickstart (the default), or an agent written with
+        /// another framework and run by Keel (`langgraph`, `openai-agents`, `deepagents`;
+        /// docs/adapters.md).
+        #[arg(long, value_enum, default_value_t = init::Template::Quickstart)]
+        template: init::Template,
     },
     /// Check a workspace and report every problem with its file:line:column.
     Validate(WorkspaceArg),
@@ -254,7 +259,7 @@ fn main() -> ExitCode {
 /// Runs a command: `Ok` is a success's exit code (0, or `keel policy check`'s verdict).
 async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
     let result = match command {
-        Command::Init { dir } => init::init(&dir),
+        Command::Init { dir, template } => init::init(&dir, template),
         Command::Validate(ws) => config::validate(&ws.workspace),
         Command::Config {
             command: ConfigCommand::Explain(ws),

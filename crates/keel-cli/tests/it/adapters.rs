@@ -191,3 +191,48 @@ async fn a_langgraph_run_killed_after_a_side_effect_resumes_without_repeating_it
         .count();
     assert_eq!(first_rounds, 1, "round 1 was not asked again");
 }
+
+#[test]
+fn init_templates_write_framework_agents_that_run_offline() {
+    let venvs = [
+        ("openai-agents", test_clients::openai_agents()),
+        ("langgraph", test_clients::langgraph()),
+        ("deepagents", test_clients::langgraph()),
+    ];
+    let dir = keel_test_support::TempWorkspace::new();
+    for (template, python) in venvs {
+        let created = keel_in(&dir).run(["init", "--template", template, template]);
+        assert_eq!(created.code, Some(0), "{}", created.stderr);
+        assert!(
+            created.stdout.contains("pip install -r"),
+            "{}",
+            created.stdout
+        );
+        let inside = crate::common::keel_at(&dir.join(template));
+        let valid = inside.run(["validate"]);
+        assert_eq!(valid.code, Some(0), "{template}: {}", valid.stderr);
+        // `python3` of the template's command is the venv's, first on PATH.
+        let bin = python.parent().unwrap().to_owned();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let output = inside
+            .command(["run", "What is here?"])
+            .env("PATH", path)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{template}: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            stdout.contains("This workspace holds:"),
+            "{template}: {stdout}"
+        );
+        assert!(stdout.contains("agent.py"), "{template}: {stdout}");
+    }
+}
