@@ -94,6 +94,16 @@ pub fn langgraph() -> PathBuf {
     python_venv("langgraph", LANGGRAPH)
 }
 
+/// The OpenAI Agents SDK for JavaScript, as `examples/adapters/openai-agents-js/package.json`
+/// pins it.
+pub const OPENAI_AGENTS_JS: &[&str] = &["@openai/agents@0.20.0", "zod@4.6.7"];
+
+/// [`OPENAI_AGENTS_JS`] under `target/test-clients/openai-agents-js`; returns the folder
+/// whose `node_modules` holds it.
+pub fn openai_agents_js() -> PathBuf {
+    npm_packages("openai-agents-js", OPENAI_AGENTS_JS)
+}
+
 /// The official Python MCP SDK the tests and the MCP benchmark use, pinned (its client API
 /// changed at 2.0).
 pub const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
@@ -161,6 +171,7 @@ pub fn install_all() -> Result<(), String> {
     langchain_openai();
     openai_agents();
     langgraph();
+    openai_agents_js();
     mcp_python();
     schemathesis();
     playwright();

@@ -9,18 +9,18 @@ use keel_test_support::{MockLlm, MockResponse, MockToolCall, TempWorkspace, Work
 
 use crate::common;
 
-/// The example program of `framework` (`examples/adapters/<framework>/agent.py`).
-fn example(framework: &str) -> String {
+/// The example program of `framework` (`examples/adapters/<framework>/<program>`).
+fn example(framework: &str, program: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/adapters")
         .join(framework)
-        .join("agent.py");
+        .join(program);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Model `mock` at `mock`, tools `add` (a command) and `deploy` (denied by policy), and agent
 /// `bot` whose backend is `command` (a YAML flow list).
-fn workspace(mock: &MockLlm, command: &str, program: &str) -> TempWorkspace {
+fn workspace(mock: &MockLlm, command: &str, name: &str, program: &str) -> TempWorkspace {
     WorkspaceBuilder::new()
         .runtime("{ defaultAgent: bot }")
         .openai_model_at("mock", &mock.base_url())
@@ -51,7 +51,7 @@ fn workspace(mock: &MockLlm, command: &str, program: &str) -> TempWorkspace {
                  backend: {{ kind: process, command: {command}, timeout: 120s }} }}"
             ),
         )
-        .file("agent.py", program)
+        .file(name, program)
         .build()
 }
 
@@ -73,10 +73,33 @@ async fn a_deepagents_agent_runs_with_its_rounds_and_calls_made_by_the_run() {
     a_framework_agent_runs_through_keel(&python, "deepagents").await;
 }
 
-/// The example agent of `framework`, run by `python`: the model asks for `add` with a
-/// string where the schema wants an integer (repaired by the gateway) and for `deploy`
-/// (denied by policy, reported to the framework as a tool error), then answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_agents_js_agent_runs_with_its_rounds_and_calls_made_by_the_run() {
+    let packages = keel_test_support::test_clients::openai_agents_js();
+    a_framework_agent_runs_through_keel_with(
+        std::path::Path::new("node"),
+        "openai-agents-js",
+        "agent.mjs",
+        Some(&packages.join("node_modules")),
+    )
+    .await;
+}
+
+/// [`a_framework_agent_runs_through_keel_with`] a Python example.
 async fn a_framework_agent_runs_through_keel(python: &std::path::Path, framework: &str) {
+    a_framework_agent_runs_through_keel_with(python, framework, "agent.py", None).await;
+}
+
+/// The example agent of `framework` (its `program`), run by `runtime` (with `node_modules`
+/// linked into the workspace when given): the model asks for `add` with a string where the
+/// schema wants an integer (repaired by the gateway) and for `deploy` (denied by policy,
+/// reported to the framework as a tool error), then answers.
+async fn a_framework_agent_runs_through_keel_with(
+    runtime: &std::path::Path,
+    framework: &str,
+    program: &str,
+    node_modules: Option<&std::path::Path>,
+) {
     let mock = MockLlm::start().await;
     mock.push(MockResponse::tool_calls([
         MockToolCall::new("call_add", "add", [r#"{"a": "2", "b": 3}"#]),
@@ -85,9 +108,13 @@ async fn a_framework_agent_runs_through_keel(python: &std::path::Path, framework
     mock.push(MockResponse::text(["The sum is 5."]));
     let ws = workspace(
         &mock,
-        &format!("[\"{}\", agent.py]", python.display()),
-        &example(framework),
+        &format!("[\"{}\", {program}]", runtime.display()),
+        program,
+        &example(framework, program),
     );
+    if let Some(modules) = node_modules {
+        std::os::unix::fs::symlink(modules, ws.path().join("node_modules")).unwrap();
+    }
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let (response, _) = common::run(&runtime, "Add 2 and 3.").await;
     let events = common::stored(&runtime, &response).await;
