@@ -95,7 +95,8 @@ print(json.dumps({"type": "final", "output": message["content"]}))
 "#;
 
 /// The `start` agent's program: answers at once.
-const AT_ONCE: &str = "import sys; sys.stdin.read(); print('{\"type\": \"final\", \"output\": \"done\"}')";
+const AT_ONCE: &str =
+    "import sys; sys.stdin.read(); print('{\"type\": \"final\", \"output\": \"done\"}')";
 
 /// A tool that does nothing, in-process and read-only.
 struct Noop(ToolSpec);
@@ -176,7 +177,12 @@ async fn measure(runtime: &Runtime, agent: &str, runs: usize) -> (f64, f64, f64)
             .await
             .unwrap();
         let response = handle.wait().await.unwrap();
-        assert_eq!(response.status, RunStatus::Completed, "{:?}", response.error);
+        assert_eq!(
+            response.status,
+            RunStatus::Completed,
+            "{:?}",
+            response.error
+        );
         walls.push(wall.elapsed().as_secs_f64() * 1e6);
     }
     let per = |d: Duration| d.as_secs_f64() * 1e6 / runs as f64;

@@ -290,3 +290,96 @@ async fn a_program_that_floods_stderr_keeps_a_bounded_log() {
     assert_eq!(logs[0], "line 0");
     assert_eq!(logs[200], "4800 more line(s) not kept");
 }
+
+/// A program whose first round sends what `marker.txt` holds, then asks a second round.
+const TWO_ROUNDS: &str = r#"
+import json, os, sys, urllib.request
+
+run = json.load(sys.stdin)
+def ask(content):
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": content}]}).encode()
+    request = urllib.request.Request(
+        os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
+        headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                 "Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(request))["choices"][0]["message"]["content"]
+
+first = ask(open("marker.txt").read())
+second = ask("and then?")
+print(json.dumps({"type": "final", "output": first + " " + second}))
+"#;
+
+/// Runs `agent` (the [`TWO_ROUNDS`] program) until its second round is under way, stops the
+/// runtime, changes what round 1 sends, and resumes the run in a new runtime.
+async fn resumed_after_a_change(on_divergence: &str) -> keel::RunResponse {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mock = MockLlm::start().await;
+    let slow = std::sync::Arc::new(AtomicBool::new(true));
+    let slow_flag = slow.clone();
+    mock.respond_with(move |request| match request.last_content_of("user") {
+        Some("and then?") if slow_flag.load(Ordering::SeqCst) => {
+            MockResponse::text(["late"]).chunk_delay(std::time::Duration::from_secs(60))
+        }
+        Some("and then?") => MockResponse::text(["second"]),
+        _ => MockResponse::text(["first"]),
+    });
+    let ws = WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: bot }")
+        .openai_model_at("mock", &mock.base_url())
+        .agent(
+            "bot",
+            &format!(
+                "{{ model: mock, backend: {{ kind: process, command: [python3, agent.py], onDivergence: {on_divergence} }} }}"
+            ),
+        )
+        .file("agent.py", TWO_ROUNDS)
+        .file("marker.txt", "as first written")
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let handle = runtime
+        .request(keel::RequestOptions {
+            input: "go".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let id = handle.request_id().clone();
+    while mock.request_count() < 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    runtime
+        .shutdown(std::time::Duration::from_millis(100))
+        .await;
+    let interrupted = handle.wait().await.unwrap();
+    assert_eq!(interrupted.status, RunStatus::Interrupted);
+    slow.store(false, Ordering::SeqCst);
+    std::fs::write(ws.path().join("marker.txt"), "written again").unwrap();
+    let again = Runtime::builder().workspace(ws.path()).build().unwrap();
+    again.resume(&id).await.unwrap().wait().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_program_that_diverges_from_its_log_fails_saying_where() {
+    let response = resumed_after_a_change("fail").await;
+    assert_eq!(response.status, RunStatus::Failed);
+    let error = response.error.unwrap();
+    assert_eq!(error.code, ErrorCode::ProgramFailed);
+    assert!(
+        error.message.contains("diverged from its log")
+            && error.message.contains("where the log holds model round 1"),
+        "{}",
+        error.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_program_that_diverges_goes_on_live_when_told_to() {
+    let response = resumed_after_a_change("continue").await;
+    assert_eq!(
+        response.status,
+        RunStatus::Completed,
+        "{:?}",
+        response.error
+    );
+    assert_eq!(response.output.as_deref(), Some("first second"));
+}
