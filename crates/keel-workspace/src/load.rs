@@ -31,7 +31,7 @@ pub(crate) enum Typed {
     Runtime(Box<RuntimeSpec>),
     Model(ModelSpec),
     Tool(ToolSpecDoc),
-    Agent(AgentSpec),
+    Agent(Box<AgentSpec>),
     Policy(PolicySpec),
     Hook(HookSpec),
     McpServer(McpServerSpec),
@@ -335,7 +335,7 @@ fn compile(doc: &Document, diagnostics: &mut Vec<Diagnostic>) -> Option<Typed> {
         Kind::Runtime => deserialize(doc, json, diagnostics).map(|s| Typed::Runtime(Box::new(s))),
         Kind::Model => deserialize(doc, json, diagnostics).map(Typed::Model),
         Kind::Tool => deserialize(doc, json, diagnostics).map(Typed::Tool),
-        Kind::Agent => deserialize(doc, json, diagnostics).map(Typed::Agent),
+        Kind::Agent => deserialize(doc, json, diagnostics).map(|s| Typed::Agent(Box::new(s))),
         Kind::Policy => deserialize(doc, json, diagnostics).map(Typed::Policy),
         Kind::Hook => deserialize(doc, json, diagnostics).map(Typed::Hook),
         Kind::McpServer => deserialize(doc, json, diagnostics).map(Typed::McpServer),
@@ -415,7 +415,7 @@ fn build(
                         }
                     }
                 }
-                drop(agents.insert(name, spec))
+                drop(agents.insert(name, *spec))
             }
             Typed::Policy(spec) => drop(policies.insert(name, spec)),
             // Documents keep the order they were first seen in, so hooks run in declaration

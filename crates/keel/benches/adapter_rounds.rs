@@ -23,7 +23,6 @@
     clippy::print_stdout
 )]
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -126,15 +125,6 @@ fn cpu_time(who: libc::c_int) -> Duration {
     Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
 }
 
-fn bench_parent() -> PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let dir = target.join("bench-workspaces");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn workspace() -> TempWorkspace {
     let calls: Vec<Value> = (0..CALLS)
         .map(|i| json!({"toolCalls": [{"name": "noop", "arguments": {"i": i}}]}))
@@ -154,7 +144,11 @@ fn workspace() -> TempWorkspace {
         )
         .file("agent.py", PROGRAM)
         .file("at_once.py", AT_ONCE)
-        .build_in(bench_parent())
+        .build_in({
+            let dir = keel_test_support::bench_dir();
+            std::fs::create_dir_all(&dir).unwrap();
+            dir
+        })
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

@@ -8,10 +8,53 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use keel_test_support::{MockLlm, MockResponse, MockToolCall, WorkspaceBuilder, test_clients};
+use keel_test_support::{
+    MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder, test_clients,
+};
 
 use crate::common::keel_in;
 use crate::governance::{signal, wait_for_pending};
+
+/// Agent `bot` on model `mock`, run by `python` as the example `framework`, with tool
+/// `deploy` (it appends `web` to deployed.txt) and `policy` (a Policy spec; none when empty).
+fn deploying_agent(
+    mock: &MockLlm,
+    python: &std::path::Path,
+    framework: &str,
+    policy: &str,
+) -> TempWorkspace {
+    let program = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/adapters")
+            .join(framework)
+            .join("agent.py"),
+    )
+    .unwrap();
+    let mut builder = WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: bot }")
+        .openai_model_at("mock", &mock.base_url())
+        .tool(
+            "deploy",
+            r#"
+            description: Deploys a service.
+            schema: { type: object, properties: { service: { type: string } }, required: [service] }
+            impl: { kind: command, command: ["sh", "-c", "cat > /dev/null; echo web >> deployed.txt; echo deployed"] }
+            "#,
+        )
+        .agent(
+            "bot",
+            &format!(
+                "{{ model: mock, instructions: Deploy what you are asked to., tools: [deploy], \
+                 backend: {{ kind: process, command: [\"{}\", agent.py] }} }}",
+                python.display()
+            ),
+        )
+        .file("agent.py", program);
+    if !policy.is_empty() {
+        builder = builder.policy("p", policy);
+    }
+    builder.build()
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_process_agents_call_waits_for_an_approval_decided_from_another_process() {
@@ -23,33 +66,8 @@ async fn a_process_agents_call_waits_for_an_approval_decided_from_another_proces
         [r#"{"service": "web"}"#],
     )]));
     mock.push(MockResponse::text(["Deployed web."]));
-    let program = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../examples/adapters/openai-agents/agent.py"),
-    )
-    .unwrap();
     // `deploy` has side effects and no policy rule: each call asks a person.
-    let ws = WorkspaceBuilder::new()
-        .runtime("{ defaultAgent: bot }")
-        .openai_model_at("mock", &mock.base_url())
-        .tool(
-            "deploy",
-            r#"
-            description: Deploys a service.
-            schema: { type: object, properties: { service: { type: string } }, required: [service] }
-            impl: { kind: command, command: ["sh", "-c", "cat >> deployed.txt; echo deployed"] }
-            "#,
-        )
-        .agent(
-            "bot",
-            &format!(
-                "{{ model: mock, instructions: Deploy what you are asked to., tools: [deploy], \
-                 backend: {{ kind: process, command: [\"{}\", agent.py] }} }}",
-                python.display()
-            ),
-        )
-        .file("agent.py", program)
-        .build();
+    let ws = deploying_agent(&mock, &python, "openai-agents", "");
     let keel = keel_in(&ws);
     let run = keel
         .command(["run", "deploy web"])
@@ -114,33 +132,12 @@ async fn a_langgraph_run_killed_after_a_side_effect_resumes_without_repeating_it
         }
         _ => MockResponse::text(["Deployed web after resume."]),
     });
-    let program = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../examples/adapters/langgraph/agent.py"),
-    )
-    .unwrap();
-    let ws = WorkspaceBuilder::new()
-        .runtime("{ defaultAgent: bot }")
-        .openai_model_at("mock", &mock.base_url())
-        .tool(
-            "deploy",
-            r#"
-            description: Deploys a service.
-            schema: { type: object, properties: { service: { type: string } }, required: [service] }
-            impl: { kind: command, command: ["sh", "-c", "cat > /dev/null; echo web >> deployed.txt; echo deployed"] }
-            "#,
-        )
-        .policy("p", "{ rules: [{ tool: deploy, decision: allow }] }")
-        .agent(
-            "bot",
-            &format!(
-                "{{ model: mock, instructions: Deploy what you are asked to., tools: [deploy], \
-                 backend: {{ kind: process, command: [\"{}\", agent.py] }} }}",
-                python.display()
-            ),
-        )
-        .file("agent.py", program)
-        .build();
+    let ws = deploying_agent(
+        &mock,
+        &python,
+        "langgraph",
+        "{ rules: [{ tool: deploy, decision: allow }] }",
+    );
     let keel = keel_in(&ws);
     let mut run = keel
         .command(["run", "deploy web"])

@@ -379,8 +379,7 @@ impl AgentRun {
                 Err(error) => return End::store(error),
             }
         }
-        if let keel_workspace::BackendSpec::Process(backend) = &self.agent.backend {
-            let backend = (**backend).clone();
+        if let Some(backend) = self.agent.backend.process() {
             return Box::pin(self.drive_program(backend)).await;
         }
         if let Err(error) = Box::pin(self.run_pending()).await {

@@ -41,13 +41,7 @@ const EDGES: &[(&str, &[&str])] = &[
     ),
     (
         "keel-adapters",
-        &[
-            "keel-runtime",
-            "keel-mcp",
-            "keel-tools",
-            "keel-workspace",
-            "keel-types",
-        ],
+        &["keel-runtime", "keel-mcp", "keel-tools", "keel-types"],
     ),
     (
         "keel-runtime",
