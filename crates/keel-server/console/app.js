@@ -205,6 +205,8 @@ function summary(event) {
       if (e.phase === "agent.tool.result") return `${e.toolId} ${e.ok ? "ok" : "failed"} in ${e.durationMs} ms: ${e.output}`;
       if (e.phase === "agent.output.delta") return e.text;
       if (e.phase === "agent.handoff") return `to ${e.agent}: ${e.childRequestId}`;
+      if (e.phase === "agent.progress") return `${e.kind}: ${JSON.stringify(e.data)}`;
+      if (e.phase === "agent.log") return `${e.stream}: ${e.line}`;
       return e.phase;
     case "runtime.request.completed": return `${event.finishReason}, ${event.steps} steps, ${event.usage.totalTokens} tokens, ${event.durationMs} ms`;
     case "runtime.request.failed": return `${event.error.code}: ${event.error.message}`;

@@ -383,3 +383,49 @@ async fn a_resumed_program_that_diverges_goes_on_live_when_told_to() {
     );
     assert_eq!(response.output.as_deref(), Some("first second"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_run_stops_its_program_even_one_that_ignores_sigterm() {
+    let mock = MockLlm::start().await;
+    let ws = WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: bot }")
+        .openai_model_at("mock", &mock.base_url())
+        .agent(
+            "bot",
+            "{ model: mock, backend: { kind: process, command: [sh, agent.sh] } }",
+        )
+        .file(
+            "agent.sh",
+            "trap '' TERM; (trap '' TERM; echo $$ >> pids.txt; exec sleep 600) & echo $$ >> pids.txt; wait",
+        )
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let handle = runtime
+        .request(keel::RequestOptions {
+            input: "hello".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let pids_file = ws.path().join("pids.txt");
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(&pids_file).map_or(0, |p| p.lines().count()) < 2 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the program never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    handle.cancel();
+    let response = handle.wait().await.unwrap();
+    assert_eq!(response.status, RunStatus::Cancelled);
+    let pids = std::fs::read_to_string(&pids_file).unwrap();
+    for pid in pids.split_whitespace() {
+        let gone = || !std::path::Path::new(&format!("/proc/{pid}")).exists() || zombie(pid);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !gone() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert!(gone(), "process {pid} of the program outlived its run");
+    }
+}
