@@ -15,19 +15,22 @@ use keel_test_support::{
 use crate::common::keel_in;
 use crate::governance::{signal, wait_for_pending};
 
-/// Agent `bot` on model `mock`, run by `python` as the example `framework`, with tool
-/// `deploy` (it appends `web` to deployed.txt) and `policy` (a Policy spec; none when empty).
+/// Agent `bot` on model `mock`, the example `framework`'s `program` run by `runtime`, with
+/// tool `deploy` (it appends `web` to deployed.txt) and `policy` (a Policy spec; none when
+/// empty).
 fn deploying_agent(
     mock: &MockLlm,
-    python: &std::path::Path,
+    runtime: &std::path::Path,
     framework: &str,
+    program: &str,
     policy: &str,
 ) -> TempWorkspace {
+    let name = program;
     let program = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../examples/adapters")
             .join(framework)
-            .join("agent.py"),
+            .join(name),
     )
     .unwrap();
     let mut builder = WorkspaceBuilder::new()
@@ -45,11 +48,11 @@ fn deploying_agent(
             "bot",
             &format!(
                 "{{ model: mock, instructions: Deploy what you are asked to., tools: [deploy], \
-                 backend: {{ kind: process, command: [\"{}\", agent.py] }} }}",
-                python.display()
+                 backend: {{ kind: process, command: [\"{}\", {name}] }} }}",
+                runtime.display()
             ),
         )
-        .file("agent.py", program);
+        .file(name, program);
     if !policy.is_empty() {
         builder = builder.policy("p", policy);
     }
@@ -57,8 +60,43 @@ fn deploying_agent(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_process_agents_call_waits_for_an_approval_decided_from_another_process() {
+async fn an_openai_agents_sdk_call_waits_for_an_approval_decided_from_another_process() {
     let python = test_clients::openai_agents();
+    approved_from_another_process(&python, "openai-agents", "agent.py", None).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_langgraph_call_waits_for_an_approval_decided_from_another_process() {
+    let python = test_clients::langgraph();
+    approved_from_another_process(&python, "langgraph", "agent.py", None).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deepagents_call_waits_for_an_approval_decided_from_another_process() {
+    let python = test_clients::langgraph();
+    approved_from_another_process(&python, "deepagents", "agent.py", None).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_openai_agents_js_call_waits_for_an_approval_decided_from_another_process() {
+    let packages = test_clients::openai_agents_js();
+    approved_from_another_process(
+        std::path::Path::new("node"),
+        "openai-agents-js",
+        "agent.mjs",
+        Some(&packages.join("node_modules")),
+    )
+    .await;
+}
+
+/// The example agent of `framework` (`program`, run by `runtime`) calls `deploy`, which asks
+/// a person; another `keel` process approves; the run ends with the answer.
+async fn approved_from_another_process(
+    runtime: &std::path::Path,
+    framework: &str,
+    program: &str,
+    node_modules: Option<&std::path::Path>,
+) {
     let mock = MockLlm::start().await;
     mock.push(MockResponse::tool_calls([MockToolCall::new(
         "call_deploy",
@@ -67,7 +105,10 @@ async fn a_process_agents_call_waits_for_an_approval_decided_from_another_proces
     )]));
     mock.push(MockResponse::text(["Deployed web."]));
     // `deploy` has side effects and no policy rule: each call asks a person.
-    let ws = deploying_agent(&mock, &python, "openai-agents", "");
+    let ws = deploying_agent(&mock, runtime, framework, program, "");
+    if let Some(modules) = node_modules {
+        std::os::unix::fs::symlink(modules, ws.path().join("node_modules")).unwrap();
+    }
     let keel = keel_in(&ws);
     let run = keel
         .command(["run", "deploy web"])
@@ -136,6 +177,7 @@ async fn a_langgraph_run_killed_after_a_side_effect_resumes_without_repeating_it
         &mock,
         &python,
         "langgraph",
+        "agent.py",
         "{ rules: [{ tool: deploy, decision: allow }] }",
     );
     let keel = keel_in(&ws);
