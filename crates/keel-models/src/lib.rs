@@ -9,6 +9,7 @@
 //! Start at [`provider_for`], which builds the provider a workspace's `Model` document
 //! describes. This crate knows nothing of agents, tools or runs.
 
+pub mod anthropic;
 pub mod openai;
 pub mod scripted;
 mod sse;
@@ -91,7 +92,10 @@ fn openai_config(
 ) -> Result<OpenAiConfig, ProviderError> {
     let model = spec.model.clone().ok_or(ProviderError::MissingField {
         model: model_name.to_owned(),
-        provider: "openai",
+        provider: match spec.provider {
+            ProviderKind::Anthropic => "anthropic",
+            _ => "openai",
+        },
         field: "model",
     })?;
     let api_key = match &spec.api_key_env {
@@ -191,10 +195,23 @@ fn build_provider(
                 name,
             )?))
         }
-        ProviderKind::Anthropic => Err(ProviderError::Unsupported {
-            model: model_name.to_owned(),
-            provider: "anthropic".into(),
-        }),
+        ProviderKind::Anthropic => {
+            let config = openai_config(model_name, spec, env, max_idle_connections)?;
+            Ok(Arc::new(anthropic::AnthropicProvider::new(
+                anthropic::AnthropicConfig {
+                    base_url: spec
+                        .base_url
+                        .clone()
+                        .unwrap_or_else(|| anthropic::DEFAULT_BASE_URL.to_owned()),
+                    model: config.model,
+                    api_key: config.api_key,
+                    params: config.params,
+                    timeout: config.timeout,
+                    allow_stream: config.allow_stream,
+                    max_idle_connections,
+                },
+            )?))
+        }
     }
 }
 

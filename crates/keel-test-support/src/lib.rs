@@ -19,6 +19,7 @@
 
 mod cli;
 pub mod fixtures;
+mod mock_anthropic;
 mod mock_llm;
 mod mock_response;
 pub mod process;
@@ -28,6 +29,7 @@ pub mod workflows;
 mod workspace_builder;
 
 pub use cli::{Cli, CliOutput, Serving};
+pub use mock_anthropic::AnthropicSse;
 pub use mock_llm::{MockLlm, RecordedRequest, Responder};
 pub use mock_response::{MOCK_COMPLETION_ID, MOCK_MODEL, MockResponse, MockSse, MockToolCall};
 pub use temp_workspace::TempWorkspace;

@@ -229,10 +229,12 @@ async fn handle(
     if method == Method::POST && uri.path() == "/v1/embeddings" {
         return embeddings(&shared, &body);
     }
-    if method != Method::POST || uri.path() != "/v1/chat/completions" {
+    // Chat Completions and the Anthropic Messages API share one queue: the test pushes the
+    // answers in the wire format of the provider it drives.
+    if method != Method::POST || !matches!(uri.path(), "/v1/chat/completions" | "/v1/messages") {
         return plain(
             StatusCode::NOT_FOUND,
-            "mock LLM serves POST /v1/chat/completions and /v1/embeddings",
+            "mock LLM serves POST /v1/chat/completions, /v1/messages and /v1/embeddings",
         );
     }
     let recorded = record(&method, &uri, &headers, &body);

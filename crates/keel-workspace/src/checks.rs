@@ -236,9 +236,9 @@ impl<'a> Checker<'a> {
         let has = |key: &str| self.spec.get(key).is_some_and(|n| !n.is_null());
         let name = &self.doc.name;
         let problem = match provider {
-            "anthropic" => Some((
-                "provider `anthropic` is not supported yet".to_owned(),
-                "use `openai` (any OpenAI-compatible endpoint) or `scripted`",
+            "anthropic" if !has("model") => Some((
+                format!("anthropic model `{name}` has no `model`"),
+                "add `model:` with the Claude model name, e.g. `claude-sonnet-4-5`",
             )),
             "scripted" if !has("script") => Some((
                 format!("scripted model `{name}` has no `script`"),
@@ -259,8 +259,11 @@ impl<'a> Checker<'a> {
     /// Fields that only another provider reads would be ignored: each is an error.
     fn foreign_model_fields(&mut self, provider: &str) {
         let (fields, owner): (&[&str], &str) = match provider {
-            "scripted" => (&["baseUrl", "apiKeyEnv", "timeout", "params"], "openai"),
-            "openai" => (&["script"], "scripted"),
+            "scripted" => (
+                &["baseUrl", "apiKeyEnv", "timeout", "params"],
+                "openai` and `anthropic",
+            ),
+            "openai" | "anthropic" => (&["script"], "scripted"),
             _ => return,
         };
         let name = self.doc.name.clone();

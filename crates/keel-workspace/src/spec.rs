@@ -464,7 +464,7 @@ fn default_true() -> bool {
 pub enum ProviderKind {
     /// OpenAI Chat Completions and compatible servers (Ollama, vLLM, llama.cpp, LM Studio).
     Openai,
-    /// Anthropic Messages (not supported yet).
+    /// Anthropic's Messages API (`POST {baseUrl}/v1/messages`).
     Anthropic,
     /// A deterministic script, for offline runs and tests.
     Scripted,

@@ -16,7 +16,7 @@ use crate::ProviderError;
 pub struct OpenAiEmbedder {
     transport: Transport,
     model: String,
-    auth: Option<HeaderValue>,
+    auth: Vec<(http::HeaderName, HeaderValue)>,
     timeout: std::time::Duration,
 }
 
@@ -34,7 +34,10 @@ impl OpenAiEmbedder {
         let url = endpoint(&config.base_url, "embeddings")?;
         let pool = Pool::new(config.max_idle_connections);
         let transport = Transport::for_url(url, config.timeout, pool)?;
-        let auth = super::bearer(config.api_key.as_deref())?;
+        let auth = super::bearer(config.api_key.as_deref())?
+            .map(|value| (http::header::AUTHORIZATION, value))
+            .into_iter()
+            .collect();
         Ok(Self {
             transport,
             model: config.model,
@@ -69,7 +72,7 @@ impl Embedder for OpenAiEmbedder {
         let outgoing = Outgoing {
             body: body.to_string().into_bytes(),
             accept: "application/json",
-            auth: self.auth.as_ref(),
+            headers: &self.auth,
         };
         let (_, response) = exchange(&self.transport, outgoing, self.timeout, &self.model).await?;
         let bytes = read_body(response, self.timeout, MAX_ANSWER_BYTES, false).await?;

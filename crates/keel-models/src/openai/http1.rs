@@ -51,7 +51,7 @@ const POOL_IDLE: Duration = Duration::from_secs(90);
 
 /// How a transport's pool keeps connections that are not in use.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Pool {
+pub(crate) struct Pool {
     /// An idle connection is closed after this long.
     pub idle_timeout: Duration,
     /// At most this many idle connections are kept; one that comes back to a full pool is
@@ -60,7 +60,7 @@ pub(super) struct Pool {
 }
 
 impl Pool {
-    pub(super) fn new(max_idle: usize) -> Self {
+    pub(crate) fn new(max_idle: usize) -> Self {
         Self {
             idle_timeout: POOL_IDLE,
             max_idle,
@@ -69,7 +69,7 @@ impl Pool {
 }
 
 /// A pooled HTTP/1.1 client of one endpoint (`host:port`).
-pub(super) struct Http1Client {
+pub(crate) struct Http1Client {
     shared: Arc<Shared>,
 }
 
@@ -101,7 +101,7 @@ struct Idle {
 /// A connection lent to one exchange, driven by whoever awaits the exchange (there is no task
 /// per connection): handed back by [`Lease::release`] once its answer has been read to the
 /// end, closed when dropped before.
-pub(super) struct Lease {
+pub(crate) struct Lease {
     /// Boxed: hyper's connection state is some 700 bytes, and the lease moves into the body.
     conn: Box<Conn>,
     /// Dropped at the end of the answer, which ends hyper's side of the exchange.

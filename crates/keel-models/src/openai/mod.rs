@@ -10,9 +10,10 @@
 
 mod decode;
 mod embeddings;
-mod http1;
-mod http_error;
-mod transport;
+// The HTTP side, shared with the `anthropic` provider.
+pub(crate) mod http1;
+pub(crate) mod http_error;
+pub(crate) mod transport;
 mod wire;
 
 pub use embeddings::OpenAiEmbedder;
@@ -102,7 +103,8 @@ impl fmt::Debug for OpenAiConfig {
 pub struct OpenAiProvider {
     transport: Transport,
     model: String,
-    auth: Option<HeaderValue>,
+    /// `Authorization`, when there is a key.
+    auth: Vec<(http::HeaderName, HeaderValue)>,
     params: ModelParams,
     timeout: Duration,
     allow_stream: bool,
@@ -139,7 +141,10 @@ impl OpenAiProvider {
     }
 
     fn build(config: OpenAiConfig, transport: Transport) -> Result<Self, ProviderError> {
-        let auth = bearer(config.api_key.as_deref())?;
+        let auth = bearer(config.api_key.as_deref())?
+            .map(|value| (http::header::AUTHORIZATION, value))
+            .into_iter()
+            .collect();
         Ok(Self {
             transport,
             model: config.model,
@@ -161,7 +166,7 @@ fn bearer(key: Option<&str>) -> Result<Option<HeaderValue>, ProviderError> {
 }
 
 /// `{base_url}/{path}`, validated.
-fn endpoint(base_url: &str, path: &str) -> Result<reqwest::Url, ProviderError> {
+pub(crate) fn endpoint(base_url: &str, path: &str) -> Result<reqwest::Url, ProviderError> {
     let invalid = |reason: String| ProviderError::InvalidBaseUrl {
         url: base_url.to_owned(),
         reason,
@@ -204,7 +209,7 @@ impl ModelProvider for OpenAiProvider {
             } else {
                 "application/json"
             },
-            auth: self.auth.as_ref(),
+            headers: &self.auth,
         };
         let (head, response) =
             exchange(&self.transport, outgoing, self.timeout, &self.model).await?;
@@ -215,19 +220,12 @@ impl ModelProvider for OpenAiProvider {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if stream && is_sse {
-            return Ok(Box::pin(stream::unfold(
-                Streaming::new(response, self.timeout),
-                Streaming::next_item,
-            )));
+            return Ok(streamed::<ChunkDecoder>(response, self.timeout));
         }
         // A whole answer; servers that stream although asked not to are decoded the same way.
         let body = read_body(response, self.timeout, MAX_ANSWER_BYTES, false).await?;
         let events = if is_sse {
-            let mut decoder = SseState::default();
-            let mut events = VecDeque::new();
-            decoder.feed(&body, &mut events)?;
-            decoder.end(&mut events)?;
-            Vec::from(events)
+            sse_events::<ChunkDecoder>(&body)?
         } else {
             decode::completion_events(&body)?
         };
@@ -235,9 +233,50 @@ impl ModelProvider for OpenAiProvider {
     }
 }
 
+/// A provider's decoder of the data of a streamed answer's SSE events.
+pub(crate) trait Frames: Default + Send + 'static {
+    /// Whether the answer is complete (its end marker seen); the body's end is then awaited
+    /// only briefly.
+    fn is_done(&self) -> bool;
+    /// Handles the data of one SSE event, appending the resulting deltas to `out`.
+    fn on_data(&mut self, data: &[u8], out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError>;
+    /// The body ended: appends what remains (`Usage`, `Stop`), or fails when the answer is
+    /// incomplete.
+    fn on_end(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError>;
+}
+
+impl Frames for ChunkDecoder {
+    fn is_done(&self) -> bool {
+        ChunkDecoder::is_done(self)
+    }
+    fn on_data(&mut self, data: &[u8], out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
+        ChunkDecoder::on_data(self, data, out)
+    }
+    fn on_end(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
+        ChunkDecoder::on_end(self, out)
+    }
+}
+
+/// A streamed answer, decoded as it arrives.
+pub(crate) fn streamed<D: Frames>(response: Body, idle: Duration) -> ModelStream {
+    Box::pin(stream::unfold(
+        Streaming::<D>::new(response, idle),
+        Streaming::next_item,
+    ))
+}
+
+/// The events of an answer that came whole but as SSE.
+pub(crate) fn sse_events<D: Frames>(body: &[u8]) -> Result<Vec<ModelEvent>, ModelError> {
+    let mut decoder = SseState::<D>::default();
+    let mut events = VecDeque::new();
+    decoder.feed(body, &mut events)?;
+    decoder.end(&mut events)?;
+    Ok(Vec::from(events))
+}
+
 /// Sends `outgoing` and waits for a successful response head, within `timeout`. A
 /// non-success answer is read (up to [`MAX_ERROR_BYTES`]) and classified.
-async fn exchange(
+pub(crate) async fn exchange(
     transport: &Transport,
     outgoing: Outgoing<'_>,
     timeout: Duration,
@@ -264,7 +303,7 @@ async fn exchange(
 
 /// Reads a whole body, each chunk within `idle`. Past `limit` the body is either truncated
 /// (`truncate`, for error bodies) or refused.
-async fn read_body(
+pub(crate) async fn read_body(
     mut response: Body,
     idle: Duration,
     limit: usize,
@@ -298,12 +337,12 @@ async fn read_body(
 
 /// SSE framing plus chunk decoding.
 #[derive(Debug, Default)]
-struct SseState {
+struct SseState<D> {
     sse: SseDecoder,
-    chunks: ChunkDecoder,
+    chunks: D,
 }
 
-impl SseState {
+impl<D: Frames> SseState<D> {
     fn feed(&mut self, bytes: &[u8], out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
         self.sse.push(bytes);
         while let Some(data) = self.sse.next_event() {
@@ -327,16 +366,16 @@ impl SseState {
 
 /// A streamed answer being read. Deltas decoded from one network read are queued in
 /// `pending` and handed out one by one; an error is handed out after the deltas before it.
-struct Streaming {
+struct Streaming<D> {
     response: Body,
-    decoder: SseState,
+    decoder: SseState<D>,
     pending: VecDeque<ModelEvent>,
     failed: Option<ModelError>,
     finished: bool,
     idle: Duration,
 }
 
-impl Streaming {
+impl<D: Frames> Streaming<D> {
     fn new(response: Body, idle: Duration) -> Self {
         Self {
             response,

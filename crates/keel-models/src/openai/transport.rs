@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue, USER_AGENT};
+use http::header::{ACCEPT, CONTENT_TYPE, HOST, HeaderValue, USER_AGENT};
 use http::response::Parts;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::proxy::matcher::Matcher;
@@ -37,14 +37,16 @@ const AGENT: &str = concat!("keel/", env!("CARGO_PKG_VERSION"));
 const READ_BUFFER: usize = 4096;
 
 /// One request: everything but the URL, which the transport holds.
-pub(super) struct Outgoing<'a> {
+pub(crate) struct Outgoing<'a> {
     pub body: Vec<u8>,
     pub accept: &'static str,
-    pub auth: Option<&'a HeaderValue>,
+    /// Headers of the provider's own: its credentials (`Authorization`, `x-api-key`), its
+    /// API version.
+    pub headers: &'a [(http::HeaderName, HeaderValue)],
 }
 
 /// A provider's way to its endpoint, with its connection pool.
-pub(super) enum Transport {
+pub(crate) enum Transport {
     Plain {
         client: Http1Client,
         /// The endpoint, as shown.
@@ -63,7 +65,7 @@ pub(super) enum Transport {
 impl Transport {
     /// The plain transport when `url` is `http://`, carries no credentials and no proxy of the
     /// environment applies to it (a loopback host never goes through one), reqwest otherwise.
-    pub(super) fn for_url(
+    pub(crate) fn for_url(
         url: reqwest::Url,
         timeout: Duration,
         pool: Pool,
@@ -115,7 +117,7 @@ impl Transport {
     }
 
     /// The endpoint requests go to.
-    pub(super) fn url(&self) -> &dyn std::fmt::Display {
+    pub(crate) fn url(&self) -> &dyn std::fmt::Display {
         match self {
             Self::Plain { uri, .. } => uri,
             Self::Reqwest { url, .. } => url,
@@ -123,7 +125,7 @@ impl Transport {
     }
 
     /// Sends `outgoing` and waits for the response head.
-    pub(super) async fn send(&self, outgoing: Outgoing<'_>) -> Result<(Parts, Body), ModelError> {
+    pub(crate) async fn send(&self, outgoing: Outgoing<'_>) -> Result<(Parts, Body), ModelError> {
         match self {
             Self::Plain {
                 client, path, host, ..
@@ -135,8 +137,8 @@ impl Transport {
                         .header(CONTENT_TYPE, "application/json")
                         .header(ACCEPT, outgoing.accept)
                         .header(USER_AGENT, AGENT);
-                    if let Some(auth) = outgoing.auth {
-                        request = request.header(AUTHORIZATION, auth.clone());
+                    for (name, value) in outgoing.headers {
+                        request = request.header(name, value.clone());
                     }
                     request
                         .body(Full::new(body.clone()))
@@ -161,8 +163,8 @@ impl Transport {
                     .header(CONTENT_TYPE, "application/json")
                     .header(ACCEPT, outgoing.accept)
                     .body(outgoing.body);
-                if let Some(auth) = outgoing.auth {
-                    request = request.header(AUTHORIZATION, auth.clone());
+                for (name, value) in outgoing.headers {
+                    request = request.header(name, value.clone());
                 }
                 let response = request
                     .send()
@@ -176,7 +178,7 @@ impl Transport {
 }
 
 /// A response body being read.
-pub(super) enum Body {
+pub(crate) enum Body {
     Plain {
         body: hyper::body::Incoming,
         /// The connection, driven while the body is read and back to the pool at its end.
@@ -187,7 +189,7 @@ pub(super) enum Body {
 
 impl Body {
     /// The next chunk of data, or `None` at the end (trailers are skipped).
-    pub(super) async fn chunk(&mut self) -> Result<Option<Bytes>, ModelError> {
+    pub(crate) async fn chunk(&mut self) -> Result<Option<Bytes>, ModelError> {
         loop {
             let frame = match self {
                 Self::Plain { body, lease } => {
@@ -534,7 +536,7 @@ mod tests {
         let outgoing = Outgoing {
             body: b"{}".to_vec(),
             accept: "application/json",
-            auth: None,
+            headers: &[],
         };
         let (head, mut body) = transport.send(outgoing).await?;
         assert_eq!(head.status, 200);

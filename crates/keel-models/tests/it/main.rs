@@ -3,6 +3,7 @@
 // Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
 #![cfg(test)]
 
+mod anthropic;
 mod openai_errors;
 mod openai_request;
 mod openai_stream;

@@ -107,7 +107,7 @@ fn a_scripted_spec_reads_its_script_relative_to_the_root_at_once() {
 }
 
 #[test]
-fn anthropic_is_not_supported_yet() {
+fn an_anthropic_model_needs_its_model_name() {
     let error = provider_from_spec(
         "claude",
         &spec(ProviderKind::Anthropic),
@@ -117,7 +117,14 @@ fn anthropic_is_not_supported_yet() {
     .err()
     .unwrap();
     assert!(
-        matches!(error, ProviderError::Unsupported { .. }),
+        matches!(
+            error,
+            ProviderError::MissingField {
+                provider: "anthropic",
+                field: "model",
+                ..
+            }
+        ),
         "{error}"
     );
 }

@@ -112,7 +112,7 @@ spec:
     );
     assert_eq!(
         diagnostics[0].hint.as_deref(),
-        Some("remove it; `baseUrl` applies to `openai` models only")
+        Some("remove it; `baseUrl` applies to `openai` and `anthropic` models only")
     );
 }
 
