@@ -104,6 +104,14 @@ pub fn openai_agents_js() -> PathBuf {
     npm_packages("openai-agents-js", OPENAI_AGENTS_JS)
 }
 
+/// The official Anthropic Python SDK, checked against the mock's Messages API answers.
+pub const ANTHROPIC_PYTHON: &str = "anthropic==2.14.0";
+
+/// [`ANTHROPIC_PYTHON`] in the venv `target/test-clients/anthropic`; returns its Python.
+pub fn anthropic_python() -> PathBuf {
+    python_venv("anthropic", &[ANTHROPIC_PYTHON])
+}
+
 /// The official Python MCP SDK the tests and the MCP benchmark use, pinned (its client API
 /// changed at 2.0).
 pub const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
@@ -171,6 +179,7 @@ pub fn install_all() -> Result<(), String> {
     langchain_openai();
     openai_agents();
     langgraph();
+    anthropic_python();
     openai_agents_js();
     mcp_python();
     schemathesis();

@@ -3,6 +3,7 @@
 // Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
 #![cfg(test)]
 
+mod mock_anthropic;
 mod mock_binary;
 mod mock_server;
 mod test_clients;
