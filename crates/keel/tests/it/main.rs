@@ -5,6 +5,7 @@
 #![cfg(test)]
 
 mod adapters;
+mod anthropic_runs;
 mod architecture;
 mod cancel;
 mod common;
