@@ -133,6 +133,9 @@ fn narrate(event: &Event, verbose: bool) -> Option<String> {
             error.message,
             seconds(*delay_ms)
         ),
+        EventPayload::ModelFallback {
+            from, to, reason, ..
+        } => format!("{from} failed ({}); asking {to} instead.", reason.message),
         EventPayload::ToolGuard {
             tool,
             decision: GuardDecision::Blocked,

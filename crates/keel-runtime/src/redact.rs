@@ -154,6 +154,7 @@ impl Redactor {
             EventPayload::RequestFailed { error, .. } => s(&mut error.message),
             EventPayload::RequestCancelled { reason, .. } => s(reason),
             EventPayload::ModelRetry { error, .. } => s(&mut error.message),
+            EventPayload::ModelFallback { reason, .. } => s(&mut reason.message),
             EventPayload::ModelCompleted {
                 content,
                 tool_calls,

@@ -284,6 +284,16 @@ pub enum EventPayload {
         error: ErrorInfo,
         delay_ms: u64,
     },
+    /// A round's model failed after its retries; the round goes to the next of its
+    /// `fallbacks` (`Model` document names).
+    #[serde(rename = "runtime.model.fallback", rename_all = "camelCase")]
+    ModelFallback {
+        step: u32,
+        from: String,
+        to: String,
+        /// Why `from` gave up: its last error.
+        reason: ErrorInfo,
+    },
     #[serde(rename = "runtime.tool.guard", rename_all = "camelCase")]
     ToolGuard {
         call_id: String,
@@ -597,6 +607,7 @@ impl EventPayload {
             Self::ModelStarted { .. } => "runtime.model.started",
             Self::ModelCompleted { .. } => "runtime.model.completed",
             Self::ModelRetry { .. } => "runtime.model.retry",
+            Self::ModelFallback { .. } => "runtime.model.fallback",
             Self::ToolGuard { .. } => "runtime.tool.guard",
             Self::Adapter { .. } => "runtime.adapter.event",
             Self::ArtifactCreated { .. } => "runtime.artifact.created",

@@ -92,10 +92,11 @@ fn slot(payload: &EventPayload) -> usize {
         EventPayload::Adapter {
             event: AdapterEvent::Log { .. },
         } => 52,
+        EventPayload::ModelFallback { .. } => 53,
     }
 }
 
-const SLOTS: usize = 53;
+const SLOTS: usize = 54;
 
 fn usage() -> Usage {
     Usage {
@@ -520,6 +521,15 @@ fn examples() -> Vec<EventPayload> {
                 stream: "stderr".into(),
                 line: "WARNING: retrying the search".into(),
             },
+        },
+        EventPayload::ModelFallback {
+            step: 2,
+            from: "sonnet".into(),
+            to: "gpt".into(),
+            reason: ErrorInfo::new(
+                ErrorCode::ModelUnavailable,
+                "the provider failed with HTTP 529: Overloaded",
+            ),
         },
     ]
 }

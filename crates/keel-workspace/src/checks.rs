@@ -14,6 +14,7 @@
 mod facade;
 mod mcp;
 mod memory;
+mod model;
 mod skills;
 mod workflow;
 
@@ -226,53 +227,6 @@ impl<'a> Checker<'a> {
                 );
             }
         }
-    }
-
-    fn model(&mut self) {
-        let Some((provider, node)) = self.string("provider") else {
-            return;
-        };
-        self.foreign_model_fields(provider);
-        let has = |key: &str| self.spec.get(key).is_some_and(|n| !n.is_null());
-        let name = &self.doc.name;
-        let problem = match provider {
-            "anthropic" if !has("model") => Some((
-                format!("anthropic model `{name}` has no `model`"),
-                "add `model:` with the Claude model name, e.g. `claude-sonnet-4-5`",
-            )),
-            "scripted" if !has("script") => Some((
-                format!("scripted model `{name}` has no `script`"),
-                "add `script:` with the script file, relative to the workspace root",
-            )),
-            "openai" if !has("model") => Some((
-                format!("openai model `{name}` has no `model`"),
-                "add `model:` with the model name the endpoint expects",
-            )),
-            _ => None,
-        };
-        if let Some((message, hint)) = problem {
-            let loc = node.loc.clone();
-            self.push(&loc, message, Some(hint.into()));
-        }
-    }
-
-    /// Fields that only another provider reads would be ignored: each is an error.
-    fn foreign_model_fields(&mut self, provider: &str) {
-        let (fields, owner): (&[&str], &str) = match provider {
-            "scripted" => (
-                &["baseUrl", "apiKeyEnv", "timeout", "params"],
-                "openai` and `anthropic",
-            ),
-            "openai" | "anthropic" => (&["script"], "scripted"),
-            _ => return,
-        };
-        let name = self.doc.name.clone();
-        self.fields_without_effect(fields, |field| {
-            (
-                format!("`{field}` has no effect on {provider} model `{name}`"),
-                format!("remove it; `{field}` applies to `{owner}` models only"),
-            )
-        });
     }
 
     /// Each of `fields` that is set (not null) would be ignored: an error at its key, with the

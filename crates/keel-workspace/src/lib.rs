@@ -34,12 +34,12 @@ pub use mcp::{MCP_TOOL_PREFIX, READ_MCP_RESOURCE_TOOL, mcp_filter_allows, mcp_to
 pub use spec::{
     AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, ArtifactsKind, ArtifactsSpec,
     BuiltinToolSettings, CliEvents, CliSpec, ContractSpec, DEFAULT_STORE_URL, Duration,
-    EmbeddingsSpec, FileChangeSettings, GatewayMode, GatewayOverride, GatewaySpec, HookEvent,
-    HookHandler, HookOnError, HookSpec, HttpFetchSettings, HttpMethod, Limits, McpServerSpec,
-    McpToolFilter, McpTransport, MemorySpec, MirrorSpec, ModelParamsSpec, ModelSpec, NarrationSpec,
-    NarrationStyle, PermissionMode, PolicyDecision, PolicyRule, PolicySpec, ProgressSpec,
-    ProviderKind, RecallSpec, RedactionSpec, RetryPolicy, RetrySpec, RuntimeSpec, ServerSpec,
-    ShellSettings, StoreKind, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc, WritePolicy,
+    EmbeddingsSpec, FallbacksSpec, FileChangeSettings, GatewayMode, GatewayOverride, GatewaySpec,
+    HookEvent, HookHandler, HookOnError, HookSpec, HttpFetchSettings, HttpMethod, Limits,
+    McpServerSpec, McpToolFilter, McpTransport, MemorySpec, MirrorSpec, ModelParamsSpec, ModelSpec,
+    NarrationSpec, NarrationStyle, PermissionMode, PolicyDecision, PolicyRule, PolicySpec,
+    ProgressSpec, ProviderKind, RecallSpec, RedactionSpec, RetryPolicy, RetrySpec, RuntimeSpec,
+    ServerSpec, ShellSettings, StoreKind, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc, WritePolicy,
 };
 pub use spec::{
     BackendSpec, Bounds, Condition, EdgeSpec, FacadeClamp, FacadeParam, FacadeSpec, GateKind,

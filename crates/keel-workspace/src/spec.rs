@@ -13,12 +13,14 @@ use serde_json::Value;
 mod backend;
 mod facade;
 mod memory;
+mod model;
 mod skill_settings;
 mod store;
 mod workflow;
 pub use backend::{BackendSpec, OnDivergence, ProcessBackend};
 pub use facade::{Bounds, FacadeClamp, FacadeParam, FacadeSpec};
 pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};
+pub use model::{FallbacksSpec, ModelParamsSpec, ModelSpec, ProviderKind};
 pub use skill_settings::{SkillRootSpec, SkillsSettings};
 pub use store::{
     ArtifactsKind, ArtifactsSpec, DEFAULT_STORE_URL, MirrorSpec, StoreKind, StoreSpec,
@@ -425,57 +427,6 @@ impl Default for CliEvents {
             include: vec!["runtime.progress.narration".into()],
         }
     }
-}
-
-/// `kind: Model` — an LLM endpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ModelSpec {
-    pub provider: ProviderKind,
-    /// `openai`: the API base URL, e.g. `https://api.openai.com/v1`.
-    #[serde(default)]
-    pub base_url: Option<String>,
-    /// `openai`: the model name sent to the endpoint.
-    #[serde(default)]
-    pub model: Option<String>,
-    /// `openai`: the environment variable holding the API key (none: no key is sent).
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// `scripted`: the script file, relative to the workspace root.
-    #[serde(default)]
-    pub script: Option<String>,
-    /// Stream answers (default) or ask for them whole.
-    #[serde(default = "default_true")]
-    pub stream: bool,
-    /// Per-attempt timeout: connecting, and the gap between two chunks.
-    #[serde(default)]
-    pub timeout: Option<Duration>,
-    #[serde(default)]
-    pub params: ModelParamsSpec,
-}
-
-fn default_true() -> bool {
-    true
-}
-
-/// Which wire protocol a model speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    /// OpenAI Chat Completions and compatible servers (Ollama, vLLM, llama.cpp, LM Studio).
-    Openai,
-    /// Anthropic's Messages API (`POST {baseUrl}/v1/messages`).
-    Anthropic,
-    /// A deterministic script, for offline runs and tests.
-    Scripted,
-}
-
-/// Sampling parameters.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct ModelParamsSpec {
-    pub temperature: Option<f64>,
-    pub max_tokens: Option<u32>,
 }
 
 /// `kind: Tool` — a tool implemented outside Keel.

@@ -18,6 +18,7 @@ fn spec(provider: ProviderKind) -> ModelSpec {
         stream: true,
         timeout: None,
         params: ModelParamsSpec::default(),
+        fallbacks: None,
     }
 }
 

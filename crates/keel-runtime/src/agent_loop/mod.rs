@@ -13,7 +13,7 @@
 //! ([`execute`]): the loop future is dropped, which closes the model stream and kills tool
 //! processes, and then the terminal event is recorded.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -70,6 +70,8 @@ pub(crate) struct Services {
     pub _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
     /// What runs agents whose `backend` is not native.
     pub adapters: crate::adapter::Adapters,
+    /// Each `Model` document's usable fallbacks, in order (`Model.fallbacks`).
+    pub fallbacks: HashMap<String, Fallbacks>,
 }
 
 /// A tool call a client makes directly, without a model.
@@ -89,6 +91,14 @@ pub(crate) enum Start {
     Resumed { cut_off_round: bool },
     /// A copy of another run's first events continues.
     Forked { from: RequestId, at_seq: u64 },
+}
+
+/// A model's fallbacks: the usable ones, in order, and whether a run stays on the one that
+/// answered.
+#[derive(Clone)]
+pub(crate) struct Fallbacks {
+    pub chain: Vec<(String, Arc<dyn ModelProvider>)>,
+    pub sticky: bool,
 }
 
 /// One run in progress.
@@ -158,6 +168,10 @@ pub(crate) struct AgentRun {
     asked_before: bool,
     /// The round a process-backed agent's program asks for, while it is made.
     program_ask: Option<crate::adapter::ModelAsk>,
+    /// The `Model` document answering the run's rounds: the agent's, or one of its fallbacks.
+    model_doc: String,
+    /// The agent's own model's provider (a non-sticky fallback goes back to it).
+    primary: Arc<dyn ModelProvider>,
 }
 
 impl AgentRun {
@@ -207,6 +221,7 @@ impl AgentRun {
             .models
             .get(&agent.model)
             .is_none_or(|model| model.stream);
+        let run_primary = provider.clone();
         let mut run = Self {
             emitter,
             provider,
@@ -241,8 +256,11 @@ impl AgentRun {
             embedded: false,
             asked_before,
             program_ask: None,
+            model_doc: String::new(),
+            primary: run_primary,
             services,
         };
+        run.model_doc = run.agent.model.clone();
         run.assemble_prompt(skills.messages, memory.messages, history);
         if let Some(rebuilt) = rebuilt {
             run.remember_seen(&rebuilt.seen_paths);

@@ -3,6 +3,7 @@
 //! `agent.output.delta`), and retries with backoff for errors the provider calls retryable.
 //! Each round first records what it sends, section by section (`runtime.prompt.assembled`).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::{FutureExt, StreamExt};
@@ -41,6 +42,20 @@ impl AgentRun {
     pub(super) async fn model_round(&mut self, step: u32) -> Result<Answer, RoundError> {
         let policy = self.services.workspace.runtime.retry.model.clone();
         let mut attempt = 1;
+        // Fallbacks taken in this round: at most one per model of the chain.
+        let mut fell_back = 0;
+        // A fallback that is not sticky answered the last round: this one asks the agent's
+        // own model first again.
+        if self.model_doc != self.agent.model
+            && self
+                .services
+                .fallbacks
+                .get(&self.agent.model)
+                .is_some_and(|f| !f.sticky)
+        {
+            self.model_doc = self.agent.model.clone();
+            self.provider = self.primary.clone();
+        }
         let sections = self.prompt_sections();
         self.emitter
             .emit(EventPayload::PromptAssembled { step, sections })?;
@@ -79,6 +94,28 @@ impl AgentRun {
                     })?;
                     tokio::time::sleep(delay).await;
                     attempt += 1;
+                }
+                Err(RoundError::Model(error)) if error.is_retryable() => {
+                    let next = self.next_fallback().filter(|_| {
+                        fell_back += 1;
+                        fell_back
+                            <= self
+                                .services
+                                .fallbacks
+                                .get(&self.agent.model)
+                                .map_or(0, |f| f.chain.len())
+                    });
+                    let Some((next, provider)) = next else {
+                        return Err(RoundError::Model(error));
+                    };
+                    self.emitter.emit(EventPayload::ModelFallback {
+                        step,
+                        from: std::mem::replace(&mut self.model_doc, next.clone()),
+                        to: next,
+                        reason: ErrorInfo::new(error.code(), error.to_string()),
+                    })?;
+                    self.provider = provider;
+                    attempt = 1;
                 }
                 Err(error) => return Err(error),
             }
@@ -227,13 +264,23 @@ impl AgentRun {
         Ok((answer, usage))
     }
 
+    /// The next of the agent's model's fallbacks after the one answering now, if any.
+    fn next_fallback(&self) -> Option<(String, Arc<dyn keel_types::ModelProvider>)> {
+        let chain = &self.services.fallbacks.get(&self.agent.model)?.chain;
+        let after = chain
+            .iter()
+            .position(|(name, _)| *name == self.model_doc)
+            .map_or(0, |at| at + 1);
+        chain.get(after).cloned()
+    }
+
     /// The parameters a round sends: the request's over the Model document's.
     fn model_params(&self) -> ModelParams {
         let document = self
             .services
             .workspace
             .models
-            .get(&self.agent.model)
+            .get(&self.model_doc)
             .map(|m| ModelParams {
                 temperature: m.params.temperature,
                 max_tokens: m.params.max_tokens,

@@ -80,6 +80,7 @@ pub(super) fn compile(base: &Base<'_>, parts: ReloadParts) -> Current {
         memory,
         keep,
     } = parts;
+    let fallbacks = fallbacks_of(&workspace, &models);
     let redactor = Arc::new(Redactor::for_workspace(&workspace));
     base.redacting.set_redactor(redactor.clone());
     let pipeline = Pipeline {
@@ -101,11 +102,40 @@ pub(super) fn compile(base: &Base<'_>, parts: ReloadParts) -> Current {
             decisions: base.decisions.clone(),
             _keep: keep,
             adapters: base.adapters.clone(),
+            fallbacks,
         }),
         models,
         pipeline,
         skill_watch: std::sync::Once::new(),
     }
+}
+
+/// Each model's usable fallbacks (`Model.fallbacks`), in order; an unusable one (its
+/// provider could not be built) is left out, and said so at load.
+fn fallbacks_of(
+    workspace: &Workspace,
+    models: &HashMap<String, Result<Arc<dyn ModelProvider>, String>>,
+) -> HashMap<String, crate::agent_loop::Fallbacks> {
+    workspace
+        .models
+        .iter()
+        .filter_map(|(name, spec)| {
+            let fallbacks = spec.fallbacks.as_ref()?;
+            let chain = fallbacks
+                .models()
+                .iter()
+                .filter_map(|next| match models.get(next) {
+                    Some(Ok(provider)) => Some((next.clone(), provider.clone())),
+                    _ => {
+                        tracing::warn!(model = %name, fallback = %next, "A fallback model is not usable; it is skipped.");
+                        None
+                    }
+                })
+                .collect();
+            let sticky = fallbacks.sticky();
+            Some((name.clone(), crate::agent_loop::Fallbacks { chain, sticky }))
+        })
+        .collect()
 }
 
 impl Kernel {

@@ -86,6 +86,12 @@ pub(super) fn line(event: &Event) -> String {
         } => {
             format!("attempt={attempt} delay={delay_ms}ms {}", error.message)
         }
+        EventPayload::ModelFallback {
+            step,
+            from,
+            to,
+            reason,
+        } => format!("step={step} {from} → {to}: {}", reason.message),
         EventPayload::ToolGuard {
             tool,
             decision,

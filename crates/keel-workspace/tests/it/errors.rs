@@ -218,7 +218,7 @@ spec: { provider: openai }
 apiVersion: keel/v1
 kind: Model
 metadata: { name: claude }
-spec: { provider: anthropic }
+spec: { provider: anthropic, fallbacks: [claude, nope] }
 ---
 apiVersion: keel/v1
 kind: Tool

@@ -89,3 +89,110 @@ async fn an_agent_on_the_anthropic_provider_makes_a_tool_round_and_answers() {
         "{result}"
     );
 }
+
+/// Model `sonnet` (anthropic) falling back to `gpt` (openai), both at `mock`, and agent
+/// `claude` on `sonnet` with `read_file`.
+fn falling_back(mock: &MockLlm, fallbacks: &str) -> keel_test_support::TempWorkspace {
+    WorkspaceBuilder::new()
+        .runtime(
+            "{ defaultAgent: claude, retry: { model: { maxAttempts: 3, initialBackoff: 10ms, maxBackoff: 40ms } } }",
+        )
+        .model(
+            "sonnet",
+            &format!(
+                "{{ provider: anthropic, baseUrl: \"http://{}\", model: claude-test, timeout: 5s, fallbacks: {fallbacks} }}",
+                mock.addr()
+            ),
+        )
+        .openai_model_at("gpt", &mock.base_url())
+        .agent("claude", "{ model: sonnet, tools: [read_file] }")
+        .file("README.md", "Hello from the README.\n")
+        .build()
+}
+
+/// The providers of the run's model attempts and its fallbacks (from → to).
+fn attempts(events: &[keel::Event]) -> (Vec<String>, Vec<(String, String)>) {
+    let mut providers = Vec::new();
+    let mut fallbacks = Vec::new();
+    for event in events {
+        match &event.payload {
+            EventPayload::ModelStarted { provider, .. } => providers.push(provider.clone()),
+            EventPayload::ModelFallback {
+                from, to, reason, ..
+            } => {
+                assert!(reason.message.contains("Overloaded"), "{reason:?}");
+                fallbacks.push((from.clone(), to.clone()));
+            }
+            _ => {}
+        }
+    }
+    (providers, fallbacks)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overloaded_model_falls_back_and_the_run_stays_on_the_one_that_answered() {
+    let mock = MockLlm::start().await;
+    for _ in 0..3 {
+        mock.push(MockResponse::anthropic_error(
+            529,
+            "overloaded_error",
+            "Overloaded",
+        ));
+    }
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_1",
+        "read_file",
+        [r#"{"path": "README.md"}"#],
+    )]));
+    mock.push(MockResponse::text(["It says hello."]));
+    let ws = falling_back(&mock, "[gpt]");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let (response, _) = common::run(&runtime, "What does the README say?").await;
+    assert_eq!(
+        response.status,
+        RunStatus::Completed,
+        "{:?}",
+        response.error
+    );
+    assert_eq!(response.output.as_deref(), Some("It says hello."));
+    let (providers, fallbacks) = attempts(&common::stored(&runtime, &response).await);
+    assert_eq!(
+        providers,
+        ["anthropic", "anthropic", "anthropic", "openai", "openai"]
+    );
+    assert_eq!(fallbacks, [("sonnet".to_owned(), "gpt".to_owned())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fallback_that_is_not_sticky_lets_the_next_round_try_the_first_model_again() {
+    let mock = MockLlm::start().await;
+    for _ in 0..3 {
+        mock.push(MockResponse::anthropic_error(
+            529,
+            "overloaded_error",
+            "Overloaded",
+        ));
+    }
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_1",
+        "read_file",
+        [r#"{"path": "README.md"}"#],
+    )]));
+    mock.push(MockResponse::anthropic_text(&["Claude is back."]));
+    let ws = falling_back(&mock, "{ models: [gpt], sticky: false }");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let (response, _) = common::run(&runtime, "What does the README say?").await;
+    assert_eq!(
+        response.status,
+        RunStatus::Completed,
+        "{:?}",
+        response.error
+    );
+    assert_eq!(response.output.as_deref(), Some("Claude is back."));
+    let (providers, fallbacks) = attempts(&common::stored(&runtime, &response).await);
+    assert_eq!(
+        providers,
+        ["anthropic", "anthropic", "anthropic", "openai", "anthropic"]
+    );
+    assert_eq!(fallbacks, [("sonnet".to_owned(), "gpt".to_owned())]);
+}

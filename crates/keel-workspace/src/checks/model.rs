@@ -1,0 +1,87 @@
+//! Checks of `Model` documents: what each provider needs (`script`, `model`), fields only
+//! another provider reads, and `fallbacks` that name other `Model` documents.
+
+use super::{Checker, missing_hint, strings};
+use crate::documents::Kind;
+use crate::yaml::Node;
+
+impl<'a> Checker<'a> {
+    pub(super) fn model(&mut self) {
+        let Some((provider, node)) = self.string("provider") else {
+            return;
+        };
+        self.foreign_model_fields(provider);
+        self.fallback_models();
+        let has = |key: &str| self.spec.get(key).is_some_and(|n| !n.is_null());
+        let name = &self.doc.name;
+        let problem = match provider {
+            "anthropic" if !has("model") => Some((
+                format!("anthropic model `{name}` has no `model`"),
+                "add `model:` with the Claude model name, e.g. `claude-sonnet-4-5`",
+            )),
+            "scripted" if !has("script") => Some((
+                format!("scripted model `{name}` has no `script`"),
+                "add `script:` with the script file, relative to the workspace root",
+            )),
+            "openai" if !has("model") => Some((
+                format!("openai model `{name}` has no `model`"),
+                "add `model:` with the model name the endpoint expects",
+            )),
+            _ => None,
+        };
+        if let Some((message, hint)) = problem {
+            let loc = node.loc.clone();
+            self.push(&loc, message, Some(hint.into()));
+        }
+    }
+
+    /// Each of `fallbacks` (a list, or `{models: […]}`) names a `Model` document other than
+    /// this one.
+    fn fallback_models(&mut self) {
+        let spec: &'a Node = self.spec;
+        let Some(fallbacks) = spec.get("fallbacks") else {
+            return;
+        };
+        let listed = match fallbacks.get("models") {
+            Some(models) => strings(Some(models)),
+            None => strings(Some(fallbacks)),
+        };
+        let name = self.doc.name.clone();
+        for (model, node) in listed {
+            let problem = if model == name {
+                Some((format!("model `{name}` lists itself as a fallback"), None))
+            } else if !self.docs.contains(Kind::Model, model) {
+                let hint = missing_hint(model, self.docs.names(Kind::Model), "Model", "models");
+                Some((
+                    format!("model `{name}` falls back to `{model}`, which is not defined"),
+                    Some(hint),
+                ))
+            } else {
+                None
+            };
+            if let Some((message, hint)) = problem {
+                let loc = node.loc.clone();
+                self.push(&loc, message, hint);
+            }
+        }
+    }
+
+    /// Fields that only another provider reads would be ignored: each is an error.
+    fn foreign_model_fields(&mut self, provider: &str) {
+        let (fields, owner): (&[&str], &str) = match provider {
+            "scripted" => (
+                &["baseUrl", "apiKeyEnv", "timeout", "params"],
+                "openai` and `anthropic",
+            ),
+            "openai" | "anthropic" => (&["script"], "scripted"),
+            _ => return,
+        };
+        let name = self.doc.name.clone();
+        self.fields_without_effect(fields, |field| {
+            (
+                format!("`{field}` has no effect on {provider} model `{name}`"),
+                format!("remove it; `{field}` applies to `{owner}` models only"),
+            )
+        });
+    }
+}

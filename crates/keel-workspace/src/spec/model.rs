@@ -1,0 +1,95 @@
+//! `kind: Model`: an LLM endpoint — its provider and how to reach it, its sampling defaults,
+//! and the models a round falls back to.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Duration;
+
+/// `kind: Model` — an LLM endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelSpec {
+    pub provider: ProviderKind,
+    /// `openai`: the API base URL, e.g. `https://api.openai.com/v1`.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// `openai`: the model name sent to the endpoint.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// `openai`: the environment variable holding the API key (none: no key is sent).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// `scripted`: the script file, relative to the workspace root.
+    #[serde(default)]
+    pub script: Option<String>,
+    /// Stream answers (default) or ask for them whole.
+    #[serde(default = "default_true")]
+    pub stream: bool,
+    /// Per-attempt timeout: connecting, and the gap between two chunks.
+    #[serde(default)]
+    pub timeout: Option<Duration>,
+    #[serde(default)]
+    pub params: ModelParamsSpec,
+    /// Models a round goes to, in order, when this one's retries are spent on a retryable
+    /// failure (overloaded, rate limited, unreachable): `[name, …]`, or `{models: [name, …],
+    /// sticky: false}` to try this model again in the run's next round (by default the run's
+    /// remaining rounds stay on the model that answered).
+    #[serde(default)]
+    pub fallbacks: Option<FallbacksSpec>,
+}
+
+/// A model's fallbacks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum FallbacksSpec {
+    /// The models, in order; the run stays on the one that answered.
+    Models(Vec<String>),
+    /// The models, and whether the run stays on the one that answered.
+    Detailed {
+        models: Vec<String>,
+        #[serde(default = "default_true")]
+        sticky: bool,
+    },
+}
+
+impl FallbacksSpec {
+    /// The fallback models, in order.
+    pub fn models(&self) -> &[String] {
+        match self {
+            Self::Models(models) | Self::Detailed { models, .. } => models,
+        }
+    }
+
+    /// Whether a run stays on the model that answered.
+    pub fn sticky(&self) -> bool {
+        match self {
+            Self::Models(_) => true,
+            Self::Detailed { sticky, .. } => *sticky,
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Which wire protocol a model speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions and compatible servers (Ollama, vLLM, llama.cpp, LM Studio).
+    Openai,
+    /// Anthropic's Messages API (`POST {baseUrl}/v1/messages`).
+    Anthropic,
+    /// A deterministic script, for offline runs and tests.
+    Scripted,
+}
+
+/// Sampling parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ModelParamsSpec {
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+}
