@@ -18,6 +18,7 @@ mod kernel;
 pub mod memory;
 pub mod narrator;
 mod output;
+mod rate_limit;
 pub mod rebuild;
 pub mod redact;
 pub mod redacting_store;

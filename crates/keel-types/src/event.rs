@@ -284,6 +284,14 @@ pub enum EventPayload {
         error: ErrorInfo,
         delay_ms: u64,
     },
+    /// A round waited for its model's rate limits (`Model.limits`) before its attempt.
+    #[serde(rename = "runtime.model.queued", rename_all = "camelCase")]
+    ModelQueued {
+        step: u32,
+        /// The `Model` document whose limits it waited for.
+        model: String,
+        wait_ms: u64,
+    },
     /// A round's model failed after its retries; the round goes to the next of its
     /// `fallbacks` (`Model` document names).
     #[serde(rename = "runtime.model.fallback", rename_all = "camelCase")]
@@ -608,6 +616,7 @@ impl EventPayload {
             Self::ModelCompleted { .. } => "runtime.model.completed",
             Self::ModelRetry { .. } => "runtime.model.retry",
             Self::ModelFallback { .. } => "runtime.model.fallback",
+            Self::ModelQueued { .. } => "runtime.model.queued",
             Self::ToolGuard { .. } => "runtime.tool.guard",
             Self::Adapter { .. } => "runtime.adapter.event",
             Self::ArtifactCreated { .. } => "runtime.artifact.created",

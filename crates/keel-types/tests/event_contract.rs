@@ -93,10 +93,11 @@ fn slot(payload: &EventPayload) -> usize {
             event: AdapterEvent::Log { .. },
         } => 52,
         EventPayload::ModelFallback { .. } => 53,
+        EventPayload::ModelQueued { .. } => 54,
     }
 }
 
-const SLOTS: usize = 54;
+const SLOTS: usize = 55;
 
 fn usage() -> Usage {
     Usage {
@@ -530,6 +531,11 @@ fn examples() -> Vec<EventPayload> {
                 ErrorCode::ModelUnavailable,
                 "the provider failed with HTTP 529: Overloaded",
             ),
+        },
+        EventPayload::ModelQueued {
+            step: 1,
+            model: "sonnet".into(),
+            wait_ms: 420,
         },
     ]
 }

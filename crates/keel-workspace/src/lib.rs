@@ -36,10 +36,11 @@ pub use spec::{
     BuiltinToolSettings, CliEvents, CliSpec, ContractSpec, DEFAULT_STORE_URL, Duration,
     EmbeddingsSpec, FallbacksSpec, FileChangeSettings, GatewayMode, GatewayOverride, GatewaySpec,
     HookEvent, HookHandler, HookOnError, HookSpec, HttpFetchSettings, HttpMethod, Limits,
-    McpServerSpec, McpToolFilter, McpTransport, MemorySpec, MirrorSpec, ModelParamsSpec, ModelSpec,
-    NarrationSpec, NarrationStyle, PermissionMode, PolicyDecision, PolicyRule, PolicySpec,
-    ProgressSpec, ProviderKind, RecallSpec, RedactionSpec, RetryPolicy, RetrySpec, RuntimeSpec,
-    ServerSpec, ShellSettings, StoreKind, StoreSpec, ToolHooks, ToolImpl, ToolSpecDoc, WritePolicy,
+    McpServerSpec, McpToolFilter, McpTransport, MemorySpec, MirrorSpec, ModelLimitsSpec,
+    ModelParamsSpec, ModelSpec, NarrationSpec, NarrationStyle, PermissionMode, PolicyDecision,
+    PolicyRule, PolicySpec, ProgressSpec, ProviderKind, RecallSpec, RedactionSpec, RetryPolicy,
+    RetrySpec, RuntimeSpec, ServerSpec, ShellSettings, StoreKind, StoreSpec, ToolHooks, ToolImpl,
+    ToolSpecDoc, WritePolicy,
 };
 pub use spec::{
     BackendSpec, Bounds, Condition, EdgeSpec, FacadeClamp, FacadeParam, FacadeSpec, GateKind,

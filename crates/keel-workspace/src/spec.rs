@@ -20,7 +20,7 @@ mod workflow;
 pub use backend::{BackendSpec, OnDivergence, ProcessBackend};
 pub use facade::{Bounds, FacadeClamp, FacadeParam, FacadeSpec};
 pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};
-pub use model::{FallbacksSpec, ModelParamsSpec, ModelSpec, ProviderKind};
+pub use model::{FallbacksSpec, ModelLimitsSpec, ModelParamsSpec, ModelSpec, ProviderKind};
 pub use skill_settings::{SkillRootSpec, SkillsSettings};
 pub use store::{
     ArtifactsKind, ArtifactsSpec, DEFAULT_STORE_URL, MirrorSpec, StoreKind, StoreSpec,

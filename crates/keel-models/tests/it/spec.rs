@@ -19,6 +19,7 @@ fn spec(provider: ProviderKind) -> ModelSpec {
         timeout: None,
         params: ModelParamsSpec::default(),
         fallbacks: None,
+        limits: None,
     }
 }
 

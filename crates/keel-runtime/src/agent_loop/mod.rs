@@ -72,6 +72,8 @@ pub(crate) struct Services {
     pub adapters: crate::adapter::Adapters,
     /// Each `Model` document's usable fallbacks, in order (`Model.fallbacks`).
     pub fallbacks: HashMap<String, Fallbacks>,
+    /// The rate limits of the `Model` documents that declare them (`Model.limits`).
+    pub limiters: HashMap<String, Arc<crate::rate_limit::ModelLimiter>>,
 }
 
 /// A tool call a client makes directly, without a model.

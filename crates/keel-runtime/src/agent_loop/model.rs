@@ -60,6 +60,22 @@ impl AgentRun {
         self.emitter
             .emit(EventPayload::PromptAssembled { step, sections })?;
         loop {
+            // Room under the model's rate limits, held until the attempt ends.
+            let limiter = self.services.limiters.get(&self.model_doc).cloned();
+            let _in_flight = match &limiter {
+                Some(limiter) => {
+                    let (waited, permit) = limiter.admit().await;
+                    if waited >= std::time::Duration::from_millis(1) {
+                        self.emitter.emit(EventPayload::ModelQueued {
+                            step,
+                            model: self.model_doc.clone(),
+                            wait_ms: millis(waited),
+                        })?;
+                    }
+                    permit
+                }
+                None => None,
+            };
             self.emitter.emit(EventPayload::ModelStarted {
                 step,
                 attempt,
@@ -70,6 +86,9 @@ impl AgentRun {
             let started = Instant::now();
             match self.stream_answer(step).await {
                 Ok((answer, usage)) => {
+                    if let Some(limiter) = &limiter {
+                        limiter.used(usage.total_tokens);
+                    }
                     self.usage.add(&usage);
                     self.emitter.emit(EventPayload::ModelCompleted {
                         step,
@@ -84,6 +103,9 @@ impl AgentRun {
                 Err(RoundError::Model(error))
                     if error.is_retryable() && attempt < policy.max_attempts =>
                 {
+                    if let (Some(limiter), Some(delay)) = (&limiter, error.retry_after()) {
+                        limiter.pause(delay);
+                    }
                     let delay = retry::backoff(&policy, attempt, error.retry_after());
                     tracing::debug!(request_id = %self.record.request_id, attempt, ?delay, %error, "Retrying model round.");
                     self.emitter.emit(EventPayload::ModelRetry {

@@ -81,6 +81,17 @@ pub(super) fn compile(base: &Base<'_>, parts: ReloadParts) -> Current {
         keep,
     } = parts;
     let fallbacks = fallbacks_of(&workspace, &models);
+    let limiters = workspace
+        .models
+        .iter()
+        .filter_map(|(name, spec)| {
+            let limits = spec.limits.as_ref()?;
+            Some((
+                name.clone(),
+                Arc::new(crate::rate_limit::ModelLimiter::new(limits)),
+            ))
+        })
+        .collect();
     let redactor = Arc::new(Redactor::for_workspace(&workspace));
     base.redacting.set_redactor(redactor.clone());
     let pipeline = Pipeline {
@@ -103,6 +114,7 @@ pub(super) fn compile(base: &Base<'_>, parts: ReloadParts) -> Current {
             _keep: keep,
             adapters: base.adapters.clone(),
             fallbacks,
+            limiters,
         }),
         models,
         pipeline,

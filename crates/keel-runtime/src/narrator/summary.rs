@@ -86,6 +86,11 @@ pub(super) fn line(event: &Event) -> String {
         } => {
             format!("attempt={attempt} delay={delay_ms}ms {}", error.message)
         }
+        EventPayload::ModelQueued {
+            step,
+            model,
+            wait_ms,
+        } => format!("step={step} {model} waited {wait_ms}ms"),
         EventPayload::ModelFallback {
             step,
             from,

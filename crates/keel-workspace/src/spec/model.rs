@@ -37,6 +37,35 @@ pub struct ModelSpec {
     /// remaining rounds stay on the model that answered).
     #[serde(default)]
     pub fallbacks: Option<FallbacksSpec>,
+    /// Rate limits shared by every run of the process: a round that would exceed them waits
+    /// (`runtime.model.queued`) instead of failing.
+    #[serde(default)]
+    pub limits: Option<ModelLimitsSpec>,
+}
+
+/// A model's rate limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelLimitsSpec {
+    /// Requests (model attempts) per window.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub requests: Option<u32>,
+    /// Tokens (prompt and completion, as the provider reports them) per window.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub tokens: Option<u64>,
+    /// The window (default 1m).
+    #[serde(default = "one_minute")]
+    pub per: Duration,
+    /// Requests in flight at once.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_concurrent: Option<u32>,
+}
+
+fn one_minute() -> Duration {
+    Duration(std::time::Duration::from_secs(60))
 }
 
 /// A model's fallbacks.

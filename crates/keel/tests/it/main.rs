@@ -22,6 +22,7 @@ mod memory;
 mod openai_runs;
 mod partial_store;
 mod public_api;
+mod rate_limits;
 mod redaction;
 mod reference_run;
 mod reload;
