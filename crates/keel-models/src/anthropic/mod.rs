@@ -15,15 +15,13 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures_util::stream;
 use http::{HeaderName, HeaderValue};
 use keel_types::{ModelError, ModelParams, ModelProvider, ModelRequest, ModelStream};
-use reqwest::header::CONTENT_TYPE;
 
 use crate::ProviderError;
 use crate::openai::http1::Pool;
 use crate::openai::transport::{Outgoing, Transport};
-use crate::openai::{endpoint, exchange, read_body, sse_events, streamed};
+use crate::openai::{answer, endpoint, exchange};
 use decode::EventDecoder;
 
 /// The endpoint used when a `Model` document names none (`/v1/messages` is appended).
@@ -33,9 +31,6 @@ pub const API_VERSION: &str = "2023-06-01";
 /// `max_tokens` when neither the request nor the Model document sets it (the API requires
 /// one).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
-
-/// Largest answer accepted.
-const MAX_ANSWER_BYTES: usize = 32 << 20;
 
 /// How to reach the Messages API.
 #[derive(Clone)]
@@ -144,20 +139,13 @@ impl ModelProvider for AnthropicProvider {
         };
         let (head, response) =
             exchange(&self.transport, outgoing, self.timeout, &self.model).await?;
-        let is_sse = head
-            .headers
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if stream && is_sse {
-            return Ok(streamed::<EventDecoder>(response, self.timeout));
-        }
-        let body = read_body(response, self.timeout, MAX_ANSWER_BYTES, false).await?;
-        let events = if is_sse {
-            sse_events::<EventDecoder>(&body)?
-        } else {
-            decode::message_events(&body)?
-        };
-        Ok(Box::pin(stream::iter(events.into_iter().map(Ok))))
+        answer::<EventDecoder>(
+            &head,
+            response,
+            stream,
+            self.timeout,
+            decode::message_events,
+        )
+        .await
     }
 }

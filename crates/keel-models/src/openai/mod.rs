@@ -213,24 +213,42 @@ impl ModelProvider for OpenAiProvider {
         };
         let (head, response) =
             exchange(&self.transport, outgoing, self.timeout, &self.model).await?;
-
-        let is_sse = head
-            .headers
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if stream && is_sse {
-            return Ok(streamed::<ChunkDecoder>(response, self.timeout));
-        }
-        // A whole answer; servers that stream although asked not to are decoded the same way.
-        let body = read_body(response, self.timeout, MAX_ANSWER_BYTES, false).await?;
-        let events = if is_sse {
-            sse_events::<ChunkDecoder>(&body)?
-        } else {
-            decode::completion_events(&body)?
-        };
-        Ok(Box::pin(stream::iter(events.into_iter().map(Ok))))
+        answer::<ChunkDecoder>(
+            &head,
+            response,
+            stream,
+            self.timeout,
+            decode::completion_events,
+        )
+        .await
     }
+}
+
+/// The answer to an exchange: streamed as it arrives when a stream was asked for and came;
+/// otherwise read whole — decoded by `whole`, or as SSE when a server streams although asked
+/// not to.
+pub(crate) async fn answer<D: Frames>(
+    head: &http::response::Parts,
+    response: Body,
+    stream: bool,
+    timeout: Duration,
+    whole: fn(&[u8]) -> Result<Vec<ModelEvent>, ModelError>,
+) -> Result<ModelStream, ModelError> {
+    let is_sse = head
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if stream && is_sse {
+        return Ok(streamed::<D>(response, timeout));
+    }
+    let body = read_body(response, timeout, MAX_ANSWER_BYTES, false).await?;
+    let events = if is_sse {
+        sse_events::<D>(&body)?
+    } else {
+        whole(&body)?
+    };
+    Ok(Box::pin(stream::iter(events.into_iter().map(Ok))))
 }
 
 /// A provider's decoder of the data of a streamed answer's SSE events.
@@ -258,7 +276,7 @@ impl Frames for ChunkDecoder {
 }
 
 /// A streamed answer, decoded as it arrives.
-pub(crate) fn streamed<D: Frames>(response: Body, idle: Duration) -> ModelStream {
+fn streamed<D: Frames>(response: Body, idle: Duration) -> ModelStream {
     Box::pin(stream::unfold(
         Streaming::<D>::new(response, idle),
         Streaming::next_item,
@@ -266,7 +284,7 @@ pub(crate) fn streamed<D: Frames>(response: Body, idle: Duration) -> ModelStream
 }
 
 /// The events of an answer that came whole but as SSE.
-pub(crate) fn sse_events<D: Frames>(body: &[u8]) -> Result<Vec<ModelEvent>, ModelError> {
+fn sse_events<D: Frames>(body: &[u8]) -> Result<Vec<ModelEvent>, ModelError> {
     let mut decoder = SseState::<D>::default();
     let mut events = VecDeque::new();
     decoder.feed(body, &mut events)?;

@@ -203,13 +203,18 @@ async fn fails_with(script: &str, timeout: &str, reason: &str) {
     assert!(error.message.contains(reason), "{}", error.message);
     // Every process the program started is gone: each wrote its pid to pids.txt.
     let pids = std::fs::read_to_string(ws.path().join("pids.txt")).unwrap_or_default();
+    all_gone(&pids).await;
+}
+
+/// Waits (up to 30 s) until every process of `pids` (whitespace-separated) has exited.
+async fn all_gone(pids: &str) {
     for pid in pids.split_whitespace() {
         let gone = || !std::path::Path::new(&format!("/proc/{pid}")).exists() || zombie(pid);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while !gone() && std::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        assert!(gone(), "process {pid} of the program is still running");
+        assert!(gone(), "process {pid} of the program outlived its run");
     }
 }
 
@@ -419,13 +424,5 @@ async fn cancelling_a_run_stops_its_program_even_one_that_ignores_sigterm() {
     handle.cancel();
     let response = handle.wait().await.unwrap();
     assert_eq!(response.status, RunStatus::Cancelled);
-    let pids = std::fs::read_to_string(&pids_file).unwrap();
-    for pid in pids.split_whitespace() {
-        let gone = || !std::path::Path::new(&format!("/proc/{pid}")).exists() || zombie(pid);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !gone() && std::time::Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        assert!(gone(), "process {pid} of the program outlived its run");
-    }
+    all_gone(&std::fs::read_to_string(&pids_file).unwrap()).await;
 }
