@@ -3,7 +3,7 @@
 //!
 //! A round's request is written by `wire.rs` (system prompt top-level, tool calls as
 //! `tool_use` blocks, tool results as `tool_result` blocks in a user turn); its answer, streamed
-//! or whole, is decoded by `decode.rs` into the same [`ModelEvent`] sequence every provider
+//! or whole, is decoded by `decode.rs` into the same [`ModelEvent`](keel_types::ModelEvent) sequence every provider
 //! yields. Failures are classified by the shared table (`openai/http_error.rs`): 429 with its
 //! `retry-after`, 5xx and 529 (`overloaded_error`) retryable, 400 fatal with its message kept.
 //! The provider never retries: the runtime does.
