@@ -7,6 +7,7 @@
 //! cargo build --release -p keel-test-support --bin keel-mock-llm
 //! cargo bench -p keel --bench agent_runs              # KEEL_BENCH_RUNS=20000 to change N
 //! KEEL_BENCH_CONCURRENCY=1 cargo bench -p keel --bench agent_runs   # one concurrency only
+//! KEEL_BENCH_PROVIDER=anthropic cargo bench -p keel --bench agent_runs   # the Messages API
 //! ```
 //!
 //! Each concurrency also reports the store's writes per run: commits (each one WAL sync),
@@ -87,9 +88,19 @@ fn workspace(base_url: &str) -> TempWorkspace {
     let parent = std::env::var("KEEL_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| target_dir());
-    WorkspaceBuilder::new()
-        .runtime("{ limits: { maxConcurrentRuns: 256 } }")
-        .openai_model_at("mock", base_url)
+    // `KEEL_BENCH_PROVIDER=anthropic`: the same runs through the Messages API.
+    let builder = WorkspaceBuilder::new().runtime("{ limits: { maxConcurrentRuns: 256 } }");
+    let builder = match std::env::var("KEEL_BENCH_PROVIDER").as_deref() {
+        Ok("anthropic") => builder.model(
+            "mock",
+            &format!(
+                "{{ provider: anthropic, baseUrl: \"{}\", model: mock-model }}",
+                base_url.trim_end_matches("/v1")
+            ),
+        ),
+        _ => builder.openai_model_at("mock", base_url),
+    };
+    builder
         .agent(
             "bench",
             "

@@ -81,6 +81,37 @@ struct Rendered {
     text_sse: Bytes,
     tool_json: Bytes,
     text_json: Bytes,
+    /// The same answers in the Anthropic Messages API's wire format (`/v1/messages`).
+    anthropic_tool_sse: Bytes,
+    anthropic_text_sse: Bytes,
+}
+
+/// One Messages API SSE event.
+fn event(data: &Value) -> String {
+    let kind = data["type"].as_str().unwrap_or_default();
+    format!("event: {kind}\ndata: {data}\n\n")
+}
+
+/// A streamed Messages API answer: `message_start`, the block (its deltas), the end.
+fn anthropic_sse(block: &Value, deltas: &[Value], stop: &str) -> Bytes {
+    let mut sse = event(&json!({"type": "message_start", "message": {
+        "id": "msg_mock", "type": "message", "role": "assistant", "model": "mock-model",
+        "content": [], "stop_reason": null, "usage": {"input_tokens": 20, "output_tokens": 1}}}));
+    sse.push_str(&event(
+        &json!({"type": "content_block_start", "index": 0, "content_block": block}),
+    ));
+    for delta in deltas {
+        sse.push_str(&event(
+            &json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        ));
+    }
+    sse.push_str(&event(&json!({"type": "content_block_stop", "index": 0})));
+    sse.push_str(&event(
+        &json!({"type": "message_delta", "delta": {"stop_reason": stop},
+                                 "usage": {"output_tokens": 3}}),
+    ));
+    sse.push_str(&event(&json!({"type": "message_stop"})));
+    Bytes::from(sse)
 }
 
 fn chunk(delta: &Value, finish: Option<&str>) -> String {
@@ -151,7 +182,25 @@ fn render(options: &Options) -> Rendered {
     text_sse.push_str(&usage_chunk(20, 3));
     text_sse.push_str("data: [DONE]\n\n");
 
+    let tool_deltas: Vec<Value> = thirds(&options.args)
+        .iter()
+        .map(|piece| json!({"type": "input_json_delta", "partial_json": piece}))
+        .collect();
+    let text_deltas: Vec<Value> = FINAL_TEXT
+        .iter()
+        .map(|piece| json!({"type": "text_delta", "text": piece}))
+        .collect();
     Rendered {
+        anthropic_tool_sse: anthropic_sse(
+            &json!({"type": "tool_use", "id": CALL_ID, "name": options.tool, "input": {}}),
+            &tool_deltas,
+            "tool_use",
+        ),
+        anthropic_text_sse: anthropic_sse(
+            &json!({"type": "text", "text": ""}),
+            &text_deltas,
+            "end_turn",
+        ),
         latency: options.latency,
         tool_sse: Bytes::from(tool_sse),
         text_sse: Bytes::from(text_sse),
@@ -208,6 +257,53 @@ async fn chat(State(rendered): State<Arc<Rendered>>, body: Bytes) -> Response {
     respond(StatusCode::OK, content_type, body.clone())
 }
 
+#[derive(Deserialize)]
+struct MessagesRequest<'a> {
+    #[serde(borrow, default)]
+    messages: Vec<Turn<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Turn<'a> {
+    #[serde(borrow, default)]
+    content: Vec<BlockType<'a>>,
+}
+
+#[derive(Deserialize)]
+struct BlockType<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+}
+
+/// `POST /v1/messages`: a tool call for a new question, the text answer once a tool result
+/// came back (streamed; the bench's provider streams).
+async fn messages(State(rendered): State<Arc<Rendered>>, body: Bytes) -> Response {
+    let request: MessagesRequest<'_> = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            let error = json!({"type": "error", "error": {"type": "invalid_request_error",
+                               "message": format!("invalid request body: {e}")}});
+            return respond(
+                StatusCode::BAD_REQUEST,
+                "application/json",
+                error.to_string().into(),
+            );
+        }
+    };
+    if !rendered.latency.is_zero() {
+        tokio::time::sleep(rendered.latency).await;
+    }
+    let answered = request
+        .messages
+        .last()
+        .is_some_and(|turn| turn.content.iter().any(|b| b.kind == "tool_result"));
+    let body = match answered {
+        true => &rendered.anthropic_text_sse,
+        false => &rendered.anthropic_tool_sse,
+    };
+    respond(StatusCode::OK, "text/event-stream", body.clone())
+}
+
 fn respond(status: StatusCode, content_type: &'static str, body: Bytes) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
@@ -222,6 +318,7 @@ async fn serve(options: Options) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/messages", post(messages))
         .with_state(Arc::new(render(&options)));
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "listening on http://{addr}/v1")?;

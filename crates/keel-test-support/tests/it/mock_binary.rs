@@ -83,3 +83,52 @@ async fn a_user_message_gets_a_tool_call_and_a_tool_result_gets_text() {
             .any(|c| c["choices"][0]["finish_reason"] == "stop")
     );
 }
+
+/// The data of each event of a Messages API SSE body.
+fn anthropic_events(body: &str) -> Vec<Value> {
+    body.split_terminator("\n\n")
+        .filter_map(|frame| frame.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_messages_api_answers_a_tool_use_then_text_after_the_tool_result() {
+    let (_child, url) = start(&[]).await;
+    let base = url.trim_end_matches("/v1");
+    let ask = |messages: Value| {
+        let base = base.to_owned();
+        async move {
+            let response = client()
+                .post(format!("{base}/v1/messages"))
+                .json(
+                    &json!({"model": "m", "max_tokens": 10, "stream": true, "messages": messages}),
+                )
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.headers()["content-type"], "text/event-stream");
+            anthropic_events(&response.text().await.unwrap())
+        }
+    };
+    let first = ask(json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])).await;
+    assert_eq!(first[1]["content_block"]["type"], "tool_use");
+    let input: String = first
+        .iter()
+        .filter_map(|e| e["delta"]["partial_json"].as_str())
+        .collect();
+    assert!(serde_json::from_str::<Value>(&input).is_ok(), "{input}");
+    assert_eq!(first.last().unwrap()["type"], "message_stop");
+    let second = ask(json!([
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "t", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": "ok"}]},
+    ]))
+    .await;
+    assert_eq!(second[1]["content_block"]["type"], "text");
+    let stop = second
+        .iter()
+        .find(|e| e["type"] == "message_delta")
+        .unwrap();
+    assert_eq!(stop["delta"]["stop_reason"], "end_turn");
+}
