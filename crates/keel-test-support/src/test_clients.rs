@@ -112,6 +112,15 @@ pub fn anthropic_python() -> PathBuf {
     python_venv("anthropic", &[ANTHROPIC_PYTHON])
 }
 
+/// The official Anthropic TypeScript SDK, checked against the mock's Messages API answers.
+pub const ANTHROPIC_NODE: &str = "@anthropic-ai/sdk@1.14.0";
+
+/// [`ANTHROPIC_NODE`] under `target/test-clients/anthropic-node`; returns the folder whose
+/// `node_modules` holds it.
+pub fn anthropic_node() -> PathBuf {
+    npm_packages("anthropic-node", &[ANTHROPIC_NODE])
+}
+
 /// The official Python MCP SDK the tests and the MCP benchmark use, pinned (its client API
 /// changed at 2.0).
 pub const MCP_PYTHON_SDK: &str = "mcp==2.3.0";
@@ -180,6 +189,7 @@ pub fn install_all() -> Result<(), String> {
     openai_agents();
     langgraph();
     anthropic_python();
+    anthropic_node();
     openai_agents_js();
     mcp_python();
     schemathesis();

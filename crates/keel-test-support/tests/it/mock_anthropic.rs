@@ -1,11 +1,12 @@
-//! The mock's Messages API answers, checked by the official Anthropic Python SDK: streamed
+//! The mock's Messages API answers, checked by the official Anthropic SDKs (Python and
+//! TypeScript): streamed
 //! text with a thinking block and its signature, tool use with its input split across
 //! chunks, a whole answer, a 529, and an `error` event mid-stream are all read as the SDK
 //! reads the API's.
 
 use std::process::Command;
 
-use keel_test_support::test_clients::anthropic_python;
+use keel_test_support::test_clients::{anthropic_node, anthropic_python};
 use keel_test_support::{AnthropicSse, MockLlm, MockResponse, MockToolCall};
 use serde_json::Value;
 
@@ -38,9 +39,45 @@ except anthropic.APIError as error:
     print(json.dumps({"error": type(error).__name__, "message": str(error)}))
 "#;
 
+/// The same checks with the TypeScript SDK.
+const NODE_SCRIPT: &str = r#"
+const Anthropic = require("@anthropic-ai/sdk").default;
+const client = new Anthropic({ baseURL: process.argv[process.argv.length - 1], apiKey: "sk-ant-test", maxRetries: 0 });
+const ask = { model: "claude-mock", max_tokens: 100, messages: [{ role: "user", content: "hi" }] };
+(async () => {
+  let message = await client.messages.stream(ask).finalMessage();
+  console.log(JSON.stringify({ stop: message.stop_reason, usage: message.usage, content: message.content }));
+  message = await client.messages.stream(ask).finalMessage();
+  console.log(JSON.stringify({ stop: message.stop_reason, content: message.content }));
+  message = await client.messages.create(ask);
+  console.log(JSON.stringify({ stop: message.stop_reason, content: message.content }));
+  try { await client.messages.create(ask); } catch (error) {
+    console.log(JSON.stringify({ status: error.status, type: error.error.error.type }));
+  }
+  try { await client.messages.stream(ask).finalMessage(); } catch (error) {
+    console.log(JSON.stringify({ error: error.constructor.name, message: String(error.message) }));
+  }
+})();
+"#;
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_official_python_sdk_reads_the_mocks_messages_answers() {
     let python = anthropic_python();
+    check(Command::new(python).args(["-c", SCRIPT])).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_official_typescript_sdk_reads_the_mocks_messages_answers() {
+    let packages = anthropic_node();
+    let mut node = Command::new("node");
+    node.args(["-e", NODE_SCRIPT])
+        .env("NODE_PATH", packages.join("node_modules"));
+    check(&mut node).await;
+}
+
+/// Runs `client` (its last argument the mock's base URL) against the five answers and
+/// checks what it read.
+async fn check(client: &mut Command) {
     let mock = MockLlm::start().await;
     mock.push(
         AnthropicSse::new()
@@ -74,15 +111,8 @@ async fn the_official_python_sdk_reads_the_mocks_messages_answers() {
             .error("overloaded_error", "Overloaded")
             .response(),
     );
-    let base = format!("http://{}", mock.addr());
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .args(["-c", SCRIPT, &base])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    client.arg(format!("http://{}", mock.addr()));
+    let output = tokio::task::block_in_place(|| client.output().unwrap());
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
