@@ -15,6 +15,7 @@ mod follow;
 mod init;
 mod mcp;
 mod memory;
+mod models;
 mod out;
 mod policy;
 mod run;
@@ -132,6 +133,13 @@ enum Command {
         ws: WorkspaceArg,
         #[command(subcommand)]
         command: runs::RunsCommand,
+    },
+    /// Check the workspace's models: reachable, credentials accepted, streaming, tool calls.
+    Models {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(subcommand)]
+        command: models::ModelsCommand,
     },
     /// List, describe and call tools; usage statistics.
     Tools {
@@ -269,6 +277,7 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Serve { ws, listen } => serve::serve(&ws.workspace, listen).await,
         Command::Mcp { ws, args } => mcp::mcp(&ws.workspace, args).await,
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
+        Command::Models { ws, command } => models::models(&ws.workspace, command).await,
         Command::Tools { ws, command } => tools::tools(&ws.workspace, command).await,
         Command::Skills { ws, command } => skills::skills(&ws.workspace, command).await,
         Command::Workflows { ws, command } => workflows::workflows(&ws.workspace, command).await,

@@ -47,6 +47,7 @@ pub use keel_runtime::{
 };
 pub use keel_tools::gateway::GatewayError;
 pub use keel_tools::policy::PolicyVerdict;
+pub use models::ModelCheck;
 
 // The workspace as loaded.
 pub use keel_workspace::skills::SkillSet;
@@ -109,6 +110,7 @@ use hooks::InProcessHook;
 use keel_runtime::{Kernel, KernelParts};
 
 mod cluster;
+mod models;
 mod reload;
 mod stores;
 mod workflows;

@@ -18,6 +18,7 @@ mod mcp_memory;
 mod mcp_names;
 mod mcp_server;
 mod memory_cli;
+mod models_check;
 mod openai_clients;
 mod openapi_tester;
 mod policy;
