@@ -11,7 +11,7 @@ async fn runs_past_a_models_rate_limit_wait_instead_of_failing() {
         .runtime("{ defaultAgent: a, limits: { maxConcurrentRuns: 64 } }")
         .model(
             "m",
-            "{ provider: scripted, script: script.yaml, limits: { requests: 10, per: 300ms, maxConcurrent: 4 } }",
+            "{ provider: scripted, script: script.yaml, limits: { requests: 10, per: 1s, maxConcurrent: 4 } }",
         )
         .agent("a", "{ model: m }")
         .file(
@@ -52,6 +52,7 @@ async fn runs_past_a_models_rate_limit_wait_instead_of_failing() {
             .filter(|e| matches!(&e.payload, EventPayload::ModelQueued { model, wait_ms, .. } if model == "m" && *wait_ms > 0))
             .count();
     }
-    // 50 rounds at 10 per window: at least the 40 past the first window waited.
-    assert!(queued >= 40, "{queued} rounds waited");
+    // 50 rounds at 10 per window: the 40 past the first window wait when they all arrive
+    // within it, at least 30 when a slow machine spreads them over two.
+    assert!(queued >= 30, "{queued} rounds waited");
 }
