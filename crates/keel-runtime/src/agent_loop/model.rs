@@ -60,9 +60,9 @@ impl AgentRun {
         self.emitter
             .emit(EventPayload::PromptAssembled { step, sections })?;
         loop {
-            // Room under the model's rate limits, held until the attempt ends.
+            // Room under the model's rate limits, held until the attempt's answer is in.
             let limiter = self.services.limiters.get(&self.model_doc).cloned();
-            let _in_flight = match &limiter {
+            let in_flight = match &limiter {
                 Some(limiter) => {
                     let (waited, permit) = limiter.admit().await;
                     if waited >= std::time::Duration::from_millis(1) {
@@ -84,7 +84,10 @@ impl AgentRun {
                 params: self.model_params(),
             })?;
             let started = Instant::now();
-            match self.stream_answer(step).await {
+            let answered = self.stream_answer(step).await;
+            // Not held through a retry's backoff.
+            drop(in_flight);
+            match answered {
                 Ok((answer, usage)) => {
                     if let Some(limiter) = &limiter {
                         limiter.used(usage.total_tokens);
