@@ -29,7 +29,7 @@ pub(crate) const PROCESS_ADAPTER: &str = "process";
 
 /// The most `agent.log` events one run keeps; later lines are counted, not kept.
 const MAX_LOG_EVENTS: u32 = 200;
-/// The longest `agent.log` line kept, in bytes.
+/// The longest `agent.log` line kept, in characters (control characters become spaces).
 const MAX_LOG_LINE: usize = 2000;
 
 /// What the program's run needs besides the [`AgentRun`].
@@ -237,7 +237,7 @@ impl AgentRun {
                     Some(rest) => ("stderr", rest),
                     None => ("stdout", line.strip_prefix("stdout:").unwrap_or(&line)),
                 };
-                self.log_line(stream, cut(line, MAX_LOG_LINE).to_owned())
+                self.log_line(stream, keel_types::one_line(line, MAX_LOG_LINE))
                     .map_err(End::store)
             }
         }
@@ -431,13 +431,4 @@ fn refusal(end: &End) -> AskRefused {
             _ => "the run has ended".to_owned(),
         },
     }
-}
-
-/// `text`'s first `max` bytes or fewer, cut at a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    let mut end = max.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }

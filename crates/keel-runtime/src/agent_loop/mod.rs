@@ -224,6 +224,7 @@ impl AgentRun {
             .get(&agent.model)
             .is_none_or(|model| model.stream);
         let run_primary = provider.clone();
+        let model_doc = agent.model.clone();
         let mut run = Self {
             emitter,
             provider,
@@ -258,11 +259,10 @@ impl AgentRun {
             embedded: false,
             asked_before,
             program_ask: None,
-            model_doc: String::new(),
+            model_doc,
             primary: run_primary,
             services,
         };
-        run.model_doc = run.agent.model.clone();
         run.assemble_prompt(skills.messages, memory.messages, history);
         if let Some(rebuilt) = rebuilt {
             run.remember_seen(&rebuilt.seen_paths);

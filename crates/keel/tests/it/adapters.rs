@@ -180,21 +180,27 @@ async fn a_framework_agent_runs_through_keel_with(
     )));
 }
 
-/// A program that misbehaves in `script` (a shell script) fails its run with a reason that
-/// contains `reason`, and leaves no process behind.
-async fn fails_with(script: &str, timeout: &str, reason: &str) {
-    let mock = MockLlm::start().await;
-    let ws = WorkspaceBuilder::new()
+/// Agent `bot` whose program is the shell `script` (`agent.sh`), with `backend` fields added
+/// after its `command` (e.g. `, timeout: 2s`).
+fn shell_agent(mock: &MockLlm, script: &str, backend: &str) -> TempWorkspace {
+    WorkspaceBuilder::new()
         .runtime("{ defaultAgent: bot }")
         .openai_model_at("mock", &mock.base_url())
         .agent(
             "bot",
             &format!(
-                "{{ model: mock, backend: {{ kind: process, command: [sh, agent.sh], timeout: {timeout} }} }}"
+                "{{ model: mock, backend: {{ kind: process, command: [sh, agent.sh]{backend} }} }}"
             ),
         )
         .file("agent.sh", script)
-        .build();
+        .build()
+}
+
+/// A program that misbehaves in `script` (a shell script) fails its run with a reason that
+/// contains `reason`, and leaves no process behind.
+async fn fails_with(script: &str, timeout: &str, reason: &str) {
+    let mock = MockLlm::start().await;
+    let ws = shell_agent(&mock, script, &format!(", timeout: {timeout}"));
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let (response, _) = common::run(&runtime, "hello").await;
     assert_eq!(response.status, RunStatus::Failed);
@@ -259,19 +265,12 @@ async fn a_program_that_never_answers_and_ignores_sigterm_is_stopped_at_its_time
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_that_floods_stderr_keeps_a_bounded_log() {
     let mock = MockLlm::start().await;
-    let ws = WorkspaceBuilder::new()
-        .runtime("{ defaultAgent: bot }")
-        .openai_model_at("mock", &mock.base_url())
-        .agent(
-            "bot",
-            "{ model: mock, backend: { kind: process, command: [sh, agent.sh] } }",
-        )
-        .file(
-            "agent.sh",
-            "i=0; while [ $i -lt 5000 ]; do echo \"line $i\" >&2; i=$((i+1)); done; \
-             echo '{\"type\": \"final\", \"output\": \"done\"}'",
-        )
-        .build();
+    let ws = shell_agent(
+        &mock,
+        "i=0; while [ $i -lt 5000 ]; do echo \"line $i\" >&2; i=$((i+1)); done; \
+         echo '{\"type\": \"final\", \"output\": \"done\"}'",
+        "",
+    );
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let (response, _) = common::run(&runtime, "hello").await;
     assert_eq!(
@@ -392,18 +391,11 @@ async fn a_resumed_program_that_diverges_goes_on_live_when_told_to() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_run_stops_its_program_even_one_that_ignores_sigterm() {
     let mock = MockLlm::start().await;
-    let ws = WorkspaceBuilder::new()
-        .runtime("{ defaultAgent: bot }")
-        .openai_model_at("mock", &mock.base_url())
-        .agent(
-            "bot",
-            "{ model: mock, backend: { kind: process, command: [sh, agent.sh] } }",
-        )
-        .file(
-            "agent.sh",
-            "trap '' TERM; (trap '' TERM; echo $$ >> pids.txt; exec sleep 600) & echo $$ >> pids.txt; wait",
-        )
-        .build();
+    let ws = shell_agent(
+        &mock,
+        "trap '' TERM; (trap '' TERM; echo $$ >> pids.txt; exec sleep 600) & echo $$ >> pids.txt; wait",
+        "",
+    );
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
     let handle = runtime
         .request(keel::RequestOptions {
@@ -425,4 +417,69 @@ async fn cancelling_a_run_stops_its_program_even_one_that_ignores_sigterm() {
     let response = handle.wait().await.unwrap();
     assert_eq!(response.status, RunStatus::Cancelled);
     all_gone(&std::fs::read_to_string(&pids_file).unwrap()).await;
+}
+
+/// The official OpenAI Python client against a run's model endpoint, as programs call it:
+/// a whole answer with sampling parameters, a stream with usage, and a parameter refused.
+const OPENAI_CLIENT_PROGRAM: &str = r#"
+import json, os, sys
+import openai
+
+run = json.load(sys.stdin)
+client = openai.OpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY come from Keel
+model = os.environ["KEEL_MODEL"]
+messages = [{"role": "user", "content": run["input"]}]
+whole = client.chat.completions.create(
+    model=model, messages=messages, temperature=0.1, max_completion_tokens=50)
+streamed, usage = "", None
+for chunk in client.chat.completions.create(
+        model=model, messages=messages, stream=True, stream_options={"include_usage": True}):
+    if chunk.choices and chunk.choices[0].delta.content:
+        streamed += chunk.choices[0].delta.content
+    if chunk.usage:
+        usage = chunk.usage.total_tokens
+try:
+    client.chat.completions.create(model=model, messages=messages, n=2)
+    refused = None
+except openai.BadRequestError as error:
+    refused = error.message
+report = {"whole": whole.choices[0].message.content, "streamed": streamed,
+          "usage": usage, "refused": refused}
+print(json.dumps({"type": "final", "output": json.dumps(report)}))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_openai_client_speaks_to_a_runs_model_endpoint() {
+    let python = keel_test_support::test_clients::openai_agents();
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::text(["first ", "answer"]));
+    mock.push(MockResponse::text(["second ", "answer"]));
+    let ws = workspace(
+        &mock,
+        &format!("[\"{}\", agent.py]", python.display()),
+        "agent.py",
+        OPENAI_CLIENT_PROGRAM,
+    );
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let (response, _) = common::run(&runtime, "Say something.").await;
+    assert_eq!(
+        response.status,
+        RunStatus::Completed,
+        "{:?}",
+        response.error
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(response.output.as_deref().unwrap()).unwrap();
+    assert_eq!(report["whole"], "first answer");
+    assert_eq!(report["streamed"], "second answer");
+    assert!(report["usage"].as_u64().unwrap() > 0, "{report}");
+    assert!(
+        report["refused"].as_str().unwrap().contains("`n` above 1"),
+        "{report}"
+    );
+    // The sampling parameters reached the model; the refused request never did.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].body["temperature"], 0.1);
+    assert_eq!(requests[0].body["max_tokens"], 50);
 }

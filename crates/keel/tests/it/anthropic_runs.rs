@@ -110,6 +110,22 @@ fn falling_back(mock: &MockLlm, fallbacks: &str) -> keel_test_support::TempWorks
         .build()
 }
 
+/// Round 1: `sonnet` answers 529 to all three attempts, then `gpt` asks for `read_file`.
+fn overloaded_then_the_fallbacks_tool_call(mock: &MockLlm) {
+    for _ in 0..3 {
+        mock.push(MockResponse::anthropic_error(
+            529,
+            "overloaded_error",
+            "Overloaded",
+        ));
+    }
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "call_1",
+        "read_file",
+        [r#"{"path": "README.md"}"#],
+    )]));
+}
+
 /// The providers of the run's model attempts and its fallbacks (from → to).
 fn attempts(events: &[keel::Event]) -> (Vec<String>, Vec<(String, String)>) {
     let mut providers = Vec::new();
@@ -132,18 +148,7 @@ fn attempts(events: &[keel::Event]) -> (Vec<String>, Vec<(String, String)>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overloaded_model_falls_back_and_the_run_stays_on_the_one_that_answered() {
     let mock = MockLlm::start().await;
-    for _ in 0..3 {
-        mock.push(MockResponse::anthropic_error(
-            529,
-            "overloaded_error",
-            "Overloaded",
-        ));
-    }
-    mock.push(MockResponse::tool_calls([MockToolCall::new(
-        "call_1",
-        "read_file",
-        [r#"{"path": "README.md"}"#],
-    )]));
+    overloaded_then_the_fallbacks_tool_call(&mock);
     mock.push(MockResponse::text(["It says hello."]));
     let ws = falling_back(&mock, "[gpt]");
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
@@ -166,18 +171,7 @@ async fn an_overloaded_model_falls_back_and_the_run_stays_on_the_one_that_answer
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fallback_that_is_not_sticky_lets_the_next_round_try_the_first_model_again() {
     let mock = MockLlm::start().await;
-    for _ in 0..3 {
-        mock.push(MockResponse::anthropic_error(
-            529,
-            "overloaded_error",
-            "Overloaded",
-        ));
-    }
-    mock.push(MockResponse::tool_calls([MockToolCall::new(
-        "call_1",
-        "read_file",
-        [r#"{"path": "README.md"}"#],
-    )]));
+    overloaded_then_the_fallbacks_tool_call(&mock);
     mock.push(MockResponse::anthropic_text(&["Claude is back."]));
     let ws = falling_back(&mock, "{ models: [gpt], sticky: false }");
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
