@@ -250,7 +250,7 @@ fn finish_reason(stop: ModelStopReason) -> &'static str {
         ModelStopReason::ToolCalls => "tool_calls",
         ModelStopReason::Length => "length",
         ModelStopReason::ContentFilter => "content_filter",
-        ModelStopReason::Stop | ModelStopReason::Unknown => "stop",
+        ModelStopReason::Stop | ModelStopReason::Unknown | ModelStopReason::Paused => "stop",
     }
 }
 
@@ -416,6 +416,7 @@ mod tests {
                 prompt_tokens: 3,
                 completion_tokens: 2,
                 total_tokens: 5,
+                ..keel_types::Usage::default()
             },
             model: "mock".into(),
         };

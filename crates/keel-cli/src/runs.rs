@@ -56,11 +56,16 @@ pub(crate) enum RunsCommand {
         #[arg(long, short = 'f')]
         follow: bool,
     },
-    /// Write a run's events as JSON lines (from the store), to stdout or a file.
+    /// Write a run's events as JSON lines (from the store), to stdout or a file; or, with
+    /// `--cassette`, its model exchanges as a cassette for `provider: replay`.
     Export {
         id: String,
-        #[arg(long, short = 'o')]
+        #[arg(long, short = 'o', conflicts_with = "cassette")]
         output: Option<PathBuf>,
+        /// Write the run's model exchanges (each request's digest and the answer, streamed
+        /// chunks as they came) to this file, for a `Model` with `provider: replay`.
+        #[arg(long, value_name = "FILE")]
+        cassette: Option<PathBuf>,
     },
     /// Continue an interrupted run from its log.
     Resume {
@@ -145,7 +150,16 @@ async fn inspect(stores: &workspace::Stores, command: RunsCommand) -> Result<(),
         RunsCommand::Events { id, json, follow } => {
             events(store, &RequestId::from(id), json, follow).await
         }
-        RunsCommand::Export { id, output } => export(store, &RequestId::from(id), output).await,
+        RunsCommand::Export {
+            id,
+            output,
+            cassette: None,
+        } => export(store, &RequestId::from(id), output).await,
+        RunsCommand::Export {
+            id,
+            cassette: Some(file),
+            ..
+        } => export_cassette(store, &RequestId::from(id), &file).await,
         _ => Ok(()),
     }
 }
@@ -249,6 +263,42 @@ async fn export(
             .map_err(|e| CliError::failed(format!("cannot write {}: {e}", path.display())))?,
         None => out::stdout_raw(&text),
     }
+    Ok(())
+}
+
+/// `keel runs export ID --cassette FILE`: the run's model exchanges, for `provider: replay`.
+async fn export_cassette(
+    store: &dyn RunStore,
+    id: &RequestId,
+    file: &std::path::Path,
+) -> Result<(), CliError> {
+    let Some(run) = store.get_run(id).await? else {
+        return Err(CliError::failed(format!("no run `{id}`")));
+    };
+    if !run.status.is_terminal() {
+        return Err(CliError::failed(format!(
+            "run `{id}` is {}: export its cassette once it has ended",
+            run.status.as_str()
+        )));
+    }
+    let events = store.events(id, 0).await?;
+    let mut cassette = keel_types::cassette::Cassette::from_events(&events);
+    if cassette.exchanges.is_empty() {
+        return Err(CliError::failed(format!(
+            "run `{id}` asked no model anything: there is nothing to record"
+        )));
+    }
+    cassette.agent = Some(run.agent.clone());
+    let mut text = serde_json::to_string_pretty(&cassette)?;
+    text.push('\n');
+    std::fs::write(file, text)
+        .map_err(|e| CliError::failed(format!("cannot write {}: {e}", file.display())))?;
+    out::line(&format!(
+        "wrote {} model exchange(s) of run `{id}` (agent `{}`) to {}",
+        cassette.exchanges.len(),
+        run.agent,
+        file.display()
+    ));
     Ok(())
 }
 

@@ -33,6 +33,7 @@ async fn main() {
         tools: Arc::from([]),
         params: ModelParams::default(),
         stream: true,
+        sections: Vec::new(),
     };
 
     let start = Instant::now();

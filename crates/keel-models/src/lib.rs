@@ -4,7 +4,10 @@
 //! - [`openai`] — Chat Completions over HTTP with SSE streaming (OpenAI and compatible
 //!   servers). Failures are classified into [`keel_types::ModelError`]; retrying is the
 //!   runtime's job, never the provider's.
+//! - [`anthropic`] — the Messages API, streamed or whole, with thinking and prompt caching.
 //! - [`scripted`] — a deterministic model driven by a script file, for offline runs and tests.
+//! - `provider: replay` — a recorded run's model answers
+//!   ([`keel_types::cassette::CassetteProvider`]), for tests of a workspace without a model.
 //!
 //! Start at [`provider_for`], which builds the provider a workspace's `Model` document
 //! describes. This crate knows nothing of agents, tools or runs.
@@ -20,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use keel_types::cassette::{Cassette, CassetteProvider};
 use keel_types::{ModelParams, ModelProvider};
 use keel_workspace::{ModelSpec, ProviderKind, Workspace};
 
@@ -57,6 +61,9 @@ pub enum ProviderError {
     /// The script file could not be read.
     #[error("cannot read the script {}: {message}", path.display())]
     ScriptRead { path: PathBuf, message: String },
+    /// The cassette file could not be read, or is not a cassette.
+    #[error("cannot read the cassette {}: {message}", path.display())]
+    CassetteRead { path: PathBuf, message: String },
     /// The script could not be parsed or has problems (all are listed).
     #[error("invalid script {origin}: {message}")]
     InvalidScript { origin: String, message: String },
@@ -209,8 +216,23 @@ fn build_provider(
                     timeout: config.timeout,
                     allow_stream: config.allow_stream,
                     max_idle_connections,
+                    thinking_budget: spec.params.thinking.map(|t| t.budget_tokens),
+                    cache: spec.cache == keel_workspace::CacheMode::Auto,
                 },
             )?))
+        }
+        ProviderKind::Replay => {
+            let file = spec.cassette.as_ref().ok_or(ProviderError::MissingField {
+                model: model_name.to_owned(),
+                provider: "replay",
+                field: "cassette",
+            })?;
+            let cassette =
+                Cassette::read(&root.join(file)).map_err(|e| ProviderError::CassetteRead {
+                    path: e.path,
+                    message: e.message,
+                })?;
+            Ok(Arc::new(CassetteProvider::new(cassette, spec.matching)))
         }
     }
 }

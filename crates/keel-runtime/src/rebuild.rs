@@ -130,7 +130,8 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
     // Answers with their calls, and what became of each call.
     // Each answer, and the re-ask that followed it when it did not match `output.schema`.
     let mut answers: Vec<(Message, Option<String>)> = Vec::new();
-    let mut results: HashMap<String, String> = HashMap::new();
+    // Each call's result, and whether the call succeeded.
+    let mut results: HashMap<String, (String, bool)> = HashMap::new();
     let mut started: HashSet<String> = HashSet::new();
     let mut file_paths: HashMap<String, String> = HashMap::new();
     let mut round_open = false;
@@ -146,13 +147,15 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
                 usage,
                 content,
                 tool_calls,
+                thinking,
                 ..
             } => {
                 round_open = false;
                 state.steps = *step;
                 state.usage.add(usage);
                 answers.push((
-                    Message::assistant(content.clone(), tool_calls.clone()),
+                    Message::assistant(content.clone(), tool_calls.clone())
+                        .with_thinking(thinking.clone()),
                     None,
                 ));
             }
@@ -168,7 +171,7 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
                 issues,
                 ..
             } => {
-                results.insert(call_id.clone(), blocked_message(tool, issues));
+                results.insert(call_id.clone(), (blocked_message(tool, issues), false));
             }
             EventPayload::Adapter {
                 event:
@@ -200,7 +203,7 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
                     state.succeeded.insert(tool.clone());
                     state.seen_paths.extend(file_paths.remove(call_id));
                 }
-                results.insert(call_id.clone(), output.clone());
+                results.insert(call_id.clone(), (output.clone(), *ok));
             }
             _ => {}
         }
@@ -215,14 +218,15 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
         }
         for call in calls {
             match results.remove(&call.id) {
-                Some(output) => state.messages.push(Message::tool_result(&call.id, output)),
+                Some((output, true)) => state.messages.push(Message::tool_result(&call.id, output)),
+                Some((output, false)) => state.messages.push(Message::tool_error(&call.id, output)),
                 // Only the last answer can have calls without results: the loop asks the
                 // model again only after every call of an answer has its result.
                 None if index == last => state.pending.push(PendingCall {
                     started: started.contains(&call.id),
                     call,
                 }),
-                None => state.messages.push(Message::tool_result(
+                None => state.messages.push(Message::tool_error(
                     &call.id,
                     r#"{"error":"no result was recorded for this call"}"#,
                 )),
@@ -283,10 +287,12 @@ mod tests {
                 prompt_tokens: 1,
                 completion_tokens: 1,
                 total_tokens: 2,
+                ..Usage::default()
             },
             latency_ms: 1,
             content: String::new(),
             tool_calls: calls,
+            thinking: Vec::new(),
         }
     }
 

@@ -159,11 +159,17 @@ impl Redactor {
             EventPayload::ModelCompleted {
                 content,
                 tool_calls,
+                thinking,
                 ..
             } => {
                 s(content);
                 for call in tool_calls {
                     s(&mut call.arguments);
+                }
+                for block in thinking {
+                    if let keel_types::Thinking::Thinking { thinking, .. } = block {
+                        s(thinking);
+                    }
                 }
             }
             EventPayload::ToolGuard {
@@ -544,6 +550,7 @@ mod tests {
                 call("write_file", r#"{"path":"a.txt","content":"unclosed"#),
                 call("read_file", r#"{"path":"a.txt"}"#),
             ],
+            thinking: Vec::new(),
         };
         Redactor::default().redact(&mut payload);
         let EventPayload::ModelCompleted { tool_calls, .. } = payload else {

@@ -1,188 +1,21 @@
 //! Replay: re-executing a run with the model's answers taken from its log, and finding where
 //! the new run's events diverge from the original's.
 //!
-//! [`ReplayProvider`] serves, attempt by attempt, exactly what the model did in the recorded
-//! run: the same text deltas, the same tool calls and usage, and the same failures (with the
-//! same wait before the retry). Tools run for real, so a changed workspace shows up as a
-//! divergence. [`diverge`] compares two logs ignoring ids, times and durations.
+//! [`replay_provider`] serves, attempt by attempt, exactly what the model did in the recorded
+//! run (its log read as a cassette: `keel_models::cassette`): the same text deltas, thinking,
+//! tool calls and usage, and the same failures (with the same wait before the retry). Tools
+//! run for real, so a changed workspace shows up as a divergence. [`diverge`] compares two
+//! logs ignoring ids, times and durations.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
-use std::time::Duration;
-
-use async_trait::async_trait;
-use keel_types::{
-    AdapterEvent, ErrorCode, ErrorInfo, Event, EventPayload, ModelError, ModelEvent, ModelProvider,
-    ModelRequest, ModelStopReason, ModelStream, ToolCall, Usage,
-};
+use keel_types::cassette::{Cassette, CassetteMatch, CassetteProvider};
+use keel_types::{Event, EventPayload};
 use serde::Serialize;
 use serde_json::Value;
 
-/// What one recorded model attempt did.
-#[derive(Debug, Clone, PartialEq)]
-struct Attempt {
-    deltas: Vec<String>,
-    outcome: Outcome,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum Outcome {
-    Answered {
-        tool_calls: Vec<ToolCall>,
-        usage: Usage,
-        stop: ModelStopReason,
-    },
-    Failed {
-        error: ErrorInfo,
-        retry_after: Option<Duration>,
-    },
-}
-
-/// A model provider answering from a recorded run's log.
-#[derive(Debug)]
-pub struct ReplayProvider {
-    model: String,
-    provider: String,
-    attempts: Mutex<VecDeque<Attempt>>,
-}
-
-impl ReplayProvider {
-    /// The recorded answers of a run, in order.
-    pub fn from_events(events: &[Event]) -> Self {
-        let mut model = String::from("replay");
-        let mut provider = String::from("replay");
-        let mut attempts: Vec<Attempt> = Vec::new();
-        let mut open: Option<Attempt> = None;
-        for event in events {
-            match &event.payload {
-                EventPayload::ModelStarted {
-                    model: m,
-                    provider: p,
-                    ..
-                } => {
-                    model.clone_from(m);
-                    provider.clone_from(p);
-                    open = Some(Attempt {
-                        deltas: Vec::new(),
-                        outcome: Outcome::Failed {
-                            error: ErrorInfo::new(ErrorCode::ModelUnavailable, "cut off"),
-                            retry_after: None,
-                        },
-                    });
-                }
-                EventPayload::Adapter {
-                    event: AdapterEvent::OutputDelta { text, .. },
-                } => {
-                    if let Some(attempt) = open.as_mut() {
-                        attempt.deltas.push(text.clone());
-                    }
-                }
-                EventPayload::ModelRetry {
-                    error, delay_ms, ..
-                } => {
-                    if let Some(mut attempt) = open.take() {
-                        attempt.outcome = Outcome::Failed {
-                            error: error.clone(),
-                            retry_after: Some(Duration::from_millis(*delay_ms)),
-                        };
-                        attempts.push(attempt);
-                    }
-                }
-                EventPayload::ModelCompleted {
-                    stop_reason,
-                    usage,
-                    tool_calls,
-                    ..
-                } => {
-                    if let Some(mut attempt) = open.take() {
-                        attempt.outcome = Outcome::Answered {
-                            tool_calls: tool_calls.clone(),
-                            usage: *usage,
-                            stop: *stop_reason,
-                        };
-                        attempts.push(attempt);
-                    }
-                }
-                // A round that ended the run with a model error.
-                EventPayload::RequestFailed { error, .. } => {
-                    if let Some(mut attempt) = open.take() {
-                        attempt.outcome = Outcome::Failed {
-                            error: error.clone(),
-                            retry_after: None,
-                        };
-                        attempts.push(attempt);
-                    }
-                }
-                _ => {}
-            }
-        }
-        Self {
-            model,
-            provider,
-            attempts: Mutex::new(attempts.into()),
-        }
-    }
-
-    fn next_attempt(&self) -> Option<Attempt> {
-        match self.attempts.lock() {
-            Ok(mut attempts) => attempts.pop_front(),
-            Err(poisoned) => poisoned.into_inner().pop_front(),
-        }
-    }
-}
-
-#[async_trait]
-impl ModelProvider for ReplayProvider {
-    fn provider_name(&self) -> &str {
-        &self.provider
-    }
-
-    fn model_name(&self) -> &str {
-        &self.model
-    }
-
-    async fn stream(&self, _request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let Some(attempt) = self.next_attempt() else {
-            return Err(ModelError::Recorded {
-                error: ErrorInfo::new(
-                    ErrorCode::ModelBadRequest,
-                    "the recorded run has no further model answer: the replay diverged",
-                ),
-                retry_after: None,
-            });
-        };
-        let mut items: Vec<Result<ModelEvent, ModelError>> = attempt
-            .deltas
-            .into_iter()
-            .map(|text| Ok(ModelEvent::TextDelta { text }))
-            .collect();
-        match attempt.outcome {
-            Outcome::Answered {
-                tool_calls,
-                usage,
-                stop,
-            } => {
-                for (index, call) in tool_calls.into_iter().enumerate() {
-                    items.push(Ok(ModelEvent::ToolCallStart {
-                        index,
-                        id: call.id,
-                        name: call.name,
-                    }));
-                    items.push(Ok(ModelEvent::ToolCallArgsDelta {
-                        index,
-                        delta: call.arguments,
-                    }));
-                }
-                items.push(Ok(ModelEvent::Usage { usage }));
-                items.push(Ok(ModelEvent::Stop { reason: stop }));
-            }
-            Outcome::Failed { error, retry_after } => {
-                items.push(Err(ModelError::Recorded { error, retry_after }));
-            }
-        }
-        // Each recorded delta comes on its own, so the replay records the same events.
-        Ok(keel_types::ports::one_read_at_a_time(items))
-    }
+/// A model provider answering, attempt by attempt, exactly what the model did in a recorded
+/// run: its log read as a cassette, answered in order.
+pub fn replay_provider(events: &[Event]) -> CassetteProvider {
+    CassetteProvider::new(Cassette::from_events(events), CassetteMatch::Order)
 }
 
 /// Where two runs' logs first differ.
@@ -206,9 +39,17 @@ pub struct Divergence {
 /// the position in the log still is.
 pub fn diverge(original: &[Event], new: &[Event]) -> Option<Divergence> {
     let legacy = !original.iter().any(is_prompt);
+    // Recorded before the tool definitions were measured as a prompt section.
+    let untooled = !original.iter().any(has_tools_section);
     let new: Vec<&Event> = new.iter().filter(|e| !(legacy && is_prompt(e))).collect();
     let view = |event: &Event| {
         let mut value = comparable(event);
+        if untooled
+            && is_prompt(event)
+            && let Some(Value::Array(sections)) = value.get_mut("sections")
+        {
+            sections.retain(|s| s["name"] != "tools");
+        }
         if legacy && let Value::Object(map) = &mut value {
             // The new run's `seq`s are shifted by the left-out events; the position compares.
             map.remove("seq");
@@ -234,6 +75,15 @@ fn is_prompt(event: &Event) -> bool {
     matches!(event.payload, EventPayload::PromptAssembled { .. })
 }
 
+fn has_tools_section(event: &Event) -> bool {
+    match &event.payload {
+        EventPayload::PromptAssembled { sections, .. } => {
+            sections.iter().any(|s| s.name == "tools")
+        }
+        _ => false,
+    }
+}
+
 /// An event as JSON without the fields that differ between equivalent runs.
 pub fn comparable(event: &Event) -> Value {
     let mut value = serde_json::to_value(event).unwrap_or(Value::Null);
@@ -257,7 +107,7 @@ pub fn comparable(event: &Event) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use keel_types::{EventId, PromptSection, RequestId};
+    use keel_types::{AdapterEvent, EventId, PromptSection, RequestId};
     use serde_json::json;
 
     use super::*;

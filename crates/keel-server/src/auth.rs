@@ -1,6 +1,7 @@
 //! API-key authentication: keys come from `runtime.server.apiKeys` (each names an environment
 //! variable, a role and optionally a name). When at least one key is configured, every route
-//! but `/api/health` needs `Authorization: Bearer <key>` (401 otherwise); `client` keys may
+//! but `/api/health` needs `Authorization: Bearer <key>` (or `x-api-key: <key>`, as
+//! Anthropic's SDKs send it; 401 otherwise); `client` keys may
 //! use the routes the route table marks [`Access::Client`] — the facade and their own requests
 //! — and get 403 elsewhere; `operator` keys may use everything. Keys are compared in constant
 //! time and never logged. The web console's sessions live here too: a cookie the console's
@@ -115,10 +116,12 @@ pub(crate) async fn require_key(
         request.extensions_mut().insert(Principal::Open);
         return Ok(next.run(request).await);
     }
+    // Anthropic's SDKs send the key as `x-api-key`.
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .or_else(|| request.headers().get("x-api-key").map(|v| v.as_bytes()));
     let principal = match presented {
         Some(presented) => keys
             .principal_of(presented)

@@ -27,6 +27,7 @@
 //! Every error answers an OpenAI-style JSON body (see [`ApiError`]). The crate's README
 //! describes the facade's headers, the limits and the metrics.
 
+mod anthropic;
 mod approvals;
 mod auth;
 mod body;
@@ -105,7 +106,7 @@ fn build_router(runtime: keel::Runtime, telemetry: Telemetry, stop: Cancellation
         if route.path.contains('{') {
             handler = handler.route_layer(axum::middleware::from_fn(body::require_utf8_path));
         }
-        let handler = handler
+        handler = handler
             .route_layer(axum::middleware::from_fn(body::require_json))
             .route_layer(axum::middleware::from_fn_with_state(
                 route.query,
@@ -115,6 +116,10 @@ fn build_router(runtime: keel::Runtime, telemetry: Telemetry, stop: Cancellation
                 (keys.clone(), route.access),
                 auth::require_key,
             ));
+        // The Messages facade answers every error, its auth's included, in Anthropic's shape.
+        if route.path == anthropic::PATH {
+            handler = handler.route_layer(axum::middleware::map_response(anthropic::error_shape));
+        }
         let merged = match by_path.remove(route.path) {
             Some(existing) => existing.merge(handler),
             None => handler,

@@ -337,6 +337,17 @@ pub(crate) fn routes() -> Vec<Route> {
             )
         },
         Route {
+            body: Some(crate::anthropic::request_schema),
+            ..route(
+                Method::POST,
+                crate::anthropic::PATH,
+                Client,
+                "Anthropic Messages; `model` is the agent. Auth: `Authorization: Bearer` or `x-api-key`. Headers: `X-Keel-Session`, `X-Keel-Progress: true`. Errors in Anthropic's shape (`{type: error, error: {type, message}}`)",
+                "a `message` with the answer as one text block, or with `stream: true` SSE events `message_start` … `message_stop`",
+                || routing::post(crate::anthropic::messages),
+            )
+        },
+        Route {
             body: Some(schema::<requests::CreateRequest>),
             ..route(
                 Method::POST,

@@ -42,6 +42,19 @@ struct TokenLabels {
     kind: &'static str,
 }
 
+/// A `Model` document (its limits' waits).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelDocLabels {
+    model: String,
+}
+
+/// A fallback from one `Model` document to another.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FallbackLabels {
+    from: String,
+    to: String,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ToolLabels {
     tool: String,
@@ -60,6 +73,8 @@ struct Metrics {
     runs_in_flight: Gauge,
     model_latency: Family<ModelLabels, Histogram>,
     tokens: Family<TokenLabels, Counter>,
+    model_queue_wait: Family<ModelDocLabels, Histogram>,
+    model_fallbacks: Family<FallbackLabels, Counter>,
     tool_latency: Family<ToolLabels, Histogram>,
     approvals_requested: Counter,
     approvals_pending: Gauge,
@@ -157,8 +172,22 @@ impl Metrics {
         let tokens = registered(
             &mut registry,
             "model_tokens",
-            "Tokens reported by models, by kind (prompt, completion)",
+            "Tokens reported by models, by kind (prompt, completion; cache_read and cache_write, within prompt)",
             Family::<TokenLabels, Counter>::default(),
+        );
+        let model_queue_wait = registered(
+            &mut registry,
+            "model_queue_wait_seconds",
+            "Time a model round waited for its model's rate limits (`Model.limits`), by Model document",
+            Family::<ModelDocLabels, Histogram>::new_with_constructor(
+                latency_histogram as fn() -> _,
+            ),
+        );
+        let model_fallbacks = registered(
+            &mut registry,
+            "model_fallbacks",
+            "Rounds that went to a fallback model after theirs gave up, by Model documents",
+            Family::<FallbackLabels, Counter>::default(),
         );
         let tool_latency = registered(
             &mut registry,
@@ -214,6 +243,8 @@ impl Metrics {
             runs_in_flight,
             model_latency,
             tokens,
+            model_queue_wait,
+            model_fallbacks,
             tool_latency,
             approvals_requested,
             approvals_pending,
@@ -410,7 +441,12 @@ impl Telemetry {
                 for (kind, count) in [
                     ("prompt", usage.prompt_tokens),
                     ("completion", usage.completion_tokens),
+                    ("cache_read", usage.cache_read_tokens),
+                    ("cache_write", usage.cache_write_tokens),
                 ] {
+                    if count == 0 && kind.starts_with("cache") {
+                        continue;
+                    }
                     metrics
                         .tokens
                         .get_or_create(&TokenLabels {
@@ -438,6 +474,23 @@ impl Telemetry {
                     })
                     .observe(*duration_ms as f64 / 1000.0);
                 self.inner.add_latency(format!("tool:{tool}"), *duration_ms);
+            }
+            EventPayload::ModelQueued { model, wait_ms, .. } => {
+                metrics
+                    .model_queue_wait
+                    .get_or_create(&ModelDocLabels {
+                        model: model.clone(),
+                    })
+                    .observe(*wait_ms as f64 / 1000.0);
+            }
+            EventPayload::ModelFallback { from, to, .. } => {
+                metrics
+                    .model_fallbacks
+                    .get_or_create(&FallbackLabels {
+                        from: from.clone(),
+                        to: to.clone(),
+                    })
+                    .inc();
             }
             EventPayload::ApprovalRequested { .. } => {
                 metrics.approvals_requested.inc();

@@ -10,7 +10,8 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::message::{Message, ModelParams, ModelStopReason, ToolCall, Usage};
+pub use crate::message::PromptSection;
+use crate::message::{Message, ModelParams, ModelStopReason, Thinking, ToolCall, Usage};
 use crate::run::{ErrorInfo, FinishReason};
 use crate::wire_name::wire_names;
 use crate::{EventId, HookEvent, PermissionMode, PolicyDecision, RequestId, SessionId};
@@ -110,21 +111,6 @@ wire_names! {
         /// The tool's own semantic check rewrote a value (`Tool::repair`).
         ToolCheck = "tool_check",
     }
-}
-
-/// One section of a model round's prompt, described by size and hash, never by its text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PromptSection {
-    /// `instructions`, `history`, `hook_context`, `input` or `rounds` (earlier answers and
-    /// tool results of this run).
-    pub name: String,
-    /// How many messages it holds.
-    pub messages: u32,
-    /// Size of its messages as JSON, in bytes.
-    pub bytes: u64,
-    /// SHA-256 (hex) of its messages as JSON.
-    pub sha256: String,
 }
 
 /// Why a skill's instructions entered a run's conversation.
@@ -276,6 +262,10 @@ pub enum EventPayload {
         content: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// The model's reasoning blocks, kept to be sent back in the next rounds; never the
+        /// answer.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        thinking: Vec<Thinking>,
     },
     #[serde(rename = "runtime.model.retry", rename_all = "camelCase")]
     ModelRetry {
@@ -301,6 +291,10 @@ pub enum EventPayload {
         to: String,
         /// Why `from` gave up: its last error.
         reason: ErrorInfo,
+        /// What the change of provider could not carry over, e.g. thinking blocks a provider
+        /// other than the one that wrote them does not take.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
     },
     #[serde(rename = "runtime.tool.guard", rename_all = "camelCase")]
     ToolGuard {

@@ -10,6 +10,7 @@
 //! and the HTTP API's OpenAPI document describe (it adds no logic).
 
 pub mod approval;
+pub mod cassette;
 pub mod cluster;
 pub mod error;
 pub mod event;
@@ -39,8 +40,8 @@ pub use memory::{
     MemoryMerge, MemoryRecord, MemorySource, MemoryStatus, MemoryUpdate, Provenance, WriteDecision,
 };
 pub use message::{
-    Message, ModelEvent, ModelParams, ModelRequest, ModelStopReason, Role, ToolCall, ToolSpec,
-    Usage,
+    Message, ModelEvent, ModelParams, ModelRequest, ModelStopReason, Role, Thinking, ToolCall,
+    ToolSpec, Usage,
 };
 pub use ports::{
     ARTIFACT_URI_PREFIX, ApprovalStore, ArtifactRecord, ArtifactStore, Attachment, BoxStream,

@@ -26,6 +26,18 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+/// A block of a model's reasoning before its answer (Anthropic's extended thinking). It is
+/// never the answer: it is recorded, and sent back unchanged, byte for byte, in the rounds
+/// that follow (the provider checks the signature); providers that do not take it leave it out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Thinking {
+    /// Reasoning in words, with the provider's signature of it.
+    Thinking { thinking: String, signature: String },
+    /// Reasoning the provider encrypted: opaque data to send back.
+    RedactedThinking { data: String },
+}
+
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -37,6 +49,13 @@ pub struct Message {
     pub tool_calls: Vec<ToolCall>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// An assistant message's reasoning blocks, in the order the model wrote them (before
+    /// its text and tool calls).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thinking: Vec<Thinking>,
+    /// A tool result that reports the call's failure (Anthropic's `is_error`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
 }
 
 impl Message {
@@ -53,20 +72,30 @@ impl Message {
     /// An assistant message, possibly asking for tool calls.
     pub fn assistant(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
         Self {
-            role: Role::Assistant,
-            content: content.into(),
             tool_calls,
-            tool_call_id: None,
+            ..Self::plain(Role::Assistant, content)
         }
+    }
+
+    /// This message with the reasoning that preceded it.
+    pub fn with_thinking(mut self, thinking: Vec<Thinking>) -> Self {
+        self.thinking = thinking;
+        self
     }
 
     /// The result of a tool call, answering the call with id `call_id`.
     pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
         Self {
-            role: Role::Tool,
-            content: content.into(),
-            tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
+            ..Self::plain(Role::Tool, content)
+        }
+    }
+
+    /// A tool call's failure (or refusal), answering the call with id `call_id`.
+    pub fn tool_error(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            is_error: true,
+            ..Self::tool_result(call_id, content)
         }
     }
 
@@ -76,6 +105,8 @@ impl Message {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            thinking: Vec::new(),
+            is_error: false,
         }
     }
 }
@@ -135,6 +166,22 @@ impl ModelParams {
     }
 }
 
+/// One section of a model round's prompt, described by size and hash, never by its text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptSection {
+    /// `instructions`, `skills`, `memory`, `history`, `hook_context`, `input`, `rounds`
+    /// (earlier answers and tool results of this run) or `tools` (the tool definitions),
+    /// in the order they are sent.
+    pub name: String,
+    /// How many messages it holds (for `tools`: how many tools).
+    pub messages: u32,
+    /// Size of its messages (or tool definitions) as JSON, in bytes.
+    pub bytes: u64,
+    /// SHA-256 (hex) of its messages (or tool definitions) as JSON.
+    pub sha256: String,
+}
+
 /// One model round as the runtime asks for it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -148,23 +195,51 @@ pub struct ModelRequest {
     /// Stream the answer as deltas (`true`) or ask for it whole (`false`). Providers yield
     /// the same [`ModelEvent`]s either way.
     pub stream: bool,
+    /// What the request is made of, section by section (sizes and hashes), as
+    /// `runtime.prompt.assembled` records it. Providers may ignore it; a cassette
+    /// (`provider: replay`, `match: request`) compares it with the recorded request's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sections: Vec<PromptSection>,
 }
 
 /// Token usage of one model round or a whole run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
+    /// All input tokens, including those read from or written to the provider's cache.
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    /// Of `prompt_tokens`, those read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Of `prompt_tokens`, those written to the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
+    /// `prompt` input and `completion` output tokens, nothing cached.
+    pub fn new(prompt: u64, completion: u64) -> Self {
+        Self {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: prompt + completion,
+            ..Self::default()
+        }
+    }
+
     /// Adds another round's usage to this one.
     pub fn add(&mut self, other: &Usage) {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
         self.total_tokens += other.total_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
     }
 }
 
@@ -178,8 +253,11 @@ pub enum ModelStopReason {
     ToolCalls,
     /// The output token limit was reached.
     Length,
-    /// The provider filtered the output.
+    /// The provider filtered the output, or the model refused to answer.
     ContentFilter,
+    /// The provider paused a long turn (Anthropic `pause_turn`): sending the answer back as
+    /// it is continues it.
+    Paused,
     /// The stream ended without a stated reason.
     Unknown,
 }
@@ -199,6 +277,13 @@ pub enum ModelEvent {
     },
     /// More argument text for the tool call at `index`.
     ToolCallArgsDelta { index: usize, delta: String },
+    /// More reasoning text of the thinking block at `index` (counted among the answer's
+    /// thinking blocks, from 0).
+    ThinkingDelta { index: usize, text: String },
+    /// More of the signature of thinking block `index`.
+    ThinkingSignature { index: usize, signature: String },
+    /// A redacted thinking block at `index`, whole.
+    RedactedThinking { index: usize, data: String },
     /// Token usage of the round.
     Usage { usage: Usage },
     /// The answer is complete.

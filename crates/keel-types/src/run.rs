@@ -51,6 +51,8 @@ wire_names! {
         ContractViolation = "contract_violation",
         /// The model stopped because of its output token limit.
         Length = "length",
+        /// The model refused to answer, or its provider filtered the answer.
+        ContentFilter = "content_filter",
         /// An internal failure (store, configuration).
         Internal = "internal",
         /// A hook stopped the run (`continue: false`, a blocked prompt, or `onError: fail-run`).

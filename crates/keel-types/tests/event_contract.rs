@@ -104,6 +104,7 @@ fn usage() -> Usage {
         prompt_tokens: 120,
         completion_tokens: 30,
         total_tokens: 150,
+        ..Usage::default()
     }
 }
 
@@ -198,6 +199,7 @@ fn examples() -> Vec<EventPayload> {
                 name: tool(),
                 arguments: r#"{"path":"notes.txt"}"#.into(),
             }],
+            thinking: Vec::new(),
         },
         EventPayload::ModelRetry {
             step: 1,
@@ -531,6 +533,7 @@ fn examples() -> Vec<EventPayload> {
                 ErrorCode::ModelUnavailable,
                 "the provider failed with HTTP 529: Overloaded",
             ),
+            note: None,
         },
         EventPayload::ModelQueued {
             step: 1,

@@ -20,7 +20,10 @@ mod workflow;
 pub use backend::{BackendSpec, OnDivergence, ProcessBackend};
 pub use facade::{Bounds, FacadeClamp, FacadeParam, FacadeSpec};
 pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};
-pub use model::{FallbacksSpec, ModelLimitsSpec, ModelParamsSpec, ModelSpec, ProviderKind};
+pub use model::{
+    CacheMode, CassetteMatch, FallbacksSpec, ModelLimitsSpec, ModelParamsSpec, ModelSpec,
+    ProviderKind, ThinkingSpec,
+};
 pub use skill_settings::{SkillRootSpec, SkillsSettings};
 pub use store::{
     ArtifactsKind, ArtifactsSpec, DEFAULT_STORE_URL, MirrorSpec, StoreKind, StoreSpec,

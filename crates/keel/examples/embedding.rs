@@ -78,6 +78,7 @@ fn call(name: &str, arguments: Value) -> Vec<ModelEvent> {
                 prompt_tokens: 10,
                 completion_tokens: 5,
                 total_tokens: 15,
+                ..Usage::default()
             },
         },
         ModelEvent::Stop {

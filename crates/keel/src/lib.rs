@@ -60,8 +60,8 @@ pub use keel_types::{
     MemoryKind, MemoryMerge, MemoryRecord, MemorySource, MemoryStatus, MemoryUpdate, Message,
     ModelParams, PermissionMode, PolicyDecision, Provenance, RequestId, Role, RunCursor, RunFilter,
     RunLinks, RunRecord, RunStatus, SessionId, SessionMessage, SessionOwner, SessionRecord,
-    SkillCandidate, StoreHealth, TaskDecision, TaskHook, TaskRecord, TaskStatus, ToolCall,
-    ToolSpec, ToolStats, UnknownName, Usage,
+    SkillCandidate, StoreHealth, TaskDecision, TaskHook, TaskRecord, TaskStatus, Thinking,
+    ToolCall, ToolSpec, ToolStats, UnknownName, Usage,
 };
 
 // Events: the event contract (docs/events.md) and every type its payloads carry.

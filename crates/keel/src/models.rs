@@ -82,6 +82,7 @@ async fn ask(provider: Arc<dyn keel_types::ModelProvider>, check: &mut ModelChec
             ..ModelParams::default()
         },
         stream: true,
+        sections: Vec::new(),
     };
     let started = Instant::now();
     let round = async {

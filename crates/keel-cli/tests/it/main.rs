@@ -3,8 +3,10 @@
 #![cfg(test)]
 
 mod adapters;
+mod anthropic_clients;
 mod approvals;
 mod cancel;
+mod cassettes;
 mod claude_hooks;
 mod client_params;
 mod common;

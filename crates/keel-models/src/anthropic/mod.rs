@@ -49,6 +49,10 @@ pub struct AnthropicConfig {
     pub allow_stream: bool,
     /// At most this many idle connections stay open (see `OpenAiConfig`).
     pub max_idle_connections: usize,
+    /// Extended thinking's token budget (`params.thinking.budgetTokens`), if on.
+    pub thinking_budget: Option<u32>,
+    /// `cache: auto`: `cache_control` breakpoints on the stable prefix.
+    pub cache: bool,
 }
 
 impl fmt::Debug for AnthropicConfig {
@@ -71,6 +75,7 @@ pub struct AnthropicProvider {
     params: ModelParams,
     timeout: Duration,
     allow_stream: bool,
+    options: wire::Options,
 }
 
 impl fmt::Debug for AnthropicProvider {
@@ -104,6 +109,10 @@ impl AnthropicProvider {
             params: config.params,
             timeout: config.timeout,
             allow_stream: config.allow_stream,
+            options: wire::Options {
+                thinking: config.thinking_budget,
+                cache: config.cache,
+            },
         })
     }
 }
@@ -126,6 +135,7 @@ impl ModelProvider for AnthropicProvider {
             &request.messages,
             &request.tools,
             &params,
+            self.options,
             stream,
         )?;
         let outgoing = Outgoing {

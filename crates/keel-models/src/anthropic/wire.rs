@@ -1,12 +1,24 @@
 //! The Messages API request body. System messages become the top-level `system`; a turn's
 //! tool calls are `tool_use` blocks of the assistant's message; tool results are
 //! `tool_result` blocks of the next user message; consecutive messages of one role are one
-//! message of several blocks, as the API requires.
+//! message of several blocks, as the API requires. An assistant message's thinking blocks go
+//! first, exactly as the model wrote them; a failed call's result has `is_error`. With
+//! caching on, the last tool definition and the last system block carry `cache_control`
+//! breakpoints, so the stable prefix (tools, instructions, skills, memory) is cached.
 
-use keel_types::{Message, ModelError, ModelParams, Role, ToolSpec};
+use keel_types::{Message, ModelError, ModelParams, Role, Thinking, ToolSpec};
 use serde_json::{Map, Value, json};
 
 use super::DEFAULT_MAX_TOKENS;
+
+/// What a Model document adds to every request.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Options {
+    /// Extended thinking's token budget.
+    pub thinking: Option<u32>,
+    /// `cache: auto`: breakpoints on the stable prefix.
+    pub cache: bool,
+}
 
 /// The body of `POST /v1/messages`.
 pub(super) fn request_body(
@@ -14,6 +26,7 @@ pub(super) fn request_body(
     messages: &[Message],
     tools: &[ToolSpec],
     params: &ModelParams,
+    options: Options,
     stream: bool,
 ) -> Result<Vec<u8>, ModelError> {
     let refuse = |what: &str| ModelError::BadRequest {
@@ -31,25 +44,44 @@ pub(super) fn request_body(
     }
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
-    body.insert(
-        "max_tokens".into(),
-        json!(params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
-    );
+    // The answer's tokens come after the reasoning's: room for both when none is set.
+    let max_tokens = params
+        .max_tokens
+        .unwrap_or(DEFAULT_MAX_TOKENS + options.thinking.unwrap_or(0));
+    body.insert("max_tokens".into(), json!(max_tokens));
     let system: Vec<&str> = messages
         .iter()
         .filter(|m| m.role == Role::System && !m.content.is_empty())
         .map(|m| m.content.as_str())
         .collect();
-    if !system.is_empty() {
+    if options.cache && !system.is_empty() {
+        let mut blocks: Vec<Value> = system
+            .iter()
+            .map(|text| json!({"type": "text", "text": text}))
+            .collect();
+        if let Some(last) = blocks.last_mut() {
+            last["cache_control"] = json!({"type": "ephemeral"});
+        }
+        body.insert("system".into(), Value::Array(blocks));
+    } else if !system.is_empty() {
         body.insert("system".into(), json!(system.join("\n\n")));
     }
     body.insert("messages".into(), Value::Array(turns(messages)));
     if !tools.is_empty() {
-        let tools: Vec<Value> = tools
+        let mut tools: Vec<Value> = tools
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
+        if let (true, Some(last)) = (options.cache, tools.last_mut()) {
+            last["cache_control"] = json!({"type": "ephemeral"});
+        }
         body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(budget) = options.thinking {
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": budget}),
+        );
     }
     if let Some(temperature) = params.temperature {
         body.insert("temperature".into(), json!(temperature));
@@ -74,16 +106,20 @@ fn turns(messages: &[Message]) -> Vec<Value> {
         let (role, blocks) = match message.role {
             Role::System => continue,
             Role::User => ("user", text_block(&message.content).into_iter().collect()),
-            Role::Tool => (
-                "user",
-                vec![json!({
+            Role::Tool => {
+                let mut result = json!({
                     "type": "tool_result",
                     "tool_use_id": message.tool_call_id.as_deref().unwrap_or_default(),
                     "content": message.content,
-                })],
-            ),
+                });
+                if message.is_error {
+                    result["is_error"] = json!(true);
+                }
+                ("user", vec![result])
+            }
             Role::Assistant => {
-                let mut blocks: Vec<Value> = text_block(&message.content).into_iter().collect();
+                let mut blocks: Vec<Value> = message.thinking.iter().map(thinking_block).collect();
+                blocks.extend(text_block(&message.content));
                 for call in &message.tool_calls {
                     // The model's own arguments, as an object (what it sent was one, or the
                     // gateway refused the call before it ran).
@@ -108,6 +144,17 @@ fn turns(messages: &[Message]) -> Vec<Value> {
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect()
+}
+
+/// A thinking block as the model wrote it.
+fn thinking_block(thinking: &Thinking) -> Value {
+    match thinking {
+        Thinking::Thinking {
+            thinking,
+            signature,
+        } => json!({"type": "thinking", "thinking": thinking, "signature": signature}),
+        Thinking::RedactedThinking { data } => json!({"type": "redacted_thinking", "data": data}),
+    }
 }
 
 /// A text block, when there is text (the API refuses empty ones).
@@ -154,7 +201,15 @@ mod tests {
             ..ModelParams::default()
         };
         let body: Value = serde_json::from_slice(
-            &request_body("claude", &messages, &tools, &params, true).unwrap(),
+            &request_body(
+                "claude",
+                &messages,
+                &tools,
+                &params,
+                Options::default(),
+                true,
+            )
+            .unwrap(),
         )
         .unwrap();
         assert_eq!(
@@ -185,7 +240,100 @@ mod tests {
             seed: Some(1),
             ..ModelParams::default()
         };
-        let refused = request_body("claude", &messages, &tools, &seeded, true).unwrap_err();
+        let refused = request_body(
+            "claude",
+            &messages,
+            &tools,
+            &seeded,
+            Options::default(),
+            true,
+        )
+        .unwrap_err();
         assert!(refused.to_string().contains("`seed`"), "{refused}");
+    }
+
+    #[test]
+    fn thinking_goes_back_first_and_unchanged_errors_are_flagged_and_the_prefix_is_cached() {
+        let thinking = vec![
+            Thinking::Thinking {
+                thinking: "Let me add.\n".into(),
+                signature: "c2ln+/=".into(),
+            },
+            Thinking::RedactedThinking {
+                data: "EmwKAhgB".into(),
+            },
+        ];
+        let messages = vec![
+            Message::system("Be brief."),
+            Message::system("Skill: adding."),
+            Message::user("Add 2 and 3."),
+            Message::assistant(
+                "",
+                vec![ToolCall {
+                    id: "toolu_1".into(),
+                    name: "add".into(),
+                    arguments: r#"{"a":2}"#.into(),
+                }],
+            )
+            .with_thinking(thinking),
+            Message::tool_error("toolu_1", "b is required"),
+        ];
+        let tools = vec![
+            ToolSpec {
+                name: "add".into(),
+                description: "Adds.".into(),
+                parameters: json!({"type": "object"}),
+            },
+            ToolSpec {
+                name: "sub".into(),
+                description: "Subtracts.".into(),
+                parameters: json!({"type": "object"}),
+            },
+        ];
+        let options = Options {
+            thinking: Some(2048),
+            cache: true,
+        };
+        let body: Value = serde_json::from_slice(
+            &request_body(
+                "claude",
+                &messages,
+                &tools,
+                &ModelParams::default(),
+                options,
+                false,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(body["max_tokens"], json!(4096 + 2048));
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 2048})
+        );
+        assert_eq!(
+            body["system"],
+            json!([
+                {"type": "text", "text": "Be brief."},
+                {"type": "text", "text": "Skill: adding.", "cache_control": {"type": "ephemeral"}},
+            ])
+        );
+        assert_eq!(body["tools"][0].get("cache_control"), None);
+        assert_eq!(
+            body["tools"][1]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([
+                {"type": "thinking", "thinking": "Let me add.\n", "signature": "c2ln+/="},
+                {"type": "redacted_thinking", "data": "EmwKAhgB"},
+                {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 2}},
+            ])
+        );
+        assert_eq!(
+            body["messages"][2]["content"],
+            json!([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "b is required", "is_error": true}])
+        );
     }
 }

@@ -217,6 +217,15 @@ pub(crate) struct WireUsage {
     pub completion_tokens: u64,
     #[serde(default)]
     pub total_tokens: Option<u64>,
+    #[serde(default)]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+/// `usage.prompt_tokens_details`: how much of the prompt came from the cache.
+#[derive(Deserialize, Default)]
+pub(crate) struct PromptTokensDetails {
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
 }
 
 impl From<WireUsage> for Usage {
@@ -227,6 +236,11 @@ impl From<WireUsage> for Usage {
             total_tokens: u
                 .total_tokens
                 .unwrap_or(u.prompt_tokens + u.completion_tokens),
+            cache_read_tokens: u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
+            cache_write_tokens: 0,
         }
     }
 }

@@ -292,11 +292,7 @@ fn answer(step: &Step, step_index: usize, request: &ModelRequest) -> Vec<ModelEv
     }
 
     let usage = match step.usage {
-        Some(u) => Usage {
-            prompt_tokens: u.prompt_tokens,
-            completion_tokens: u.completion_tokens,
-            total_tokens: u.prompt_tokens + u.completion_tokens,
-        },
+        Some(u) => Usage::new(u.prompt_tokens, u.completion_tokens),
         None => {
             let prompt_chars: usize = messages
                 .iter()
@@ -310,11 +306,7 @@ fn answer(step: &Step, step_index: usize, request: &ModelRequest) -> Vec<ModelEv
                 .sum();
             let prompt_tokens = prompt_chars.div_ceil(4) as u64;
             let completion_tokens = completion_chars.div_ceil(4) as u64;
-            Usage {
-                prompt_tokens,
-                completion_tokens,
-                total_tokens: prompt_tokens + completion_tokens,
-            }
+            Usage::new(prompt_tokens, completion_tokens)
         }
     };
     events.push(ModelEvent::Usage { usage });

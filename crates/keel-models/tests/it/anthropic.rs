@@ -22,6 +22,8 @@ fn provider(mock: &MockLlm) -> AnthropicProvider {
         timeout: Duration::from_secs(5),
         allow_stream: true,
         max_idle_connections: usize::MAX,
+        thinking_budget: None,
+        cache: false,
     })
     .unwrap()
 }
@@ -45,8 +47,15 @@ async fn a_streamed_text_answer_with_cache_usage() {
         Some(Usage {
             prompt_tokens: 420,
             completion_tokens: 6,
-            total_tokens: 426
+            total_tokens: 426,
+            cache_write_tokens: 100,
+            cache_read_tokens: 300,
         })
+    );
+    assert_eq!(
+        answer.thinking,
+        [("Let me think.".to_owned(), "sig-abc".to_owned())],
+        "the reasoning is kept, with its signature"
     );
     assert_eq!(answer.stop, Some(ModelStopReason::Stop));
 
@@ -142,6 +151,8 @@ async fn a_whole_answer_is_decoded_like_a_streamed_one() {
     mock.push(MockResponse::json(&json!({
         "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
         "content": [
+            {"type": "thinking", "thinking": "Oslo, then.", "signature": "EqQBCgIYAh=="},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3"},
             {"type": "text", "text": "Checking."},
             {"type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": {"city": "Oslo"}},
         ],
@@ -150,6 +161,13 @@ async fn a_whole_answer_is_decoded_like_a_streamed_one() {
     })));
     let answer = assemble(&events(&provider(&mock), request(false)).await);
     assert_eq!(answer.text, "Checking.");
+    assert_eq!(
+        answer.thinking,
+        [
+            ("Oslo, then.".to_owned(), "EqQBCgIYAh==".to_owned()),
+            (String::new(), "EmwKAhgBEgy3".to_owned())
+        ]
+    );
     assert_eq!(answer.calls[0].2, r#"{"city":"Oslo"}"#);
     assert_eq!(answer.stop, Some(ModelStopReason::ToolCalls));
     assert_eq!(answer.usage.unwrap().total_tokens, 38);
@@ -162,6 +180,7 @@ async fn max_tokens_and_refusal_map_to_keels_stop_reasons() {
     for (reason, expected) in [
         ("max_tokens", ModelStopReason::Length),
         ("refusal", ModelStopReason::ContentFilter),
+        ("pause_turn", ModelStopReason::Paused),
         ("stop_sequence", ModelStopReason::Stop),
     ] {
         mock.push(

@@ -55,6 +55,7 @@ pub fn request(stream: bool) -> ModelRequest {
         }]),
         params: ModelParams::default(),
         stream,
+        sections: Vec::new(),
     }
 }
 
@@ -85,6 +86,8 @@ pub struct Answer {
     pub calls: Vec<(String, String, String)>,
     pub usage: Option<Usage>,
     pub stop: Option<ModelStopReason>,
+    /// Thinking blocks: (text, signature), or ("", data) for a redacted one.
+    pub thinking: Vec<(String, String)>,
 }
 
 pub fn assemble(events: &[ModelEvent]) -> Answer {
@@ -106,6 +109,19 @@ pub fn assemble(events: &[ModelEvent]) -> Answer {
             }
             ModelEvent::ToolCallArgsDelta { index, delta } => {
                 answer.calls[*index].2.push_str(delta);
+            }
+            ModelEvent::ThinkingDelta { index, text } => {
+                if *index == answer.thinking.len() {
+                    answer.thinking.push(Default::default());
+                }
+                answer.thinking[*index].0.push_str(text);
+            }
+            ModelEvent::ThinkingSignature { index, signature } => {
+                answer.thinking[*index].1.push_str(signature);
+            }
+            ModelEvent::RedactedThinking { index, data } => {
+                assert_eq!(*index, answer.thinking.len(), "blocks come in order");
+                answer.thinking.push((String::new(), data.clone()));
             }
             ModelEvent::Usage { usage } => answer.usage = Some(*usage),
             ModelEvent::Stop { reason } => answer.stop = Some(*reason),

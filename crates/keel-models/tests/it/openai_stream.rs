@@ -27,7 +27,8 @@ async fn text_deltas_arrive_in_order_then_usage_then_stop() {
                 usage: Usage {
                     prompt_tokens: 10,
                     completion_tokens: 3,
-                    total_tokens: 13
+                    total_tokens: 13,
+                    ..Usage::default()
                 }
             },
             ModelEvent::Stop {
@@ -100,7 +101,8 @@ async fn two_interleaved_tool_calls_in_one_answer_keep_their_arguments_apart() {
         Some(Usage {
             prompt_tokens: 12,
             completion_tokens: 8,
-            total_tokens: 20
+            total_tokens: 20,
+            ..Usage::default()
         })
     );
 }
@@ -173,7 +175,8 @@ async fn a_whole_completion_yields_the_same_events_as_a_stream() {
                 usage: Usage {
                     prompt_tokens: 10,
                     completion_tokens: 5,
-                    total_tokens: 15
+                    total_tokens: 15,
+                    ..Usage::default()
                 }
             },
             ModelEvent::Stop {

@@ -48,6 +48,7 @@ fn ask(messages: Vec<Message>, stream: bool) -> ModelRequest {
         tools: Arc::from([]),
         params: ModelParams::default(),
         stream,
+        sections: Vec::new(),
     }
 }
 

@@ -137,6 +137,7 @@ impl AgentRun {
                 let answer = Answer {
                     text: output,
                     calls: Vec::new(),
+                    thinking: Vec::new(),
                     stop: ModelStopReason::Stop,
                     usage: Usage::default(),
                 };

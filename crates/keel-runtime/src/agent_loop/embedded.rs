@@ -35,8 +35,7 @@ pub(crate) async fn embedded_call(
         tools: vec![call.name.clone()],
         ..placeholder_agent()
     };
-    let provider: Arc<dyn ModelProvider> =
-        Arc::new(crate::replay::ReplayProvider::from_events(&[]));
+    let provider: Arc<dyn ModelProvider> = Arc::new(crate::replay::replay_provider(&[]));
     let record = RunRecord {
         agent: agent.to_owned(),
         ..record

@@ -136,6 +136,9 @@ pub(crate) struct AgentRun {
     /// The prompt's sections before this run's rounds, with their ends (they do not change
     /// from round to round).
     fixed_sections: Option<([usize; 6], Vec<keel_types::PromptSection>)>,
+    /// The `tools` section of the last round, with the definitions it measured (the gateway
+    /// hands out the same list until the tools change).
+    tools_section: Option<(Arc<[keel_types::ToolSpec]>, keel_types::PromptSection)>,
     /// Calls of the last answer left without a result by an interrupted process.
     pending: Vec<PendingCall>,
     /// A tool call made directly (a task or `tools call`): the run is that call alone.
@@ -239,6 +242,7 @@ impl AgentRun {
             messages: Vec::new(),
             history_span: (0, 0),
             fixed_sections: None,
+            tools_section: None,
             skills_at: 0,
             memory_at: 0,
             skill_events: skills.events.into_iter().chain(memory.events).collect(),
@@ -423,6 +427,13 @@ impl AgentRun {
                 Err(RoundError::Model(error)) => return End::model(&error),
                 Err(RoundError::Store(error)) => return End::store(error),
             };
+            if answer.calls.is_empty() && answer.stop == ModelStopReason::Paused {
+                // The provider paused a long turn: sending it back continues it.
+                self.messages.push(
+                    Message::assistant(answer.text, Vec::new()).with_thinking(answer.thinking),
+                );
+                continue;
+            }
             if answer.calls.is_empty() {
                 let value = match self.structured(&answer.text) {
                     Structured::Valid(value) => value,
@@ -435,8 +446,10 @@ impl AgentRun {
             if let Some(end) = self.token_budget_spent() {
                 return end;
             }
-            self.messages
-                .push(Message::assistant(answer.text, answer.calls.clone()));
+            self.messages.push(
+                Message::assistant(answer.text, answer.calls.clone())
+                    .with_thinking(answer.thinking),
+            );
             match Box::pin(self.run_tools(&answer.calls)).await {
                 Ok(results) => self.messages.extend(results),
                 Err(error) => return End::store(error),
@@ -506,10 +519,12 @@ impl AgentRun {
         }
         let finish_reason = match answer.stop {
             ModelStopReason::Length => FinishReason::Length,
+            ModelStopReason::ContentFilter => FinishReason::ContentFilter,
             _ => FinishReason::Completed,
         };
-        self.messages
-            .push(Message::assistant(answer.text.clone(), Vec::new()));
+        self.messages.push(
+            Message::assistant(answer.text.clone(), Vec::new()).with_thinking(answer.thinking),
+        );
         if let Err(error) = self.save_transcript().await {
             return End::store(error);
         }

@@ -9,7 +9,8 @@ use std::time::Instant;
 use futures_util::{FutureExt, StreamExt};
 use keel_types::{
     AdapterEvent, ErrorInfo, EventPayload, Message, ModelError, ModelEvent, ModelParams,
-    ModelRequest, ModelStopReason, NATIVE_ADAPTER, PromptSection, StoreError, ToolCall, Usage,
+    ModelRequest, ModelStopReason, NATIVE_ADAPTER, PromptSection, Role, StoreError, Thinking,
+    ToolCall, ToolSpec, Usage,
 };
 use sha2::{Digest, Sha256};
 
@@ -20,6 +21,8 @@ use crate::retry;
 pub(super) struct Answer {
     pub text: String,
     pub calls: Vec<ToolCall>,
+    /// The reasoning blocks before the answer, to send back with it.
+    pub thinking: Vec<Thinking>,
     pub stop: ModelStopReason,
     /// What the round used.
     pub usage: Usage,
@@ -56,9 +59,16 @@ impl AgentRun {
             self.model_doc = self.agent.model.clone();
             self.provider = self.primary.clone();
         }
-        let sections = self.prompt_sections();
-        self.emitter
-            .emit(EventPayload::PromptAssembled { step, sections })?;
+        let tools = match &self.program_ask {
+            Some(ask) => ask.tools.clone().into(),
+            None => self.services.gateway.specs(&self.agent.tools),
+        };
+        let mut sections = self.prompt_sections();
+        sections.extend(self.tools_section(&tools));
+        self.emitter.emit(EventPayload::PromptAssembled {
+            step,
+            sections: sections.clone(),
+        })?;
         loop {
             // Room under the model's rate limits, held until the attempt's answer is in.
             let limiter = self.services.limiters.get(&self.model_doc).cloned();
@@ -84,7 +94,7 @@ impl AgentRun {
                 params: self.model_params(),
             })?;
             let started = Instant::now();
-            let answered = self.stream_answer(step).await;
+            let answered = self.stream_answer(step, &tools, &sections).await;
             // Not held through a retry's backoff.
             drop(in_flight);
             match answered {
@@ -100,6 +110,7 @@ impl AgentRun {
                         latency_ms: millis(started.elapsed()),
                         content: answer.text.clone(),
                         tool_calls: answer.calls.clone(),
+                        thinking: answer.thinking.clone(),
                     })?;
                     return Ok(answer);
                 }
@@ -133,11 +144,13 @@ impl AgentRun {
                     let Some((next, provider)) = next else {
                         return Err(RoundError::Model(error));
                     };
+                    let note = self.untranslated_thinking(provider.provider_name());
                     self.emitter.emit(EventPayload::ModelFallback {
                         step,
                         from: std::mem::replace(&mut self.model_doc, next.clone()),
                         to: next,
                         reason: ErrorInfo::new(error.code(), error.to_string()),
+                        note,
                     })?;
                     self.provider = provider;
                     attempt = 1;
@@ -186,21 +199,50 @@ impl AgentRun {
         sections
     }
 
+    /// The tool definitions a round sends, measured like a prompt section (`tools`), if
+    /// there are any.
+    fn tools_section(&mut self, tools: &Arc<[ToolSpec]>) -> Option<PromptSection> {
+        if tools.is_empty() {
+            return None;
+        }
+        match &self.tools_section {
+            Some((measured, section)) if Arc::ptr_eq(measured, tools) => Some(section.clone()),
+            _ => {
+                let json = serde_json::to_vec(&tools[..]).unwrap_or_default();
+                let section = PromptSection {
+                    name: "tools".to_owned(),
+                    messages: u32::try_from(tools.len()).unwrap_or(u32::MAX),
+                    bytes: json.len() as u64,
+                    sha256: keel_types::to_hex(&Sha256::digest(&json)),
+                };
+                self.tools_section = Some((tools.clone(), section.clone()));
+                Some(section)
+            }
+        }
+    }
+
     /// Streams one answer, emitting text deltas, and assembles it.
-    async fn stream_answer(&self, step: u32) -> Result<(Answer, Usage), RoundError> {
+    async fn stream_answer(
+        &self,
+        step: u32,
+        tools: &Arc<[ToolSpec]>,
+        sections: &[PromptSection],
+    ) -> Result<(Answer, Usage), RoundError> {
         let request = match &self.program_ask {
             // A process-backed agent's round: its program's conversation and tools.
             Some(ask) => ModelRequest {
                 messages: ask.messages.clone(),
-                tools: ask.tools.clone().into(),
+                tools: tools.clone(),
                 params: ask.params.over(&self.model_params()),
                 stream: self.stream,
+                sections: sections.to_vec(),
             },
             None => ModelRequest {
                 messages: self.messages.clone(),
-                tools: self.services.gateway.specs(&self.agent.tools),
+                tools: tools.clone(),
                 params: self.model_params(),
                 stream: self.stream,
+                sections: sections.to_vec(),
             },
         };
         let mut stream = self
@@ -210,6 +252,7 @@ impl AgentRun {
             .map_err(RoundError::Model)?;
         let mut text = String::new();
         let mut calls: Vec<ToolCall> = Vec::new();
+        let mut thinking = Thinkings::default();
         let mut usage = Usage::default();
         let mut stop = None;
         // What was read ahead while gathering text deltas, to be handled next (`Some(None)`:
@@ -271,6 +314,15 @@ impl AgentRun {
                         ))));
                     }
                 },
+                ModelEvent::ThinkingDelta { index, text } => {
+                    thinking.at(index)?.0.push_str(&text);
+                }
+                ModelEvent::ThinkingSignature { index, signature } => {
+                    thinking.at(index)?.1.push_str(&signature);
+                }
+                ModelEvent::RedactedThinking { index, data } => {
+                    *thinking.at(index)? = (String::new(), String::new(), Some(data));
+                }
                 ModelEvent::Usage { usage: u } => usage = u,
                 ModelEvent::Stop { reason } => stop = Some(reason),
             }
@@ -283,10 +335,31 @@ impl AgentRun {
         let answer = Answer {
             text,
             calls,
+            thinking: thinking.finish(),
             stop,
             usage,
         };
         Ok((answer, usage))
+    }
+
+    /// A note of the thinking blocks in the conversation that `provider` will not be sent:
+    /// only the provider that wrote them takes them back.
+    fn untranslated_thinking(&self, provider: &str) -> Option<String> {
+        if provider == self.provider.provider_name() {
+            return None;
+        }
+        let blocks: usize = self
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .map(|m| m.thinking.len())
+            .sum();
+        (blocks > 0).then(|| {
+            format!(
+                "{blocks} thinking block(s) written by {} are not sent to {provider}",
+                self.provider.provider_name()
+            )
+        })
     }
 
     /// The next of the agent's model's fallbacks after the one answering now, if any.
@@ -313,6 +386,38 @@ impl AgentRun {
             })
             .unwrap_or_default();
         self.params.over(&document)
+    }
+}
+
+/// Thinking blocks as they stream in: text, signature, or a redacted block's data.
+#[derive(Default)]
+struct Thinkings(Vec<(String, String, Option<String>)>);
+
+impl Thinkings {
+    /// Block `index`: the next one starts it, an earlier one continues it.
+    fn at(&mut self, index: usize) -> Result<&mut (String, String, Option<String>), RoundError> {
+        if index == self.0.len() {
+            self.0.push(Default::default());
+        }
+        let blocks = self.0.len();
+        self.0.get_mut(index).ok_or_else(|| {
+            RoundError::Model(ModelError::MalformedStream(format!(
+                "thinking block {index} came after {blocks} block(s)"
+            )))
+        })
+    }
+
+    fn finish(self) -> Vec<Thinking> {
+        self.0
+            .into_iter()
+            .map(|(thinking, signature, redacted)| match redacted {
+                Some(data) => Thinking::RedactedThinking { data },
+                None => Thinking::Thinking {
+                    thinking,
+                    signature,
+                },
+            })
+            .collect()
     }
 }
 

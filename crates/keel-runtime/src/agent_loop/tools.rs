@@ -283,7 +283,7 @@ impl AgentRun {
             .filter(|_| verdict.is_allowed())
         else {
             return Ok((
-                Message::tool_result(verdict.call_id(), verdict.blocked_message()),
+                Message::tool_error(verdict.call_id(), verdict.blocked_message()),
                 None,
             ));
         };
@@ -348,7 +348,11 @@ impl AgentRun {
             },
         })?;
         let succeeded = ok.then(|| verdict.tool().to_owned());
-        Ok((Message::tool_result(verdict.call_id(), output), succeeded))
+        let message = match ok {
+            true => Message::tool_result(verdict.call_id(), output),
+            false => Message::tool_error(verdict.call_id(), output),
+        };
+        Ok((message, succeeded))
     }
 
     /// Records what happened to the source of `tool` (an MCP server) since it last reported,
@@ -614,7 +618,7 @@ impl AgentRun {
             })?;
             results.push((
                 item.call.id.clone(),
-                Message::tool_result(&item.call.id, output),
+                Message::tool_error(&item.call.id, output),
             ));
         }
         for message in self.run_tools(&rerun).await? {

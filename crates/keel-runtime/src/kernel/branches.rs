@@ -12,7 +12,7 @@ use crate::agent_loop::{Launch, Start};
 use crate::handle::RunHandle;
 use crate::memory::MemoryPrompt;
 use crate::rebuild::{opening, rebuild};
-use crate::replay::{Divergence, ReplayProvider, diverge};
+use crate::replay::{Divergence, diverge, replay_provider};
 
 impl Kernel {
     /// Starts a new run that copies the first `at_seq` events of run `id` and continues from
@@ -95,7 +95,7 @@ impl Kernel {
         agent_run_only(&original, "replayed")?;
         let events = store.events(id, 0).await?;
         let agent = self.agent(&original.agent)?;
-        let provider: Arc<dyn ModelProvider> = Arc::new(ReplayProvider::from_events(&events));
+        let provider: Arc<dyn ModelProvider> = Arc::new(replay_provider(&events));
         let (history, mode, metadata) = opening(&events);
         let (params, output_schema) = crate::rebuild::settings(&events);
         let skills = self.skill_prompt(&original.agent, &agent, &original.input)?;

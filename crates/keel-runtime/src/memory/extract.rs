@@ -92,6 +92,7 @@ pub(crate) async fn ask(
         tools: std::sync::Arc::from([]),
         params: ModelParams::default(),
         stream: false,
+        sections: Vec::new(),
     };
     let mut stream = provider
         .stream(request)

@@ -96,7 +96,11 @@ pub(super) fn line(event: &Event) -> String {
             from,
             to,
             reason,
-        } => format!("step={step} {from} → {to}: {}", reason.message),
+            note,
+        } => match note {
+            Some(note) => format!("step={step} {from} → {to}: {} ({note})", reason.message),
+            None => format!("step={step} {from} → {to}: {}", reason.message),
+        },
         EventPayload::ToolGuard {
             tool,
             decision,

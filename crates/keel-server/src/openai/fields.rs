@@ -18,7 +18,7 @@ use crate::ApiError;
 
 /// A JSON type a field may have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     String,
     Number,
     Integer,
@@ -41,7 +41,7 @@ impl Kind {
     }
 
     /// The JSON Schema type name.
-    fn schema_type(self) -> &'static str {
+    pub(crate) fn schema_type(self) -> &'static str {
         match self {
             Self::String => "string",
             Self::Number => "number",
@@ -66,7 +66,7 @@ impl Kind {
 
 /// What Keel does with a field a client sends.
 #[derive(Debug, Clone, Copy)]
-enum Treatment {
+pub(crate) enum Treatment {
     /// Read and honoured.
     Honoured,
     /// Accepted and without effect, for the reason given.
@@ -77,11 +77,12 @@ enum Treatment {
     Refused(&'static str),
 }
 
-/// One top-level field of a Chat Completions request.
-struct Field {
-    name: &'static str,
-    kinds: &'static [Kind],
-    treatment: Treatment,
+/// One top-level field of a request (Chat Completions here; the Messages API's in
+/// `crate::anthropic`).
+pub(crate) struct Field {
+    pub name: &'static str,
+    pub kinds: &'static [Kind],
+    pub treatment: Treatment,
 }
 
 const MODEL_SETTINGS: &str = "is not supported: Keel passes temperature, max_tokens, top_p, stop, seed and the \
@@ -200,7 +201,11 @@ const FIELDS: &[Field] = &[
     field("store", &[Kind::Bool], Treatment::NoEffect(RECORDED)),
 ];
 
-const fn field(name: &'static str, kinds: &'static [Kind], treatment: Treatment) -> Field {
+pub(crate) const fn field(
+    name: &'static str,
+    kinds: &'static [Kind],
+    treatment: Treatment,
+) -> Field {
     Field {
         name,
         kinds,
@@ -274,16 +279,46 @@ pub(super) fn check(body: &mut Value) -> Result<(), ApiError> {
             param: None,
         });
     };
+    check_table(fields, FIELDS, &REQUIRED, "Chat")?;
+    if let Some(options) = fields.get_mut("stream_options") {
+        let options = object(options, "stream_options")?;
+        options.retain(|_, value| !value.is_null());
+        if let Some(value) = options.get("include_usage") {
+            expect("stream_options.include_usage", value, &[Kind::Bool])?;
+        }
+    }
+    if let Some(Value::Object(metadata)) = fields.get("metadata") {
+        for (key, value) in metadata {
+            expect(&format!("metadata.{key}"), value, &[Kind::String])?;
+        }
+    }
+    if let Some(Value::Array(messages)) = fields.get_mut("messages") {
+        for (index, message) in messages.iter_mut().enumerate() {
+            check_message(message, index)?;
+        }
+    }
+    Ok(())
+}
+
+/// Drops a body's `null` fields (absent) and checks the rest against `table`: each field known,
+/// of its type, and honoured, accepted or refused as the table says; then that the `required`
+/// fields are there. `api` names the API in the log.
+pub(crate) fn check_table(
+    fields: &mut Map<String, Value>,
+    table: &[Field],
+    required: &[&str],
+    api: &str,
+) -> Result<(), ApiError> {
     fields.retain(|_, value| !value.is_null());
     for (name, value) in fields.iter() {
-        let Some(field) = FIELDS.iter().find(|f| f.name == name) else {
+        let Some(field) = table.iter().find(|f| f.name == name) else {
             return Err(ApiError::UnknownParameter(name.clone()));
         };
         expect(name, value, field.kinds)?;
         match field.treatment {
             Treatment::Honoured => {}
             Treatment::NoEffect(reason) => {
-                tracing::debug!(field = %name, reason, "Chat request field accepted without effect.");
+                tracing::debug!(field = %name, reason, api, "Facade request field accepted without effect.");
             }
             Treatment::OnlyValue(only, why) => {
                 if serde_json::from_str::<Value>(only).ok().as_ref() != Some(value) {
@@ -301,26 +336,9 @@ pub(super) fn check(body: &mut Value) -> Result<(), ApiError> {
             }
         }
     }
-    for required in REQUIRED {
-        if !fields.contains_key(required) {
-            return Err(ApiError::MissingParameter(required.to_owned()));
-        }
-    }
-    if let Some(options) = fields.get_mut("stream_options") {
-        let options = object(options, "stream_options")?;
-        options.retain(|_, value| !value.is_null());
-        if let Some(value) = options.get("include_usage") {
-            expect("stream_options.include_usage", value, &[Kind::Bool])?;
-        }
-    }
-    if let Some(Value::Object(metadata)) = fields.get("metadata") {
-        for (key, value) in metadata {
-            expect(&format!("metadata.{key}"), value, &[Kind::String])?;
-        }
-    }
-    if let Some(Value::Array(messages)) = fields.get_mut("messages") {
-        for (index, message) in messages.iter_mut().enumerate() {
-            check_message(message, index)?;
+    for required in required {
+        if !fields.contains_key(*required) {
+            return Err(ApiError::MissingParameter((*required).to_owned()));
         }
     }
     Ok(())
@@ -397,7 +415,10 @@ fn check_tool_call(call: &mut Value, at: &str) -> Result<(), ApiError> {
 }
 
 /// `value` as an object, or `invalid_type` naming `at`.
-fn object<'a>(value: &'a mut Value, at: &str) -> Result<&'a mut Map<String, Value>, ApiError> {
+pub(crate) fn object<'a>(
+    value: &'a mut Value,
+    at: &str,
+) -> Result<&'a mut Map<String, Value>, ApiError> {
     let got = kind_of(value);
     value.as_object_mut().ok_or_else(|| ApiError::InvalidType {
         param: at.to_owned(),
@@ -406,7 +427,8 @@ fn object<'a>(value: &'a mut Value, at: &str) -> Result<&'a mut Map<String, Valu
     })
 }
 
-fn expect(param: &str, value: &Value, kinds: &[Kind]) -> Result<(), ApiError> {
+/// `value` is one of `kinds`, or `invalid_type` naming `param`.
+pub(crate) fn expect(param: &str, value: &Value, kinds: &[Kind]) -> Result<(), ApiError> {
     if kinds.iter().any(|kind| kind.admits(value)) {
         Ok(())
     } else {

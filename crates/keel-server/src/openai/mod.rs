@@ -9,9 +9,9 @@
 
 pub(crate) mod fields;
 mod messages;
-mod params;
-mod stream;
-mod wire;
+pub(crate) mod params;
+pub(crate) mod stream;
+pub(crate) mod wire;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 pub(crate) use wire::ChatRequest;
 
 use self::messages::map_messages;
-use self::stream::{StreamOptions, stream_response};
+use self::stream::{ChatDialect, StreamOptions, stream_response};
 use self::wire::Completion;
 use crate::ApiError;
 use crate::requests::{start_run, wait_for};
@@ -60,16 +60,16 @@ pub const SESSION_HEADER: &str = "x-keel-session";
 pub const PROGRESS_HEADER: &str = "x-keel-progress";
 
 /// The Keel options a client may add with headers (the body stays a standard request).
-struct KeelOptions {
+pub(crate) struct KeelOptions {
     /// `X-Keel-Session: ID` — the turn belongs to this session: its stored transcript is the
     /// history and only the last (user) message of `messages` is read.
-    session: Option<SessionId>,
+    pub session: Option<SessionId>,
     /// `X-Keel-Progress: true` — the stream also carries Keel progress events.
-    progress: bool,
+    pub progress: bool,
 }
 
 impl KeelOptions {
-    fn from_headers(headers: &HeaderMap) -> Result<Self, ApiError> {
+    pub(crate) fn from_headers(headers: &HeaderMap) -> Result<Self, ApiError> {
         let text = |name: &'static str| -> Result<Option<String>, ApiError> {
             headers
                 .get(name)
@@ -175,11 +175,13 @@ pub(crate) async fn chat_completions(
                 .get(&completion.model)
                 .is_some_and(|agent| agent.output.is_some());
         Ok(stream_response(
-            completion,
+            ChatDialect {
+                completion,
+                include_usage,
+            },
             handle,
             ticket,
             StreamOptions {
-                include_usage,
                 progress: keel.progress,
                 whole_answer,
                 value_as_content: structured,
@@ -196,7 +198,7 @@ pub(crate) async fn chat_completions(
 
 /// The request's model parameters for its model: held to an agent's `facade`; a workflow
 /// takes none (its agent nodes run on their own agents' models).
-fn granted_params(
+pub(crate) fn granted_params(
     state: &AppState,
     model: &str,
     workflow: bool,
@@ -218,7 +220,7 @@ fn granted_params(
     }
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -247,7 +249,7 @@ fn request_metadata(
 }
 
 /// The JSON type of `value`, as the messages name it.
-fn kind_of(value: &Value) -> &'static str {
+pub(crate) fn kind_of(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -17,7 +17,7 @@ const MAX_STOP: usize = 4;
 
 /// What a request asked for, before the agent's `facade` applies.
 #[derive(Debug, Default)]
-pub(super) struct Requested {
+pub(crate) struct Requested {
     params: ModelParams,
     output_schema: Option<Value>,
     /// The parameters set, each with the field the client used.
@@ -26,12 +26,25 @@ pub(super) struct Requested {
 
 /// What a run gets: the parameters and the structured output.
 #[derive(Debug, Default)]
-pub(super) struct Granted {
+pub(crate) struct Granted {
     pub params: ModelParams,
     pub output_schema: Option<Value>,
 }
 
 impl Requested {
+    /// Parameters another facade read (the Messages API's), each with the field that set it.
+    pub(crate) fn new(
+        params: ModelParams,
+        output_schema: Option<Value>,
+        set: Vec<(FacadeParam, &'static str)>,
+    ) -> Self {
+        Self {
+            params,
+            output_schema,
+            set,
+        }
+    }
+
     /// Reads the parameters of a body `fields::check` accepted (types are checked there).
     pub(super) fn read(body: &Map<String, Value>) -> Result<Self, ApiError> {
         let mut requested = Self::default();
@@ -129,13 +142,13 @@ impl Requested {
     }
 
     /// The first parameter set, if any (for a model that takes none).
-    pub(super) fn first(&self) -> Option<&'static str> {
+    pub(crate) fn first(&self) -> Option<&'static str> {
         self.set.first().map(|(_, name)| *name)
     }
 
     /// The request's parameters under agent `agent`'s `facade`: refused when it does not
     /// allow one, clamped to its bounds.
-    pub(super) fn grant(self, agent: &str, facade: &FacadeSpec) -> Result<Granted, ApiError> {
+    pub(crate) fn grant(self, agent: &str, facade: &FacadeSpec) -> Result<Granted, ApiError> {
         if let Some((param, name)) = self.set.iter().find(|(p, _)| !facade.allows(*p)) {
             return Err(ApiError::UnsupportedParameter {
                 param: (*name).into(),

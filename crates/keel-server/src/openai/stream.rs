@@ -1,9 +1,11 @@
-//! The streamed answer (`stream: true`): a task feeds the run's events into a bounded outbox
-//! and the client reads frames from it, so a slow reader never holds up the run. Output text
-//! becomes `chat.completion.chunk` frames (consecutive deltas merge while they wait), opted-in
-//! Keel events become SSE events named `keel`, and the stream ends with the finish and usage
-//! chunks (or an error object) and `[DONE]`. The client going away cancels the run; a client
-//! more than [`MAX_PENDING_BYTES`] behind is cut off and the run goes on.
+//! The streamed answer of both facades (`stream: true`): a task feeds the run's events into a
+//! bounded outbox and the client reads frames from it, so a slow reader never holds up the
+//! run. Output text becomes the dialect's text frames (consecutive deltas merge while they
+//! wait), opted-in Keel events become SSE events named `keel`, and the stream ends with the
+//! dialect's closing frames. A [`Dialect`] writes the frames: [`ChatDialect`] the
+//! `chat.completion.chunk` frames ending with `[DONE]` of Chat Completions, the Messages API's
+//! its own (`crate::anthropic`). The client going away cancels the run; a client more than
+//! [`MAX_PENDING_BYTES`] behind is cut off and the run goes on.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -41,6 +43,49 @@ impl Item {
             Self::Text(text) => text.len(),
             Self::Frame(frame) => frame.len(),
         }
+    }
+}
+
+/// How a facade's stream is written.
+pub(crate) trait Dialect: Send + Sync + 'static {
+    /// The frames that open the stream.
+    fn opening(&self) -> Vec<Bytes>;
+    /// A frame of answer text.
+    fn text(&self, text: String) -> Bytes;
+    /// The frames that end the stream once the run ended: the finish (and usage), or the
+    /// run's error.
+    fn closing(&self, response: Result<RunResponse, RuntimeError>) -> Vec<Bytes>;
+    /// What ends a stream whose client fell too far behind.
+    fn cut_off(&self, error: ApiError) -> Bytes;
+}
+
+/// The Chat Completions stream.
+pub(super) struct ChatDialect {
+    pub completion: Completion,
+    /// A usage chunk before `[DONE]` (`stream_options.include_usage`).
+    pub include_usage: bool,
+}
+
+impl Dialect for ChatDialect {
+    fn opening(&self) -> Vec<Bytes> {
+        vec![
+            self.completion
+                .chunk(json!({ "role": "assistant", "content": "" }), None),
+        ]
+    }
+
+    fn text(&self, text: String) -> Bytes {
+        self.completion.chunk(json!({ "content": text }), None)
+    }
+
+    fn closing(&self, response: Result<RunResponse, RuntimeError>) -> Vec<Bytes> {
+        closing_frames(&self.completion, response, self.include_usage)
+    }
+
+    fn cut_off(&self, error: ApiError) -> Bytes {
+        let mut bytes = frame(&error.body()).to_vec();
+        bytes.extend_from_slice(DONE);
+        Bytes::from(bytes)
     }
 }
 
@@ -98,11 +143,11 @@ impl Shared {
 
 /// Feeds the run's events into the outbox until the run ends; holds the run's admission
 /// place until then.
-async fn pump(
+async fn pump<D: Dialect>(
     mut handle: RunHandle,
     ticket: Ticket,
     shared: Arc<Shared>,
-    completion: Arc<Completion>,
+    dialect: Arc<D>,
     options: StreamOptions,
 ) {
     while let Some(event) = handle.next_event().await {
@@ -131,14 +176,12 @@ async fn pump(
     {
         shared.push(Item::Text(output.clone()));
     }
-    shared.close(closing_frames(&completion, response, options.include_usage));
+    shared.close(dialect.closing(response));
 }
 
 /// How a facade stream is made.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct StreamOptions {
-    /// A usage chunk before `[DONE]` (`stream_options.include_usage`).
-    pub include_usage: bool,
+pub(crate) struct StreamOptions {
     /// Keel progress events too (`X-Keel-Progress`).
     pub progress: bool,
     /// Send the answer in one piece at the end instead of as it streams: for a structured
@@ -151,7 +194,7 @@ pub(super) struct StreamOptions {
 }
 
 /// A structured answer's content: its checked value as compact JSON.
-pub(super) fn value_as_content(response: &mut RunResponse) {
+pub(crate) fn value_as_content(response: &mut RunResponse) {
     if let Some(value) = &response.value {
         response.output = Some(value.to_string());
     }
@@ -207,17 +250,17 @@ fn closing_frames(
 }
 
 /// The client side of a streamed answer.
-struct Streaming {
+struct Streaming<D> {
     shared: Arc<Shared>,
-    completion: Arc<Completion>,
+    dialect: Arc<D>,
     request_id: String,
     /// Cancels the run if the client goes away before the stream ends.
     guard: Option<DropGuard>,
     finished: bool,
 }
 
-impl Streaming {
-    /// The next frame, or `None` once `[DONE]` was sent.
+impl<D: Dialect> Streaming<D> {
+    /// The next frame, or `None` once the closing frames were sent.
     async fn next(&mut self) -> Option<Bytes> {
         loop {
             if self.finished {
@@ -235,9 +278,7 @@ impl Streaming {
                         "the client read too slowly and the stream was cut; the run goes on as request `{}`",
                         self.request_id
                     ));
-                    let mut bytes = frame(&error.body()).to_vec();
-                    bytes.extend_from_slice(DONE);
-                    return Some(Bytes::from(bytes));
+                    return Some(self.dialect.cut_off(error));
                 }
                 match outbox.items.pop_front() {
                     Some(item) => {
@@ -255,9 +296,7 @@ impl Streaming {
                 }
             };
             match item {
-                Some(Item::Text(text)) => {
-                    return Some(self.completion.chunk(json!({ "content": text }), None));
-                }
+                Some(Item::Text(text)) => return Some(self.dialect.text(text)),
                 Some(Item::Frame(frame)) => return Some(frame),
                 None => self.shared.ready.notified().await,
             }
@@ -265,21 +304,21 @@ impl Streaming {
     }
 }
 
-/// A `text/event-stream` answer of `chat.completion.chunk` frames ending with `[DONE]`.
-/// A task feeds the run's events into a bounded outbox, so a slow reader never holds up the
-/// run; the client going away cancels the run.
-pub(super) fn stream_response(
-    completion: Completion,
+/// A `text/event-stream` answer in `dialect`'s frames. A task feeds the run's events into a
+/// bounded outbox, so a slow reader never holds up the run; the client going away cancels
+/// the run.
+pub(crate) fn stream_response<D: Dialect>(
+    dialect: D,
     handle: RunHandle,
     ticket: Ticket,
     options: StreamOptions,
 ) -> Response {
-    let completion = Arc::new(completion);
-    let first = completion.chunk(json!({ "role": "assistant", "content": "" }), None);
+    let dialect = Arc::new(dialect);
+    let opening = dialect.opening();
     let shared = Arc::new(Shared {
         outbox: Mutex::new(Outbox {
-            bytes: first.len(),
-            items: VecDeque::from([Item::Frame(first)]),
+            bytes: opening.iter().map(Bytes::len).sum(),
+            items: opening.into_iter().map(Item::Frame).collect(),
             ..Outbox::default()
         }),
         ready: Notify::new(),
@@ -290,12 +329,12 @@ pub(super) fn stream_response(
     }
     let streaming = Streaming {
         shared: shared.clone(),
-        completion: completion.clone(),
+        dialect: dialect.clone(),
         request_id: handle.request_id().to_string(),
         guard: Some(handle.cancel_token().drop_guard()),
         finished: false,
     };
-    tokio::spawn(pump(handle, ticket, shared, completion, options));
+    tokio::spawn(pump(handle, ticket, shared, dialect, options));
     sse_response(futures_util::stream::unfold(
         streaming,
         |mut streaming| async move {

@@ -103,7 +103,7 @@ fn usage_json(response: &RunResponse) -> Value {
 }
 
 /// The error of a run that did not complete, if it did not.
-pub(super) fn run_error(response: &RunResponse) -> Option<ApiError> {
+pub(crate) fn run_error(response: &RunResponse) -> Option<ApiError> {
     match response.status {
         RunStatus::Completed => None,
         RunStatus::Cancelled => Some(ApiError::RunCancelled),

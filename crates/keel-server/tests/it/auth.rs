@@ -104,6 +104,14 @@ async fn every_route_needs_a_valid_key() {
             )
             .await;
             assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {uri} {key:?}");
+            if uri == "/v1/messages" {
+                // The Anthropic facade answers in Anthropic's error shape.
+                let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(value["type"], "error", "{value}");
+                assert_eq!(value["error"]["type"], "authentication_error", "{value}");
+                assert!(!value.to_string().contains(OPERATOR));
+                continue;
+            }
             let value = assert_error(&body, "invalid_request_error");
             assert_eq!(value["error"]["code"], "invalid_api_key");
             assert!(!value.to_string().contains(OPERATOR));
@@ -114,8 +122,15 @@ async fn every_route_needs_a_valid_key() {
         .header(header::AUTHORIZATION, OPERATOR)
         .body(Body::empty())
         .unwrap();
-    let (status, _, _) = send(app, request).await;
+    let (status, _, _) = send(app.clone(), request).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // The key as Anthropic's SDKs send it.
+    let request = Request::get("/v1/models")
+        .header("x-api-key", OPERATOR)
+        .body(Body::empty())
+        .unwrap();
+    let (status, _, _) = send(app, request).await;
+    assert_eq!(status, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -156,8 +171,8 @@ async fn client_keys_get_403_on_operator_routes_and_operators_pass_everywhere() 
         );
         assert!(!status.is_server_error(), "{method} {uri}: {status}");
     }
-    // The facade, creating, listing and a request's record, events, cancel and retry.
-    assert_eq!(client_routes, 9);
+    // The facades, creating, listing and a request's record, events, cancel and retry.
+    assert_eq!(client_routes, 10);
 }
 
 /// Starts a run with `wait: true` as `key`; its request id.

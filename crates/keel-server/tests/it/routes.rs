@@ -639,6 +639,68 @@ async fn metrics_show_runs_latencies_tokens_and_approvals() {
 }
 
 #[tokio::test]
+async fn metrics_count_rate_limit_waits_fallbacks_and_cache_tokens() {
+    let ws = rich_workspace("");
+    let telemetry = keel_server::Telemetry::new();
+    let observer = telemetry.observer();
+    let runtime = keel::Runtime::builder()
+        .workspace(ws.path())
+        .build()
+        .unwrap();
+    let app = keel_server::router_with(runtime, telemetry);
+    let event = |payload: keel::EventPayload| keel::Event {
+        id: keel::EventId::generate(),
+        seq: 1,
+        ts: String::new(),
+        request_id: keel::RequestId::from("run_1"),
+        session_id: None,
+        agent_id: "assistant".into(),
+        payload,
+    };
+    for wait_ms in [120, 480] {
+        observer.observe(&event(keel::EventPayload::ModelQueued {
+            step: 1,
+            model: "sonnet".into(),
+            wait_ms,
+        }));
+    }
+    observer.observe(&event(keel::EventPayload::ModelFallback {
+        step: 2,
+        from: "sonnet".into(),
+        to: "gpt".into(),
+        reason: keel::ErrorInfo::new(keel::ErrorCode::ModelUnavailable, "Overloaded"),
+        note: None,
+    }));
+    observer.observe(&event(keel::EventPayload::ModelCompleted {
+        step: 2,
+        stop_reason: keel::ModelStopReason::Stop,
+        usage: keel::Usage {
+            cache_read_tokens: 300,
+            ..keel::Usage::new(420, 6)
+        },
+        latency_ms: 40,
+        content: "Hi.".into(),
+        tool_calls: Vec::new(),
+        thinking: Vec::new(),
+    }));
+    let (status, _, body) = send(app, request_with("GET", "/metrics", None, None)).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = String::from_utf8(body).unwrap();
+    for expected in [
+        "keel_model_queue_wait_seconds_count{model=\"sonnet\"} 2",
+        "keel_model_queue_wait_seconds_sum{model=\"sonnet\"} 0.6",
+        "keel_model_fallbacks_total{from=\"sonnet\",to=\"gpt\"} 1",
+        "keel_model_tokens_total{agent=\"assistant\",model=\"m\",kind=\"cache_read\"} 300",
+    ] {
+        assert!(text.contains(expected), "missing `{expected}` in:\n{text}");
+    }
+    assert!(
+        !text.contains("kind=\"cache_write\""),
+        "none were written:\n{text}"
+    );
+}
+
+#[tokio::test]
 async fn the_openapi_document_describes_every_route() {
     let ws = rich_workspace("");
     let app = rich_app(&ws);

@@ -45,6 +45,7 @@ async fn a_run_record_round_trips_with_every_field(backend: &Backend) {
         prompt_tokens: 10,
         completion_tokens: 20,
         total_tokens: 30,
+        ..Usage::default()
     };
     run.steps = 3;
     run.ended_at = Some("2026-11-22T12:00:09.000Z".into());

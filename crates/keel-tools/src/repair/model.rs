@@ -41,6 +41,7 @@ pub fn request(tool: &str, schema: &Value, arguments: &Value, issues: &[Issue]) 
             ..ModelParams::default()
         },
         stream: false,
+        sections: Vec::new(),
     }
 }
 

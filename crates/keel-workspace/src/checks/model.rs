@@ -23,6 +23,10 @@ impl<'a> Checker<'a> {
                 format!("scripted model `{name}` has no `script`"),
                 "add `script:` with the script file, relative to the workspace root",
             )),
+            "replay" if !has("cassette") => Some((
+                format!("replay model `{name}` has no `cassette`"),
+                "add `cassette:` with the file `keel runs export ID --cassette FILE` wrote",
+            )),
             "openai" if !has("model") => Some((
                 format!("openai model `{name}` has no `model`"),
                 "add `model:` with the model name the endpoint expects",
@@ -68,20 +72,50 @@ impl<'a> Checker<'a> {
 
     /// Fields that only another provider reads would be ignored: each is an error.
     fn foreign_model_fields(&mut self, provider: &str) {
-        let (fields, owner): (&[&str], &str) = match provider {
-            "scripted" => (
-                &["baseUrl", "apiKeyEnv", "timeout", "params"],
-                "openai` and `anthropic",
-            ),
-            "openai" | "anthropic" => (&["script"], "scripted"),
-            _ => return,
-        };
+        const READERS: &[(&str, &[&str])] = &[
+            ("baseUrl", &["openai", "anthropic"]),
+            ("apiKeyEnv", &["openai", "anthropic"]),
+            ("timeout", &["openai", "anthropic"]),
+            ("params", &["openai", "anthropic", "replay"]),
+            ("script", &["scripted"]),
+            ("cache", &["anthropic"]),
+            ("cassette", &["replay"]),
+            ("match", &["replay"]),
+        ];
+        if !["openai", "anthropic", "scripted", "replay"].contains(&provider) {
+            return;
+        }
+        let foreign: Vec<&str> = READERS
+            .iter()
+            .filter(|(_, readers)| !readers.contains(&provider))
+            .map(|(field, _)| *field)
+            .collect();
         let name = self.doc.name.clone();
-        self.fields_without_effect(fields, |field| {
+        self.fields_without_effect(&foreign, |field| {
+            let readers = READERS
+                .iter()
+                .find(|(f, _)| *f == field)
+                .map_or(&[][..], |(_, readers)| *readers);
+            let owners = readers
+                .iter()
+                .map(|r| format!("`{r}`"))
+                .collect::<Vec<_>>()
+                .join(" and ");
             (
                 format!("`{field}` has no effect on {provider} model `{name}`"),
-                format!("remove it; `{field}` applies to `{owner}` models only"),
+                format!("remove it; `{field}` applies to {owners} models only"),
             )
         });
+        let spec: &'a Node = self.spec;
+        if provider != "anthropic"
+            && let Some(entry) = spec.get("params").and_then(|p| p.entry("thinking"))
+        {
+            let loc = entry.key_loc.clone();
+            self.push(
+                &loc,
+                format!("`params.thinking` has no effect on {provider} model `{name}`"),
+                Some("remove it; extended thinking applies to `anthropic` models only".into()),
+            );
+        }
     }
 }

@@ -4,6 +4,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use keel_types::cassette::CassetteMatch;
+
 use super::Duration;
 
 /// `kind: Model` — an LLM endpoint.
@@ -23,6 +25,19 @@ pub struct ModelSpec {
     /// `scripted`: the script file, relative to the workspace root.
     #[serde(default)]
     pub script: Option<String>,
+    /// `replay`: the cassette file (`keel runs export ID --cassette FILE`), relative to the
+    /// workspace root.
+    #[serde(default)]
+    pub cassette: Option<String>,
+    /// `replay`: which recorded answer a round gets — the next one in order (default), or
+    /// only the one whose request matches (`request`; a changed request fails with a diff).
+    #[serde(default, rename = "match")]
+    pub matching: CassetteMatch,
+    /// `anthropic`: prompt caching. `auto` marks the stable prefix (tool definitions, then
+    /// the instructions, skills and memory) with `cache_control` breakpoints; `off` (default)
+    /// marks nothing.
+    #[serde(default)]
+    pub cache: CacheMode,
     /// Stream answers (default) or ask for them whole.
     #[serde(default = "default_true")]
     pub stream: bool,
@@ -103,6 +118,17 @@ fn default_true() -> bool {
     true
 }
 
+/// Prompt caching (`anthropic`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    /// No `cache_control` breakpoints.
+    #[default]
+    Off,
+    /// Breakpoints on the stable prefix: the tool definitions and the system prompt.
+    Auto,
+}
+
 /// Which wire protocol a model speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -113,6 +139,8 @@ pub enum ProviderKind {
     Anthropic,
     /// A deterministic script, for offline runs and tests.
     Scripted,
+    /// A recorded run's model answers (a cassette), for tests of a workspace without a model.
+    Replay,
 }
 
 /// Sampling parameters.
@@ -121,4 +149,15 @@ pub enum ProviderKind {
 pub struct ModelParamsSpec {
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
+    /// `anthropic`: extended thinking, with a budget of reasoning tokens (at least 1024, and
+    /// less than `maxTokens`).
+    pub thinking: Option<ThinkingSpec>,
+}
+
+/// Extended thinking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThinkingSpec {
+    /// The most tokens the model may reason with before it answers.
+    pub budget_tokens: u32,
 }

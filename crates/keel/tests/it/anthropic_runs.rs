@@ -2,8 +2,8 @@
 //! API as `tool_use` and `tool_result` blocks, the run's events name the provider, and a 529
 //! (overloaded) is retried by the runtime.
 
-use keel::{EventPayload, RunStatus, Runtime};
-use keel_test_support::{MockLlm, MockResponse, MockToolCall, WorkspaceBuilder};
+use keel::{EventPayload, RunStatus, Runtime, Thinking};
+use keel_test_support::{AnthropicSse, MockLlm, MockResponse, MockToolCall, WorkspaceBuilder};
 use serde_json::json;
 
 use crate::common;
@@ -189,4 +189,150 @@ async fn a_fallback_that_is_not_sticky_lets_the_next_round_try_the_first_model_a
         ["anthropic", "anthropic", "anthropic", "openai", "anthropic"]
     );
     assert_eq!(fallbacks, [("sonnet".to_owned(), "gpt".to_owned())]);
+}
+
+/// Reasoning with characters a careless encoder would change.
+const THOUGHT: &str = "Let me read it first.\n  \"quoted\", tabs\t, ünïcødé ✓ and \\u0041 as text";
+const SIGNATURE: &str = "EqQBCgIYAhIM+/9kZW1vc2lnbmF0dXJlGgw=";
+
+/// Round 1: thinking, then a call reading a file that does not exist (40 input tokens, 200
+/// written to the cache).
+fn thinking_then_a_failing_call() -> MockResponse {
+    AnthropicSse::new()
+        .message_start(30, 200, 0)
+        .thinking_block(0, THOUGHT, SIGNATURE)
+        .tool_use_block(
+            1,
+            &MockToolCall::new(
+                "toolu_1",
+                "read_file",
+                [r#"{"path": "#, r#""missing.txt"}"#],
+            ),
+        )
+        .end("tool_use", 7)
+        .response()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thinking_goes_back_byte_for_byte_a_failed_call_is_an_error_and_the_prefix_is_cached() {
+    let mock = MockLlm::start().await;
+    mock.push(thinking_then_a_failing_call());
+    mock.push(
+        AnthropicSse::new()
+            .message_start(35, 0, 200)
+            .thinking_block(0, "It is missing.", "sig-b")
+            .text_block(1, &["There is ", "no such file."])
+            .end("end_turn", 4)
+            .response(),
+    );
+    let ws = WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: claude }")
+        .model(
+            "sonnet",
+            &format!(
+                "{{ provider: anthropic, baseUrl: \"http://{}\", model: claude-test, cache: auto, params: {{ thinking: {{ budgetTokens: 2048 }} }} }}",
+                mock.addr()
+            ),
+        )
+        .agent(
+            "claude",
+            "{ model: sonnet, instructions: Answer from the files., tools: [read_file] }",
+        )
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let (response, _) = common::run(&runtime, "What does missing.txt say?").await;
+    assert_eq!(
+        response.status,
+        RunStatus::Completed,
+        "{:?}",
+        response.error
+    );
+    assert_eq!(
+        response.output.as_deref(),
+        Some("There is no such file."),
+        "the reasoning is never the answer"
+    );
+    assert_eq!(response.usage.cache_write_tokens, 200);
+    assert_eq!(response.usage.cache_read_tokens, 200);
+    assert_eq!(response.usage.prompt_tokens, 230 + 235);
+
+    let events = common::stored(&runtime, &response).await;
+    let thinking: Vec<Vec<Thinking>> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::ModelCompleted { thinking, .. } => Some(thinking.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        thinking[0],
+        [Thinking::Thinking {
+            thinking: THOUGHT.into(),
+            signature: SIGNATURE.into()
+        }],
+        "recorded in the round's event"
+    );
+
+    let requests = mock.requests();
+    let first = &requests[0].body;
+    assert_eq!(
+        first["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
+    assert_eq!(first["max_tokens"], 4096 + 2048);
+    assert_eq!(
+        first["system"],
+        json!([{"type": "text", "text": "Answer from the files.", "cache_control": {"type": "ephemeral"}}])
+    );
+    let tools = first["tools"].as_array().unwrap();
+    assert_eq!(
+        tools.last().unwrap()["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+    let second = &requests[1].body;
+    assert_eq!(
+        second["messages"][1]["content"][0],
+        json!({"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE}),
+        "the block goes back first and unchanged"
+    );
+    assert_eq!(second["messages"][1]["content"][1]["type"], "tool_use");
+    let result = &second["messages"][2]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(result["is_error"], true, "{result}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn falling_back_to_another_provider_leaves_thinking_out_and_says_so() {
+    let mock = MockLlm::start().await;
+    mock.push(thinking_then_a_failing_call());
+    for _ in 0..3 {
+        mock.push(MockResponse::anthropic_error(
+            529,
+            "overloaded_error",
+            "Overloaded",
+        ));
+    }
+    mock.push(MockResponse::text(["No such file."]));
+    let ws = falling_back(&mock, "[gpt]");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let (response, _) = common::run(&runtime, "What does missing.txt say?").await;
+    assert_eq!(
+        response.status,
+        RunStatus::Completed,
+        "{:?}",
+        response.error
+    );
+    let events = common::stored(&runtime, &response).await;
+    let note = events.iter().find_map(|e| match &e.payload {
+        EventPayload::ModelFallback { note, .. } => note.clone(),
+        _ => None,
+    });
+    assert_eq!(
+        note.as_deref(),
+        Some("1 thinking block(s) written by anthropic are not sent to openai")
+    );
+    let last = mock.requests().last().unwrap().body.clone();
+    assert!(!last.to_string().contains(SIGNATURE), "{last}");
+    // The assistant turn (after the user's) keeps its call, translated.
+    assert_eq!(last["messages"][1]["tool_calls"][0]["id"], "toolu_1");
 }

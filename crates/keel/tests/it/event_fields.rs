@@ -66,7 +66,12 @@ async fn each_round_records_its_prompt_sections_and_the_tool_events_their_seed_f
     assert_eq!(rounds[0].0, 1);
     assert_eq!(
         names(&rounds[0].1),
-        [("instructions", 1), ("history", 2), ("input", 1)]
+        [
+            ("instructions", 1),
+            ("history", 2),
+            ("input", 1),
+            ("tools", 1)
+        ]
     );
     assert_eq!(rounds[1].0, 2);
     assert_eq!(
@@ -75,11 +80,13 @@ async fn each_round_records_its_prompt_sections_and_the_tool_events_their_seed_f
             ("instructions", 1),
             ("history", 2),
             ("input", 1),
-            ("rounds", 2)
+            ("rounds", 2),
+            ("tools", 1)
         ]
     );
     // What did not change between the rounds has the same size and hash.
-    assert_eq!(rounds[0].1[..], rounds[1].1[..3]);
+    assert_eq!(rounds[0].1[..3], rounds[1].1[..3]);
+    assert_eq!(rounds[0].1[3], rounds[1].1[4], "the tool definitions");
     for section in rounds.iter().flat_map(|(_, s)| s) {
         assert!(section.bytes > 0, "{section:?}");
         assert_eq!(section.sha256.len(), 64, "{section:?}");

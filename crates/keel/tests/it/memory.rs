@@ -155,7 +155,7 @@ async fn recall_puts_the_users_own_records_in_the_prompt_and_never_anothers() {
             _ => None,
         })
         .unwrap();
-    assert_eq!(sections, ["instructions", "memory", "input"]);
+    assert_eq!(sections, ["instructions", "memory", "input", "tools"]);
 
     // Bob, asking the same, recalls only his own record.
     mock.push(MockResponse::text(["Black tea."]));

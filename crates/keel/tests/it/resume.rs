@@ -146,10 +146,12 @@ async fn an_interrupted_run_resumes_rerunning_only_idempotent_calls() {
                     prompt_tokens: 5,
                     completion_tokens: 5,
                     total_tokens: 10,
+                    ..Usage::default()
                 },
                 latency_ms: 3,
                 content: String::new(),
                 tool_calls: vec![bump.clone(), read.clone(), list.clone()],
+                thinking: Vec::new(),
             },
         ),
         guard(&id, 4, &bump),
@@ -327,6 +329,7 @@ async fn a_pending_file_write_whose_contents_the_log_digested_is_blocked_on_resu
                 latency_ms: 3,
                 content: String::new(),
                 tool_calls: vec![write],
+                thinking: Vec::new(),
             },
         ),
     ];
@@ -393,6 +396,7 @@ async fn a_resumed_run_may_change_a_file_it_read_before_the_interruption() {
                 latency_ms: 1,
                 content: String::new(),
                 tool_calls: vec![read.clone()],
+                thinking: Vec::new(),
             },
         ),
         guard(&id, 3, &read),

@@ -50,6 +50,7 @@ impl ModelProvider for WeatherModel {
                         prompt_tokens: 3,
                         completion_tokens: 2,
                         total_tokens: 5,
+                        ..Usage::default()
                     },
                 },
                 ModelEvent::Stop {

@@ -148,7 +148,7 @@ async fn the_prompt_carries_the_catalogue_the_always_on_body_and_a_mentioned_bod
         _ => None,
     });
     let names: Vec<String> = assembled.unwrap().into_iter().map(|s| s.name).collect();
-    assert_eq!(names, ["instructions", "skills", "input"]);
+    assert_eq!(names, ["instructions", "skills", "input", "tools"]);
 }
 
 #[tokio::test]
