@@ -165,6 +165,30 @@ pub fn embedder_for(
     Ok(Arc::new(openai::OpenAiEmbedder::new(config)?))
 }
 
+/// Reads a cassette file (`keel runs export ID --cassette FILE`).
+pub fn read_cassette(path: &Path) -> Result<Cassette, ProviderError> {
+    let read_error = |message: String| ProviderError::CassetteRead {
+        path: path.to_owned(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| read_error(e.to_string()))?;
+    let cassette: Cassette = serde_json::from_str(&text).map_err(|e| {
+        read_error(format!(
+            "not a cassette (line {}, column {}): {e}",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    if cassette.format != keel_types::cassette::FORMAT {
+        return Err(read_error(format!(
+            "format `{}` is not `{}`, the one this version reads",
+            cassette.format,
+            keel_types::cassette::FORMAT
+        )));
+    }
+    Ok(cassette)
+}
+
 /// Builds a provider from one `Model` spec: `root` resolves a script path, `env` holds the
 /// variable named by `apiKeyEnv`; its pool keeps any number of idle connections.
 /// [`provider_for`] is this with a workspace's values, its pool bounded by the workspace's
@@ -227,11 +251,7 @@ fn build_provider(
                 provider: "replay",
                 field: "cassette",
             })?;
-            let cassette =
-                Cassette::read(&root.join(file)).map_err(|e| ProviderError::CassetteRead {
-                    path: e.path,
-                    message: e.message,
-                })?;
+            let cassette = read_cassette(&root.join(file))?;
             Ok(Arc::new(CassetteProvider::new(cassette, spec.matching)))
         }
     }

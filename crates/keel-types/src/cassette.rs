@@ -11,7 +11,6 @@
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -38,14 +37,6 @@ pub enum CassetteMatch {
     Order,
     /// The next recorded exchange, only if the round's request is the recorded one.
     Request,
-}
-
-/// Why a cassette file cannot be used.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("cannot read the cassette {}: {message}", path.display())]
-pub struct CassetteError {
-    pub path: std::path::PathBuf,
-    pub message: String,
 }
 
 /// A run's model exchanges.
@@ -236,29 +227,6 @@ impl Cassette {
             }
         }
         cassette
-    }
-
-    /// Reads a cassette file.
-    pub fn read(path: &Path) -> Result<Self, CassetteError> {
-        let read_error = |message: String| CassetteError {
-            path: path.to_owned(),
-            message,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| read_error(e.to_string()))?;
-        let cassette: Cassette = serde_json::from_str(&text).map_err(|e| {
-            read_error(format!(
-                "not a cassette (line {}, column {}): {e}",
-                e.line(),
-                e.column()
-            ))
-        })?;
-        if cassette.format != FORMAT {
-            return Err(read_error(format!(
-                "format `{}` is not `{FORMAT}`, the one this version reads",
-                cassette.format
-            )));
-        }
-        Ok(cassette)
     }
 }
 

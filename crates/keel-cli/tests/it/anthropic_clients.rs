@@ -102,6 +102,7 @@ try:
     urllib.request.urlopen(raw)
 except urllib.error.HTTPError as error:
     print(json.dumps({"status": error.code, "body": json.loads(error.read())}))
+print(json.dumps(refused(**ask, extra_headers={"X-Keel-Progress": "true"})))
 "#;
 
 const NODE_CLIENT: &str = r#"
@@ -204,6 +205,18 @@ async fn the_official_python_client_asks_an_agent_with_a_tool_round_and_reads_it
     assert_eq!(lines[8]["status"], 400);
     assert_eq!(lines[8]["body"]["type"], "error");
     assert_eq!(lines[8]["body"]["error"]["type"], "invalid_request_error");
+    assert_eq!(
+        lines[9]["status"], 400,
+        "progress events would break the SDK's stream"
+    );
+    assert!(
+        lines[9]["message"]
+            .as_str()
+            .unwrap()
+            .contains("x-keel-progress"),
+        "{}",
+        lines[9]
+    );
     // Nothing refused reached a model: three runs of a tool round each.
     assert_eq!(mock.request_count(), 6);
 }

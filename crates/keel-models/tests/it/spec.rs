@@ -174,3 +174,50 @@ async fn provider_for_builds_the_named_model_of_a_loaded_workspace() {
     );
     assert_eq!(unknown, ProviderError::UnknownModel("nope".into()));
 }
+
+#[test]
+fn a_replay_spec_reads_its_cassette_and_names_what_is_wrong_with_a_bad_one() {
+    let ws = TempWorkspace::new();
+    ws.write(
+        "tests/good.json",
+        r#"{"format": "keel.cassette/1", "exchanges": [{"step": 1, "model": "claude-test",
+            "provider": "anthropic", "answer": {"outcome": "answered", "chunks": ["hi"],
+            "usage": {"promptTokens": 1, "completionTokens": 1, "totalTokens": 2},
+            "stopReason": "stop"}}]}"#,
+    );
+    ws.write("tests/junk.json", "{\n  \"format\": 3\n}");
+    ws.write(
+        "tests/future.json",
+        r#"{"format": "keel.cassette/9", "exchanges": []}"#,
+    );
+    let replay = |file: &str| {
+        let mut spec = spec(ProviderKind::Replay);
+        spec.cassette = Some(file.into());
+        provider_from_spec("recorded", &spec, ws.path(), &BTreeMap::new())
+    };
+    let provider = replay("tests/good.json").unwrap();
+    assert_eq!(
+        (provider.provider_name(), provider.model_name()),
+        ("anthropic", "claude-test"),
+        "named like the model that answered"
+    );
+    for (file, says) in [
+        ("tests/missing.json", "No such file"),
+        ("tests/junk.json", "not a cassette (line 2, column"),
+        (
+            "tests/future.json",
+            "format `keel.cassette/9` is not `keel.cassette/1`",
+        ),
+    ] {
+        let error = replay(file).err().unwrap();
+        assert!(
+            matches!(error, ProviderError::CassetteRead { .. }),
+            "{error}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains(file) && message.contains(says),
+            "{message}"
+        );
+    }
+}

@@ -1,8 +1,8 @@
 //! The Anthropic-compatible facade: `POST /v1/messages` (streamed and whole; `model` is the
 //! agent), so applications written against Anthropic's SDKs use Keel agents unchanged. Same
 //! auth as `/v1` (the SDKs' `x-api-key` header is read like `Authorization: Bearer`), same
-//! strict field table (`fields.rs`), same recorded runs, same `X-Keel-Session` and
-//! `X-Keel-Progress` headers. Every error on this route, the auth layer's included, is written
+//! strict field table (`fields.rs`), same recorded runs, same `X-Keel-Session` header
+//! (`X-Keel-Progress` is refused: the SDKs fail on stream events they do not know). Every error on this route, the auth layer's included, is written
 //! in Anthropic's error shape (`{"type": "error", "error": {"type", "message"}}`) by
 //! [`error_shape`].
 //!
@@ -54,6 +54,17 @@ pub(crate) async fn messages(
     }
     let body: Value = crate::body::parse_body(body, false)?;
     let keel = KeelOptions::from_headers(&headers)?;
+    if keel.progress {
+        return Err(ApiError::BadRequest {
+            message: format!(
+                "`{}` is not offered on {PATH}: Anthropic's SDKs fail on stream events they do \
+                 not know; follow the run at /api/requests/{{id}}/events instead (its id is the \
+                 message id without `msg_`)",
+                crate::openai::PROGRESS_HEADER
+            ),
+            param: None,
+        });
+    }
     let workspace = state.runtime.workspace();
     let asked = fields::read(body, keel.session.is_some(), |agent| {
         workspace.agents.contains_key(agent)
@@ -98,7 +109,7 @@ pub(crate) async fn messages(
             handle,
             ticket,
             StreamOptions {
-                progress: keel.progress,
+                progress: false,
                 whole_answer,
                 value_as_content: structured,
             },
