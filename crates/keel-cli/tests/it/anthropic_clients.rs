@@ -7,12 +7,10 @@
 use std::process::Command;
 
 use keel_test_support::test_clients::{anthropic_node, anthropic_python};
-use keel_test_support::{
-    MockLlm, MockResponse, MockToolCall, Serving, TempWorkspace, WorkspaceBuilder,
-};
+use keel_test_support::{MockLlm, Serving, TempWorkspace};
 use serde_json::Value;
 
-use crate::common::keel_in;
+use crate::common::{keel_in, readme_workspace};
 
 const KEY: &str = "sk-keel-anthropic-client";
 
@@ -22,33 +20,14 @@ struct Server {
     _dir: TempWorkspace,
 }
 
-/// `keel serve` with a client key, on a workspace whose model is the mock: a tool call for
-/// any user message, an answer quoting the tool result once it is back.
+/// `keel serve` with a client key, on the README workspace (`common::readme_workspace`).
 async fn serve(mock: &MockLlm) -> Server {
-    mock.respond_with(|request| match request.last_role() {
-        // A structured output was asked for (its instruction names the schema).
-        Some("tool") if request.body.to_string().contains("JSON Schema") => {
-            MockResponse::text([r#"{"readme": "hello"}"#])
-        }
-        Some("tool") => MockResponse::text([
-            "The README ",
-            "says: ",
-            request.last_content_of("tool").unwrap_or_default().trim(),
-        ]),
-        _ => MockResponse::tool_calls([MockToolCall::new(
-            "c1",
-            "read_file",
-            [r#"{"path":"#, r#""README.md"}"#],
-        )]),
-    });
-    let dir = WorkspaceBuilder::new()
-        .runtime(
+    let dir = readme_workspace(
+        mock,
+        Some(
             "{ defaultAgent: assistant, server: { apiKeys: [ { env: ANTHROPIC_CLIENT_KEY, role: client } ] } }",
-        )
-        .openai_model_at("mock", &mock.base_url())
-        .agent("assistant", "{ model: mock, tools: [read_file] }")
-        .file("README.md", "hello from the workspace\n")
-        .build();
+        ),
+    );
     Server {
         serving: keel_in(&dir).env("ANTHROPIC_CLIENT_KEY", KEY).serve(),
         _dir: dir,

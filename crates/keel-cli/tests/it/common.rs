@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-use keel_test_support::{Cli, TempWorkspace};
+use keel_test_support::{
+    Cli, MockLlm, MockResponse, MockToolCall, TempWorkspace, WorkspaceBuilder,
+};
 
 /// The built `keel` binary, run inside `ws` with a clean environment.
 pub(crate) fn keel_in(ws: &TempWorkspace) -> Cli {
@@ -38,4 +40,36 @@ fn copy_tree(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
+}
+
+/// A workspace whose agent `assistant` (on the mock, with `read_file`) answers from its
+/// README: the mock asks for `read_file` on any user message and, once the result is back,
+/// quotes it ("The README says: …"), or answers `{"readme": "hello"}` when the run asks for
+/// a structured output (its instruction names the JSON Schema). `runtime` is the `Runtime`
+/// document's spec, if any.
+pub(crate) fn readme_workspace(mock: &MockLlm, runtime: Option<&str>) -> TempWorkspace {
+    mock.respond_with(|request| match request.last_role() {
+        Some("tool") if request.body.to_string().contains("JSON Schema") => {
+            MockResponse::text([r#"{"readme": "hello"}"#])
+        }
+        Some("tool") => MockResponse::text([
+            "The README ",
+            "says: ",
+            request.last_content_of("tool").unwrap_or_default().trim(),
+        ]),
+        _ => MockResponse::tool_calls([MockToolCall::new(
+            "c1",
+            "read_file",
+            [r#"{"path":"#, r#""README.md"}"#],
+        )]),
+    });
+    let mut builder = WorkspaceBuilder::new();
+    if let Some(runtime) = runtime {
+        builder = builder.runtime(runtime);
+    }
+    builder
+        .openai_model_at("mock", &mock.base_url())
+        .agent("assistant", "{ model: mock, tools: [read_file] }")
+        .file("README.md", "hello from the workspace\n")
+        .build()
 }

@@ -9,11 +9,9 @@
 use std::process::Command;
 
 use keel_test_support::test_clients::{openai_node, openai_python};
-use keel_test_support::{
-    MockLlm, MockResponse, MockToolCall, Serving, TempWorkspace, WorkspaceBuilder,
-};
+use keel_test_support::{MockLlm, Serving, TempWorkspace};
 
-use crate::common::keel_in;
+use crate::common::{keel_in, readme_workspace};
 
 /// The server and its workspace (dropped after the server stops).
 struct Server {
@@ -21,26 +19,9 @@ struct Server {
     _dir: TempWorkspace,
 }
 
-/// `keel serve` on a workspace whose model is the mock: a tool call for any user message, an
-/// answer that quotes the tool result once the result is back.
+/// `keel serve` on the README workspace (`common::readme_workspace`).
 async fn serve(mock: &MockLlm) -> Server {
-    mock.respond_with(|request| match request.last_role() {
-        Some("tool") => MockResponse::text([
-            "The README ",
-            "says: ",
-            request.last_content_of("tool").unwrap_or_default().trim(),
-        ]),
-        _ => MockResponse::tool_calls([MockToolCall::new(
-            "c1",
-            "read_file",
-            [r#"{"path":"#, r#""README.md"}"#],
-        )]),
-    });
-    let dir = WorkspaceBuilder::new()
-        .openai_model_at("mock", &mock.base_url())
-        .agent("assistant", "{ model: mock, tools: [read_file] }")
-        .file("README.md", "hello from the workspace\n")
-        .build();
+    let dir = readme_workspace(mock, None);
     Server {
         serving: keel_in(&dir).serve(),
         _dir: dir,
