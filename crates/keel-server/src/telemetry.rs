@@ -48,6 +48,14 @@ struct ModelDocLabels {
     model: String,
 }
 
+/// The money a model's rounds cost, by currency.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CostLabels {
+    agent: String,
+    model: String,
+    currency: String,
+}
+
 /// A fallback from one `Model` document to another.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FallbackLabels {
@@ -74,6 +82,7 @@ struct Metrics {
     model_latency: Family<ModelLabels, Histogram>,
     tokens: Family<TokenLabels, Counter>,
     model_queue_wait: Family<ModelDocLabels, Histogram>,
+    model_cost: Family<CostLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
     model_fallbacks: Family<FallbackLabels, Counter>,
     tool_latency: Family<ToolLabels, Histogram>,
     approvals_requested: Counter,
@@ -183,6 +192,12 @@ impl Metrics {
                 latency_histogram as fn() -> _,
             ),
         );
+        let model_cost = registered(
+            &mut registry,
+            "model_cost",
+            "What model rounds cost at their Model's declared pricing, by currency (the exact amounts are in the events)",
+            Family::<CostLabels, Counter<f64, std::sync::atomic::AtomicU64>>::default(),
+        );
         let model_fallbacks = registered(
             &mut registry,
             "model_fallbacks",
@@ -244,6 +259,7 @@ impl Metrics {
             model_latency,
             tokens,
             model_queue_wait,
+            model_cost,
             model_fallbacks,
             tool_latency,
             approvals_requested,
@@ -438,6 +454,17 @@ impl Telemetry {
                     .observe(*latency_ms as f64 / 1000.0);
                 self.inner
                     .add_latency(format!("model:{model}"), *latency_ms);
+                if let Some(cost) = usage.cost {
+                    let amount: f64 = cost.amount.to_string().parse().unwrap_or(0.0);
+                    metrics
+                        .model_cost
+                        .get_or_create(&CostLabels {
+                            agent: event.agent_id.clone(),
+                            model: model.clone(),
+                            currency: cost.currency.to_string(),
+                        })
+                        .inc_by(amount);
+                }
                 for (kind, count) in [
                     ("prompt", usage.prompt_tokens),
                     ("completion", usage.completion_tokens),

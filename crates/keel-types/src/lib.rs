@@ -12,6 +12,7 @@
 pub mod approval;
 pub mod cassette;
 pub mod cluster;
+pub mod cost;
 pub mod error;
 pub mod event;
 pub mod governance;

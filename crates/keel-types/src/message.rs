@@ -216,6 +216,11 @@ pub struct Usage {
     /// Of `prompt_tokens`, those written to the provider's prompt cache.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
+    /// What these tokens cost at the model's declared `pricing` (none without one). A run's
+    /// total is in the currency of its first priced round; rounds priced in another currency
+    /// keep their cost on their own `runtime.model.completed` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::Cost>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -240,6 +245,16 @@ impl Usage {
         self.total_tokens += other.total_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
+        self.cost = match (self.cost, other.cost) {
+            (Some(mine), Some(theirs)) if mine.currency == theirs.currency => {
+                Some(crate::cost::Cost {
+                    amount: mine.amount.plus(theirs.amount),
+                    currency: mine.currency,
+                })
+            }
+            (None, theirs) => theirs,
+            (mine, _) => mine,
+        };
     }
 }
 

@@ -43,6 +43,8 @@ wire_names! {
         Timeout = "timeout",
         /// The token budget (`maxTokens`) was used up before a final answer.
         TokenBudget = "token_budget",
+        /// The money budget (`maxCost`) was spent before a final answer.
+        BudgetExceeded = "budget_exceeded",
         /// Someone cancelled the request.
         Cancelled = "cancelled",
         /// The model could not be used (after retries, or a fatal error).
@@ -87,6 +89,8 @@ pub enum ErrorCode {
     Timeout,
     /// The run used up its token budget (`maxTokens`).
     TokenBudget,
+    /// The run spent its money budget (`limits.maxCost`).
+    BudgetExceeded,
     Cancelled,
     ContractFailed,
     InvalidInput,

@@ -14,6 +14,7 @@ mod backend;
 mod facade;
 mod memory;
 mod model;
+mod money;
 mod skill_settings;
 mod store;
 mod workflow;
@@ -24,6 +25,7 @@ pub use model::{
     CacheMode, CassetteMatch, FallbacksSpec, ModelLimitsSpec, ModelParamsSpec, ModelSpec,
     ProviderKind, ThinkingSpec,
 };
+pub use money::{CostLimit, Price, PricingSpec};
 pub use skill_settings::{SkillRootSpec, SkillsSettings};
 pub use store::{
     ArtifactsKind, ArtifactsSpec, DEFAULT_STORE_URL, MirrorSpec, StoreKind, StoreSpec,
@@ -314,6 +316,9 @@ pub struct Limits {
     /// budget.
     #[schemars(range(min = 1))]
     pub max_tokens: Option<u64>,
+    /// Money a run may spend at its models' `pricing` (`2.50`, USD, or `"2.50 EUR"`); none:
+    /// no budget.
+    pub max_cost: Option<CostLimit>,
     pub run_timeout: Duration,
     #[schemars(range(min = 1))]
     pub max_tool_output_bytes: u64,
@@ -337,6 +342,7 @@ impl Default for Limits {
             max_concurrent_runs: 64,
             max_steps: 32,
             max_tokens: None,
+            max_cost: None,
             run_timeout: Duration::from_secs(600),
             max_tool_output_bytes: 65536,
             max_parallel_tools: 8,
@@ -728,6 +734,7 @@ pub struct AgentLimits {
     pub max_steps: Option<u32>,
     #[schemars(range(min = 1))]
     pub max_tokens: Option<u64>,
+    pub max_cost: Option<CostLimit>,
     pub run_timeout: Option<Duration>,
 }
 

@@ -54,6 +54,7 @@ pub use keel_workspace::skills::SkillSet;
 pub use keel_workspace::{Diagnostic, LoadError, LoadOptions, WorkflowSpec, Workspace};
 
 // Records: runs, sessions, messages, approvals, tasks, artifacts, memory, skill candidates.
+pub use keel_types::cost::{Amount, Cost, Currency, Pricing};
 pub use keel_types::{
     ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, CandidateStatus, ErrorCode,
     ErrorInfo, FinishReason, InvalidSessionId, MemoryCandidate, MemoryFilter, MemoryHit,

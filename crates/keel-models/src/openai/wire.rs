@@ -241,6 +241,7 @@ impl From<WireUsage> for Usage {
                 .and_then(|d| d.cached_tokens)
                 .unwrap_or(0),
             cache_write_tokens: 0,
+            ..Usage::default()
         }
     }
 }

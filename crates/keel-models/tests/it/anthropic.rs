@@ -50,6 +50,7 @@ async fn a_streamed_text_answer_with_cache_usage() {
             total_tokens: 426,
             cache_write_tokens: 100,
             cache_read_tokens: 300,
+            ..Usage::default()
         })
     );
     assert_eq!(

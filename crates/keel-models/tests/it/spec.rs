@@ -23,6 +23,9 @@ fn spec(provider: ProviderKind) -> ModelSpec {
         params: ModelParamsSpec::default(),
         fallbacks: None,
         limits: None,
+        context_window: None,
+        max_output_tokens: None,
+        pricing: None,
     }
 }
 

@@ -258,7 +258,7 @@ impl AgentRun {
 
     /// One model round the program asked for, under the run's step and token budgets.
     async fn program_round(&mut self, ask: ModelAsk) -> Result<ModelReply, End> {
-        if let Some(end) = self.token_budget_spent() {
+        if let Some(end) = self.budget_spent() {
             return Err(end);
         }
         let max_steps = self.max_steps();

@@ -335,6 +335,30 @@ impl AgentRun {
 
     /// The end of a run whose usage has passed its token budget (`limits.maxTokens`, the
     /// agent's own first), if it has.
+    /// The run's end when it spent its token or money budget (checked before each round and
+    /// before its calls are made).
+    fn budget_spent(&self) -> Option<End> {
+        self.token_budget_spent()
+            .or_else(|| self.cost_budget_spent())
+    }
+
+    /// Spent at least `limits.maxCost` (rounds priced in another currency do not count).
+    fn cost_budget_spent(&self) -> Option<End> {
+        let keel_workspace::CostLimit(budget) =
+            self.agent
+                .limits
+                .max_cost
+                .or(self.services.workspace.runtime.limits.max_cost)?;
+        let spent = self.usage.cost.filter(|c| c.currency == budget.currency)?;
+        (spent.amount >= budget.amount).then(|| {
+            End::failed(
+                ErrorCode::BudgetExceeded,
+                format!("the run spent {spent}, its budget is {budget}"),
+                FinishReason::BudgetExceeded,
+            )
+        })
+    }
+
     fn token_budget_spent(&self) -> Option<End> {
         let budget =
             self.agent
@@ -411,7 +435,7 @@ impl AgentRun {
         }
         let max_steps = self.max_steps();
         loop {
-            if let Some(end) = self.token_budget_spent() {
+            if let Some(end) = self.budget_spent() {
                 return end;
             }
             if self.steps >= max_steps {
@@ -443,7 +467,7 @@ impl AgentRun {
                 return Box::pin(self.final_answer(answer, value)).await;
             }
             // Calls the run could no longer follow up on are not made.
-            if let Some(end) = self.token_budget_spent() {
+            if let Some(end) = self.budget_spent() {
                 return end;
             }
             self.messages.push(

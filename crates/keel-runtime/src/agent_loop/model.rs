@@ -98,7 +98,9 @@ impl AgentRun {
             // Not held through a retry's backoff.
             drop(in_flight);
             match answered {
-                Ok((answer, usage)) => {
+                Ok((mut answer, mut usage)) => {
+                    usage.cost = self.round_cost(&usage);
+                    answer.usage = usage;
                     if let Some(limiter) = &limiter {
                         limiter.used(usage.total_tokens);
                     }
@@ -360,6 +362,19 @@ impl AgentRun {
                 self.provider.provider_name()
             )
         })
+    }
+
+    /// What a round's usage costs at its model's declared `pricing`, if it declares one.
+    fn round_cost(&self, usage: &Usage) -> Option<keel_types::cost::Cost> {
+        let pricing = self
+            .services
+            .workspace
+            .models
+            .get(&self.model_doc)?
+            .pricing
+            .as_ref()?
+            .pricing()?;
+        Some(pricing.cost(usage))
     }
 
     /// The next of the agent's model's fallbacks after the one answering now, if any.

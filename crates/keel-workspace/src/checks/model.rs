@@ -12,6 +12,7 @@ impl<'a> Checker<'a> {
         };
         self.foreign_model_fields(provider);
         self.fallback_models();
+        self.pricing_currency();
         let has = |key: &str| self.spec.get(key).is_some_and(|n| !n.is_null());
         let name = &self.doc.name;
         let problem = match provider {
@@ -36,6 +37,26 @@ impl<'a> Checker<'a> {
         if let Some((message, hint)) = problem {
             let loc = node.loc.clone();
             self.push(&loc, message, Some(hint.into()));
+        }
+    }
+
+    /// `pricing.currency` is an ISO 4217 code: three letters.
+    fn pricing_currency(&mut self) {
+        let spec: &'a Node = self.spec;
+        let Some(currency) = spec.get("pricing").and_then(|p| p.get("currency")) else {
+            return;
+        };
+        let text = currency.to_json();
+        let ok = text
+            .as_str()
+            .is_some_and(|code| keel_types::cost::Currency::parse(code).is_some());
+        if !ok {
+            let loc = currency.loc.clone();
+            self.push(
+                &loc,
+                format!("`pricing.currency` {text} is not a currency code"),
+                Some("write three letters, an ISO 4217 code such as USD or EUR".into()),
+            );
         }
     }
 

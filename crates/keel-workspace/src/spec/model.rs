@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 pub use keel_types::cassette::CassetteMatch;
 
 use super::Duration;
+use super::money::PricingSpec;
 
 /// `kind: Model` — an LLM endpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -56,6 +57,18 @@ pub struct ModelSpec {
     /// (`runtime.model.queued`) instead of failing.
     #[serde(default)]
     pub limits: Option<ModelLimitsSpec>,
+    /// The model's context window, in tokens (prompt and answer together).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub context_window: Option<u64>,
+    /// The most tokens one answer may have.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_output_tokens: Option<u32>,
+    /// What the model costs, per million tokens: each round's cost is recorded from it. No
+    /// price is built in.
+    #[serde(default)]
+    pub pricing: Option<PricingSpec>,
 }
 
 /// A model's rate limits.

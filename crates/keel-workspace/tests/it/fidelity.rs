@@ -117,6 +117,43 @@ spec:
 }
 
 #[test]
+fn anthropic_and_replay_settings_elsewhere_and_a_bad_currency_are_located() {
+    let ws = workspace();
+    ws.write(
+        "config/models.yaml",
+        "\
+apiVersion: keel/v1
+kind: Model
+metadata: { name: remote }
+spec:
+  provider: openai
+  model: gpt-4o-mini
+  cache: auto
+  params: { thinking: { budgetTokens: 2048 } }
+  cassette: tests/a.json
+  pricing: { inputPerMTok: 0.15, outputPerMTok: \"0.6\", currency: dollars }
+---
+apiVersion: keel/v1
+kind: Model
+metadata: { name: recorded }
+spec:
+  provider: replay
+",
+    );
+    let diagnostics = ws.diagnostics(&env(&[]));
+    assert_eq!(
+        located(&diagnostics),
+        [
+            "config/models.yaml:7:3: `cache` has no effect on openai model `remote`",
+            "config/models.yaml:8:13: `params.thinking` has no effect on openai model `remote`",
+            "config/models.yaml:9:3: `cassette` has no effect on openai model `remote`",
+            "config/models.yaml:10:66: `pricing.currency` \"dollars\" is not a currency code",
+            "config/models.yaml:16:13: replay model `recorded` has no `cassette`",
+        ]
+    );
+}
+
+#[test]
 fn redaction_patterns_are_compiled_at_load_and_a_bad_one_is_located() {
     let ws = workspace();
     ws.write("config/agent.yaml", MODEL_AND_AGENT);

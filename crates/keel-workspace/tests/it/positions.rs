@@ -24,7 +24,7 @@ fn unknown_field_points_at_the_key_with_one_based_line_and_column() {
     );
     assert_eq!(
         d.hint.as_deref(),
-        Some("valid fields are `maxSteps`, `maxTokens`, `runTimeout`")
+        Some("valid fields are `maxSteps`, `maxTokens`, `maxCost`, `runTimeout`")
     );
 }
 

@@ -283,3 +283,62 @@ async fn a_final_answer_that_passes_the_runtime_token_budget_is_kept() {
     assert_eq!(response.output.as_deref(), Some("Done."));
     assert_eq!(response.usage.total_tokens, 11);
 }
+
+#[tokio::test]
+async fn a_money_budget_stops_a_looping_agent_within_a_round_and_the_cost_adds_up() {
+    // Each answer reports 10 prompt tokens and 1 completion token: at 1,000 and a hair over
+    // 10,000 per million tokens (a string keeps all its digits), a hair over 0.02 a round.
+    let mock = MockLlm::start().await;
+    mock.respond_with(|_| {
+        MockResponse::tool_calls([MockToolCall::new("c", "list_dir", [r#"{"path":"."}"#])])
+    });
+    let ws = keel_test_support::WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: assistant, limits: { maxCost: 0.05 } }")
+        .model(
+            "mock",
+            &format!(
+                "{{ provider: openai, baseUrl: \"{}\", model: m, pricing: {{ inputPerMTok: 1000, outputPerMTok: \"10000.000000000001\" }} }}",
+                mock.base_url()
+            ),
+        )
+        .agent("assistant", "{ model: mock, tools: [list_dir] }")
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let (response, _) = common::run(&runtime, "Loop forever").await;
+
+    assert_eq!(response.finish_reason, FinishReason::BudgetExceeded);
+    let error = response.error.as_ref().unwrap();
+    assert_eq!(error.code, ErrorCode::BudgetExceeded);
+    assert_eq!(
+        error.message,
+        "the run spent 0.060000000000000003 USD, its budget is 0.05 USD"
+    );
+    assert_eq!((response.steps, mock.request_count()), (3, 3));
+    let cost = response.usage.cost.unwrap();
+    assert_eq!(cost.to_string(), "0.060000000000000003 USD");
+
+    let events = common::stored(&runtime, &response).await;
+    let rounds: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            keel::EventPayload::ModelCompleted { usage, .. } => usage.cost.map(|c| c.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        rounds, ["0.020000000000000001 USD"; 3],
+        "each round's cost, exactly"
+    );
+    let stored = runtime
+        .runs()
+        .get(&response.request_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.usage.cost,
+        Some(cost),
+        "the run record keeps the total"
+    );
+    assert_well_formed(&events);
+}
