@@ -9,6 +9,7 @@
 pub mod adapter;
 mod agent_loop;
 mod approval_wait;
+pub mod context;
 pub mod emitter;
 mod error;
 pub mod governance;

@@ -49,6 +49,8 @@ pub struct Rebuilt {
     pub cut_off_round: bool,
     /// The `seq` of the last event read.
     pub last_seq: u64,
+    /// What the results compaction elided (and no summary replaced yet) said, by call.
+    pub elided_texts: HashMap<String, String>,
 }
 
 /// A tool call with no recorded result.
@@ -103,6 +105,9 @@ pub(crate) fn settings(events: &[Event]) -> (keel_types::ModelParams, Option<Val
     }
 }
 
+/// A recorded compaction: the calls elided, and the rounds a summary replaced.
+type Compaction = (Vec<String>, Option<([u32; 2], String)>);
+
 /// Reads the log and returns the conversation state at its end.
 pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
     let first = events.first().ok_or(RebuildError::Empty)?;
@@ -134,6 +139,8 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
     let mut results: HashMap<String, (String, bool)> = HashMap::new();
     let mut started: HashSet<String> = HashSet::new();
     let mut file_paths: HashMap<String, String> = HashMap::new();
+    // The compactions, in order.
+    let mut compactions: Vec<Compaction> = Vec::new();
     let mut round_open = false;
     for event in events {
         state.last_seq = event.seq;
@@ -158,6 +165,19 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
                         .with_thinking(thinking.clone()),
                     None,
                 ));
+            }
+            EventPayload::ContextCompacted {
+                elided,
+                summarized,
+                summary,
+                summarizer_usage,
+                ..
+            } => {
+                if let Some(usage) = summarizer_usage {
+                    state.usage.add(usage);
+                }
+                let summarized = summarized.zip(summary.clone());
+                compactions.push((elided.clone(), summarized));
             }
             EventPayload::OutputRejected { issues, .. } => {
                 if let Some((_, reask)) = answers.last_mut() {
@@ -233,6 +253,22 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, RebuildError> {
             }
         }
     }
+    // The prompt as the run left it: each compaction again, from its record.
+    for (elided, summarized) in compactions {
+        let texts = crate::context::apply_elided(&mut state.messages, &elided);
+        state.elided_texts.extend(texts);
+        if let Some((range, summary)) = summarized {
+            crate::context::apply_summary(&mut state.messages, range, &summary);
+        }
+    }
+    let present: HashSet<&str> = state
+        .messages
+        .iter()
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .collect();
+    state
+        .elided_texts
+        .retain(|id, _| present.contains(id.as_str()));
     Ok(state)
 }
 

@@ -156,6 +156,11 @@ impl Redactor {
             EventPayload::ModelRetry { error, .. } => s(&mut error.message),
             EventPayload::ModelFallback { reason, .. } => s(&mut reason.message),
             EventPayload::ModelQueued { .. } => {}
+            EventPayload::ContextCompacted { summary, .. } => {
+                if let Some(summary) = summary {
+                    s(summary);
+                }
+            }
             EventPayload::ModelCompleted {
                 content,
                 tool_calls,

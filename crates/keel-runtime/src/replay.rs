@@ -39,16 +39,26 @@ pub struct Divergence {
 /// the position in the log still is.
 pub fn diverge(original: &[Event], new: &[Event]) -> Option<Divergence> {
     let legacy = !original.iter().any(is_prompt);
-    // Recorded before the tool definitions were measured as a prompt section.
-    let untooled = !original.iter().any(has_tools_section);
+    // Recorded before the tool definitions were measured as a prompt section, or before
+    // sections had estimated sizes.
+    let untooled = !original
+        .iter()
+        .any(|e| sections_have(e, |s| s.name == "tools"));
+    let unsized_ = !original.iter().any(|e| sections_have(e, |s| s.tokens > 0));
     let new: Vec<&Event> = new.iter().filter(|e| !(legacy && is_prompt(e))).collect();
     let view = |event: &Event| {
         let mut value = comparable(event);
-        if untooled
-            && is_prompt(event)
+        if is_prompt(event)
             && let Some(Value::Array(sections)) = value.get_mut("sections")
         {
-            sections.retain(|s| s["name"] != "tools");
+            if untooled {
+                sections.retain(|s| s["name"] != "tools");
+            }
+            if unsized_ {
+                for section in sections.iter_mut().filter_map(Value::as_object_mut) {
+                    section.remove("tokens");
+                }
+            }
         }
         if legacy && let Value::Object(map) = &mut value {
             // The new run's `seq`s are shifted by the left-out events; the position compares.
@@ -75,11 +85,10 @@ fn is_prompt(event: &Event) -> bool {
     matches!(event.payload, EventPayload::PromptAssembled { .. })
 }
 
-fn has_tools_section(event: &Event) -> bool {
+/// Whether `event` records a prompt with a section that `holds`.
+fn sections_have(event: &Event, holds: impl Fn(&keel_types::PromptSection) -> bool) -> bool {
     match &event.payload {
-        EventPayload::PromptAssembled { sections, .. } => {
-            sections.iter().any(|s| s.name == "tools")
-        }
+        EventPayload::PromptAssembled { sections, .. } => sections.iter().any(holds),
         _ => false,
     }
 }
@@ -132,6 +141,7 @@ mod tests {
                 messages: 1,
                 bytes: 10,
                 sha256: "ab".into(),
+                tokens: 0,
             }],
         }
     }

@@ -69,6 +69,52 @@ impl RecordedRequest {
     }
 
     /// Whether the client asked for a streamed answer.
+    /// The request's size in tokens, estimated as Keel estimates a prompt: 4 bytes a token,
+    /// plus 4 per message; the tool definitions by their JSON.
+    pub fn estimated_tokens(&self) -> u64 {
+        let chars = |value: &Value| -> u64 {
+            match value {
+                Value::String(text) => text.len() as u64,
+                Value::Array(parts) => parts
+                    .iter()
+                    .map(|p| {
+                        ["text", "content", "thinking"]
+                            .iter()
+                            .filter_map(|k| p.get(*k).and_then(Value::as_str))
+                            .map(|t| t.len() as u64)
+                            .sum::<u64>()
+                    })
+                    .sum(),
+                _ => 0,
+            }
+        };
+        let mut tokens: u64 = self
+            .messages()
+            .iter()
+            .map(|m| {
+                let calls: u64 = m["tool_calls"]
+                    .as_array()
+                    .map(|calls| {
+                        calls
+                            .iter()
+                            .map(|c| {
+                                chars(&c["function"]["name"]) + chars(&c["function"]["arguments"])
+                            })
+                            .sum()
+                    })
+                    .unwrap_or(0);
+                (chars(&m["content"]) + calls).div_ceil(4) + 4
+            })
+            .sum();
+        if let Some(system) = self.body.get("system") {
+            tokens += chars(system).div_ceil(4) + 4;
+        }
+        if let Some(tools) = self.body.get("tools") {
+            tokens += (tools.to_string().len() as u64).div_ceil(4);
+        }
+        tokens
+    }
+
     pub fn is_stream(&self) -> bool {
         self.body.get("stream").and_then(Value::as_bool) == Some(true)
     }
@@ -82,6 +128,8 @@ struct Shared {
     synonyms: Mutex<BTreeMap<String, String>>,
     /// Requests to `/v1/embeddings`.
     embeddings: Mutex<u64>,
+    /// The context window enforced, in estimated tokens ([`RecordedRequest::estimated_tokens`]).
+    context_window: Mutex<Option<u64>>,
 }
 
 /// Locks a mutex, ignoring poisoning (a panicking test must not hide the recorded requests).
@@ -124,6 +172,7 @@ impl MockLlm {
             default: Mutex::new(Arc::new(|_: &RecordedRequest| empty_queue_response())),
             synonyms: Mutex::new(BTreeMap::new()),
             embeddings: Mutex::new(0),
+            context_window: Mutex::new(None),
         });
         let app = Router::new()
             .fallback(handle)
@@ -141,6 +190,15 @@ impl MockLlm {
             shared,
             shutdown: Some(shutdown),
         })
+    }
+
+    /// Refuses a chat or messages request whose estimated size
+    /// ([`RecordedRequest::estimated_tokens`]) is over `tokens`, with the provider's own
+    /// context-length error (OpenAI's 400 `context_length_exceeded`, or Anthropic's 400
+    /// `invalid_request_error` "prompt is too long"), as a model with that window does.
+    pub fn context_window(&self, tokens: u64) -> &Self {
+        *lock(&self.shared.context_window) = Some(tokens);
+        self
     }
 
     /// Makes `POST /v1/embeddings` treat `word` as `concept` (e.g. `puppy` as `dog`), so a
@@ -238,6 +296,20 @@ async fn handle(
         );
     }
     let recorded = record(&method, &uri, &headers, &body);
+    let window = *lock(&shared.context_window);
+    if let Some(window) = window.filter(|w| recorded.estimated_tokens() > *w) {
+        let tokens = recorded.estimated_tokens();
+        let anthropic = recorded.path == "/v1/messages";
+        lock(&shared.requests).push(recorded);
+        let body = match anthropic {
+            true => serde_json::json!({"type": "error", "error": {"type": "invalid_request_error",
+                "message": format!("prompt is too long: {tokens} tokens > {window} maximum")}}),
+            false => serde_json::json!({"error": {"message": format!(
+                "This model's maximum context length is {window} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
+        };
+        return render(MockResponse::error(400, body.to_string()));
+    }
     let queued = lock(&shared.queue).pop_front();
     let response = match queued {
         Some(response) => response,

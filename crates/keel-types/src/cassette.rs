@@ -476,6 +476,7 @@ mod tests {
             messages,
             bytes,
             sha256: sha256.into(),
+            tokens: 0,
         }
     }
 

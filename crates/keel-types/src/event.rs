@@ -296,6 +296,34 @@ pub enum EventPayload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
     },
+    /// Before a round, the prompt passed `context.compactAt` of the model's window (or the
+    /// model answered that it was too long): old tool results were elided and the oldest
+    /// rounds summarized. A resumed run rebuilds its prompt from this record; it never
+    /// summarizes again.
+    #[serde(rename = "runtime.context.compacted", rename_all = "camelCase")]
+    ContextCompacted {
+        step: u32,
+        /// `threshold` (past `compactAt`) or `overflow` (the model refused the prompt).
+        reason: String,
+        /// The prompt's estimated size before and after, in tokens.
+        tokens_before: u64,
+        tokens_after: u64,
+        /// Calls whose results were replaced by a stub (their text stays in this log).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        elided: Vec<String>,
+        /// The messages after the input (indices, `[from, to)`) the summary replaced.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summarized: Option<[u32; 2]>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        /// What writing the summary used.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summarizer_usage: Option<Usage>,
+        /// Why a summary was not made (the summarizer failed or answered nothing): the prompt
+        /// was left as it was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     #[serde(rename = "runtime.tool.guard", rename_all = "camelCase")]
     ToolGuard {
         call_id: String,
@@ -607,6 +635,7 @@ impl EventPayload {
             Self::ContractFailed { .. } => "runtime.execution.contract.failed",
             Self::PromptAssembled { .. } => "runtime.prompt.assembled",
             Self::ModelStarted { .. } => "runtime.model.started",
+            Self::ContextCompacted { .. } => "runtime.context.compacted",
             Self::ModelCompleted { .. } => "runtime.model.completed",
             Self::ModelRetry { .. } => "runtime.model.retry",
             Self::ModelFallback { .. } => "runtime.model.fallback",

@@ -180,6 +180,10 @@ pub struct PromptSection {
     pub bytes: u64,
     /// SHA-256 (hex) of its messages (or tool definitions) as JSON.
     pub sha256: String,
+    /// Its estimated size in tokens (4 bytes a token, 4 more per message; absent in
+    /// logs written before sizes were estimated).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tokens: u64,
 }
 
 /// One model round as the runtime asks for it.

@@ -45,6 +45,8 @@ wire_names! {
         TokenBudget = "token_budget",
         /// The money budget (`maxCost`) was spent before a final answer.
         BudgetExceeded = "budget_exceeded",
+        /// The prompt no longer fit the model's context window, even compacted.
+        ContextOverflow = "context_overflow",
         /// Someone cancelled the request.
         Cancelled = "cancelled",
         /// The model could not be used (after retries, or a fatal error).

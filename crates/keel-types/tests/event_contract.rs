@@ -94,10 +94,11 @@ fn slot(payload: &EventPayload) -> usize {
         } => 52,
         EventPayload::ModelFallback { .. } => 53,
         EventPayload::ModelQueued { .. } => 54,
+        EventPayload::ContextCompacted { .. } => 55,
     }
 }
 
-const SLOTS: usize = 55;
+const SLOTS: usize = 56;
 
 fn usage() -> Usage {
     Usage {
@@ -175,6 +176,7 @@ fn examples() -> Vec<EventPayload> {
                 messages: 1,
                 bytes: 52,
                 sha256: "0".repeat(64),
+                tokens: 41,
             }],
         },
         EventPayload::ModelStarted {
@@ -539,6 +541,17 @@ fn examples() -> Vec<EventPayload> {
             step: 1,
             model: "sonnet".into(),
             wait_ms: 420,
+        },
+        EventPayload::ContextCompacted {
+            step: 41,
+            reason: "threshold".into(),
+            tokens_before: 3_310,
+            tokens_after: 1_204,
+            elided: vec!["call_3".into(), "call_4".into()],
+            summarized: Some([0, 24]),
+            summary: Some("Read a.txt (it holds KEY-1) and twelve more files.".into()),
+            summarizer_usage: Some(Usage::new(2_900, 64)),
+            error: None,
         },
     ]
 }

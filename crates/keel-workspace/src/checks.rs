@@ -242,6 +242,35 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// An agent's own `context` compacts against its model's `contextWindow`: a model that
+    /// declares none would leave the setting without effect.
+    fn context_needs_a_window(&mut self, agent: &str) {
+        let spec: &'a Node = self.spec;
+        let Some(entry) = spec.entry("context").filter(|e| !e.value.is_null()) else {
+            return;
+        };
+        let Some((model, _)) = self.string("model") else {
+            return;
+        };
+        let windowed = self
+            .docs
+            .get(Kind::Model, model)
+            .and_then(|doc| doc.spec.as_ref())
+            .is_some_and(|spec| spec.get("contextWindow").is_some_and(|n| !n.is_null()));
+        if self.docs.contains(Kind::Model, model) && !windowed {
+            let loc = entry.key_loc.clone();
+            self.push(
+                &loc,
+                format!(
+                    "agent `{agent}` sets `context`, but its model `{model}` declares no `contextWindow`"
+                ),
+                Some(format!(
+                    "add `contextWindow:` (tokens) to model `{model}`; compaction measures the prompt against it"
+                )),
+            );
+        }
+    }
+
     fn tool(&mut self) {
         let name = &self.doc.name;
         if BUILTIN_TOOLS.contains(&name.as_str()) {
@@ -465,6 +494,7 @@ impl<'a> Checker<'a> {
             let loc = node.loc.clone();
             self.push(&loc, message, Some(hint));
         }
+        self.context_needs_a_window(&agent);
         let tools = strings(self.spec.get("tools"));
         let prefixes = self.mcp_prefixes();
         for (tool, node) in &tools {

@@ -43,10 +43,10 @@ pub use spec::{
     ToolSpecDoc, WritePolicy,
 };
 pub use spec::{
-    BackendSpec, Bounds, CacheMode, CassetteMatch, Condition, CostLimit, EdgeSpec, FacadeClamp,
-    FacadeParam, FacadeSpec, GateKind, GateSpec, InputSpec, NodeKind, NodeOutput, NodeRetry,
-    NodeSpec, OnDeny, OnDivergence, OutputSpec, PhaseSpec, Price, PricingSpec, ProcessBackend,
-    ThinkingSpec, WorkflowOutput, WorkflowSpec,
+    BackendSpec, Bounds, CacheMode, CassetteMatch, CompactStep, Condition, ContextSpec, CostLimit,
+    EdgeSpec, FacadeClamp, FacadeParam, FacadeSpec, GateKind, GateSpec, InputSpec, NodeKind,
+    NodeOutput, NodeRetry, NodeSpec, OnDeny, OnDivergence, OutputSpec, PhaseSpec, Price,
+    PricingSpec, ProcessBackend, ThinkingSpec, WorkflowOutput, WorkflowSpec,
 };
 pub use suggest::closest;
 pub use workflow::{WorkflowGraph, approval_output_schema, describe_condition, mermaid, schema_at};

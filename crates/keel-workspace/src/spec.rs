@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 mod backend;
+mod context;
 mod facade;
 mod memory;
 mod model;
@@ -19,6 +20,7 @@ mod skill_settings;
 mod store;
 mod workflow;
 pub use backend::{BackendSpec, OnDivergence, ProcessBackend};
+pub use context::{CompactStep, ContextSpec};
 pub use facade::{Bounds, FacadeClamp, FacadeParam, FacadeSpec};
 pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};
 pub use model::{
@@ -104,6 +106,8 @@ pub struct RuntimeSpec {
     pub store: StoreSpec,
     pub server: ServerSpec,
     pub limits: Limits,
+    /// Keeping prompts within the models' context windows (agents may set their own).
+    pub context: ContextSpec,
     pub retry: RetrySpec,
     pub progress: ProgressSpec,
     pub cli: CliSpec,
@@ -705,6 +709,9 @@ pub struct AgentSpec {
     pub always_on_skills: Vec<String>,
     #[serde(default)]
     pub limits: AgentLimits,
+    /// Replaces the runtime's `context` for this agent.
+    #[serde(default)]
+    pub context: Option<ContextSpec>,
     #[serde(default)]
     pub contract: ContractSpec,
     /// Overrides the runtime's gateway mode for this agent's calls.

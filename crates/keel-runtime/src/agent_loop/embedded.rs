@@ -70,6 +70,7 @@ fn placeholder_agent() -> AgentSpec {
         skills: Vec::new(),
         always_on_skills: Vec::new(),
         limits: Default::default(),
+        context: None,
         contract: Default::default(),
         gateway: Default::default(),
         output: None,

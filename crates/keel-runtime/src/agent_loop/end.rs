@@ -56,7 +56,12 @@ impl End {
     }
 
     pub(super) fn model(error: &ModelError) -> Self {
-        Self::failed(error.code(), error.to_string(), FinishReason::ModelError)
+        let reason = match error {
+            // Still too long after a compaction (or with nothing left to compact).
+            ModelError::ContextLength(_) => FinishReason::ContextOverflow,
+            _ => FinishReason::ModelError,
+        };
+        Self::failed(error.code(), error.to_string(), reason)
     }
 }
 

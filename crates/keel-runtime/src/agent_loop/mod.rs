@@ -42,6 +42,8 @@ use crate::handle::RunResponse;
 use crate::rebuild::PendingCall;
 use crate::skills::SkillCache;
 mod backend;
+mod budgets;
+mod context;
 pub(crate) use embedded::embedded_call;
 use end::End;
 pub(crate) use launch::Launch;
@@ -74,6 +76,8 @@ pub(crate) struct Services {
     pub fallbacks: HashMap<String, Fallbacks>,
     /// The rate limits of the `Model` documents that declare them (`Model.limits`).
     pub limiters: HashMap<String, Arc<crate::rate_limit::ModelLimiter>>,
+    /// Every usable `Model` document's provider (a `context.summarizer` is one).
+    pub providers: HashMap<String, Arc<dyn keel_types::ModelProvider>>,
 }
 
 /// A tool call a client makes directly, without a model.
@@ -139,6 +143,11 @@ pub(crate) struct AgentRun {
     /// The `tools` section of the last round, with the definitions it measured (the gateway
     /// hands out the same list until the tools change).
     tools_section: Option<(Arc<[keel_types::ToolSpec]>, keel_types::PromptSection)>,
+    /// The last round's prompt as the provider counted it: the messages it held and its
+    /// prompt tokens (what was added since is estimated). Cleared by a compaction.
+    measured: Option<(usize, u64)>,
+    /// What the results elided and not yet summarized said, by call: a summary reads them.
+    elided_texts: HashMap<String, String>,
     /// Calls of the last answer left without a result by an interrupted process.
     pending: Vec<PendingCall>,
     /// A tool call made directly (a task or `tools call`): the run is that call alone.
@@ -243,6 +252,8 @@ impl AgentRun {
             history_span: (0, 0),
             fixed_sections: None,
             tools_section: None,
+            measured: None,
+            elided_texts: HashMap::new(),
             skills_at: 0,
             memory_at: 0,
             skill_events: skills.events.into_iter().chain(memory.events).collect(),
@@ -271,6 +282,7 @@ impl AgentRun {
         if let Some(rebuilt) = rebuilt {
             run.remember_seen(&rebuilt.seen_paths);
             run.messages.extend(rebuilt.messages);
+            run.elided_texts = rebuilt.elided_texts;
             run.steps = rebuilt.steps;
             run.usage = rebuilt.usage;
             run.succeeded = rebuilt.succeeded;
@@ -335,49 +347,6 @@ impl AgentRun {
 
     /// The end of a run whose usage has passed its token budget (`limits.maxTokens`, the
     /// agent's own first), if it has.
-    /// The run's end when it spent its token or money budget (checked before each round and
-    /// before its calls are made).
-    fn budget_spent(&self) -> Option<End> {
-        self.token_budget_spent()
-            .or_else(|| self.cost_budget_spent())
-    }
-
-    /// Spent at least `limits.maxCost` (rounds priced in another currency do not count).
-    fn cost_budget_spent(&self) -> Option<End> {
-        let keel_workspace::CostLimit(budget) =
-            self.agent
-                .limits
-                .max_cost
-                .or(self.services.workspace.runtime.limits.max_cost)?;
-        let spent = self.usage.cost.filter(|c| c.currency == budget.currency)?;
-        (spent.amount >= budget.amount).then(|| {
-            End::failed(
-                ErrorCode::BudgetExceeded,
-                format!("the run spent {spent}, its budget is {budget}"),
-                FinishReason::BudgetExceeded,
-            )
-        })
-    }
-
-    fn token_budget_spent(&self) -> Option<End> {
-        let budget =
-            self.agent
-                .limits
-                .max_tokens
-                .or(self.services.workspace.runtime.limits.max_tokens)?;
-        let used = self
-            .usage
-            .total_tokens
-            .max(self.usage.prompt_tokens + self.usage.completion_tokens);
-        (used > budget).then(|| {
-            End::failed(
-                ErrorCode::TokenBudget,
-                format!("the agent used {used} tokens, over its budget of {budget}"),
-                FinishReason::TokenBudget,
-            )
-        })
-    }
-
     fn run_timeout(&self) -> Duration {
         let configured = self
             .agent

@@ -63,12 +63,10 @@ impl AgentRun {
             Some(ask) => ask.tools.clone().into(),
             None => self.services.gateway.specs(&self.agent.tools),
         };
-        let mut sections = self.prompt_sections();
-        sections.extend(self.tools_section(&tools));
-        self.emitter.emit(EventPayload::PromptAssembled {
-            step,
-            sections: sections.clone(),
-        })?;
+        self.make_room(step, &tools, false).await?;
+        let mut sections = self.round_sections(step, &tools)?;
+        // The model said the prompt was too long, and room was made once this round.
+        let mut overflowed = false;
         loop {
             // Room under the model's rate limits, held until the attempt's answer is in.
             let limiter = self.services.limiters.get(&self.model_doc).cloned();
@@ -101,6 +99,7 @@ impl AgentRun {
                 Ok((mut answer, mut usage)) => {
                     usage.cost = self.round_cost(&usage);
                     answer.usage = usage;
+                    self.measured = Some((self.messages.len(), usage.prompt_tokens));
                     if let Some(limiter) = &limiter {
                         limiter.used(usage.total_tokens);
                     }
@@ -115,6 +114,12 @@ impl AgentRun {
                         thinking: answer.thinking.clone(),
                     })?;
                     return Ok(answer);
+                }
+                Err(RoundError::Model(keel_types::ModelError::ContextLength(_)))
+                    if !overflowed && self.make_room(step, &tools, true).await? =>
+                {
+                    overflowed = true;
+                    sections = self.round_sections(step, &tools)?;
                 }
                 Err(RoundError::Model(error))
                     if error.is_retryable() && attempt < policy.max_attempts =>
@@ -201,6 +206,22 @@ impl AgentRun {
         sections
     }
 
+    /// The round's prompt sections, the tool definitions last, recorded
+    /// (`runtime.prompt.assembled`).
+    fn round_sections(
+        &mut self,
+        step: u32,
+        tools: &Arc<[ToolSpec]>,
+    ) -> Result<Vec<PromptSection>, StoreError> {
+        let mut sections = self.prompt_sections();
+        sections.extend(self.tools_section(tools));
+        self.emitter.emit(EventPayload::PromptAssembled {
+            step,
+            sections: sections.clone(),
+        })?;
+        Ok(sections)
+    }
+
     /// The tool definitions a round sends, measured like a prompt section (`tools`), if
     /// there are any.
     fn tools_section(&mut self, tools: &Arc<[ToolSpec]>) -> Option<PromptSection> {
@@ -216,6 +237,7 @@ impl AgentRun {
                     messages: u32::try_from(tools.len()).unwrap_or(u32::MAX),
                     bytes: json.len() as u64,
                     sha256: keel_types::to_hex(&Sha256::digest(&json)),
+                    tokens: crate::context::estimate_tools(tools),
                 };
                 self.tools_section = Some((tools.clone(), section.clone()));
                 Some(section)
@@ -445,5 +467,6 @@ pub(super) fn section(name: &str, messages: &[Message]) -> PromptSection {
         messages: u32::try_from(messages.len()).unwrap_or(u32::MAX),
         bytes: json.len() as u64,
         sha256: keel_types::to_hex(&Sha256::digest(&json)),
+        tokens: crate::context::estimate(messages),
     }
 }

@@ -81,6 +81,10 @@ pub(super) fn compile(base: &Base<'_>, parts: ReloadParts) -> Current {
         keep,
     } = parts;
     let fallbacks = fallbacks_of(&workspace, &models);
+    let providers = models
+        .iter()
+        .filter_map(|(name, built)| Some((name.clone(), built.as_ref().ok()?.clone())))
+        .collect();
     let limiters = workspace
         .models
         .iter()
@@ -115,6 +119,7 @@ pub(super) fn compile(base: &Base<'_>, parts: ReloadParts) -> Current {
             adapters: base.adapters.clone(),
             fallbacks,
             limiters,
+            providers,
         }),
         models,
         pipeline,

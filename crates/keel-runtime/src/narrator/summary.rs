@@ -91,6 +91,26 @@ pub(super) fn line(event: &Event) -> String {
             model,
             wait_ms,
         } => format!("step={step} {model} waited {wait_ms}ms"),
+        EventPayload::ContextCompacted {
+            step,
+            reason,
+            tokens_before,
+            tokens_after,
+            elided,
+            summarized,
+            error,
+            ..
+        } => {
+            let summarized = summarized.map_or(0, |[from, to]| to - from);
+            let failed = error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default();
+            format!(
+                "step={step} {reason}: {tokens_before} → {tokens_after} tokens, {} elided, {summarized} summarized{failed}",
+                elided.len()
+            )
+        }
         EventPayload::ModelFallback {
             step,
             from,

@@ -154,6 +154,34 @@ spec:
 }
 
 #[test]
+fn an_agents_context_needs_its_models_window() {
+    let ws = workspace();
+    ws.write(
+        "config/models.yaml",
+        "\
+apiVersion: keel/v1
+kind: Model
+metadata: { name: small }
+spec: { provider: openai, model: m }
+---
+apiVersion: keel/v1
+kind: Agent
+metadata: { name: reader }
+spec:
+  model: small
+  context: { keepRecent: 2 }
+",
+    );
+    let diagnostics = ws.diagnostics(&env(&[]));
+    assert_eq!(
+        located(&diagnostics),
+        [
+            "config/models.yaml:11:3: agent `reader` sets `context`, but its model `small` declares no `contextWindow`"
+        ]
+    );
+}
+
+#[test]
 fn redaction_patterns_are_compiled_at_load_and_a_bad_one_is_located() {
     let ws = workspace();
     ws.write("config/agent.yaml", MODEL_AND_AGENT);

@@ -9,6 +9,7 @@ mod anthropic_runs;
 mod architecture;
 mod cancel;
 mod common;
+mod context;
 mod direct_finish;
 mod event_fields;
 mod gateway;

@@ -1,0 +1,220 @@
+//! Keeping a run's prompt within its model's context window (`context`, with the model's
+//! `contextWindow`): before each round the prompt's size is estimated — the last round's
+//! prompt tokens as the provider counted them plus an estimate of what was added, never less
+//! than the estimate of the whole — and when it passes `compactAt` of the window, or the
+//! model answered that the prompt is too long, room is made: old tool results are elided,
+//! then the oldest rounds summarized by the summarizer model. Instructions, skills, memory,
+//! history and the input are never touched, the last `keepRecent` rounds stay word for word,
+//! a call is never parted from its result (whole rounds are summarized), and a summary that
+//! fails or comes back empty leaves the prompt as it was. Each compaction is recorded
+//! (`runtime.context.compacted`, stored before the round goes on) so a resumed run rebuilds
+//! the same prompt without summarizing again.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use keel_types::{
+    EventPayload, Message, ModelEvent, ModelParams, ModelRequest, StoreError, ToolSpec, Usage,
+};
+use keel_workspace::{CompactStep, ContextSpec};
+
+use super::AgentRun;
+use crate::context::{elide, kept_from, summary_message, transcript, with_elided_texts};
+
+/// What the summarizer is asked to do.
+const SUMMARIZE: &str = "You compact the working memory of an AI agent that is in the middle of \
+     a task. Summarize the conversation rounds below: what was asked, what the agent did, \
+     and every fact, number, name, path, identifier and result it found that the rest of the \
+     task may need. Keep exact values exactly. Write plain text, no preamble.";
+/// The longest piece of one message the summarizer reads.
+const TRANSCRIPT_CHARS: usize = 4_000;
+/// The share of the summarizer's window its input may fill (the rest is its answer's).
+const SUMMARIZER_INPUT: f64 = 0.6;
+
+/// How many of `rounds` (a prefix of whole rounds, at least the first) a summarizer with a
+/// `window`-token context can read.
+fn fitting(rounds: &[Message], window: u64) -> usize {
+    let budget = (window as f64 * SUMMARIZER_INPUT) as u64;
+    let starts = crate::context::round_starts(rounds);
+    let mut upto = 0;
+    for (i, _) in starts.iter().enumerate() {
+        let next = starts.get(i + 1).copied().unwrap_or(rounds.len());
+        let text = transcript(&rounds[..next], TRANSCRIPT_CHARS);
+        let tokens = (text.len() + SUMMARIZE.len()) as u64 / 4 + 16;
+        if tokens > budget && upto > 0 {
+            break;
+        }
+        upto = next;
+    }
+    upto
+}
+
+impl AgentRun {
+    /// The run's context settings and its model's window, when compaction applies (the
+    /// model declares `contextWindow`; a process-backed agent manages its own conversation).
+    fn context_limits(&self) -> Option<(ContextSpec, u64)> {
+        if self.program_ask.is_some() {
+            return None;
+        }
+        let workspace = &self.services.workspace;
+        let window = workspace.models.get(&self.model_doc)?.context_window?;
+        let spec = self
+            .agent
+            .context
+            .clone()
+            .unwrap_or_else(|| workspace.runtime.context.clone());
+        Some((spec, window))
+    }
+
+    /// The prompt's estimated size in tokens, with `tools`.
+    pub(super) fn prompt_estimate(&self, tools: &[ToolSpec]) -> u64 {
+        crate::context::prompt_estimate(&self.messages, tools, self.measured)
+    }
+
+    /// Makes room in the prompt when it passed `compactAt` of the window, or whatever it
+    /// holds when the model said it was too long (`overflow`). Whether the prompt changed.
+    pub(super) async fn make_room(
+        &mut self,
+        step: u32,
+        tools: &Arc<[ToolSpec]>,
+        overflow: bool,
+    ) -> Result<bool, StoreError> {
+        let Some((spec, window)) = self.context_limits() else {
+            return Ok(false);
+        };
+        let threshold = (window as f64 * spec.compact_at.clamp(0.1, 1.0)) as u64;
+        let before = self.prompt_estimate(tools);
+        if !overflow && before <= threshold {
+            return Ok(false);
+        }
+        let rounds_at = (self.input_at + 1).min(self.messages.len());
+        // Past the window, even the recent rounds may go (the current turn never does).
+        let keep = if overflow {
+            1
+        } else {
+            spec.keep_recent as usize
+        };
+        let mut elided = Vec::new();
+        let mut summarized = None;
+        let mut summary = None;
+        let mut summarizer_usage = None;
+        let mut error = None;
+        for way in &spec.strategy {
+            if !overflow && self.prompt_estimate(tools) <= threshold {
+                break;
+            }
+            let rounds = &mut self.messages[rounds_at..];
+            let kept = kept_from(rounds, keep);
+            match way {
+                CompactStep::Elide => {
+                    for (id, text) in elide(rounds, kept) {
+                        self.elided_texts.insert(id.clone(), text);
+                        elided.push(id);
+                    }
+                }
+                CompactStep::Summarize if kept > 0 => {
+                    // The summarizer reads what elided results said, not their stubs, and as
+                    // many of the oldest whole rounds as fit its own window.
+                    let old = with_elided_texts(&rounds[..kept], &self.elided_texts);
+                    let window = self.summarizer_window(&spec).unwrap_or(window);
+                    let kept = fitting(&old, window);
+                    let old = old[..kept].to_vec();
+                    match self.summarize(&spec, &old).await {
+                        Ok((text, usage)) => {
+                            let gone: Vec<String> =
+                                old.iter().filter_map(|m| m.tool_call_id.clone()).collect();
+                            for id in gone {
+                                self.elided_texts.remove(&id);
+                            }
+                            self.messages
+                                .splice(rounds_at..rounds_at + kept, [summary_message(&text)]);
+                            self.usage.add(&usage);
+                            summarized = Some([0, u32::try_from(kept).unwrap_or(u32::MAX)]);
+                            summary = Some(text);
+                            summarizer_usage = Some(usage);
+                        }
+                        Err(why) => error = Some(why),
+                    }
+                }
+                CompactStep::Summarize => {}
+            }
+        }
+        let changed = !elided.is_empty() || summarized.is_some();
+        if !changed && error.is_none() {
+            return Ok(false);
+        }
+        self.measured = None;
+        let after = self.prompt_estimate(tools);
+        self.emitter
+            .emit_durable(EventPayload::ContextCompacted {
+                step,
+                reason: if overflow { "overflow" } else { "threshold" }.to_owned(),
+                tokens_before: before,
+                tokens_after: after,
+                elided,
+                summarized,
+                summary,
+                summarizer_usage,
+                error,
+            })
+            .await?;
+        Ok(changed)
+    }
+
+    /// The summarizer's own context window, if it is another model that declares one.
+    fn summarizer_window(&self, spec: &ContextSpec) -> Option<u64> {
+        let name = spec.summarizer.as_deref()?;
+        self.services.workspace.models.get(name)?.context_window
+    }
+
+    /// A summary of `rounds` by the summarizer (`context.summarizer`, or the agent's model):
+    /// its text and usage, or why there is none.
+    async fn summarize(
+        &self,
+        spec: &ContextSpec,
+        rounds: &[Message],
+    ) -> Result<(String, Usage), String> {
+        let provider = match &spec.summarizer {
+            Some(name) => self
+                .services
+                .providers
+                .get(name)
+                .cloned()
+                .ok_or_else(|| format!("the summarizer model `{name}` is not usable"))?,
+            None => self.provider.clone(),
+        };
+        let request = ModelRequest {
+            messages: vec![
+                Message::system(SUMMARIZE),
+                Message::user(transcript(rounds, TRANSCRIPT_CHARS)),
+            ],
+            tools: Arc::from(Vec::new()),
+            params: ModelParams::default(),
+            stream: false,
+            sections: Vec::new(),
+        };
+        let failed = |e: keel_types::ModelError| format!("the summarizer failed: {e}");
+        let mut stream = provider.stream(request).await.map_err(failed)?;
+        let (mut text, mut usage) = (String::new(), Usage::default());
+        while let Some(event) = stream.next().await {
+            match event.map_err(failed)? {
+                ModelEvent::TextDelta { text: more } => text.push_str(&more),
+                ModelEvent::Usage { usage: counted } => usage = counted,
+                ModelEvent::Stop { .. } => break,
+                _ => {}
+            }
+        }
+        if text.trim().is_empty() {
+            return Err("the summarizer answered nothing".into());
+        }
+        let pricing = spec
+            .summarizer
+            .as_deref()
+            .and_then(|name| self.services.workspace.models.get(name))
+            .or_else(|| self.services.workspace.models.get(&self.model_doc))
+            .and_then(|m| m.pricing.as_ref())
+            .and_then(|p| p.pricing());
+        usage.cost = pricing.map(|p| p.cost(&usage));
+        Ok((text.trim().to_owned(), usage))
+    }
+}

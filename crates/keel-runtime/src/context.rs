@@ -1,0 +1,290 @@
+//! Context-window management, the parts that need no run: estimating a prompt's size,
+//! finding a conversation's rounds, and the edits compaction makes (eliding tool results,
+//! putting a summary in the place of the oldest rounds), applied the same way by a live run
+//! and by a resumed one rebuilding its prompt from `runtime.context.compacted` records.
+//!
+//! The estimate is a documented heuristic: 4 bytes of UTF-8 a token (what OpenAI's and
+//! Anthropic's tokenizers average on English prose and code), plus 4 tokens per message for
+//! its framing; tool definitions count by their JSON. Lengths only, so it costs next to
+//! nothing however long the conversation.
+
+use keel_types::{Message, Role, ToolSpec};
+
+/// Tokens added per message for its role and framing.
+const PER_MESSAGE: u64 = 4;
+/// Bytes per token.
+const BYTES_PER_TOKEN: u64 = 4;
+/// A tool result this long or shorter is left as it is: a stub would not be shorter.
+const ELIDE_ABOVE: usize = 240;
+/// How a summary message begins.
+pub(crate) const SUMMARY_HEADING: &str =
+    "[Summary of the earlier rounds of this run, written to fit the context window]";
+/// How an elided result begins.
+const STUB_HEADING: &str = "[elided to fit the context window:";
+
+fn tokens_of_bytes(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(BYTES_PER_TOKEN)
+}
+
+/// A prompt's estimated size: `measured`, the last round's prompt as the provider counted it
+/// (the messages it held, its prompt tokens), plus an estimate of what was added since, and
+/// never less than the estimate of the whole (`messages` with `tools`).
+pub fn prompt_estimate(
+    messages: &[Message],
+    tools: &[ToolSpec],
+    measured: Option<(usize, u64)>,
+) -> u64 {
+    let whole = estimate(messages) + estimate_tools(tools);
+    match measured {
+        Some((len, counted)) if len <= messages.len() && counted > 0 => {
+            whole.max(counted + estimate(&messages[len..]))
+        }
+        _ => whole,
+    }
+}
+
+/// Estimated tokens of `messages`.
+pub fn estimate(messages: &[Message]) -> u64 {
+    messages
+        .iter()
+        .map(|m| {
+            let bytes = m.content.len()
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.len())
+                    .sum::<usize>();
+            tokens_of_bytes(bytes) + PER_MESSAGE
+        })
+        .sum()
+}
+
+/// Estimated tokens of tool definitions.
+pub fn estimate_tools(tools: &[ToolSpec]) -> u64 {
+    let json = serde_json::to_string(tools).unwrap_or_default();
+    tokens_of_bytes(json.len())
+}
+
+/// Where each round of `rounds` (the messages after the input) begins: at an assistant
+/// message, whose tool results follow it. Anything before the first (a summary) is a round
+/// of its own.
+pub(crate) fn round_starts(rounds: &[Message]) -> Vec<usize> {
+    let mut starts: Vec<usize> = rounds
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == Role::Assistant)
+        .map(|(i, _)| i)
+        .collect();
+    if !rounds.is_empty() && starts.first() != Some(&0) {
+        starts.insert(0, 0);
+    }
+    starts
+}
+
+/// Where the rounds kept word for word begin: the start of the `keep` last rounds (the end
+/// when `keep` is 0, the start when there are no more).
+pub(crate) fn kept_from(rounds: &[Message], keep: usize) -> usize {
+    let starts = round_starts(rounds);
+    match starts.len().checked_sub(keep) {
+        Some(at) if at < starts.len() => starts[at],
+        Some(_) => rounds.len(),
+        None => 0,
+    }
+}
+
+/// The stub that stands for an elided result.
+pub(crate) fn stub(call_id: &str, bytes: usize) -> String {
+    format!(
+        "{STUB_HEADING} the {bytes}-byte result of call `{call_id}` is in this run's log (its agent.tool.result event)]"
+    )
+}
+
+/// Replaces the long tool results of `rounds[..before]` with stubs; the calls elided, each
+/// with the text it had (a summary made later reads that, not the stub).
+pub(crate) fn elide(rounds: &mut [Message], before: usize) -> Vec<(String, String)> {
+    let mut elided = Vec::new();
+    for message in rounds.iter_mut().take(before) {
+        if message.role != Role::Tool
+            || message.content.len() <= ELIDE_ABOVE
+            || message.content.starts_with(STUB_HEADING)
+        {
+            continue;
+        }
+        let id = message.tool_call_id.clone().unwrap_or_default();
+        let stubbed = stub(&id, message.content.len());
+        elided.push((id, std::mem::replace(&mut message.content, stubbed)));
+    }
+    elided
+}
+
+/// Replaces the results of calls `ids` with stubs, as a recorded compaction did; the texts
+/// they had, by call.
+pub(crate) fn apply_elided(rounds: &mut [Message], ids: &[String]) -> Vec<(String, String)> {
+    let mut texts = Vec::new();
+    for message in rounds.iter_mut().filter(|m| m.role == Role::Tool) {
+        let id = message.tool_call_id.as_deref().unwrap_or_default();
+        if ids.iter().any(|e| e == id) && !message.content.starts_with(STUB_HEADING) {
+            let stubbed = stub(id, message.content.len());
+            texts.push((
+                id.to_owned(),
+                std::mem::replace(&mut message.content, stubbed),
+            ));
+        }
+    }
+    texts
+}
+
+/// `rounds` with each elided result's text back (from `texts`, by call), for a summarizer to
+/// read.
+pub(crate) fn with_elided_texts(
+    rounds: &[Message],
+    texts: &std::collections::HashMap<String, String>,
+) -> Vec<Message> {
+    rounds
+        .iter()
+        .map(
+            |m| match m.tool_call_id.as_deref().and_then(|id| texts.get(id)) {
+                Some(text) if m.role == Role::Tool => Message {
+                    content: text.clone(),
+                    ..m.clone()
+                },
+                _ => m.clone(),
+            },
+        )
+        .collect()
+}
+
+/// The message a summary stands in.
+pub(crate) fn summary_message(summary: &str) -> Message {
+    Message::user(format!("{SUMMARY_HEADING}\n{}", summary.trim()))
+}
+
+/// Puts `summary` in the place of `rounds[from..to]`, as a compaction did (indices out of
+/// range are clamped: a log is never trusted to be in bounds).
+pub(crate) fn apply_summary(rounds: &mut Vec<Message>, [from, to]: [u32; 2], summary: &str) {
+    let to = (to as usize).min(rounds.len());
+    let from = (from as usize).min(to);
+    rounds.splice(from..to, [summary_message(summary)]);
+}
+
+/// The rounds a summarizer reads, as plain text: each message by role, calls with their
+/// arguments, each cut at `max_chars`.
+pub(crate) fn transcript(rounds: &[Message], max_chars: usize) -> String {
+    let cut = |text: &str| -> String {
+        match text.char_indices().nth(max_chars) {
+            Some((at, _)) => format!("{}…", &text[..at]),
+            None => text.to_owned(),
+        }
+    };
+    let mut out = String::new();
+    for message in rounds {
+        let who = match message.role {
+            Role::Assistant => "assistant",
+            Role::Tool => "tool result",
+            Role::User => "user",
+            Role::System => "system",
+        };
+        if !message.content.is_empty() {
+            out.push_str(&format!("{who}: {}\n", cut(&message.content)));
+        }
+        for call in &message.tool_calls {
+            out.push_str(&format!(
+                "assistant called {}({}) [call {}]\n",
+                call.name,
+                cut(&call.arguments),
+                call.id
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_types::ToolCall;
+
+    use super::*;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: r#"{"path":"a.txt"}"#.into(),
+        }
+    }
+
+    fn rounds() -> Vec<Message> {
+        vec![
+            Message::assistant("", vec![call("1"), call("2")]),
+            Message::tool_result("1", "x".repeat(1000)),
+            Message::tool_result("2", "short"),
+            Message::assistant("", vec![call("3")]),
+            Message::tool_result("3", "y".repeat(1000)),
+            Message::assistant("", vec![call("4")]),
+            Message::tool_result("4", "z".repeat(1000)),
+        ]
+    }
+
+    #[test]
+    fn rounds_begin_at_answers_and_keep_their_results() {
+        let rounds = rounds();
+        assert_eq!(round_starts(&rounds), [0, 3, 5]);
+        assert_eq!(kept_from(&rounds, 1), 5);
+        assert_eq!(kept_from(&rounds, 2), 3);
+        assert_eq!(kept_from(&rounds, 9), 0);
+        assert_eq!(kept_from(&rounds, 0), rounds.len());
+        let with_summary = [summary_message("s"), rounds[3].clone(), rounds[4].clone()];
+        assert_eq!(round_starts(&with_summary), [0, 1]);
+    }
+
+    #[test]
+    fn eliding_leaves_short_and_recent_results_and_a_rebuild_does_the_same() {
+        let mut live = rounds();
+        let kept = kept_from(&live, 1);
+        let elided = elide(&mut live, kept);
+        let ids: Vec<&str> = elided.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["1", "3"]);
+        assert_eq!(elided[0].1, "x".repeat(1000), "the text it had");
+        let texts = elided.iter().cloned().collect();
+        assert_eq!(with_elided_texts(&live, &texts)[1], rounds()[1]);
+        assert_eq!(live[2].content, "short");
+        assert_eq!(
+            live[6].content.len(),
+            1000,
+            "the kept round is word for word"
+        );
+        assert_eq!(
+            live[1].content,
+            "[elided to fit the context window: the 1000-byte result of call `1` is in this run's log (its agent.tool.result event)]"
+        );
+        assert_eq!(elide(&mut live, 7).len(), 1, "a stub is never elided again");
+
+        let mut rebuilt = rounds();
+        let texts = apply_elided(&mut rebuilt, &["1".into(), "3".into(), "4".into()]);
+        assert_eq!(rebuilt, live);
+        assert_eq!(texts.len(), 3);
+    }
+
+    #[test]
+    fn a_summary_takes_the_place_of_whole_rounds() {
+        let mut rounds = rounds();
+        apply_summary(&mut rounds, [0, 5], "Read three files.");
+        assert_eq!(rounds.len(), 3);
+        assert_eq!(rounds[0].role, Role::User);
+        assert!(rounds[0].content.ends_with("\nRead three files."));
+        assert_eq!(rounds[1].tool_calls[0].id, "4");
+        // A log out of bounds is clamped, never a panic.
+        apply_summary(&mut rounds, [7, 99], "more");
+        assert_eq!(rounds.len(), 4);
+    }
+
+    #[test]
+    fn the_estimate_counts_characters_and_framing() {
+        let messages = [
+            Message::user("abcd".repeat(25)),
+            Message::assistant("", vec![call("1")]),
+        ];
+        // 100 bytes → 25 + 4; "read_file" + 16 bytes → 7 + 4.
+        assert_eq!(estimate(&messages), 40);
+        assert!(transcript(&messages, 10).contains("abcdabcdab…"));
+    }
+}
