@@ -303,3 +303,75 @@ async fn a_failing_summarizer_leaves_the_prompt_as_it_was_and_the_turn_goes_on()
         12
     );
 }
+
+/// A model whose real window is smaller than its document says: the threshold never fires,
+/// the model refuses the prompt, room is made once (keeping only the last round) and the
+/// round asked again; a prompt that still does not fit ends the run with `context_overflow`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_prompt_is_compacted_once_and_asked_again_else_the_run_overflows() {
+    let mock = MockLlm::start().await;
+    mock.context_window(1_500);
+    let counter = Arc::new(AtomicUsize::new(0));
+    let rounds = counter.clone();
+    mock.respond_with(move |request| {
+        if is_summary_request(request) {
+            return MockResponse::text(["Eight files were read."]);
+        }
+        let n = rounds.fetch_add(1, Ordering::SeqCst);
+        match n < 8 {
+            true => {
+                let args = format!(r#"{{"path":"f{n}.txt"}}"#);
+                MockResponse::tool_calls([MockToolCall::new(
+                    format!("call_{n}"),
+                    "read_file",
+                    [args.as_str()],
+                )])
+            }
+            false => MockResponse::text(["Done."]),
+        }
+    });
+    let ws = long_run_workspace(
+        &mock,
+        8,
+        (
+            "reader",
+            "{ model: small, tools: [read_file], context: { compactAt: 1.0, keepRecent: 8 } }",
+        ),
+    );
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let (response, _) = common::run(&runtime, "Read the eight files.").await;
+    assert_eq!(
+        response.status,
+        RunStatus::Completed,
+        "{:?}",
+        response.error
+    );
+    let events = common::stored(&runtime, &response).await;
+    let reasons: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::ContextCompacted { reason, .. } => Some(reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(reasons.contains(&"overflow"), "{reasons:?}");
+    let refused = mock
+        .requests()
+        .iter()
+        .filter(|r| r.estimated_tokens() > 1_500)
+        .count();
+    assert!(refused >= 1, "the model refused a prompt");
+
+    // A window too small for even the instructions and the input: nothing to compact.
+    let tiny = MockLlm::start().await;
+    tiny.context_window(5);
+    tiny.respond_with(|_| MockResponse::text(["never"]));
+    let ws = long_run_workspace(&tiny, 1, ("reader", "{ model: small, tools: [read_file] }"));
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let (response, _) = common::run(&runtime, "Read the file.").await;
+    assert_eq!(response.finish_reason, keel::FinishReason::ContextOverflow);
+    assert_eq!(
+        response.error.as_ref().unwrap().code,
+        keel::ErrorCode::ModelContextLength
+    );
+}
