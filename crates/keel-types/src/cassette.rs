@@ -53,6 +53,21 @@ pub struct Cassette {
     pub agent: Option<String>,
     /// Every model attempt of the run, in order (a retried round has several).
     pub exchanges: Vec<Exchange>,
+    /// What the run's compactions' summarizer gave, in order (`runtime.context.compacted`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summaries: Vec<RecordedSummary>,
+}
+
+/// What one compaction's summarizer gave: a summary with its usage, or why there was none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedSummary {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(default)]
+    pub usage: Usage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One model attempt: what was sent, and what came back.
@@ -131,6 +146,7 @@ impl Cassette {
             request_id: events.first().map(|e| e.request_id.to_string()),
             agent: None,
             exchanges: Vec::new(),
+            summaries: Vec::new(),
         };
         let mut sections: Option<(u32, Vec<PromptSection>)> = None;
         let mut open: Option<Exchange> = None;
@@ -214,6 +230,18 @@ impl Cassette {
                         cassette.exchanges.push(exchange);
                     }
                 }
+                EventPayload::ContextCompacted {
+                    summary,
+                    summarizer_usage,
+                    error,
+                    ..
+                } if summary.is_some() || error.is_some() => {
+                    cassette.summaries.push(RecordedSummary {
+                        summary: summary.clone(),
+                        usage: summarizer_usage.unwrap_or_default(),
+                        error: error.clone(),
+                    });
+                }
                 EventPayload::ModelFallback { reason, .. } => {
                     if let Some(mut exchange) = open.take() {
                         exchange.answer = RecordedAnswer::Failed {
@@ -263,6 +291,7 @@ pub struct CassetteProvider {
     matching: CassetteMatch,
     recorded: usize,
     exchanges: Mutex<VecDeque<Exchange>>,
+    summaries: Mutex<VecDeque<RecordedSummary>>,
 }
 
 impl CassetteProvider {
@@ -280,6 +309,7 @@ impl CassetteProvider {
             matching,
             recorded: cassette.exchanges.len(),
             exchanges: Mutex::new(cassette.exchanges.into()),
+            summaries: Mutex::new(cassette.summaries.into()),
         }
     }
 
@@ -299,6 +329,25 @@ impl ModelProvider for CassetteProvider {
 
     fn model_name(&self) -> &str {
         &self.model
+    }
+
+    fn recorded_summary(&self) -> Option<Result<(String, Usage), String>> {
+        let next = match self.summaries.lock() {
+            Ok(mut summaries) => summaries.pop_front(),
+            Err(poisoned) => poisoned.into_inner().pop_front(),
+        };
+        // A cassette with no summary left answers that, rather than asking its exchanges.
+        Some(match next {
+            Some(RecordedSummary {
+                summary: Some(summary),
+                usage,
+                ..
+            }) => Ok((summary, usage)),
+            Some(RecordedSummary { error, .. }) => {
+                Err(error.unwrap_or_else(|| "the recorded compaction had no summary".into()))
+            }
+            None => Err("the cassette holds no further summary".into()),
+        })
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
@@ -529,6 +578,11 @@ mod tests {
             format: FORMAT.into(),
             request_id: Some("run_1".into()),
             agent: Some("reader".into()),
+            summaries: vec![RecordedSummary {
+                summary: Some("Read a.txt.".into()),
+                usage: Usage::new(900, 12),
+                error: None,
+            }],
             exchanges: vec![
                 Exchange {
                     step: 1,

@@ -158,6 +158,13 @@ pub trait ModelProvider: Send + Sync {
     /// Starts one model round. Errors before the first delta come back here; errors during
     /// the answer come back as stream items. Dropping the stream cancels the round.
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError>;
+
+    /// The next summary a recording holds (a cassette's, in the order its run compacted),
+    /// answered instead of asking the model to summarize: the summary and its usage, or why
+    /// the original had none. `None` for a live model (the default).
+    fn recorded_summary(&self) -> Option<Result<(String, crate::Usage), String>> {
+        None
+    }
 }
 
 /// What a tool call runs with.

@@ -119,7 +119,13 @@ impl AgentRun {
                     let window = self.summarizer_window(&spec).unwrap_or(window);
                     let kept = fitting(&old, window);
                     let old = old[..kept].to_vec();
-                    match self.summarize(&spec, &old).await {
+                    // A run answered from a recording (a replay, a cassette) takes the
+                    // original's summary; a live run asks its summarizer.
+                    let summarized_by = match self.provider.recorded_summary() {
+                        Some(recorded) => recorded,
+                        None => self.summarize(&spec, &old).await,
+                    };
+                    match summarized_by {
                         Ok((text, usage)) => {
                             let gone: Vec<String> =
                                 old.iter().filter_map(|m| m.tool_call_id.clone()).collect();
@@ -167,22 +173,26 @@ impl AgentRun {
         self.services.workspace.models.get(name)?.context_window
     }
 
-    /// A summary of `rounds` by the summarizer (`context.summarizer`, or the agent's model):
-    /// its text and usage, or why there is none.
-    async fn summarize(
-        &self,
-        spec: &ContextSpec,
-        rounds: &[Message],
-    ) -> Result<(String, Usage), String> {
-        let provider = match &spec.summarizer {
+    /// The summarizer: `context.summarizer`, or the agent's model.
+    fn summarizer(&self, spec: &ContextSpec) -> Result<Arc<dyn keel_types::ModelProvider>, String> {
+        match &spec.summarizer {
             Some(name) => self
                 .services
                 .providers
                 .get(name)
                 .cloned()
-                .ok_or_else(|| format!("the summarizer model `{name}` is not usable"))?,
-            None => self.provider.clone(),
-        };
+                .ok_or_else(|| format!("the summarizer model `{name}` is not usable")),
+            None => Ok(self.provider.clone()),
+        }
+    }
+
+    /// A summary of `rounds` by the summarizer: its text and usage, or why there is none.
+    async fn summarize(
+        &self,
+        spec: &ContextSpec,
+        rounds: &[Message],
+    ) -> Result<(String, Usage), String> {
+        let provider = self.summarizer(spec)?;
         let request = ModelRequest {
             messages: vec![
                 Message::system(SUMMARIZE),

@@ -148,6 +148,7 @@ pub(crate) struct AgentRun {
     measured: Option<(usize, u64)>,
     /// What the results elided and not yet summarized said, by call: a summary reads them.
     elided_texts: HashMap<String, String>,
+
     /// Calls of the last answer left without a result by an interrupted process.
     pending: Vec<PendingCall>,
     /// A tool call made directly (a task or `tools call`): the run is that call alone.
@@ -254,6 +255,7 @@ impl AgentRun {
             tools_section: None,
             measured: None,
             elided_texts: HashMap::new(),
+
             skills_at: 0,
             memory_at: 0,
             skill_events: skills.events.into_iter().chain(memory.events).collect(),

@@ -218,6 +218,26 @@ async fn three_hundred_calls_fit_a_4k_window_and_the_first_fact_survives() {
         &sent_next[..],
         "the rebuilt prompt is the one the run had"
     );
+
+    // A replay answers from the log, the summaries included: no model is asked, and its
+    // events are the original's.
+    let asked_before = mock.requests().len();
+    let mut replay = runtime.replay(&response.request_id).await.unwrap();
+    while replay.next_event().await.is_some() {}
+    let replayed = replay.wait().await.unwrap();
+    assert_eq!(
+        replayed.status,
+        RunStatus::Completed,
+        "{:?}",
+        replayed.error
+    );
+    assert_eq!(mock.requests().len(), asked_before, "no model was asked");
+    let divergence = runtime
+        .runs()
+        .divergence(&response.request_id, &replayed.request_id)
+        .await
+        .unwrap();
+    assert_eq!(divergence, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
