@@ -25,6 +25,7 @@ mod sessions;
 mod skills;
 mod store;
 mod tools;
+mod usage;
 mod workflows;
 mod workspace;
 
@@ -133,6 +134,13 @@ enum Command {
         ws: WorkspaceArg,
         #[command(subcommand)]
         command: runs::RunsCommand,
+    },
+    /// What runs used and cost, by agent, session, API key or day.
+    Usage {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(flatten)]
+        args: usage::UsageArgs,
     },
     /// Check the workspace's models: reachable, credentials accepted, streaming, tool calls.
     Models {
@@ -277,6 +285,7 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Serve { ws, listen } => serve::serve(&ws.workspace, listen).await,
         Command::Mcp { ws, args } => mcp::mcp(&ws.workspace, args).await,
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
+        Command::Usage { ws, args } => usage::usage(&ws.workspace, args).await,
         Command::Models { ws, command } => models::models(&ws.workspace, command).await,
         Command::Tools { ws, command } => tools::tools(&ws.workspace, command).await,
         Command::Skills { ws, command } => skills::skills(&ws.workspace, command).await,

@@ -303,7 +303,7 @@ async fn export_cassette(
 }
 
 /// `--since`: a duration before now, or an RFC 3339 time as is.
-fn parse_since(text: &str) -> Result<String, CliError> {
+pub(crate) fn parse_since(text: &str) -> Result<String, CliError> {
     if let Ok(age) = humantime::parse_duration(text) {
         return Ok(keel_types::time_before(age));
     }

@@ -27,6 +27,7 @@ pub mod replay;
 pub mod retry;
 pub mod skills;
 pub mod subagents;
+pub mod usage;
 
 pub use error::RuntimeError;
 pub use governance::Governance;

@@ -359,6 +359,30 @@ pub(crate) fn routes() -> Vec<Route> {
             )
         },
         Route {
+            query: const {
+                &[
+                    param(
+                        "by",
+                        Accepts::OneOf(&["agent", "session", "key", "day"]),
+                        "group by agent (default), session, API key or UTC day",
+                    ),
+                    param(
+                        "since",
+                        Accepts::Text,
+                        "only runs started at or after this RFC 3339 time",
+                    ),
+                ]
+            },
+            ..route(
+                Method::GET,
+                "/api/usage",
+                Client,
+                "What runs used and cost (tokens, cache reads and writes, cost at the models' declared pricing), summed by agent, session, key or day; client keys: their own runs",
+                "`{data: [{group, runs, usage}]}`",
+                || routing::get(requests::usage),
+            )
+        },
+        Route {
             query: RUN_FILTERS,
             ..route(
                 Method::GET,

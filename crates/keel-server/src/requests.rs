@@ -244,6 +244,46 @@ struct ListQuery {
 /// `GET /api/requests?status=&agent=&session=&since=&limit=&cursor=` →
 /// `{data: [RunRecord…], nextCursor}`, newest first. `nextCursor` (absent on the last page)
 /// is passed back as `cursor` for the next page. Client keys see their own requests only.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UsageQuery {
+    #[serde(default)]
+    by: Option<String>,
+    #[serde(default)]
+    since: Option<String>,
+}
+
+/// `GET /api/usage`: what runs used and cost, summed by agent (default), session, key or day;
+/// a client key sees its own runs only.
+pub(crate) async fn usage(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let query: UsageQuery = parse_query(query.as_deref())?;
+    let by: keel::UsageBy = query
+        .by
+        .as_deref()
+        .unwrap_or("agent")
+        .parse()
+        .map_err(|message| ApiError::BadRequest {
+            message,
+            param: Some("by"),
+        })?;
+    let filter = RunFilter {
+        since: query.since,
+        owner: principal.is_client().then(|| principal.owner()).flatten(),
+        ..RunFilter::default()
+    };
+    let rows = state
+        .runtime
+        .runs()
+        .usage(by, &filter)
+        .await
+        .map_err(internal)?;
+    Ok(Json(serde_json::json!({ "data": rows })))
+}
+
 pub(crate) async fn list_requests(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,

@@ -41,6 +41,7 @@ pub use keel_runtime::memory::{
 };
 pub use keel_runtime::narrator::Narrator;
 pub use keel_runtime::subagents::{RunTree, run_tree};
+pub use keel_runtime::usage::{UsageBy, UsageRow, usage_by};
 pub use keel_runtime::{
     Approvals, Divergence, Memory, Replica, RequestOptions, RunHandle, RunResponse, Runs,
     RuntimeError, Sessions, ShutdownReport, Skills, TaskRequest, Tasks, Tools,

@@ -33,5 +33,6 @@ mod skill_mentions;
 mod skills_cli;
 mod store_cli;
 mod tools;
+mod usage_cli;
 mod workflows_cli;
 mod workspace_errors;

@@ -35,6 +35,15 @@ impl Runs {
         Ok(self.kernel.store().list_runs(filter).await?)
     }
 
+    /// What the runs `filter` selects used and cost, summed by agent, session, key or day.
+    pub async fn usage(
+        &self,
+        by: crate::usage::UsageBy,
+        filter: &RunFilter,
+    ) -> Result<Vec<crate::usage::UsageRow>, RuntimeError> {
+        Ok(crate::usage::usage_by(self.kernel.store().as_ref(), by, filter).await?)
+    }
+
     /// A run's stored events with `seq > after`.
     pub async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, RuntimeError> {
         Ok(self.kernel.store().events(id, after).await?)

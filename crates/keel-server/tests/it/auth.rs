@@ -171,8 +171,8 @@ async fn client_keys_get_403_on_operator_routes_and_operators_pass_everywhere() 
         );
         assert!(!status.is_server_error(), "{method} {uri}: {status}");
     }
-    // The facades, creating, listing and a request's record, events, cancel and retry.
-    assert_eq!(client_routes, 10);
+    // The facades, creating, listing and a request's record, events, cancel and retry, usage.
+    assert_eq!(client_routes, 11);
 }
 
 /// Starts a run with `wait: true` as `key`; its request id.

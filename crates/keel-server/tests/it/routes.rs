@@ -639,6 +639,32 @@ async fn metrics_show_runs_latencies_tokens_and_approvals() {
 }
 
 #[tokio::test]
+async fn usage_sums_the_runs_by_agent_and_refuses_an_unknown_grouping() {
+    let ws = rich_workspace("");
+    let app = rich_app(&ws);
+    for _ in 0..2 {
+        let (status, _) = call(
+            &app,
+            "POST",
+            "/v1/chat/completions",
+            Some(&chat("hi", false)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (status, usage) = call(&app, "GET", "/api/usage", None).await;
+    assert_eq!(status, StatusCode::OK, "{usage}");
+    assert_eq!(usage["data"][0]["group"], "assistant");
+    assert_eq!(usage["data"][0]["runs"], 2);
+    assert!(usage["data"][0]["usage"]["totalTokens"].as_u64().unwrap() > 0);
+    let (status, by_day) = call(&app, "GET", "/api/usage?by=day", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(by_day["data"].as_array().unwrap().len(), 1);
+    let (status, wrong) = call(&app, "GET", "/api/usage?by=planet", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{wrong}");
+}
+
+#[tokio::test]
 async fn metrics_count_rate_limit_waits_fallbacks_and_cache_tokens() {
     let ws = rich_workspace("");
     let telemetry = keel_server::Telemetry::new();

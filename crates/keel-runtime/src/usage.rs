@@ -1,0 +1,93 @@
+//! What runs used and cost, summed by agent, session, API key or day: `keel usage`,
+//! [`crate::kernel::Runs::usage`]. Each run counts once, from its stored record (a
+//! subagent's or a workflow node's run is a run of its own), its cost in the currency of its
+//! first priced round.
+
+use std::collections::BTreeMap;
+
+use keel_types::{RunCursor, RunFilter, RunRecord, RunStore, StoreError, Usage};
+use serde::Serialize;
+
+/// How usage is grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageBy {
+    Agent,
+    Session,
+    /// The API key (its name) that started the run; runs started without one are `(none)`.
+    Key,
+    /// The UTC day the run started.
+    Day,
+}
+
+impl std::str::FromStr for UsageBy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "agent" => Ok(Self::Agent),
+            "session" => Ok(Self::Session),
+            "key" => Ok(Self::Key),
+            "day" => Ok(Self::Day),
+            other => Err(format!(
+                "cannot group usage by `{other}`: agent, session, key or day"
+            )),
+        }
+    }
+}
+
+/// One group's sum.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageRow {
+    /// The agent, session id, key name or day (`(none)` when a run has no session or key).
+    pub group: String,
+    pub runs: u64,
+    pub usage: Usage,
+}
+
+/// How many records a page reads.
+const PAGE: usize = 1_000;
+
+fn group_of(run: &RunRecord, by: UsageBy) -> String {
+    let none = || "(none)".to_owned();
+    match by {
+        UsageBy::Agent => run.agent.clone(),
+        UsageBy::Session => run
+            .session_id
+            .as_ref()
+            .map_or_else(none, ToString::to_string),
+        UsageBy::Key => run.owner.clone().unwrap_or_else(none),
+        UsageBy::Day => run.started_at.get(..10).map_or_else(none, str::to_owned),
+    }
+}
+
+/// The usage of the runs `filter` selects (its `before` and `limit` are the pages'), summed
+/// by `by`, in group order.
+pub async fn usage_by(
+    store: &dyn RunStore,
+    by: UsageBy,
+    filter: &RunFilter,
+) -> Result<Vec<UsageRow>, StoreError> {
+    let mut groups: BTreeMap<String, (u64, Usage)> = BTreeMap::new();
+    let mut page = RunFilter {
+        before: None,
+        limit: Some(PAGE),
+        ..filter.clone()
+    };
+    loop {
+        let runs = store.list_runs(&page).await?;
+        for run in &runs {
+            let (count, usage) = groups.entry(group_of(run, by)).or_default();
+            *count += 1;
+            usage.add(&run.usage);
+        }
+        match runs.last() {
+            Some(last) if runs.len() == PAGE => page.before = Some(RunCursor::of(last)),
+            _ => break,
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|(group, (runs, usage))| UsageRow { group, runs, usage })
+        .collect())
+}
