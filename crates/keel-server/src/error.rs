@@ -71,6 +71,9 @@ pub enum ApiError {
     Conflict(String),
     /// Every run slot and queue place is taken; try again after `retry_after` seconds.
     TooManyRequests { retry_after: u64 },
+    /// The API key's daily budget (`server.apiKeys[].budget`) is spent; it renews at the
+    /// end of the UTC day, `retry_after` seconds away.
+    BudgetExceeded { message: String, retry_after: u64 },
     /// The server is shutting down and takes no new work.
     ShuttingDown,
     /// The run ran out of time (`server.requestTimeout` or `limits.runTimeout`).
@@ -216,6 +219,12 @@ impl ApiError {
                 None,
                 Some("rate_limit_exceeded"),
             ),
+            Self::BudgetExceeded { .. } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "insufficient_quota",
+                None,
+                Some("budget_exceeded"),
+            ),
             Self::ShuttingDown => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "server_error",
@@ -283,6 +292,7 @@ impl ApiError {
                 "a request made with the console's session cookie must carry its CSRF token in `{}`",
                 CSRF_HEADER
             ),
+            Self::BudgetExceeded { message, .. } => message.clone(),
             Self::ResourceNotFound(message)
             | Self::Conflict(message)
             | Self::Timeout(message)
@@ -316,7 +326,9 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let retry_after = match self {
-            Self::TooManyRequests { retry_after } => Some(retry_after),
+            Self::TooManyRequests { retry_after } | Self::BudgetExceeded { retry_after, .. } => {
+                Some(retry_after)
+            }
             Self::ShuttingDown => Some(5),
             _ => None,
         };

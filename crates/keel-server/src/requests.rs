@@ -48,6 +48,7 @@ pub(crate) async fn start_run(
     principal: &Principal,
     options: RequestOptions,
 ) -> Result<(RunHandle, Ticket), ApiError> {
+    within_budget(state, principal).await?;
     let ticket = state.admission.admit()?;
     let options = bound(state, principal, options)?;
     let handle = state
@@ -56,6 +57,60 @@ pub(crate) async fn start_run(
         .await
         .map_err(runtime_error)?;
     Ok((handle, ticket))
+}
+
+/// Refuses a request made with a key whose daily budget (`server.apiKeys[].budget`) its runs
+/// have spent today (UTC), as the store records them (every replica's runs count).
+async fn within_budget(state: &AppState, principal: &Principal) -> Result<(), ApiError> {
+    let Some(owner) = principal.owner() else {
+        return Ok(());
+    };
+    let workspace = state.runtime.workspace();
+    let Some(keel_workspace::CostLimit(budget)) = workspace
+        .runtime
+        .server
+        .api_keys
+        .iter()
+        .find(|key| key.principal() == owner)
+        .and_then(|key| key.budget)
+    else {
+        return Ok(());
+    };
+    let now = keel_types::now_rfc3339();
+    let today = format!("{}T00:00:00.000Z", now.get(..10).unwrap_or_default());
+    let filter = RunFilter {
+        owner: Some(owner.clone()),
+        since: Some(today),
+        ..RunFilter::default()
+    };
+    let rows = state
+        .runtime
+        .runs()
+        .usage(keel::UsageBy::Key, &filter)
+        .await
+        .map_err(internal)?;
+    let spent = rows
+        .iter()
+        .filter_map(|row| row.usage.cost)
+        .find(|cost| cost.currency == budget.currency);
+    match spent {
+        Some(spent) if spent.amount >= budget.amount => Err(ApiError::BudgetExceeded {
+            message: format!(
+                "the API key `{owner}` has spent {spent} today, its daily budget is {budget}; it renews at 00:00 UTC"
+            ),
+            retry_after: seconds_to_midnight(&now),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Seconds from `now` (RFC 3339, UTC) to the next 00:00 UTC, at least 1.
+fn seconds_to_midnight(now: &str) -> u64 {
+    let part = |range: std::ops::Range<usize>| -> u64 {
+        now.get(range).and_then(|p| p.parse().ok()).unwrap_or(0)
+    };
+    let elapsed = part(11..13) * 3600 + part(14..16) * 60 + part(17..19);
+    (86_400 - elapsed.min(86_399)).max(1)
 }
 
 /// A request as the server runs it: owned by the caller, within the server's request timeout.

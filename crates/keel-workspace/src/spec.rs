@@ -289,6 +289,11 @@ pub struct ApiKeySpec {
     /// `user` here binds the key to one end user (memory namespaces, session owners).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub metadata: std::collections::BTreeMap<String, String>,
+    /// The most the key's runs may spend per UTC day, at the models' `pricing` (`5`, USD, or
+    /// `"5 EUR"`): once spent, requests made with it are refused (429) until the day ends.
+    /// The spend is read from the store, so it holds across replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<CostLimit>,
 }
 
 impl ApiKeySpec {

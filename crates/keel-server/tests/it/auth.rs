@@ -300,3 +300,85 @@ async fn the_openapi_document_declares_security_only_when_keys_are_configured() 
         .count();
     assert_eq!(declared, 0, "no operation declares security without keys");
 }
+
+/// A client key with a daily budget: its runs' cost (12 prompt and 3 completion tokens at
+/// 1,000 and 10,000 per million: 0.042 a run) counts from the store; once spent, the facade
+/// answers 429 `insufficient_quota` with the time left in the day, and the operator key,
+/// which has no budget, goes on.
+#[tokio::test]
+async fn a_key_whose_daily_budget_is_spent_gets_429_until_the_day_ends() {
+    let ws = WorkspaceBuilder::new()
+        .runtime(
+            "{ defaultAgent: assistant, server: { apiKeys: [ { env: OP_KEY, role: operator }, { env: CLIENT_KEY, role: client, name: acme, budget: \"0.08 USD\" } ] } }",
+        )
+        .file(
+            "scripts/m.json",
+            json!({"conversations": [{"steps": [{"text": "Hi.",
+                "usage": {"promptTokens": 12, "completionTokens": 3}}]}]})
+            .to_string(),
+        )
+        .model(
+            "m",
+            "{ provider: scripted, script: scripts/m.json, pricing: { inputPerMTok: 1000, outputPerMTok: 10000 } }",
+        )
+        .agent("assistant", "{ model: m }")
+        .build();
+    let app = keel_server::router(runtime(&ws));
+    let chat = json!({"model": "assistant", "messages": [{"role": "user", "content": "Hi"}]});
+    for spent in ["0.042", "0.084"] {
+        let (status, _, body) = send(
+            app.clone(),
+            request_with("POST", "/v1/chat/completions", Some(CLIENT), Some(&chat)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+        let (_, _, usage) = send(
+            app.clone(),
+            request_with("GET", "/api/usage?by=key", Some(CLIENT), None),
+        )
+        .await;
+        let usage: Value = serde_json::from_slice(&usage).unwrap();
+        assert_eq!(
+            usage["data"][0]["usage"]["cost"]["amount"], spent,
+            "{usage}"
+        );
+    }
+    let response = app
+        .clone()
+        .oneshot(request_with(
+            "POST",
+            "/v1/chat/completions",
+            Some(CLIENT),
+            Some(&chat),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let error = assert_error(&body, "insufficient_quota");
+    assert_eq!(error["error"]["code"], "budget_exceeded");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has spent 0.084 USD today, its daily budget is 0.08 USD"),
+        "{error}"
+    );
+    let wait: u64 = headers
+        .get(header::RETRY_AFTER)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=86_400).contains(&wait), "{wait}");
+    let (status, _, _) = send(
+        app,
+        request_with("POST", "/v1/chat/completions", Some(OPERATOR), Some(&chat)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "another key is not held back");
+}
