@@ -15,6 +15,7 @@ mod crash;
 mod db_restarts;
 mod durability;
 mod governance;
+mod key_budgets;
 mod mcp_client;
 mod mcp_memory;
 mod mcp_names;

@@ -1,0 +1,64 @@
+//! A per-key daily budget holds across replicas: two `keel serve` replicas on one PostgreSQL
+//! store; the key's runs on the first spend its budget, and the second refuses the key (429
+//! `insufficient_quota`) because it reads the spend from the store.
+
+use keel_test_support::WorkspaceBuilder;
+use serde_json::{Value, json};
+
+use crate::replicas::{Replicas, Schema, database_url};
+
+const KEY: &str = "sk-budgeted-client";
+
+async fn chat(replicas: &Replicas, replica: usize) -> (u16, Value) {
+    let response = replicas
+        .http
+        .post(replicas.url(replica, "/v1/chat/completions"))
+        .bearer_auth(KEY)
+        .json(&json!({"model": "assistant", "messages": [{"role": "user", "content": "Hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_keys_daily_budget_spent_on_one_replica_is_refused_on_another() {
+    let schema = Schema::new();
+    let script = json!({"conversations": [{"steps": [{"text": "Hi.",
+        "usage": {"promptTokens": 12, "completionTokens": 3}}]}]});
+    let ws = WorkspaceBuilder::new()
+        .runtime(&format!(
+            "{{ defaultAgent: assistant, store: {{ kind: postgres, url: '{}', schema: {} }}, \
+             server: {{ apiKeys: [ {{ env: BUDGETED_KEY, role: client, name: acme, budget: 0.08 }} ] }} }}",
+            database_url(),
+            schema.0
+        ))
+        .file(".env", format!("BUDGETED_KEY={KEY}\n"))
+        .file("scripts/m.json", script.to_string())
+        .model(
+            "m",
+            "{ provider: scripted, script: scripts/m.json, pricing: { inputPerMTok: 1000, outputPerMTok: 10000 } }",
+        )
+        .agent("assistant", "{ model: m }")
+        .build();
+    let replicas = Replicas::start(&ws, &["one", "two"]);
+    // 0.042 a run: two runs on the first replica spend 0.084 of 0.08.
+    for _ in 0..2 {
+        let (status, body) = chat(&replicas, 0).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = chat(&replicas, 1).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["type"], "insufficient_quota", "{body}");
+    assert_eq!(body["error"]["code"], "budget_exceeded", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has spent 0.084 USD today"),
+        "{body}"
+    );
+    let (status, _) = chat(&replicas, 0).await;
+    assert_eq!(status, 429, "the first replica refuses too");
+}
