@@ -1,7 +1,7 @@
 //! What runs used and cost, summed by agent, session, API key or day: `keel usage`,
-//! [`crate::kernel::Runs::usage`]. Each run counts once, from its stored record (a
-//! subagent's or a workflow node's run is a run of its own), its cost in the currency of its
-//! first priced round.
+//! [`crate::kernel::Runs::usage`]. Each tree of runs counts once, from its root's stored
+//! record: a subagent's or a workflow node's usage is already in the run that started it
+//! (and in that run's budget); its cost is in the currency of its first priced round.
 
 use std::collections::BTreeMap;
 
@@ -35,7 +35,7 @@ impl std::str::FromStr for UsageBy {
     }
 }
 
-/// One group's sum.
+/// One group's sum: `runs` counts the top-level runs (each with what its children used).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageRow {
@@ -76,7 +76,7 @@ pub async fn usage_by(
     };
     loop {
         let runs = store.list_runs(&page).await?;
-        for run in &runs {
+        for run in runs.iter().filter(|r| r.links.parent_id.is_none()) {
             let (count, usage) = groups.entry(group_of(run, by)).or_default();
             *count += 1;
             usage.add(&run.usage);

@@ -156,6 +156,17 @@ async fn parallel_task_calls_run_two_subagents_and_both_answers_reach_the_parent
             .unwrap();
         assert_well_formed(&child_events);
     }
+    // The children's tokens are in the parent's usage, and a tree counts once in the sums.
+    let children: u64 = tree.children.iter().map(|c| c.run.usage.total_tokens).sum();
+    assert!(children > 0 && response.usage.total_tokens > children);
+    let rows = runtime
+        .runs()
+        .usage(keel::UsageBy::Agent, &keel::RunFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!((rows[0].group.as_str(), rows[0].runs), ("lead", 1));
+    assert_eq!(rows[0].usage, response.usage);
     // The two children ran at the same time: each started before the other ended.
     let (a, b) = (&tree.children[0].run, &tree.children[1].run);
     assert!(
