@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use keel_types::{RunCursor, RunFilter, RunRecord, RunStore, StoreError, Usage};
+use keel_types::{
+    RequestId, RunCursor, RunFilter, RunRecord, RunStore, SessionId, StoreError, Usage,
+};
 use serde::Serialize;
 
 /// How usage is grouped.
@@ -90,4 +92,31 @@ pub async fn usage_by(
         .into_iter()
         .map(|(group, (runs, usage))| UsageRow { group, runs, usage })
         .collect())
+}
+
+/// What the other top-level runs of `session` used (a session's budget counts them).
+pub(crate) async fn used_in_session(
+    store: &dyn RunStore,
+    session: &SessionId,
+    except: &RequestId,
+) -> Result<Usage, StoreError> {
+    let mut used = Usage::default();
+    let mut page = RunFilter {
+        session: Some(session.clone()),
+        limit: Some(PAGE),
+        ..RunFilter::default()
+    };
+    loop {
+        let runs = store.list_runs(&page).await?;
+        for run in runs
+            .iter()
+            .filter(|r| r.links.parent_id.is_none() && r.request_id != *except)
+        {
+            used.add(&run.usage);
+        }
+        match runs.last() {
+            Some(last) if runs.len() == PAGE => page.before = Some(RunCursor::of(last)),
+            _ => return Ok(used),
+        }
+    }
 }

@@ -328,6 +328,8 @@ pub struct Limits {
     /// Money a run may spend at its models' `pricing` (`2.50`, USD, or `"2.50 EUR"`); none:
     /// no budget.
     pub max_cost: Option<CostLimit>,
+    /// Money all the runs of one session may spend together; none: no budget.
+    pub max_session_cost: Option<CostLimit>,
     pub run_timeout: Duration,
     #[schemars(range(min = 1))]
     pub max_tool_output_bytes: u64,
@@ -352,6 +354,7 @@ impl Default for Limits {
             max_steps: 32,
             max_tokens: None,
             max_cost: None,
+            max_session_cost: None,
             run_timeout: Duration::from_secs(600),
             max_tool_output_bytes: 65536,
             max_parallel_tools: 8,

@@ -148,6 +148,8 @@ pub(crate) struct AgentRun {
     measured: Option<(usize, u64)>,
     /// What the results elided and not yet summarized said, by call: a summary reads them.
     elided_texts: HashMap<String, String>,
+    /// What the session's other runs used, when the session has a budget.
+    session_used: Option<Usage>,
 
     /// Calls of the last answer left without a result by an interrupted process.
     pending: Vec<PendingCall>,
@@ -255,6 +257,7 @@ impl AgentRun {
             tools_section: None,
             measured: None,
             elided_texts: HashMap::new(),
+            session_used: None,
 
             skills_at: 0,
             memory_at: 0,
@@ -402,6 +405,9 @@ impl AgentRun {
             return Box::pin(self.drive_program(backend)).await;
         }
         if let Err(error) = Box::pin(self.run_pending()).await {
+            return End::store(error);
+        }
+        if let Err(error) = self.load_session_spend().await {
             return End::store(error);
         }
         let max_steps = self.max_steps();

@@ -342,3 +342,60 @@ async fn a_money_budget_stops_a_looping_agent_within_a_round_and_the_cost_adds_u
     );
     assert_well_formed(&events);
 }
+
+#[tokio::test]
+async fn a_session_budget_counts_the_sessions_earlier_runs() {
+    // 12 prompt and 3 completion tokens at 1,000 and 10,000 per million: 0.042 a run.
+    let script = serde_json::json!({"conversations": [{"steps": [{"text": "Hi.",
+        "usage": {"promptTokens": 12, "completionTokens": 3}}]}]});
+    let ws = keel_test_support::WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: assistant, limits: { maxSessionCost: 0.1 } }")
+        .file("scripts/m.json", script.to_string())
+        .model(
+            "m",
+            "{ provider: scripted, script: scripts/m.json, pricing: { inputPerMTok: 1000, outputPerMTok: 10000 } }",
+        )
+        .agent("assistant", "{ model: m }")
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let session = keel::SessionId::parse("budgeted").unwrap();
+    let turn = |input: &str| keel::RequestOptions {
+        input: input.into(),
+        session_id: Some(session.clone()),
+        ..Default::default()
+    };
+    let mut finishes = Vec::new();
+    for n in 0..4 {
+        let mut handle = runtime.request(turn(&format!("turn {n}"))).await.unwrap();
+        while handle.next_event().await.is_some() {}
+        finishes.push(handle.wait().await.unwrap());
+    }
+    // The third starts under the budget (0.084) and ends over it; the fourth cannot start a
+    // round.
+    for response in &finishes[..3] {
+        assert_eq!(
+            response.status,
+            RunStatus::Completed,
+            "{:?}",
+            response.error
+        );
+    }
+    let last = &finishes[3];
+    assert_eq!(last.finish_reason, FinishReason::BudgetExceeded);
+    assert_eq!(
+        last.error.as_ref().unwrap().message,
+        "the session's runs spent 0.126 USD, its budget is 0.1 USD"
+    );
+    assert_eq!(last.steps, 0);
+    // Another session is not held back.
+    let mut other = runtime
+        .request(keel::RequestOptions {
+            input: "hi".into(),
+            session_id: Some(keel::SessionId::parse("fresh").unwrap()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    while other.next_event().await.is_some() {}
+    assert_eq!(other.wait().await.unwrap().status, RunStatus::Completed);
+}
