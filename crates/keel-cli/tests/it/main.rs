@@ -10,6 +10,7 @@ mod cassettes;
 mod claude_hooks;
 mod client_params;
 mod common;
+mod compaction_crash;
 mod console_browser;
 mod crash;
 mod db_restarts;
