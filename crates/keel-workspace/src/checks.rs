@@ -83,6 +83,7 @@ impl<'a> Checker<'a> {
     fn runtime(&mut self) {
         self.store_url();
         self.redaction_patterns();
+        self.context_without_windows();
         let repair_model = self
             .spec
             .get("gateway")
@@ -239,6 +240,32 @@ impl<'a> Checker<'a> {
             };
             let (message, hint) = say(field);
             self.push(&entry.key_loc, message, Some(hint));
+        }
+    }
+
+    /// The runtime's `context`, written out, compacts against the models' `contextWindow`s:
+    /// with no model declaring one, it would have no effect.
+    fn context_without_windows(&mut self) {
+        let spec: &'a Node = self.spec;
+        let Some(entry) = spec.entry("context").filter(|e| !e.value.is_null()) else {
+            return;
+        };
+        let windowed = self.docs.names(Kind::Model).any(|model| {
+            self.docs
+                .get(Kind::Model, model)
+                .and_then(|doc| doc.spec.as_ref())
+                .is_some_and(|spec| spec.get("contextWindow").is_some_and(|n| !n.is_null()))
+        });
+        if !windowed && self.docs.names(Kind::Model).next().is_some() {
+            let loc = entry.key_loc.clone();
+            self.push(
+                &loc,
+                "`context` has no effect: no model declares `contextWindow`".to_owned(),
+                Some(
+                    "add `contextWindow:` (tokens) to the models whose prompts should be compacted"
+                        .into(),
+                ),
+            );
         }
     }
 

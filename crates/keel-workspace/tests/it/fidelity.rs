@@ -154,6 +154,21 @@ spec:
 }
 
 #[test]
+fn a_runtime_context_needs_a_model_with_a_window() {
+    let ws = workspace();
+    ws.write("config/agent.yaml", MODEL_AND_AGENT);
+    ws.write(
+        "config/runtime.yaml",
+        "apiVersion: keel/v1\nkind: Runtime\nspec:\n  context: { compactAt: 0.7 }\n",
+    );
+    let diagnostics = ws.diagnostics(&env(&[]));
+    assert_eq!(
+        located(&diagnostics),
+        ["config/runtime.yaml:4:3: `context` has no effect: no model declares `contextWindow`"]
+    );
+}
+
+#[test]
 fn an_agents_context_needs_its_models_window() {
     let ws = workspace();
     ws.write(
