@@ -12,9 +12,10 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
 use crate::state::AppState;
-use crate::{approvals, inventory, metrics, openai, reload, requests, sessions, tasks};
+use crate::{approvals, inventory, metrics, reload, requests, sessions, tasks};
 
 mod console;
+mod facades;
 mod knowledge;
 
 pub(crate) use crate::auth::Access;
@@ -309,44 +310,6 @@ pub(crate) fn routes() -> Vec<Route> {
             "OpenMetrics text",
             || routing::get(metrics::metrics),
         ),
-        route(
-            Method::GET,
-            "/v1/models",
-            Client,
-            "The workspace's agents as OpenAI models",
-            "an OpenAI model list",
-            || routing::get(openai::models),
-        ),
-        route(
-            Method::GET,
-            "/v1/capabilities",
-            Client,
-            "What this server offers (streaming, tools, progress opt-in, session header)",
-            "a capabilities object",
-            || routing::get(crate::capabilities),
-        ),
-        Route {
-            body: Some(openai::fields::request_schema),
-            ..route(
-                Method::POST,
-                "/v1/chat/completions",
-                Client,
-                "OpenAI Chat Completions; `model` is the agent. Headers: `X-Keel-Session` (a turn of that session), `X-Keel-Progress: true` (Keel events as SSE events named `keel`)",
-                "`chat.completion`, or with `stream: true` SSE `chat.completion.chunk` frames ending with `[DONE]`",
-                || routing::post(openai::chat_completions),
-            )
-        },
-        Route {
-            body: Some(crate::anthropic::request_schema),
-            ..route(
-                Method::POST,
-                crate::anthropic::PATH,
-                Client,
-                "Anthropic Messages; `model` is the agent. Auth: `Authorization: Bearer` or `x-api-key`. Headers: `X-Keel-Session`, `X-Keel-Progress: true`. Errors in Anthropic's shape (`{type: error, error: {type, message}}`)",
-                "a `message` with the answer as one text block, or with `stream: true` SSE events `message_start` … `message_stop`",
-                || routing::post(crate::anthropic::messages),
-            )
-        },
         Route {
             body: Some(schema::<requests::CreateRequest>),
             ..route(
@@ -356,30 +319,6 @@ pub(crate) fn routes() -> Vec<Route> {
                 "Start a request (a run)",
                 "202 `{requestId}`, or with `wait: true` 200 and the RunResponse",
                 || routing::post(requests::create_request),
-            )
-        },
-        Route {
-            query: const {
-                &[
-                    param(
-                        "by",
-                        Accepts::OneOf(&["agent", "session", "key", "day"]),
-                        "group by agent (default), session, API key or UTC day",
-                    ),
-                    param(
-                        "since",
-                        Accepts::Text,
-                        "only runs started at or after this RFC 3339 time",
-                    ),
-                ]
-            },
-            ..route(
-                Method::GET,
-                "/api/usage",
-                Client,
-                "What runs used and cost (tokens, cache reads and writes, cost at the models' declared pricing), summed by agent, session, key or day; client keys: their own runs",
-                "`{data: [{group, runs, usage}]}`",
-                || routing::get(requests::usage),
             )
         },
         Route {
@@ -680,6 +619,7 @@ pub(crate) fn routes() -> Vec<Route> {
         }),
     ]
     .into_iter()
+    .chain(facades::routes())
     .chain(knowledge::routes())
     .chain(console::routes())
     .collect()
