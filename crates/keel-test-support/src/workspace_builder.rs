@@ -69,6 +69,24 @@ impl WorkspaceBuilder {
             .model(name, &format!("{{ provider: scripted, script: {path} }}"))
     }
 
+    /// A `scripted` model `name` that answers `Hi.` to anything, reporting `prompt` and
+    /// `completion` tokens a round, at `pricing` (the `pricing` mapping, e.g.
+    /// `{ inputPerMTok: 1000, outputPerMTok: 10000 }`).
+    pub fn priced_scripted_model(
+        self,
+        name: &str,
+        (prompt, completion): (u64, u64),
+        pricing: &str,
+    ) -> Self {
+        let path = format!("scripts/{name}.json");
+        let script = serde_json::json!({"conversations": [{"steps": [{"text": "Hi.",
+            "usage": {"promptTokens": prompt, "completionTokens": completion}}]}]});
+        self.file(&path, script.to_string()).model(
+            name,
+            &format!("{{ provider: scripted, script: {path}, pricing: {pricing} }}"),
+        )
+    }
+
     /// An `Agent` document.
     pub fn agent(self, name: &str, spec: &str) -> Self {
         self.document("Agent", name, spec)

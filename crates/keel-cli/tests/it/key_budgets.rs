@@ -25,8 +25,6 @@ async fn chat(replicas: &Replicas, replica: usize) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_keys_daily_budget_spent_on_one_replica_is_refused_on_another() {
     let schema = Schema::new();
-    let script = json!({"conversations": [{"steps": [{"text": "Hi.",
-        "usage": {"promptTokens": 12, "completionTokens": 3}}]}]});
     let ws = WorkspaceBuilder::new()
         .runtime(&format!(
             "{{ defaultAgent: assistant, store: {{ kind: postgres, url: '{}', schema: {} }}, \
@@ -35,11 +33,7 @@ async fn a_keys_daily_budget_spent_on_one_replica_is_refused_on_another() {
             schema.0
         ))
         .file(".env", format!("BUDGETED_KEY={KEY}\n"))
-        .file("scripts/m.json", script.to_string())
-        .model(
-            "m",
-            "{ provider: scripted, script: scripts/m.json, pricing: { inputPerMTok: 1000, outputPerMTok: 10000 } }",
-        )
+        .priced_scripted_model("m", (12, 3), "{ inputPerMTok: 1000, outputPerMTok: 10000 }")
         .agent("assistant", "{ model: m }")
         .build();
     let replicas = Replicas::start(&ws, &["one", "two"]);

@@ -8,16 +8,9 @@ use crate::common::keel_in;
 
 #[test]
 fn usage_by_agent_sums_each_runs_record_exactly() {
-    let script = json!({"conversations": [{"steps": [
-        {"text": "Hello.", "usage": {"promptTokens": 1234, "completionTokens": 56}}
-    ]}]});
     let ws = WorkspaceBuilder::new()
         .runtime("{ defaultAgent: a }")
-        .file("scripts/m.json", script.to_string())
-        .model(
-            "m",
-            "{ provider: scripted, script: scripts/m.json, pricing: { inputPerMTok: 3, outputPerMTok: 15 } }",
-        )
+        .priced_scripted_model("m", (1234, 56), "{ inputPerMTok: 3, outputPerMTok: 15 }")
         .agent("a", "{ model: m }")
         .agent("b", "{ model: m }")
         .build();

@@ -311,16 +311,7 @@ async fn a_key_whose_daily_budget_is_spent_gets_429_until_the_day_ends() {
         .runtime(
             "{ defaultAgent: assistant, server: { apiKeys: [ { env: OP_KEY, role: operator }, { env: CLIENT_KEY, role: client, name: acme, budget: \"0.08 USD\" } ] } }",
         )
-        .file(
-            "scripts/m.json",
-            json!({"conversations": [{"steps": [{"text": "Hi.",
-                "usage": {"promptTokens": 12, "completionTokens": 3}}]}]})
-            .to_string(),
-        )
-        .model(
-            "m",
-            "{ provider: scripted, script: scripts/m.json, pricing: { inputPerMTok: 1000, outputPerMTok: 10000 } }",
-        )
+        .priced_scripted_model("m", (12, 3), "{ inputPerMTok: 1000, outputPerMTok: 10000 }")
         .agent("assistant", "{ model: m }")
         .build();
     let app = keel_server::router(runtime(&ws));

@@ -19,6 +19,16 @@ const SUMMARIZER: &str = "You compact the working memory";
 const CODE: &str = "KEY-ALPHA-7";
 const WINDOW: u64 = 4_000;
 
+/// The model asking for `f{n}.txt`, as call `call_{n}`.
+fn read_file_call(n: usize) -> MockResponse {
+    let args = format!(r#"{{"path":"f{n}.txt"}}"#);
+    MockResponse::tool_calls([MockToolCall::new(
+        format!("call_{n}"),
+        "read_file",
+        [args.as_str()],
+    )])
+}
+
 fn is_summary_request(request: &RecordedRequest) -> bool {
     request.messages().first().is_some_and(|m| {
         m["content"]
@@ -103,12 +113,7 @@ async fn three_hundred_calls_fit_a_4k_window_and_the_first_fact_survives() {
         }
         let n = counter.fetch_add(1, Ordering::SeqCst);
         if n < CALLS {
-            let args = format!(r#"{{"path":"f{n}.txt"}}"#);
-            return MockResponse::tool_calls([MockToolCall::new(
-                format!("call_{n}"),
-                "read_file",
-                [args.as_str()],
-            )]);
+            return read_file_call(n);
         }
         let body = request.body.to_string();
         match body.contains(CODE) {
@@ -260,14 +265,7 @@ async fn a_failing_summarizer_leaves_the_prompt_as_it_was_and_the_turn_goes_on()
         }
         let n = counter.fetch_add(1, Ordering::SeqCst);
         match n < 12 {
-            true => {
-                let args = format!(r#"{{"path":"f{n}.txt"}}"#);
-                MockResponse::tool_calls([MockToolCall::new(
-                    format!("call_{n}"),
-                    "read_file",
-                    [args.as_str()],
-                )])
-            }
+            true => read_file_call(n),
             false => MockResponse::text(["Done reading."]),
         }
     });
@@ -339,14 +337,7 @@ async fn a_refused_prompt_is_compacted_once_and_asked_again_else_the_run_overflo
         }
         let n = rounds.fetch_add(1, Ordering::SeqCst);
         match n < 8 {
-            true => {
-                let args = format!(r#"{{"path":"f{n}.txt"}}"#);
-                MockResponse::tool_calls([MockToolCall::new(
-                    format!("call_{n}"),
-                    "read_file",
-                    [args.as_str()],
-                )])
-            }
+            true => read_file_call(n),
             false => MockResponse::text(["Done."]),
         }
     });

@@ -346,15 +346,9 @@ async fn a_money_budget_stops_a_looping_agent_within_a_round_and_the_cost_adds_u
 #[tokio::test]
 async fn a_session_budget_counts_the_sessions_earlier_runs() {
     // 12 prompt and 3 completion tokens at 1,000 and 10,000 per million: 0.042 a run.
-    let script = serde_json::json!({"conversations": [{"steps": [{"text": "Hi.",
-        "usage": {"promptTokens": 12, "completionTokens": 3}}]}]});
     let ws = keel_test_support::WorkspaceBuilder::new()
         .runtime("{ defaultAgent: assistant, limits: { maxSessionCost: 0.1 } }")
-        .file("scripts/m.json", script.to_string())
-        .model(
-            "m",
-            "{ provider: scripted, script: scripts/m.json, pricing: { inputPerMTok: 1000, outputPerMTok: 10000 } }",
-        )
+        .priced_scripted_model("m", (12, 3), "{ inputPerMTok: 1000, outputPerMTok: 10000 }")
         .agent("assistant", "{ model: m }")
         .build();
     let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
