@@ -11,8 +11,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Decimal places an [`Amount`] keeps.
 const SCALE: u32 = 18;
-/// Decimal places a price may have (per million tokens): the rest of [`SCALE`] is the
-/// division by a million.
+/// Decimal places a price may have (per million tokens): the other 6 of the 18 an amount
+/// keeps are the division by a million.
 pub const PRICE_DECIMALS: u32 = 12;
 
 /// An exact, non-negative amount of money.
