@@ -470,8 +470,9 @@ impl Telemetry {
                     ("completion", usage.completion_tokens),
                     ("cache_read", usage.cache_read_tokens),
                     ("cache_write", usage.cache_write_tokens),
+                    ("reasoning", usage.reasoning_tokens),
                 ] {
-                    if count == 0 && kind.starts_with("cache") {
+                    if count == 0 && matches!(kind, "cache_read" | "cache_write" | "reasoning") {
                         continue;
                     }
                     metrics

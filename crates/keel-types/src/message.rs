@@ -220,6 +220,10 @@ pub struct Usage {
     /// Of `prompt_tokens`, those written to the provider's prompt cache.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
+    /// Of `completion_tokens`, those the model spent reasoning (as the provider reports
+    /// them: OpenAI's `completion_tokens_details.reasoning_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
     /// What these tokens cost at the model's declared `pricing` (none without one). A run's
     /// total is in the currency of its first priced round; rounds priced in another currency
     /// keep their cost on their own `runtime.model.completed` only.
@@ -249,6 +253,7 @@ impl Usage {
         self.total_tokens += other.total_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
         self.cost = match (self.cost, other.cost) {
             (Some(mine), Some(theirs)) if mine.currency == theirs.currency => {
                 Some(crate::cost::Cost {

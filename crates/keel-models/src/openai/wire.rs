@@ -219,6 +219,15 @@ pub(crate) struct WireUsage {
     pub total_tokens: Option<u64>,
     #[serde(default)]
     pub prompt_tokens_details: Option<PromptTokensDetails>,
+    #[serde(default)]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+/// `usage.completion_tokens_details`: how much of the answer was reasoning.
+#[derive(Deserialize, Default)]
+pub(crate) struct CompletionTokensDetails {
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// `usage.prompt_tokens_details`: how much of the prompt came from the cache.
@@ -240,7 +249,10 @@ impl From<WireUsage> for Usage {
                 .prompt_tokens_details
                 .and_then(|d| d.cached_tokens)
                 .unwrap_or(0),
-            cache_write_tokens: 0,
+            reasoning_tokens: u
+                .completion_tokens_details
+                .and_then(|d| d.reasoning_tokens)
+                .unwrap_or(0),
             ..Usage::default()
         }
     }

@@ -39,6 +39,34 @@ async fn text_deltas_arrive_in_order_then_usage_then_stop() {
 }
 
 #[tokio::test]
+async fn cached_and_reasoning_tokens_are_read_from_the_usage_details() {
+    let mock = MockLlm::start().await;
+    mock.push(MockResponse::sse(
+        MockSse::new()
+            .role()
+            .text("Done.")
+            .finish("stop")
+            .chunk(json!({
+                "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
+                "model": "m", "choices": [],
+                "usage": {"prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
+                          "prompt_tokens_details": {"cached_tokens": 1920},
+                          "completion_tokens_details": {"reasoning_tokens": 256}}
+            }))
+            .done(),
+    ));
+    let answer = assemble(&events(&provider(&mock), request(true)).await);
+    assert_eq!(
+        answer.usage,
+        Some(Usage {
+            cache_read_tokens: 1920,
+            reasoning_tokens: 256,
+            ..Usage::new(2006, 300)
+        })
+    );
+}
+
+#[tokio::test]
 async fn tool_call_arguments_split_over_many_chunks_are_assembled() {
     let mock = MockLlm::start().await;
     mock.push(MockResponse::tool_calls([MockToolCall::new(
