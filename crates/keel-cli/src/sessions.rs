@@ -1,4 +1,5 @@
-//! `keel sessions list|show|delete`. Deleting a session runs its `SessionEnd` hooks first.
+//! `keel sessions list|show|delete|compact`. Deleting a session runs its `SessionEnd` hooks
+//! first; compacting one summarizes its older turns with a model.
 
 use std::path::Path;
 
@@ -26,6 +27,14 @@ pub(crate) enum SessionsCommand {
     },
     /// Delete a session and its transcript (its runs stay); its `SessionEnd` hooks run first.
     Delete { id: String },
+    /// Summarize a session's older turns: its runs then send the summary in their place (the
+    /// transcript keeps every turn).
+    Compact {
+        id: String,
+        /// Turns at the end kept word for word.
+        #[arg(long, default_value_t = 4)]
+        keep: usize,
+    },
 }
 
 /// Runs the `SessionEnd` hooks of a session being deleted (reason `deleted`). A workspace
@@ -99,6 +108,30 @@ pub(crate) async fn sessions(
                 out::line(&format!("{:>4} {who:>9}: {}", entry.seq, text.trim()));
             }
             Ok(())
+        }
+        SessionsCommand::Compact { id, keep } => {
+            let id = SessionId::parse(&id)?;
+            let runtime = Runtime::builder()
+                .workspace(root)
+                .build()
+                .map_err(CliError::usage)?;
+            match runtime.sessions().compact(&id, keep).await {
+                Ok(Some(summary)) => {
+                    out::line(&format!(
+                        "compacted session {id}: its messages up to {} are summarized ({} characters); the transcript keeps them",
+                        summary.through_seq,
+                        summary.text.chars().count()
+                    ));
+                    Ok(())
+                }
+                Ok(None) => {
+                    out::line(&format!(
+                        "session {id} has no more than {keep} turn(s) after its last summary: nothing to compact"
+                    ));
+                    Ok(())
+                }
+                Err(error) => Err(CliError::failed(error)),
+            }
         }
         SessionsCommand::Delete { id } => {
             let id = SessionId::parse(&id)?;

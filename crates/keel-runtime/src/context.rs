@@ -8,7 +8,53 @@
 //! its framing; tool definitions count by their JSON. Lengths only, so it costs next to
 //! nothing however long the conversation.
 
-use keel_types::{Message, Role, ToolSpec};
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use keel_types::{
+    Message, ModelEvent, ModelParams, ModelProvider, ModelRequest, Role, ToolSpec, Usage,
+};
+
+/// What a summarizer is asked to do.
+pub(crate) const SUMMARIZE: &str = "You compact the working memory of an AI agent that is in the \
+     middle of a task. Summarize the conversation rounds below: what was asked, what the agent \
+     did, and every fact, number, name, path, identifier and result it found that the rest of \
+     the task may need. Keep exact values exactly. Write plain text, no preamble.";
+/// The longest piece of one message a summarizer reads.
+pub(crate) const TRANSCRIPT_CHARS: usize = 4_000;
+
+/// A summary of `messages` by `provider`: its text and usage (no cost), or why there is none
+/// (the model failed, or answered nothing).
+pub(crate) async fn summarize(
+    provider: &dyn ModelProvider,
+    messages: &[Message],
+) -> Result<(String, Usage), String> {
+    let request = ModelRequest {
+        messages: vec![
+            Message::system(SUMMARIZE),
+            Message::user(transcript(messages, TRANSCRIPT_CHARS)),
+        ],
+        tools: Arc::from(Vec::new()),
+        params: ModelParams::default(),
+        stream: false,
+        sections: Vec::new(),
+    };
+    let failed = |e: keel_types::ModelError| format!("the summarizer failed: {e}");
+    let mut stream = provider.stream(request).await.map_err(failed)?;
+    let (mut text, mut usage) = (String::new(), Usage::default());
+    while let Some(event) = stream.next().await {
+        match event.map_err(failed)? {
+            ModelEvent::TextDelta { text: more } => text.push_str(&more),
+            ModelEvent::Usage { usage: counted } => usage = counted,
+            ModelEvent::Stop { .. } => break,
+            _ => {}
+        }
+    }
+    match text.trim() {
+        "" => Err("the summarizer answered nothing".into()),
+        text => Ok((text.to_owned(), usage)),
+    }
+}
 
 /// Tokens added per message for its role and framing.
 const PER_MESSAGE: u64 = 4;

@@ -4,7 +4,34 @@
 //! answer, or an assistant message asking for tools together with all of its tool results —
 //! so a tool call is never separated from its result.
 
-use keel_types::{Message, Role};
+use keel_types::{Message, RequestId, Role, SessionMessage, SessionSummary};
+
+/// How a session's summary begins in a run's history.
+pub const SESSION_SUMMARY_HEADING: &str =
+    "[Summary of this session's earlier turns, written to keep its history short]";
+
+/// A session's transcript as a run's history: without `skip`'s turn, the messages the
+/// session's `summary` stands for given way to it (always sent, first), the rest trimmed to
+/// `budget_tokens`.
+pub fn session_history(
+    transcript: Vec<SessionMessage>,
+    summary: Option<&SessionSummary>,
+    skip: Option<&RequestId>,
+    budget_tokens: u64,
+) -> Vec<Message> {
+    let through = summary.map_or(0, |s| s.through_seq);
+    let rest: Vec<Message> = transcript
+        .into_iter()
+        .filter(|m| m.seq > through && Some(&m.request_id) != skip)
+        .map(|m| m.message)
+        .collect();
+    let mut history: Vec<Message> = summary
+        .map(|s| Message::user(format!("{SESSION_SUMMARY_HEADING}\n{}", s.text.trim())))
+        .into_iter()
+        .collect();
+    history.extend(trim_history(rest, budget_tokens));
+    history
+}
 
 /// Rough tokens of a message: four characters a token, plus a little per message.
 pub fn estimate_tokens(message: &Message) -> u64 {

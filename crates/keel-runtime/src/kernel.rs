@@ -45,7 +45,7 @@ use crate::RuntimeError;
 use crate::agent_loop::{self, AgentRun, Launch, Services, Start};
 use crate::emitter::{Emitter, Pipeline};
 use crate::handle::RunHandle;
-use crate::history::{trim_history, validate_history};
+use crate::history::validate_history;
 use crate::memory::{MemoryPrompt, MemoryService};
 use crate::rebuild::{opening, rebuild};
 use crate::skills::SkillPrompt;
@@ -528,12 +528,16 @@ impl Kernel {
             return Ok(Vec::new());
         };
         let transcript = self.inner.store.session_messages(session).await?;
-        Ok(trim_history(
-            transcript
-                .into_iter()
-                .filter(|m| m.request_id != record.request_id)
-                .map(|m| m.message)
-                .collect(),
+        let summary = self
+            .inner
+            .store
+            .get_session(session)
+            .await?
+            .and_then(|s| s.summary);
+        Ok(crate::history::session_history(
+            transcript,
+            summary.as_ref(),
+            Some(&record.request_id),
             self.workspace().runtime.limits.history_tokens,
         ))
     }

@@ -209,6 +209,16 @@ impl SessionStore for RedactingStore {
         self.inner.session_messages(id).await
     }
 
+    async fn set_session_summary(
+        &self,
+        id: &SessionId,
+        summary: &keel_types::SessionSummary,
+    ) -> Result<bool, StoreError> {
+        let mut summary = summary.clone();
+        self.redactor().redact_str(&mut summary.text);
+        self.inner.set_session_summary(id, &summary).await
+    }
+
     async fn append_session_messages(
         &self,
         id: &SessionId,

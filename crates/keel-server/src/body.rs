@@ -144,7 +144,7 @@ pub(crate) fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, 
 }
 
 fn is_numeric_param(key: &str) -> bool {
-    matches!(key, "limit" | "after")
+    matches!(key, "limit" | "after" | "keep")
 }
 
 /// Parses an optional enum query value.

@@ -431,6 +431,24 @@ pub(crate) fn routes() -> Vec<Route> {
             )
         },
         Route {
+            path_param: SESSION_ID,
+            query: const {
+                &[param(
+                    "keep",
+                    Accepts::Integer { min: 0, max: 10_000 },
+                    "turns at the end kept word for word (default 4)",
+                )]
+            },
+            ..route(
+                Method::POST,
+                "/api/sessions/{id}/compact",
+                Operator,
+                "Summarize a session's older turns: its runs then send the summary in their place (the transcript keeps every turn)",
+                "`{summary: {text, throughSeq, at} | null}`",
+                || routing::post(sessions::compact_session),
+            )
+        },
+        Route {
             query: const {
                 &[param(
                     "status",

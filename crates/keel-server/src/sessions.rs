@@ -1,4 +1,4 @@
-//! Sessions under `/api/sessions`: list, inspect with the transcript, delete.
+//! Sessions under `/api/sessions`: list, inspect with the transcript, delete, compact.
 
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -69,4 +69,29 @@ pub(crate) async fn delete_session(
     } else {
         Err(ApiError::ResourceNotFound(format!("no session `{id}`")))
     }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompactQuery {
+    #[serde(default)]
+    keep: Option<usize>,
+}
+
+/// `POST /api/sessions/{id}/compact?keep=` → `{summary}`: the session's turns before its last
+/// `keep` (default 4) summarized; `summary` is null when there was nothing to compact.
+pub(crate) async fn compact_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let id = session_id(&id, "id")?;
+    let query: CompactQuery = parse_query(query.as_deref())?;
+    let summary = state
+        .runtime
+        .sessions()
+        .compact(&id, query.keep.unwrap_or(4))
+        .await
+        .map_err(crate::error::runtime_error)?;
+    Ok(Json(json!({ "summary": summary })))
 }

@@ -53,7 +53,7 @@ pub use ports::{
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,
-    SessionOwner, SessionRecord, WORKFLOW_PREFIX,
+    SessionOwner, SessionRecord, SessionSummary, WORKFLOW_PREFIX,
 };
 pub use skill_candidate::{CandidateStatus, SkillCandidate};
 pub use source::SourceLifecycle;

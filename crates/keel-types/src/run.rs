@@ -274,6 +274,21 @@ pub struct SessionRecord {
     /// before owners were recorded (anyone may continue it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<SessionOwner>,
+    /// The session's compacted history (`keel sessions compact`), if it was compacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<SessionSummary>,
+}
+
+/// A summary of a session's transcript up to a message: runs of the session send it in
+/// place of those messages (the transcript keeps them all).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub text: String,
+    /// The last transcript message (`seq`) it stands for.
+    pub through_seq: u64,
+    /// When it was written (RFC 3339).
+    pub at: String,
 }
 
 /// The principal a session belongs to: the API key that created it (`None` for the local

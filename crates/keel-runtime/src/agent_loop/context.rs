@@ -12,22 +12,12 @@
 
 use std::sync::Arc;
 
-use futures_util::StreamExt;
-use keel_types::{
-    EventPayload, Message, ModelEvent, ModelParams, ModelRequest, StoreError, ToolSpec, Usage,
-};
+use keel_types::{EventPayload, Message, StoreError, ToolSpec, Usage};
 use keel_workspace::{CompactStep, ContextSpec};
 
 use super::AgentRun;
 use crate::context::{elide, kept_from, summary_message, transcript, with_elided_texts};
 
-/// What the summarizer is asked to do.
-const SUMMARIZE: &str = "You compact the working memory of an AI agent that is in the middle of \
-     a task. Summarize the conversation rounds below: what was asked, what the agent did, \
-     and every fact, number, name, path, identifier and result it found that the rest of the \
-     task may need. Keep exact values exactly. Write plain text, no preamble.";
-/// The longest piece of one message the summarizer reads.
-const TRANSCRIPT_CHARS: usize = 4_000;
 /// The share of the summarizer's window its input may fill (the rest is its answer's).
 const SUMMARIZER_INPUT: f64 = 0.6;
 
@@ -39,8 +29,8 @@ fn fitting(rounds: &[Message], window: u64) -> usize {
     let mut upto = 0;
     for (i, _) in starts.iter().enumerate() {
         let next = starts.get(i + 1).copied().unwrap_or(rounds.len());
-        let text = transcript(&rounds[..next], TRANSCRIPT_CHARS);
-        let tokens = (text.len() + SUMMARIZE.len()) as u64 / 4 + 16;
+        let text = transcript(&rounds[..next], crate::context::TRANSCRIPT_CHARS);
+        let tokens = (text.len() + crate::context::SUMMARIZE.len()) as u64 / 4 + 16;
         if tokens > budget && upto > 0 {
             break;
         }
@@ -193,30 +183,7 @@ impl AgentRun {
         rounds: &[Message],
     ) -> Result<(String, Usage), String> {
         let provider = self.summarizer(spec)?;
-        let request = ModelRequest {
-            messages: vec![
-                Message::system(SUMMARIZE),
-                Message::user(transcript(rounds, TRANSCRIPT_CHARS)),
-            ],
-            tools: Arc::from(Vec::new()),
-            params: ModelParams::default(),
-            stream: false,
-            sections: Vec::new(),
-        };
-        let failed = |e: keel_types::ModelError| format!("the summarizer failed: {e}");
-        let mut stream = provider.stream(request).await.map_err(failed)?;
-        let (mut text, mut usage) = (String::new(), Usage::default());
-        while let Some(event) = stream.next().await {
-            match event.map_err(failed)? {
-                ModelEvent::TextDelta { text: more } => text.push_str(&more),
-                ModelEvent::Usage { usage: counted } => usage = counted,
-                ModelEvent::Stop { .. } => break,
-                _ => {}
-            }
-        }
-        if text.trim().is_empty() {
-            return Err("the summarizer answered nothing".into());
-        }
+        let (text, mut usage) = crate::context::summarize(provider.as_ref(), rounds).await?;
         let pricing = spec
             .summarizer
             .as_deref()
@@ -225,6 +192,6 @@ impl AgentRun {
             .and_then(|m| m.pricing.as_ref())
             .and_then(|p| p.pricing());
         usage.cost = pricing.map(|p| p.cost(&usage));
-        Ok((text.trim().to_owned(), usage))
+        Ok((text, usage))
     }
 }

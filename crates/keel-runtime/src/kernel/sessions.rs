@@ -14,12 +14,12 @@
 use keel_tools::hooks::HookInput;
 use keel_types::{
     HookEvent, Message, RequestId, SessionId, SessionMessage, SessionOwner, SessionRecord,
+    SessionSummary,
 };
 
 use super::{Kernel, RequestOptions};
 use crate::RuntimeError;
 use crate::governance::HookResult;
-use crate::history::trim_history;
 
 /// Sessions: a conversation's runs and transcript (`Runtime::sessions()` in the SDK). Cheap to
 /// clone.
@@ -51,6 +51,94 @@ impl Sessions {
     /// A session's persisted transcript.
     pub async fn transcript(&self, id: &SessionId) -> Result<Vec<SessionMessage>, RuntimeError> {
         Ok(self.kernel.store().session_messages(id).await?)
+    }
+
+    /// Compacts a session's history: its turns before the last `keep` are summarized, with
+    /// the summary it had, by the summarizer — the runtime's `context.summarizer`, else the
+    /// model of the session's agent — and the summary stored. The session's runs send it in
+    /// place of those turns from then on; the transcript keeps every turn. `None` when there
+    /// is nothing to compact (no more than `keep` turns after the last summary).
+    pub async fn compact(
+        &self,
+        id: &SessionId,
+        keep: usize,
+    ) -> Result<Option<SessionSummary>, RuntimeError> {
+        let session = self
+            .get(id)
+            .await?
+            .ok_or_else(|| RuntimeError::NotFound(format!("no session `{id}`")))?;
+        let through_before = session.summary.as_ref().map_or(0, |s| s.through_seq);
+        let transcript: Vec<SessionMessage> = self
+            .transcript(id)
+            .await?
+            .into_iter()
+            .filter(|m| m.seq > through_before)
+            .collect();
+        // The turns in order, by request.
+        let mut turns: Vec<(&RequestId, u64)> = Vec::new();
+        for message in &transcript {
+            match turns.last_mut() {
+                Some((request, last)) if *request == &message.request_id => *last = message.seq,
+                _ => turns.push((&message.request_id, message.seq)),
+            }
+        }
+        let Some(cut) = turns.len().checked_sub(keep).filter(|cut| *cut > 0) else {
+            return Ok(None);
+        };
+        let through = turns[cut - 1].1;
+        let mut messages: Vec<Message> = session
+            .summary
+            .iter()
+            .map(|s| {
+                Message::user(format!(
+                    "{}\n{}",
+                    crate::history::SESSION_SUMMARY_HEADING,
+                    s.text
+                ))
+            })
+            .collect();
+        messages.extend(
+            transcript
+                .iter()
+                .filter(|m| m.seq <= through)
+                .map(|m| m.message.clone()),
+        );
+        let agent = self.kernel.agent(&session.agent)?;
+        let summarizer = self.kernel.workspace().runtime.context.summarizer.clone();
+        let (model, provider) = match &summarizer {
+            Some(name) => (
+                name.clone(),
+                self.kernel
+                    .current()
+                    .models
+                    .get(name)
+                    .and_then(|built| built.as_ref().ok().cloned()),
+            ),
+            None => (
+                agent.model.clone(),
+                self.kernel.provider(&session.agent, &agent).ok(),
+            ),
+        };
+        let unavailable = |message: String| RuntimeError::ModelUnavailable {
+            agent: session.agent.clone(),
+            model: model.clone(),
+            message,
+        };
+        let provider =
+            provider.ok_or_else(|| unavailable("the summarizer cannot be used".into()))?;
+        let (text, _) = crate::context::summarize(provider.as_ref(), &messages)
+            .await
+            .map_err(unavailable)?;
+        let summary = SessionSummary {
+            text,
+            through_seq: through,
+            at: keel_types::now_rfc3339(),
+        };
+        self.kernel
+            .store()
+            .set_session_summary(id, &summary)
+            .await?;
+        Ok(Some(summary))
     }
 
     /// Deletes a session and its transcript; its runs stay. Returns whether it existed. The
@@ -171,12 +259,16 @@ impl Kernel {
         };
         let overridden = self.claim_session(session, agent, options).await?;
         let transcript = self.inner.store.session_messages(session).await?;
-        let history = trim_history(
-            transcript
-                .into_iter()
-                .filter(|m| Some(&m.request_id) != skip_turn_of)
-                .map(|m| m.message)
-                .collect(),
+        let summary = self
+            .inner
+            .store
+            .get_session(session)
+            .await?
+            .and_then(|s| s.summary);
+        let history = crate::history::session_history(
+            transcript,
+            summary.as_ref(),
+            skip_turn_of,
             history_tokens,
         );
         Ok(Entered {

@@ -91,3 +91,49 @@ async fn session_paths_and_filters_are_checked() {
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_session_is_compacted_over_http_and_its_record_shows_the_summary() {
+    let ws = workspace();
+    let app = app(&ws);
+    for _ in 0..3 {
+        let (status, _, body) = send(app.clone(), chat_in_session("long-talk")).await;
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    }
+    let (status, _, body) = send(
+        app.clone(),
+        request_with("POST", "/api/sessions/long-talk/compact?keep=1", None, None),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let compacted: Value = serde_json::from_slice(&body).unwrap();
+    // Three turns of two messages: the first two are summarized (by the scripted model).
+    assert_eq!(compacted["summary"]["throughSeq"], 4, "{compacted}");
+    assert_eq!(compacted["summary"]["text"], "Hello there");
+    let (_, _, body) = send(
+        app.clone(),
+        request_with("GET", "/api/sessions/long-talk", None, None),
+    )
+    .await;
+    let session: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(session["session"]["summary"]["throughSeq"], 4, "{session}");
+    assert_eq!(
+        session["messages"].as_array().unwrap().len(),
+        6,
+        "every turn kept"
+    );
+    let (status, _, body) = send(
+        app.clone(),
+        request_with("POST", "/api/sessions/long-talk/compact?keep=1", None, None),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let again: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(again["summary"], Value::Null, "nothing more to compact");
+    let (status, _, _) = send(
+        app,
+        request_with("POST", "/api/sessions/none-such/compact", None, None),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

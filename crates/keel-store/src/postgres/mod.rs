@@ -440,6 +440,15 @@ impl SessionStore for PgStore {
         runs::delete_session(self, id).await
     }
 
+    async fn set_session_summary(
+        &self,
+        id: &SessionId,
+        summary: &keel_types::SessionSummary,
+    ) -> Result<bool, StoreError> {
+        self.ready().await?;
+        runs::set_session_summary(self, id, summary).await
+    }
+
     async fn session_messages(&self, id: &SessionId) -> Result<Vec<SessionMessage>, StoreError> {
         self.ready().await?;
         runs::session_messages(self, id).await

@@ -301,7 +301,8 @@ pub(super) async fn prune(store: &PgStore, before: &str) -> Result<u64, StoreErr
 
 const SESSION_SELECT: &str = "SELECT s.id, s.agent, s.created_at, s.updated_at, \
      (SELECT count(*) FROM runs r WHERE r.session_id = s.id), \
-     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id), s.owner FROM sessions s";
+     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id), s.owner, s.summary \
+     FROM sessions s";
 
 fn session_from(store: &PgStore, row: &PgRow) -> Result<SessionRecord, StoreError> {
     let e = |e: sqlx_core::Error| store.db_error(&e);
@@ -312,6 +313,12 @@ fn session_from(store: &PgStore, row: &PgRow) -> Result<SessionRecord, StoreErro
         .map(|owner| serde_json::from_str(&owner))
         .transpose()
         .map_err(|error| corrupt("sessions", &id, &error))?;
+    let summary = row
+        .try_get::<Option<String>, _>(7)
+        .map_err(e)?
+        .map(|summary| serde_json::from_str(&summary))
+        .transpose()
+        .map_err(|error| corrupt("sessions", &id, &error))?;
     Ok(SessionRecord {
         session_id: SessionId::from(id),
         agent: row.try_get(1).map_err(e)?,
@@ -320,6 +327,7 @@ fn session_from(store: &PgStore, row: &PgRow) -> Result<SessionRecord, StoreErro
         run_count: u64::try_from(row.try_get::<i64, _>(4).map_err(e)?).unwrap_or(0),
         message_count: u64::try_from(row.try_get::<i64, _>(5).map_err(e)?).unwrap_or(0),
         owner,
+        summary,
     })
 }
 
@@ -359,7 +367,7 @@ pub(super) async fn get_session(
 
 const SESSION_BY_ID: &str = "SELECT s.id, s.agent, s.created_at, s.updated_at, \
      (SELECT count(*) FROM runs r WHERE r.session_id = s.id), \
-     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id), s.owner \
+     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id), s.owner, s.summary \
      FROM sessions s WHERE s.id = $1";
 
 pub(super) async fn list_sessions(
@@ -373,6 +381,24 @@ pub(super) async fn list_sessions(
         .await
         .map_err(|e| store.db_error(&e))?;
     rows.iter().map(|row| session_from(store, row)).collect()
+}
+
+pub(super) async fn set_session_summary(
+    store: &PgStore,
+    id: &SessionId,
+    summary: &keel_types::SessionSummary,
+) -> Result<bool, StoreError> {
+    let summary = serde_json::to_string(summary).map_err(|e| StoreError::Corrupt {
+        location: format!("the summary of session {id}"),
+        message: e.to_string(),
+    })?;
+    let done = query("UPDATE sessions SET summary = $2 WHERE id = $1")
+        .bind(id.as_str())
+        .bind(summary)
+        .execute(store.pool())
+        .await
+        .map_err(|e| store.db_error(&e))?;
+    Ok(done.rows_affected() > 0)
 }
 
 pub(super) async fn delete_session(store: &PgStore, id: &SessionId) -> Result<bool, StoreError> {

@@ -25,6 +25,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "session owner",
         include_str!("../../migrations/postgres/0004_session_owner.sql"),
     ),
+    (
+        "session summary",
+        include_str!("../../migrations/postgres/0005_session_summary.sql"),
+    ),
 ];
 
 /// The schema version this Keel writes.

@@ -31,6 +31,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0007_run_tree.sql"),
     include_str!("../../migrations/0008_session_index.sql"),
     include_str!("../../migrations/0009_session_owner.sql"),
+    include_str!("../../migrations/0010_session_summary.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -514,6 +514,25 @@ impl SessionStore for SqliteStore {
             .await
     }
 
+    async fn set_session_summary(
+        &self,
+        id: &SessionId,
+        summary: &keel_types::SessionSummary,
+    ) -> Result<bool, StoreError> {
+        let id = id.clone();
+        let summary = serde_json::to_string(summary).map_err(|e| StoreError::Corrupt {
+            location: format!("the summary of session {id}"),
+            message: e.to_string(),
+        })?;
+        self.inner
+            .writer
+            .job(
+                move |conn, db| writes::set_session_summary(conn, db, &id, &summary),
+                |_, _| {},
+            )
+            .await
+    }
+
     async fn session_messages(&self, id: &SessionId) -> Result<Vec<SessionMessage>, StoreError> {
         let id = id.clone();
         self.read(move |conn, db| rows::session_messages(conn, db, &id))

@@ -424,7 +424,7 @@ pub(crate) fn parse_event(
 
 const SESSION_SELECT: &str = "SELECT s.id, s.agent, s.created_at, s.updated_at, \
      (SELECT count(*) FROM runs r WHERE r.session_id = s.id), \
-     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id), s.owner \
+     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id), s.owner, s.summary \
      FROM sessions s";
 
 fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
@@ -441,6 +441,13 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
             .transpose()
             .map_err(|e| {
                 rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, e.into())
+            })?,
+        summary: row
+            .get::<_, Option<String>>(7)?
+            .map(|summary| serde_json::from_str(&summary))
+            .transpose()
+            .map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(7, rusqlite::types::Type::Text, e.into())
             })?,
     })
 }

@@ -155,6 +155,18 @@ pub(super) fn delete_session(
         .map_err(|e| sql_error(db, &e))
 }
 
+pub(super) fn set_session_summary(
+    conn: &Connection,
+    db: &Path,
+    id: &SessionId,
+    summary: &str,
+) -> Result<bool, StoreError> {
+    conn.prepare_cached("UPDATE sessions SET summary = ?2 WHERE id = ?1")
+        .and_then(|mut stmt| stmt.execute([id.as_str(), summary]))
+        .map(|updated| updated > 0)
+        .map_err(|e| sql_error(db, &e))
+}
+
 /// Marks active runs whose owner process is gone as `interrupted`; returns their ids.
 pub(super) fn interrupt_orphans(
     conn: &Connection,

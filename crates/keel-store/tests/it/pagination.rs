@@ -163,9 +163,9 @@ async fn a_store_from_before_run_owners_gains_the_column_and_keeps_its_runs() {
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
     assert_eq!(
-        SCHEMA_VERSION, 9,
+        SCHEMA_VERSION, 10,
         "0005 added skill candidates, 0006 memory, 0007 run trees and structured output, \
-         0008 a partial session index, 0009 session owners"
+         0008 a partial session index, 0009 session owners, 0010 session summaries"
     );
     // A session from before owners were recorded has none (anyone may continue it).
     let old = store
@@ -174,6 +174,7 @@ async fn a_store_from_before_run_owners_gains_the_column_and_keeps_its_runs() {
         .unwrap()
         .unwrap();
     assert_eq!(old.owner, None);
+    assert_eq!(old.summary, None, "nor a summary");
     // The partial index still serves lookups by session.
     let plan: String = rusqlite::Connection::open(&db)
         .unwrap()

@@ -468,7 +468,35 @@ async fn text_with_a_nul_character_round_trips_in_every_record(backend: &Backend
     );
 }
 
+async fn a_sessions_summary_is_stored_and_read_back(backend: &Backend) {
+    let store = backend.store();
+    let session = keel_types::SessionId::from("ses_summarized");
+    let summary = keel_types::SessionSummary {
+        text: "They talked about \u{0}three things.".into(),
+        through_seq: 6,
+        at: "2026-11-29T08:00:00.000Z".into(),
+    };
+    assert!(
+        !store.set_session_summary(&session, &summary).await.unwrap(),
+        "no such session yet"
+    );
+    store
+        .ensure_session(&session, "a", &keel_types::SessionOwner::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_session(&session).await.unwrap().unwrap().summary,
+        None
+    );
+    assert!(store.set_session_summary(&session, &summary).await.unwrap());
+    let read = store.get_session(&session).await.unwrap().unwrap();
+    assert_eq!(read.summary, Some(summary.clone()), "{}", backend.kind);
+    let listed = store.list_sessions(None).await.unwrap();
+    assert_eq!(listed[0].summary, Some(summary));
+}
+
 crate::contract!(
+    a_sessions_summary_is_stored_and_read_back,
     approvals_are_listed_newest_first_and_decided_once_naming_the_first,
     text_with_a_nul_character_round_trips_in_every_record,
     tasks_are_put_replaced_listed_newest_first_and_deleted,

@@ -150,6 +150,14 @@ pub trait SessionStore: Send + Sync {
     async fn session_messages(&self, _id: &SessionId) -> Result<Vec<SessionMessage>, StoreError> {
         Err(StoreError::Unsupported("sessions"))
     }
+    /// Sets the session's summary (its compacted history). Returns whether it exists.
+    async fn set_session_summary(
+        &self,
+        _id: &SessionId,
+        _summary: &crate::SessionSummary,
+    ) -> Result<bool, StoreError> {
+        Err(StoreError::Unsupported("session summaries"))
+    }
     /// Appends the messages a request added to its session's transcript (in one transaction)
     /// and touches the session.
     async fn append_session_messages(

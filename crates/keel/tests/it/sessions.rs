@@ -207,3 +207,72 @@ async fn an_embedder_gets_the_same_session_id_rule_as_the_cli_and_http() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn a_compacted_session_sends_its_summary_instead_of_the_old_turns_and_keeps_them_all() {
+    let mock = MockLlm::start().await;
+    mock.respond_with(|request| {
+        let first = request
+            .messages()
+            .first()
+            .and_then(|m| m["content"].as_str());
+        if first.is_some_and(|c| c.starts_with("You compact the working memory")) {
+            return MockResponse::text(["The user asked about one, two and three."]);
+        }
+        let asked = request
+            .last_content_of("user")
+            .unwrap_or_default()
+            .to_owned();
+        MockResponse::text([format!("answer to {asked}")])
+    });
+    let ws = common::workspace(&mock.base_url(), &[], "");
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let session = SessionId::from("ses_long");
+    for input in ["one", "two", "three", "four"] {
+        assert_eq!(
+            turn(&runtime, &session, input).await.status,
+            RunStatus::Completed
+        );
+    }
+    let sessions = runtime.sessions();
+    let summary = sessions.compact(&session, 1).await.unwrap().unwrap();
+    assert_eq!(summary.text, "The user asked about one, two and three.");
+    // Turns of two messages each: the summary stands for the first three.
+    assert_eq!(summary.through_seq, 6);
+    assert_eq!(
+        sessions.get(&session).await.unwrap().unwrap().summary,
+        Some(summary.clone())
+    );
+    assert!(
+        sessions.compact(&session, 1).await.unwrap().is_none(),
+        "nothing more to compact"
+    );
+
+    assert_eq!(
+        turn(&runtime, &session, "five").await.status,
+        RunStatus::Completed
+    );
+    let sent = mock.last_request().unwrap();
+    let contents: Vec<&str> = sent
+        .messages()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents,
+        [
+            "[Summary of this session's earlier turns, written to keep its history short]\nThe user asked about one, two and three.",
+            "four",
+            "answer to four",
+            "five"
+        ]
+    );
+    // The transcript keeps every turn.
+    assert_eq!(sessions.transcript(&session).await.unwrap().len(), 10);
+    let missing = sessions.compact(&SessionId::from("ses_none"), 1).await;
+    assert!(
+        matches!(missing, Err(keel::RuntimeError::NotFound(_))),
+        "{missing:?}"
+    );
+}
