@@ -52,6 +52,26 @@ fn chat_keeps_one_session_across_turns_and_sessions_can_be_listed_shown_and_dele
     let runs = keel.run(["runs", "list", "--session", "demo", "--json"]);
     assert_eq!(runs.stdout.lines().count(), 2);
 
+    // The quickstart's scripted model answers a summary request with a tool call and no
+    // text: the session is left as it was, saying why (summaries that work are tested with
+    // the runtime and over HTTP).
+    let compacted = keel.run(["sessions", "compact", "demo", "--keep", "1"]);
+    assert_eq!(compacted.code, Some(1), "{}", compacted.stdout);
+    assert!(
+        compacted.stderr.contains("the summarizer answered nothing"),
+        "{}",
+        compacted.stderr
+    );
+    let record = keel.run(["sessions", "show", "demo", "--json"]).json();
+    assert_eq!(record["session"].get("summary"), None, "{record}");
+    let missing = keel.run(["sessions", "compact", "none-such"]);
+    assert_eq!(missing.code, Some(1));
+    assert!(
+        missing.stderr.contains("no session `none-such`"),
+        "{}",
+        missing.stderr
+    );
+
     let deleted = keel.run(["sessions", "delete", "demo"]);
     assert_eq!(deleted.code, Some(0));
     let again = keel.run(["sessions", "show", "demo"]);
