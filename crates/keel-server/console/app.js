@@ -7,6 +7,20 @@ const state = { csrf: null, authRequired: false, timers: [], source: null };
 
 // ---- helpers ------------------------------------------------------------------------------
 
+// A usage's tokens: the total, and what part came from or went to the cache or was reasoning.
+function tokensText(usage) {
+  const parts = [`${usage.promptTokens} in`, `${usage.completionTokens} out`];
+  if (usage.cacheReadTokens) parts.push(`${usage.cacheReadTokens} cached`);
+  if (usage.cacheWriteTokens) parts.push(`${usage.cacheWriteTokens} to cache`);
+  if (usage.reasoningTokens) parts.push(`${usage.reasoningTokens} reasoning`);
+  return `${usage.totalTokens} tokens (${parts.join(", ")})`;
+}
+
+// A usage's cost at the model's declared prices, exactly as recorded, or a dash.
+function costText(usage) {
+  return usage && usage.cost ? `${usage.cost.amount} ${usage.cost.currency}` : "—";
+}
+
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
@@ -159,7 +173,7 @@ async function requests(params) {
   const more = el("button", { type: "button", hidden: true }, "Load more");
   const error = el("div", {});
   show(el("h1", {}, "Requests"), form,
-    el("table", { id: "requests" }, el("thead", {}, el("tr", {}, el("th", {}, "Request"), el("th", {}, "Status"), el("th", {}, "Agent"), el("th", { class: "hide-narrow" }, "Started"), el("th", { class: "hide-narrow" }, "Tokens"))), rows),
+    el("table", { id: "requests" }, el("thead", {}, el("tr", {}, el("th", {}, "Request"), el("th", {}, "Status"), el("th", {}, "Agent"), el("th", { class: "hide-narrow" }, "Started"), el("th", { class: "hide-narrow" }, "Tokens"), el("th", { class: "hide-narrow" }, "Cost"))), rows),
     more, error);
   const base = new URLSearchParams(params);
   base.set("limit", "50");
@@ -169,7 +183,8 @@ async function requests(params) {
     el("td", {}, statusCell(run.status)),
     el("td", {}, run.agent),
     el("td", { class: "hide-narrow" }, when(run.startedAt)),
-    el("td", { class: "hide-narrow" }, run.usage ? run.usage.totalTokens : 0));
+    el("td", { class: "hide-narrow" }, run.usage ? run.usage.totalTokens : 0),
+    el("td", { class: "hide-narrow" }, costText(run.usage)));
   const load = async (append) => {
     const query = new URLSearchParams(base);
     if (append && cursor) query.set("cursor", cursor);
@@ -193,7 +208,7 @@ function summary(event) {
   switch (event.type) {
     case "runtime.request.started": return event.input;
     case "runtime.model.started": return `step ${event.step}, attempt ${event.attempt}: ${event.model}`;
-    case "runtime.model.completed": return `step ${event.step}: ${event.usage.totalTokens} tokens, ${event.latencyMs} ms, ${event.stopReason}` + (event.content ? ` — ${event.content}` : "");
+    case "runtime.model.completed": return `step ${event.step}: ${tokensText(event.usage)}${event.usage.cost ? ", " + costText(event.usage) : ""}, ${event.latencyMs} ms, ${event.stopReason}` + (event.content ? ` — ${event.content}` : "");
     case "runtime.tool.guard": return `${event.tool}: ${event.decision}`;
     case "runtime.policy.decided": return `${event.tool}: ${event.decision} by ${event.source}` + (event.reason ? ` (${event.reason})` : "");
     case "runtime.hook.completed": return `${event.hook} on ${event.event}: ${event.outcome}`;
@@ -258,7 +273,8 @@ async function request(id) {
       const run = await api(`/api/requests/${encodeURIComponent(id)}?tree=true`);
       const fields = [
         ["status", statusCell(run.status)], ["agent", run.agent], ["started", when(run.startedAt)],
-        ["ended", when(run.endedAt)], ["tokens", run.usage ? run.usage.totalTokens : 0],
+        ["ended", when(run.endedAt)], ["tokens", run.usage ? tokensText(run.usage) : "0"],
+        run.usage && run.usage.cost ? ["cost", costText(run.usage)] : null,
         ["input", el("pre", {}, run.input)],
         run.output !== undefined ? ["output", el("pre", { id: "output" }, run.output)] : null,
         run.error ? ["error", el("pre", { class: "error" }, `${run.error.code}: ${run.error.message}`)] : null,

@@ -92,6 +92,10 @@ async function ended(id) {
   await page.locator('#timeline li.narration').filter({ hasText: "Completed" }).waitFor();
   assert.deepEqual(seqs, seqs.map((_, i) => i + 1), "events in order, none missing");
   await page.locator("#output").filter({ hasText: "Done:" }).waitFor();
+  // Its cost at the model's declared prices, exactly as recorded, beside its tokens.
+  const cost = (await api("GET", `/api/requests/${live}`)).body.usage.cost;
+  assert.ok(cost && cost.currency === "USD", `the run has a cost: ${JSON.stringify(cost)}`);
+  await page.getByText(`${cost.amount} USD`, { exact: true }).first().waitFor();
 
   // A repaired tool call shows what the gateway changed as a diff of its arguments.
   const repaired = await start("Please repair this");

@@ -39,7 +39,11 @@ fn workspace() -> TempWorkspace {
         .runtime(
             "{ defaultAgent: assistant, server: { apiKeys: [ { env: CONSOLE_OPERATOR_KEY, role: operator }, { env: CONSOLE_CLIENT_KEY, role: client } ] } }",
         )
-        .scripted_model("m", &script)
+        .file("scripts/m.json", script.to_string())
+        .model(
+            "m",
+            "{ provider: scripted, script: scripts/m.json, pricing: { inputPerMTok: 3, outputPerMTok: 15 } }",
+        )
         .agent("assistant", "{ model: m, tools: [read_file, write_file] }")
         .file("notes.txt", "one\ntwo\nthree\n")
         .build()
