@@ -80,6 +80,11 @@ impl Amount {
         Amount(per_million.0.saturating_mul(u128::from(tokens)) / 1_000_000)
     }
 
+    /// `n` times this amount (saturating).
+    pub fn times(self, n: u64) -> Amount {
+        Amount(self.0.saturating_mul(u128::from(n)))
+    }
+
     /// Whether this is nothing.
     pub fn is_zero(self) -> bool {
         self.0 == 0

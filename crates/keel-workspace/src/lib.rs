@@ -45,7 +45,7 @@ pub use spec::{
 pub use spec::{
     BackendSpec, Bounds, CacheMode, CassetteMatch, CompactStep, Condition, ContextSpec, CostLimit,
     EdgeSpec, FacadeClamp, FacadeParam, FacadeSpec, GateKind, GateSpec, InputSpec, NodeKind,
-    NodeOutput, NodeRetry, NodeSpec, OnDeny, OnDivergence, OutputSpec, PhaseSpec, Price,
+    NodeOutput, NodeRetry, NodeSpec, OnBudget, OnDeny, OnDivergence, OutputSpec, PhaseSpec, Price,
     PricingSpec, ProcessBackend, ThinkingSpec, WorkflowOutput, WorkflowSpec,
 };
 pub use suggest::closest;

@@ -330,6 +330,10 @@ pub struct Limits {
     pub max_cost: Option<CostLimit>,
     /// Money all the runs of one session may spend together; none: no budget.
     pub max_session_cost: Option<CostLimit>,
+    /// What a run that has spent its own budget (`maxTokens`, `maxCost`) does: `end`
+    /// (default, `budget_exceeded` or `token_budget`) or `ask` a human, like a tool approval,
+    /// whether to go on with as much again.
+    pub on_budget: OnBudget,
     pub run_timeout: Duration,
     #[schemars(range(min = 1))]
     pub max_tool_output_bytes: u64,
@@ -355,6 +359,7 @@ impl Default for Limits {
             max_tokens: None,
             max_cost: None,
             max_session_cost: None,
+            on_budget: OnBudget::End,
             run_timeout: Duration::from_secs(600),
             max_tool_output_bytes: 65536,
             max_parallel_tools: 8,
@@ -739,6 +744,18 @@ pub struct AgentSpec {
     /// (`{kind: process, command, cwd, env, envAllow, timeout, config, onDivergence}`).
     #[serde(default)]
     pub backend: BackendSpec,
+}
+
+/// What a run that has spent its budget does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnBudget {
+    /// It ends.
+    #[default]
+    End,
+    /// A human decides whether it goes on with as much again (an approval of the pseudo-tool
+    /// `keel.budget`).
+    Ask,
 }
 
 /// Per-agent budgets; unset values come from the runtime's limits.

@@ -150,6 +150,8 @@ pub(crate) struct AgentRun {
     elided_texts: HashMap<String, String>,
     /// What the session's other runs used, when the session has a budget.
     session_used: Option<Usage>,
+    /// Times a human gave the run as much budget again (`limits.onBudget: ask`).
+    budget_grants: u32,
 
     /// Calls of the last answer left without a result by an interrupted process.
     pending: Vec<PendingCall>,
@@ -258,6 +260,7 @@ impl AgentRun {
             measured: None,
             elided_texts: HashMap::new(),
             session_used: None,
+            budget_grants: 0,
 
             skills_at: 0,
             memory_at: 0,
@@ -412,8 +415,10 @@ impl AgentRun {
         }
         let max_steps = self.max_steps();
         loop {
-            if let Some(end) = self.budget_spent() {
-                return end;
+            match self.over_budget().await {
+                Ok(Some(end)) => return end,
+                Ok(None) => {}
+                Err(error) => return End::store(error),
             }
             if self.steps >= max_steps {
                 return End::failed(
@@ -444,8 +449,10 @@ impl AgentRun {
                 return Box::pin(self.final_answer(answer, value)).await;
             }
             // Calls the run could no longer follow up on are not made.
-            if let Some(end) = self.budget_spent() {
-                return end;
+            match self.over_budget().await {
+                Ok(Some(end)) => return end,
+                Ok(None) => {}
+                Err(error) => return End::store(error),
             }
             self.messages.push(
                 Message::assistant(answer.text, answer.calls.clone())

@@ -393,3 +393,64 @@ async fn a_session_budget_counts_the_sessions_earlier_runs() {
     while other.next_event().await.is_some() {}
     assert_eq!(other.wait().await.unwrap().status, RunStatus::Completed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_budget_asks_a_human_who_may_give_as_much_again() {
+    // 0.02 a round (10 prompt and 1 completion token at 1,000 and 10,000 per million).
+    let mock = MockLlm::start().await;
+    mock.respond_with(|_| {
+        MockResponse::tool_calls([MockToolCall::new("c", "list_dir", [r#"{"path":"."}"#])])
+    });
+    let ws = keel_test_support::WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: assistant, limits: { maxCost: 0.05, onBudget: ask } }")
+        .model(
+            "mock",
+            &format!(
+                "{{ provider: openai, baseUrl: \"{}\", model: m, pricing: {{ inputPerMTok: 1000, outputPerMTok: 10000 }} }}",
+                mock.base_url()
+            ),
+        )
+        .agent("assistant", "{ model: mock, tools: [list_dir] }")
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let deciding = runtime.clone();
+    let human = tokio::spawn(async move {
+        let mut asked = Vec::new();
+        for approve in [true, false] {
+            let pending = common::wait_for_pending(&deciding).await;
+            asked.push((pending.tool.clone(), pending.ask_reason.clone()));
+            deciding
+                .approvals()
+                .decide(
+                    &pending.approval_id,
+                    approve,
+                    keel::ApprovalScope::Once,
+                    "finance",
+                    None,
+                )
+                .await
+                .unwrap();
+        }
+        asked
+    });
+    let (response, _) = common::run(&runtime, "Loop forever").await;
+    let asked = human.await.unwrap();
+
+    assert_eq!(response.finish_reason, FinishReason::BudgetExceeded);
+    assert_eq!(
+        response.error.as_ref().unwrap().message,
+        "the run spent 0.1 USD, its budget is 0.1 USD"
+    );
+    // Three rounds to 0.06, approved; two more to 0.10, denied.
+    assert_eq!((response.steps, mock.request_count()), (5, 5));
+    assert_eq!(asked[0].0, "keel.budget");
+    assert_eq!(
+        asked[0].1.as_deref(),
+        Some("the run spent 0.06 USD, its budget is 0.05 USD; go on with as much again?")
+    );
+    assert_eq!(
+        asked[1].1.as_deref(),
+        Some("the run spent 0.1 USD, its budget is 0.1 USD; go on with as much again?")
+    );
+    assert_well_formed(&common::stored(&runtime, &response).await);
+}
