@@ -194,7 +194,7 @@ impl Metrics {
         );
         let model_cost = registered(
             &mut registry,
-            "model_cost",
+            "cost",
             "What model rounds cost at their Model's declared pricing, by currency (the exact amounts are in the events)",
             Family::<CostLabels, Counter<f64, std::sync::atomic::AtomicU64>>::default(),
         );

@@ -721,7 +721,7 @@ async fn metrics_count_rate_limit_waits_fallbacks_and_cache_tokens() {
         "keel_model_queue_wait_seconds_sum{model=\"sonnet\"} 0.6",
         "keel_model_fallbacks_total{from=\"sonnet\",to=\"gpt\"} 1",
         "keel_model_tokens_total{agent=\"assistant\",model=\"m\",kind=\"cache_read\"} 300",
-        "keel_model_cost_total{agent=\"assistant\",model=\"m\",currency=\"USD\"} 0.0015",
+        "keel_cost_total{agent=\"assistant\",model=\"m\",currency=\"USD\"} 0.0015",
     ] {
         assert!(text.contains(expected), "missing `{expected}` in:\n{text}");
     }
