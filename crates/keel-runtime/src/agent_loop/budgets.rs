@@ -23,6 +23,16 @@ struct Spent {
     askable: bool,
 }
 
+impl Spent {
+    fn new(code: ErrorCode, reason: FinishReason, message: String, askable: bool) -> Self {
+        Self {
+            end: End::failed(code, message.clone(), reason),
+            message,
+            askable,
+        }
+    }
+}
+
 impl AgentRun {
     /// The run's end when it spent its token or money budget (checked before each round and
     /// before its calls are made).
@@ -92,16 +102,12 @@ impl AgentRun {
         used.add(&self.usage);
         let spent = used.cost.filter(|c| c.currency == budget.currency)?;
         (spent.amount >= budget.amount).then(|| {
-            let message = format!("the session's runs spent {spent}, its budget is {budget}");
-            Spent {
-                end: End::failed(
-                    ErrorCode::BudgetExceeded,
-                    message.clone(),
-                    FinishReason::BudgetExceeded,
-                ),
-                message,
-                askable: false,
-            }
+            Spent::new(
+                ErrorCode::BudgetExceeded,
+                FinishReason::BudgetExceeded,
+                format!("the session's runs spent {spent}, its budget is {budget}"),
+                false,
+            )
         })
     }
 
@@ -116,16 +122,12 @@ impl AgentRun {
         budget.amount = budget.amount.times(u64::from(self.budget_grants) + 1);
         let spent = self.usage.cost.filter(|c| c.currency == budget.currency)?;
         (spent.amount >= budget.amount).then(|| {
-            let message = format!("the run spent {spent}, its budget is {budget}");
-            Spent {
-                end: End::failed(
-                    ErrorCode::BudgetExceeded,
-                    message.clone(),
-                    FinishReason::BudgetExceeded,
-                ),
-                message,
-                askable: true,
-            }
+            Spent::new(
+                ErrorCode::BudgetExceeded,
+                FinishReason::BudgetExceeded,
+                format!("the run spent {spent}, its budget is {budget}"),
+                true,
+            )
         })
     }
 
@@ -141,16 +143,12 @@ impl AgentRun {
             .total_tokens
             .max(self.usage.prompt_tokens + self.usage.completion_tokens);
         (used > budget).then(|| {
-            let message = format!("the agent used {used} tokens, over its budget of {budget}");
-            Spent {
-                end: End::failed(
-                    ErrorCode::TokenBudget,
-                    message.clone(),
-                    FinishReason::TokenBudget,
-                ),
-                message,
-                askable: true,
-            }
+            Spent::new(
+                ErrorCode::TokenBudget,
+                FinishReason::TokenBudget,
+                format!("the agent used {used} tokens, over its budget of {budget}"),
+                true,
+            )
         })
     }
 }
