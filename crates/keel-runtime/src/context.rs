@@ -68,19 +68,20 @@ pub(crate) const SUMMARY_HEADING: &str =
 /// How an elided result begins.
 const STUB_HEADING: &str = "[elided to fit the context window:";
 
-fn tokens_of_bytes(bytes: usize) -> u64 {
+pub(crate) fn tokens_of_bytes(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(BYTES_PER_TOKEN)
 }
 
 /// A prompt's estimated size: `measured`, the last round's prompt as the provider counted it
 /// (the messages it held, its prompt tokens), plus an estimate of what was added since, and
-/// never less than the estimate of the whole (`messages` with `tools`).
+/// never less than the estimate of the whole (`messages` with tool definitions estimated at
+/// `tools_tokens`, [`estimate_tools`]).
 pub fn prompt_estimate(
     messages: &[Message],
-    tools: &[ToolSpec],
+    tools_tokens: u64,
     measured: Option<(usize, u64)>,
 ) -> u64 {
-    let whole = estimate(messages) + estimate_tools(tools);
+    let whole = estimate(messages) + tools_tokens;
     match measured {
         Some((len, counted)) if len <= messages.len() && counted > 0 => {
             whole.max(counted + estimate(&messages[len..]))

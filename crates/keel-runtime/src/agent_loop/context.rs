@@ -57,8 +57,10 @@ impl AgentRun {
     }
 
     /// The prompt's estimated size in tokens, with `tools`.
-    pub(super) fn prompt_estimate(&self, tools: &[ToolSpec]) -> u64 {
-        crate::context::prompt_estimate(&self.messages, tools, self.measured)
+    pub(super) fn prompt_estimate(&mut self, tools: &Arc<[ToolSpec]>) -> u64 {
+        // The tools' size is measured once per tool list, with their prompt section.
+        let tools_tokens = self.tools_section(tools).map_or(0, |s| s.tokens);
+        crate::context::prompt_estimate(&self.messages, tools_tokens, self.measured)
     }
 
     /// Makes room in the prompt when it passed `compactAt` of the window, or whatever it

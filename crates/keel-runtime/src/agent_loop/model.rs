@@ -224,7 +224,7 @@ impl AgentRun {
 
     /// The tool definitions a round sends, measured like a prompt section (`tools`), if
     /// there are any.
-    fn tools_section(&mut self, tools: &Arc<[ToolSpec]>) -> Option<PromptSection> {
+    pub(super) fn tools_section(&mut self, tools: &Arc<[ToolSpec]>) -> Option<PromptSection> {
         if tools.is_empty() {
             return None;
         }
@@ -237,7 +237,7 @@ impl AgentRun {
                     messages: u32::try_from(tools.len()).unwrap_or(u32::MAX),
                     bytes: json.len() as u64,
                     sha256: keel_types::to_hex(&Sha256::digest(&json)),
-                    tokens: crate::context::estimate_tools(tools),
+                    tokens: crate::context::tokens_of_bytes(json.len()),
                 };
                 self.tools_section = Some((tools.clone(), section.clone()));
                 Some(section)
