@@ -5,6 +5,8 @@
 use keel_test_support::WorkspaceBuilder;
 use serde_json::{Value, json};
 
+use keel_test_support::test_clients::openai_python;
+
 use crate::replicas::{Replicas, Schema, database_url};
 
 const KEY: &str = "sk-budgeted-client";
@@ -55,4 +57,35 @@ async fn a_keys_daily_budget_spent_on_one_replica_is_refused_on_another() {
     );
     let (status, _) = chat(&replicas, 0).await;
     assert_eq!(status, 429, "the first replica refuses too");
+
+    // The official OpenAI client reads it as its rate-limit error, with the code.
+    let python = tokio::task::block_in_place(openai_python);
+    let base = replicas.url(1, "/v1");
+    let output = tokio::task::block_in_place(|| {
+        std::process::Command::new(python)
+            .args(["-c", OPENAI_CLIENT, &base, KEY])
+            .output()
+            .unwrap()
+    });
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        stdout.trim(),
+        "RateLimitError 429 budget_exceeded insufficient_quota"
+    );
 }
+
+const OPENAI_CLIENT: &str = r#"
+import sys
+import openai
+client = openai.OpenAI(base_url=sys.argv[1], api_key=sys.argv[2], max_retries=0)
+try:
+    client.chat.completions.create(model="assistant", messages=[{"role": "user", "content": "Hi"}])
+    print("answered")
+except openai.RateLimitError as error:
+    print(type(error).__name__, error.status_code, error.code, error.type)
+"#;
