@@ -3,17 +3,18 @@
 //! putting a summary in the place of the oldest rounds), applied the same way by a live run
 //! and by a resumed one rebuilding its prompt from `runtime.context.compacted` records.
 //!
-//! The estimate is a documented heuristic: 4 bytes of UTF-8 a token (what OpenAI's and
-//! Anthropic's tokenizers average on English prose and code), plus 4 tokens per message for
-//! its framing; tool definitions count by their JSON. Lengths only, so it costs next to
-//! nothing however long the conversation.
+//! Sizes are counted with the model's tokenizer: OpenAI's encodings (`o200k_base`,
+//! `cl100k_base`, by the `bpe-openai` crate) where the model is of that family and its window
+//! is managed, else a documented heuristic — 4 bytes of UTF-8 a token (what OpenAI's and
+//! Anthropic's tokenizers average on English prose and code). Either way a message adds 4
+//! tokens for its framing and tool definitions count by their JSON. Each message is counted
+//! once ([`TokenCounter`]), so a round costs what it added, however long the conversation.
 
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use keel_types::{
-    Message, ModelEvent, ModelParams, ModelProvider, ModelRequest, Role, ToolSpec, Usage,
-};
+use keel_types::{Message, ModelEvent, ModelParams, ModelProvider, ModelRequest, Role, Usage};
+use keel_workspace::TokenizerSpec;
 
 /// What a summarizer is asked to do.
 pub(crate) const SUMMARIZE: &str = "You compact the working memory of an AI agent that is in the \
@@ -72,43 +73,133 @@ pub(crate) fn tokens_of_bytes(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(BYTES_PER_TOKEN)
 }
 
-/// A prompt's estimated size: `measured`, the last round's prompt as the provider counted it
-/// (the messages it held, its prompt tokens), plus an estimate of what was added since, and
-/// never less than the estimate of the whole (`messages` with tool definitions estimated at
-/// `tools_tokens`, [`estimate_tools`]).
-pub fn prompt_estimate(
-    messages: &[Message],
-    tools_tokens: u64,
-    measured: Option<(usize, u64)>,
-) -> u64 {
-    let whole = estimate(messages) + tools_tokens;
-    match measured {
-        Some((len, counted)) if len <= messages.len() && counted > 0 => {
-            whole.max(counted + estimate(&messages[len..]))
+/// Counts a prompt's tokens with one tokenizer, remembering each message's count by its
+/// place in the prompt, so a message is counted once however many rounds it stays there
+/// (what a round adds is all that is tokenized). Whoever edits the prompt other than by
+/// appending calls [`TokenCounter::forget`].
+#[derive(Debug, Clone, Default)]
+pub struct TokenCounter {
+    tokenizer: Tokenizer,
+    /// Per message of the prompt, in order: its length in bytes when counted, and its tokens.
+    counts: Vec<(usize, u64)>,
+}
+
+/// What a prompt's tokens are counted with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Tokenizer {
+    /// 4 bytes of UTF-8 a token.
+    #[default]
+    Heuristic,
+    /// OpenAI's `o200k_base`.
+    O200kBase,
+    /// OpenAI's `cl100k_base`.
+    Cl100kBase,
+}
+
+impl Tokenizer {
+    /// The tokenizer a model declares (or `auto` resolves to).
+    pub fn of(model: &keel_workspace::ModelSpec) -> Self {
+        match model.tokenizer() {
+            TokenizerSpec::O200kBase => Self::O200kBase,
+            TokenizerSpec::Cl100kBase => Self::Cl100kBase,
+            TokenizerSpec::Heuristic | TokenizerSpec::Auto => Self::Heuristic,
         }
-        _ => whole,
+    }
+
+    /// Tokens of `text`. An encoding's tables load on first use, once per process.
+    pub fn count(self, text: &str) -> u64 {
+        match self {
+            Self::Heuristic => tokens_of_bytes(text.len()),
+            Self::O200kBase => bpe_openai::o200k_base().count(text) as u64,
+            Self::Cl100kBase => bpe_openai::cl100k_base().count(text) as u64,
+        }
+    }
+
+    /// Tokens of one message: its text, its tool calls' names and arguments, its framing.
+    pub fn message(self, message: &Message) -> u64 {
+        let calls: u64 = message
+            .tool_calls
+            .iter()
+            .map(|c| self.count(&c.name) + self.count(&c.arguments))
+            .sum();
+        self.count(&message.content) + calls + PER_MESSAGE
+    }
+
+    /// Tokens of `messages`, none remembered.
+    pub fn messages(self, messages: &[Message]) -> u64 {
+        messages.iter().map(|m| self.message(m)).sum()
     }
 }
 
-/// Estimated tokens of `messages`.
-pub fn estimate(messages: &[Message]) -> u64 {
-    messages
-        .iter()
-        .map(|m| {
-            let bytes = m.content.len()
-                + m.tool_calls
-                    .iter()
-                    .map(|c| c.name.len() + c.arguments.len())
-                    .sum::<usize>();
-            tokens_of_bytes(bytes) + PER_MESSAGE
-        })
-        .sum()
+fn message_bytes(message: &Message) -> usize {
+    message.content.len()
+        + message
+            .tool_calls
+            .iter()
+            .map(|c| c.name.len() + c.arguments.len())
+            .sum::<usize>()
 }
 
-/// Estimated tokens of tool definitions.
-pub fn estimate_tools(tools: &[ToolSpec]) -> u64 {
-    let json = serde_json::to_string(tools).unwrap_or_default();
-    tokens_of_bytes(json.len())
+impl TokenCounter {
+    pub fn new(tokenizer: Tokenizer) -> Self {
+        Self {
+            tokenizer,
+            counts: Vec::new(),
+        }
+    }
+
+    pub fn tokenizer(&self) -> Tokenizer {
+        self.tokenizer
+    }
+
+    /// Forgets every count: the prompt was edited in place.
+    pub fn forget(&mut self) {
+        self.counts.clear();
+    }
+
+    /// Tokens of `prompt[start..end]`, counting only messages not counted before (or whose
+    /// length changed since).
+    pub fn span(&mut self, prompt: &[Message], start: usize, end: usize) -> u64 {
+        let end = end.min(prompt.len());
+        if self.counts.len() < end {
+            self.counts.resize(end, (usize::MAX, 0));
+        }
+        let tokenizer = self.tokenizer;
+        (start..end)
+            .map(|i| {
+                let bytes = message_bytes(&prompt[i]);
+                let slot = &mut self.counts[i];
+                if slot.0 != bytes {
+                    *slot = (bytes, tokenizer.message(&prompt[i]));
+                }
+                slot.1
+            })
+            .sum()
+    }
+
+    /// A prompt's estimated size: `measured`, the last round's prompt as the provider counted
+    /// it (the messages it held, its prompt tokens), plus the count of what was added since,
+    /// and never less than the count of the whole (`prompt` with tool definitions counted at
+    /// `tools_tokens`).
+    pub fn prompt_estimate(
+        &mut self,
+        prompt: &[Message],
+        tools_tokens: u64,
+        measured: Option<(usize, u64)>,
+    ) -> u64 {
+        let whole = self.span(prompt, 0, prompt.len()) + tools_tokens;
+        match measured {
+            Some((len, counted)) if len <= prompt.len() && counted > 0 => {
+                whole.max(counted + self.span(prompt, len, prompt.len()))
+            }
+            _ => whole,
+        }
+    }
+}
+
+/// Estimated tokens of `messages` by the heuristic.
+pub fn estimate(messages: &[Message]) -> u64 {
+    Tokenizer::Heuristic.messages(messages)
 }
 
 /// Where each round of `rounds` (the messages after the input) begins: at an assistant
@@ -333,5 +424,40 @@ mod tests {
         // 100 bytes → 25 + 4; "read_file" + 16 bytes → 7 + 4.
         assert_eq!(estimate(&messages), 40);
         assert!(transcript(&messages, 10).contains("abcdabcdab…"));
+    }
+
+    #[test]
+    fn openai_encodings_count_tokens_not_bytes() {
+        // "Hello" "," " world" "!" in both encodings.
+        assert_eq!(Tokenizer::O200kBase.count("Hello, world!"), 4);
+        assert_eq!(Tokenizer::Cl100kBase.count("Hello, world!"), 4);
+        // A long run of one letter takes several bytes a token, not the heuristic's four.
+        let same = "a".repeat(4000);
+        assert!(Tokenizer::O200kBase.count(&same) < 1000);
+        assert_eq!(Tokenizer::Heuristic.count(&same), 1000);
+    }
+
+    #[test]
+    fn the_counter_counts_what_was_added_and_recounts_what_changed() {
+        let mut prompt = vec![
+            Message::system("Be brief."),
+            Message::user("abcd".repeat(25)),
+        ];
+        let mut counter = TokenCounter::new(Tokenizer::Heuristic);
+        // 9 bytes → 3 + 4; 100 bytes → 25 + 4.
+        assert_eq!(counter.prompt_estimate(&prompt, 10, None), 7 + 29 + 10);
+        // The provider counted 50 for the first two; a result of 40 bytes came since.
+        prompt.push(Message::tool_result("1", "x".repeat(40)));
+        assert_eq!(counter.prompt_estimate(&prompt, 10, Some((2, 50))), 50 + 14);
+        // Never less than the whole's count.
+        assert_eq!(
+            counter.prompt_estimate(&prompt, 10, Some((2, 5))),
+            7 + 29 + 14 + 10
+        );
+        // A message edited in place is counted again.
+        prompt[2].content = "x".repeat(400);
+        assert_eq!(counter.span(&prompt, 2, 3), 104);
+        // A count beyond the prompt stops at its end.
+        assert_eq!(counter.span(&prompt, 0, 99), 7 + 29 + 104);
     }
 }

@@ -46,7 +46,7 @@ pub use spec::{
     BackendSpec, Bounds, CacheMode, CassetteMatch, CompactStep, Condition, ContextSpec, CostLimit,
     EdgeSpec, FacadeClamp, FacadeParam, FacadeSpec, GateKind, GateSpec, InputSpec, NodeKind,
     NodeOutput, NodeRetry, NodeSpec, OnBudget, OnDeny, OnDivergence, OutputSpec, PhaseSpec, Price,
-    PricingSpec, ProcessBackend, ThinkingSpec, WorkflowOutput, WorkflowSpec,
+    PricingSpec, ProcessBackend, ThinkingSpec, TokenizerSpec, WorkflowOutput, WorkflowSpec,
 };
 pub use suggest::closest;
 pub use workflow::{WorkflowGraph, approval_output_schema, describe_condition, mermaid, schema_at};

@@ -25,7 +25,7 @@ pub use facade::{Bounds, FacadeClamp, FacadeParam, FacadeSpec};
 pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};
 pub use model::{
     CacheMode, CassetteMatch, FallbacksSpec, ModelLimitsSpec, ModelParamsSpec, ModelSpec,
-    ProviderKind, ThinkingSpec,
+    ProviderKind, ThinkingSpec, TokenizerSpec,
 };
 pub use money::{CostLimit, Price, PricingSpec};
 pub use skill_settings::{SkillRootSpec, SkillsSettings};

@@ -26,6 +26,7 @@ fn spec(provider: ProviderKind) -> ModelSpec {
         context_window: None,
         max_output_tokens: None,
         pricing: None,
+        tokenizer: Default::default(),
     }
 }
 

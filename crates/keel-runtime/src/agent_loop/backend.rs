@@ -307,7 +307,7 @@ impl AgentRun {
         let Some(front) = state.replay.front() else {
             return Ok(None);
         };
-        let sent = section("program", &ask.messages).sha256;
+        let sent = section("program", &ask.messages, 0).sha256;
         let matches = match front {
             replay::Recorded::Round { sent: recorded, .. } => {
                 recorded.as_ref().is_none_or(|hash| *hash == sent)

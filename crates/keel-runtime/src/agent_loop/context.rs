@@ -16,7 +16,9 @@ use keel_types::{EventPayload, Message, StoreError, ToolSpec, Usage};
 use keel_workspace::{CompactStep, ContextSpec};
 
 use super::AgentRun;
-use crate::context::{elide, kept_from, summary_message, transcript, with_elided_texts};
+use crate::context::{
+    TokenCounter, Tokenizer, elide, kept_from, summary_message, transcript, with_elided_texts,
+};
 
 /// The share of the summarizer's window its input may fill (the rest is its answer's).
 const SUMMARIZER_INPUT: f64 = 0.6;
@@ -60,7 +62,28 @@ impl AgentRun {
     pub(super) fn prompt_estimate(&mut self, tools: &Arc<[ToolSpec]>) -> u64 {
         // The tools' size is measured once per tool list, with their prompt section.
         let tools_tokens = self.tools_section(tools).map_or(0, |s| s.tokens);
-        crate::context::prompt_estimate(&self.messages, tools_tokens, self.measured)
+        self.token_counter();
+        self.tokens
+            .prompt_estimate(&self.messages, tools_tokens, self.measured)
+    }
+
+    /// The counter of the prompt's tokens, with the tokenizer of the model the run is on
+    /// now (a fallback to a model of another family starts counting again).
+    pub(super) fn token_counter(&mut self) -> &mut TokenCounter {
+        let tokenizer = self
+            .services
+            .workspace
+            .models
+            .get(&self.model_doc)
+            .map(Tokenizer::of)
+            .unwrap_or_default();
+        if self.tokens.tokenizer() != tokenizer {
+            self.tokens = TokenCounter::new(tokenizer);
+            // The sections measured once are counted again with it.
+            self.fixed_sections = None;
+            self.tools_section = None;
+        }
+        &mut self.tokens
     }
 
     /// Makes room in the prompt when it passed `compactAt` of the window, or whatever it
@@ -103,6 +126,7 @@ impl AgentRun {
                         self.elided_texts.insert(id.clone(), text);
                         elided.push(id);
                     }
+                    self.tokens.forget();
                 }
                 CompactStep::Summarize if kept > 0 => {
                     // The summarizer reads what elided results said, not their stubs, and as
@@ -126,6 +150,7 @@ impl AgentRun {
                             }
                             self.messages
                                 .splice(rounds_at..rounds_at + kept, [summary_message(&text)]);
+                            self.tokens.forget();
                             self.usage.add(&usage);
                             summarized = Some([0, u32::try_from(kept).unwrap_or(u32::MAX)]);
                             summary = Some(text);

@@ -146,6 +146,8 @@ pub(crate) struct AgentRun {
     /// The last round's prompt as the provider counted it: the messages it held and its
     /// prompt tokens (what was added since is estimated). Cleared by a compaction.
     measured: Option<(usize, u64)>,
+    /// Each prompt message's tokens, counted once with the model's tokenizer.
+    tokens: crate::context::TokenCounter,
     /// What the results elided and not yet summarized said, by call: a summary reads them.
     elided_texts: HashMap<String, String>,
     /// What the session's other runs used, when the session has a budget.
@@ -258,6 +260,7 @@ impl AgentRun {
             fixed_sections: None,
             tools_section: None,
             measured: None,
+            tokens: Default::default(),
             elided_texts: HashMap::new(),
             session_used: None,
             budget_grants: 0,

@@ -173,7 +173,8 @@ impl AgentRun {
     fn prompt_sections(&mut self) -> Vec<PromptSection> {
         if let Some(ask) = &self.program_ask {
             // A program's conversation is its own: one section.
-            return vec![section("program", &ask.messages)];
+            let tokens = self.tokens.tokenizer().messages(&ask.messages);
+            return vec![section("program", &ask.messages, tokens)];
         }
         let (history_at, history_end) = self.history_span;
         let input_end = (self.input_at + 1).min(self.messages.len());
@@ -186,14 +187,20 @@ impl AgentRun {
             ("input", self.input_at, input_end),
             ("rounds", input_end, self.messages.len()),
         ];
-        let measure = |(name, start, end): (&str, usize, usize)| {
+        self.token_counter();
+        let mut measure = |(name, start, end): (&str, usize, usize)| {
             let messages = self.messages.get(start..end).filter(|m| !m.is_empty())?;
-            Some(section(name, messages))
+            let tokens = self.tokens.span(&self.messages, start, end);
+            Some(section(name, messages, tokens))
         };
         let bounds = spans.map(|(_, _, end)| end);
-        let mut sections = match &self.fixed_sections {
-            Some((fixed, sections)) if fixed[..] == bounds[..6] => sections.clone(),
-            _ => {
+        let fixed = match &self.fixed_sections {
+            Some((fixed, sections)) if fixed[..] == bounds[..6] => Some(sections.clone()),
+            _ => None,
+        };
+        let mut sections = match fixed {
+            Some(sections) => sections,
+            None => {
                 let sections: Vec<PromptSection> =
                     spans[..6].iter().filter_map(|s| measure(*s)).collect();
                 let mut fixed = [0; 6];
@@ -231,13 +238,14 @@ impl AgentRun {
         match &self.tools_section {
             Some((measured, section)) if Arc::ptr_eq(measured, tools) => Some(section.clone()),
             _ => {
-                let json = serde_json::to_vec(&tools[..]).unwrap_or_default();
+                let json = serde_json::to_string(&tools[..]).unwrap_or_default();
+                let tokens = self.token_counter().tokenizer().count(&json);
                 let section = PromptSection {
                     name: "tools".to_owned(),
                     messages: u32::try_from(tools.len()).unwrap_or(u32::MAX),
                     bytes: json.len() as u64,
                     sha256: keel_types::to_hex(&Sha256::digest(&json)),
-                    tokens: crate::context::tokens_of_bytes(json.len()),
+                    tokens,
                 };
                 self.tools_section = Some((tools.clone(), section.clone()));
                 Some(section)
@@ -458,8 +466,8 @@ impl Thinkings {
     }
 }
 
-/// One prompt section: its messages counted, measured and hashed as JSON.
-pub(super) fn section(name: &str, messages: &[Message]) -> PromptSection {
+/// One prompt section of `tokens`: its messages counted, measured and hashed as JSON.
+pub(super) fn section(name: &str, messages: &[Message], tokens: u64) -> PromptSection {
     // Serializing plain messages cannot fail; an empty body would still be hashed honestly.
     let json = serde_json::to_vec(messages).unwrap_or_default();
     PromptSection {
@@ -467,6 +475,6 @@ pub(super) fn section(name: &str, messages: &[Message]) -> PromptSection {
         messages: u32::try_from(messages.len()).unwrap_or(u32::MAX),
         bytes: json.len() as u64,
         sha256: keel_types::to_hex(&Sha256::digest(&json)),
-        tokens: crate::context::estimate(messages),
+        tokens,
     }
 }

@@ -69,6 +69,59 @@ pub struct ModelSpec {
     /// price is built in.
     #[serde(default)]
     pub pricing: Option<PricingSpec>,
+    /// How a prompt's size is counted between the provider's own counts: `auto` (default)
+    /// uses OpenAI's encoding for an `openai` model of a known family (gpt-4o, gpt-4.1,
+    /// gpt-5, o1, o3, o4: `o200k_base`; gpt-4, gpt-3.5: `cl100k_base`) when it declares a
+    /// `contextWindow`, and the character heuristic otherwise.
+    #[serde(default)]
+    pub tokenizer: TokenizerSpec,
+}
+
+/// How a model's prompts are counted in tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenizerSpec {
+    /// The model's encoding when it is known and the window is managed, else the heuristic.
+    #[default]
+    Auto,
+    /// OpenAI's `o200k_base` (gpt-4o, gpt-4.1, gpt-5, o-series).
+    O200kBase,
+    /// OpenAI's `cl100k_base` (gpt-4, gpt-3.5).
+    Cl100kBase,
+    /// 4 bytes of UTF-8 a token, 4 tokens of framing per message.
+    Heuristic,
+}
+
+impl ModelSpec {
+    /// The tokenizer this model's prompts are counted with: never `auto`.
+    pub fn tokenizer(&self) -> TokenizerSpec {
+        if self.tokenizer != TokenizerSpec::Auto {
+            return self.tokenizer;
+        }
+        if self.provider != ProviderKind::Openai || self.context_window.is_none() {
+            return TokenizerSpec::Heuristic;
+        }
+        // The name after any routing prefix (`openai/gpt-4o`).
+        let name = self.model.as_deref().unwrap_or_default();
+        let name = name.rsplit('/').next().unwrap_or(name).to_ascii_lowercase();
+        let o200k = [
+            "gpt-4o",
+            "gpt-4.1",
+            "gpt-4.5",
+            "gpt-5",
+            "chatgpt-4o",
+            "o1",
+            "o3",
+            "o4",
+        ];
+        if o200k.iter().any(|family| name.starts_with(family)) {
+            TokenizerSpec::O200kBase
+        } else if ["gpt-4", "gpt-3.5"].iter().any(|f| name.starts_with(f)) {
+            TokenizerSpec::Cl100kBase
+        } else {
+            TokenizerSpec::Heuristic
+        }
+    }
 }
 
 /// A model's rate limits.

@@ -386,3 +386,64 @@ async fn a_refused_prompt_is_compacted_once_and_asked_again_else_the_run_overflo
         keel::ErrorCode::ModelContextLength
     );
 }
+
+/// The input section's recorded tokens when the agent's model is `model_doc`.
+async fn input_tokens(mock: &MockLlm, model_doc: &str, input: &str) -> (u64, u64) {
+    mock.push(MockResponse::text(["Noted."]));
+    let ws = WorkspaceBuilder::new()
+        .runtime("{ defaultAgent: counter }")
+        .model(
+            "m",
+            &format!(
+                "{{ provider: openai, baseUrl: \"{}\", {model_doc} }}",
+                mock.base_url()
+            ),
+        )
+        .agent(
+            "counter",
+            "{ model: m, instructions: Count., tools: [read_file] }",
+        )
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let (response, events) = common::run(&runtime, input).await;
+    assert_eq!(
+        response.status,
+        RunStatus::Completed,
+        "{:?}",
+        response.error
+    );
+    let sections = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::PromptAssembled { sections, .. } => Some(sections.clone()),
+            _ => None,
+        })
+        .expect("the round's prompt was recorded");
+    let tokens = |name: &str| sections.iter().find(|s| s.name == name).unwrap().tokens;
+    (tokens("input"), tokens("tools"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_model_with_a_managed_window_counts_with_its_encoding() {
+    let mock = MockLlm::start().await;
+    // 3,996 bytes: the heuristic's 999 tokens and 4 of framing; in o200k_base and
+    // cl100k_base "hello" and " world" are a token each.
+    let input = "hello world ".repeat(333);
+    let heuristic = input_tokens(&mock, "model: gpt-4o", &input).await;
+    assert_eq!(heuristic.0, 1_003, "no window declared: the heuristic");
+    let o200k = input_tokens(&mock, "model: gpt-4o, contextWindow: 128000", &input).await;
+    assert_eq!(o200k.0, 667 + 4, "o200k_base");
+    let cl100k = input_tokens(&mock, "model: gpt-4-turbo, contextWindow: 128000", &input).await;
+    assert_eq!(cl100k.0, 667 + 4, "cl100k_base");
+    // The tool definitions are counted with the same encoding.
+    assert!(o200k.1 < heuristic.1, "{o200k:?} vs {heuristic:?}");
+    let chosen = input_tokens(
+        &mock,
+        "model: gpt-4o, contextWindow: 128000, tokenizer: heuristic",
+        &input,
+    )
+    .await;
+    assert_eq!(chosen, heuristic, "a declared tokenizer wins");
+    let forced = input_tokens(&mock, "model: local-llama, tokenizer: o200k_base", &input).await;
+    assert_eq!(forced, o200k, "any model may name an encoding");
+}
