@@ -155,7 +155,7 @@ impl Redactor {
             EventPayload::RequestCancelled { reason, .. } => s(reason),
             EventPayload::ModelRetry { error, .. } => s(&mut error.message),
             EventPayload::ModelFallback { reason, .. } => s(&mut reason.message),
-            EventPayload::ModelQueued { .. } => {}
+            EventPayload::ModelQueued { .. } | EventPayload::ToolSandbox { .. } => {}
             EventPayload::ContextCompacted { summary, .. } => {
                 if let Some(summary) = summary {
                     s(summary);

@@ -59,6 +59,7 @@ fn main() {
         .build()
         .unwrap();
     let spec = HookSpec {
+        sandbox: Default::default(),
         event: HookEvent::PreToolUse,
         matcher: None,
         handler: HookHandler::Command {

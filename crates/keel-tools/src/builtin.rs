@@ -31,6 +31,7 @@ mod shell;
 mod skills;
 mod write_file;
 
+use crate::sandbox::Sandboxes;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,9 +60,20 @@ pub const MAX_WRITE_BYTES: usize = 10 * 1024 * 1024;
 /// Every built-in tool, configured by the `Runtime` document's `tools` settings, in the
 /// order of [`BuiltinTool::ALL`].
 pub fn builtins(settings: &BuiltinToolSettings) -> Vec<Arc<dyn Tool>> {
+    builtins_in(settings, &Sandboxes::default())
+}
+
+/// The built-in tools with `settings`, their processes (`shell`'s) started in the
+/// workspace's sandbox profiles.
+pub fn builtins_in(settings: &BuiltinToolSettings, sandboxes: &Sandboxes) -> Vec<Arc<dyn Tool>> {
     BuiltinTool::ALL
         .into_iter()
-        .map(|tool| build(tool, settings))
+        .map(|tool| match tool {
+            BuiltinTool::Shell => {
+                Arc::new(Shell::new(&settings.shell).with_sandboxes(sandboxes.clone()))
+            }
+            _ => build(tool, settings),
+        })
         .collect()
 }
 

@@ -17,13 +17,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keel_types::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_types::{SandboxRecord, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 pub use keel_workspace::looks_secret;
-use keel_workspace::{ToolImpl, ToolSpecDoc};
+use keel_workspace::{SandboxSpec, ToolImpl, ToolSpecDoc};
 use serde_json::Value;
 
 pub use crate::process::child_env;
 use crate::process::{self, Caps, Finished, RunError};
+use crate::sandbox::{Profile, Sandboxes};
 
 /// The timeout when the document sets none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -45,6 +46,9 @@ pub struct CommandTool {
     env: BTreeMap<String, String>,
     workspace_root: PathBuf,
     idempotent: bool,
+    /// The document's own `sandbox:`, and the workspace's settings it goes over.
+    sandbox: Option<SandboxSpec>,
+    sandboxes: Sandboxes,
 }
 
 impl CommandTool {
@@ -80,7 +84,18 @@ impl CommandTool {
             env: env.clone(),
             workspace_root,
             idempotent: doc.idempotent,
+            sandbox: doc.sandbox.clone(),
+            sandboxes: Sandboxes::default(),
         }
+    }
+
+    /// The tool, its process started in the workspace's sandbox profiles.
+    pub fn with_sandboxes(self, sandboxes: Sandboxes) -> Self {
+        Self { sandboxes, ..self }
+    }
+
+    fn profile(&self, ctx: &ToolContext) -> Option<Profile> {
+        self.sandboxes.profile(&ctx.agent, self.sandbox.as_ref())
     }
 
     /// How long a call may run.
@@ -114,6 +129,10 @@ impl Tool for CommandTool {
         self.idempotent
     }
 
+    fn sandbox(&self, ctx: &ToolContext) -> Option<SandboxRecord> {
+        Some(self.profile(ctx)?.record())
+    }
+
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let Some(program) = &self.program else {
             return Err(ToolError::Failed(format!(
@@ -130,7 +149,17 @@ impl Tool for CommandTool {
         }
         let env = child_env(std::env::vars_os(), &self.env, &self.keel_vars(ctx));
         let shown = program.display().to_string();
-        let child = process::command(program, &self.args, &self.workspace_root, env, true)
+        let profile = self.profile(ctx);
+        let mut command = process::command(program, &self.args, &self.workspace_root, env, true);
+        let guard = process::sandbox(
+            &mut command,
+            profile.as_ref(),
+            program,
+            &self.workspace_root,
+            &ctx.request_id.to_string(),
+            &[],
+        )?;
+        let child = command
             .spawn()
             .map_err(|e| process::spawn_error(&shown, &e))?;
         tracing::debug!(
@@ -147,8 +176,10 @@ impl Tool for CommandTool {
             stdout: MAX_CAPTURE_BYTES.max(ctx.max_output_bytes),
             stderr: STDERR_CAP,
         };
-        match process::run_to_end(child, input, caps, self.timeout).await {
-            Ok(finished) => finish(finished),
+        let ended = process::run_to_end(child, input, caps, self.timeout).await;
+        drop(guard);
+        match ended {
+            Ok(finished) => finish(finished, profile.as_ref()),
             Err(RunError::Wait(e)) => Err(ToolError::Failed(format!(
                 "waiting for `{shown}` failed: {e}"
             ))),
@@ -172,7 +203,7 @@ pub(crate) fn resolve_program(program: &str, workspace_root: &Path) -> PathBuf {
 }
 
 /// The result of a finished process.
-fn finish(finished: Finished) -> Result<ToolOutput, ToolError> {
+fn finish(finished: Finished, profile: Option<&Profile>) -> Result<ToolOutput, ToolError> {
     let Finished {
         status,
         stdout: out,
@@ -184,11 +215,16 @@ fn finish(finished: Finished) -> Result<ToolOutput, ToolError> {
             stderr.push_str(" […]");
         }
         let what = format!("command {}", process::describe_failure(status));
-        return Err(ToolError::Failed(if stderr.is_empty() {
+        let mut message = if stderr.is_empty() {
             what
         } else {
             format!("{what}: {stderr}")
-        }));
+        };
+        let blocked = profile.map(|p| crate::sandbox::explain(p, &stderr));
+        if let Some(blocked) = blocked.filter(|b| !b.is_empty()) {
+            message.push_str(&format!(" ({})", blocked.join("; ")));
+        }
+        return Err(ToolError::Failed(message));
     }
     let text = String::from_utf8_lossy(&out.bytes);
     if out.truncated() {

@@ -462,6 +462,7 @@ mod tests {
 
     fn spec(event: HookEvent, matcher: Option<&str>) -> HookSpec {
         HookSpec {
+            sandbox: Default::default(),
             event,
             matcher: matcher.map(str::to_owned),
             handler: HookHandler::Command {

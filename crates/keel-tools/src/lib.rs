@@ -33,6 +33,9 @@ pub mod paths;
 pub mod policy;
 pub mod process;
 pub mod repair;
+// The sandbox is made of system calls between fork and exec: unsafe by nature, kept here.
+#[allow(unsafe_code)]
+pub mod sandbox;
 #[cfg(not(feature = "http"))]
 pub mod unavailable;
 
@@ -45,7 +48,13 @@ pub fn declared(name: &str, doc: &ToolSpecDoc, workspace_root: &Path) -> Arc<dyn
 
 /// The tool a `Tool` document of `workspace` declares, whatever its kind.
 pub fn declared_in(name: &str, doc: &ToolSpecDoc, workspace: &Workspace) -> Arc<dyn Tool> {
-    declared_with_env(name, doc, &workspace.root, &workspace.env)
+    match doc.implementation {
+        ToolImpl::Command { .. } => Arc::new(
+            command::CommandTool::new(name, doc, &workspace.root)
+                .with_sandboxes(sandbox::Sandboxes::of(workspace)),
+        ),
+        ToolImpl::Http { .. } => declared_with_env(name, doc, &workspace.root, &workspace.env),
+    }
 }
 
 fn declared_with_env(

@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::sandbox::{Guard, Profile};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -61,6 +63,28 @@ pub fn child_env(
         env.insert(name.into(), value.into());
     }
     env
+}
+
+/// Has `command` (of `program`, started for request `request_id`) start in `profile`'s
+/// sandbox, when there is one: the run's temporary folder becomes its `TMPDIR`. The guard
+/// must live until the process has ended.
+pub(crate) fn sandbox(
+    command: &mut Command,
+    profile: Option<&Profile>,
+    program: &Path,
+    workspace_root: &Path,
+    request_id: &str,
+    extra_read: &[PathBuf],
+) -> Result<Option<Guard>, ToolError> {
+    let Some(profile) = profile else {
+        return Ok(None);
+    };
+    let temp_dir = crate::sandbox::run_temp_dir(request_id);
+    let prepared = profile
+        .prepare(program, workspace_root, &temp_dir, extra_read)
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
+    command.env("TMPDIR", &temp_dir);
+    Ok(Some(prepared.apply(command)))
 }
 
 /// Why a program could not be started, in words.

@@ -324,6 +324,15 @@ pub enum EventPayload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// The OS sandbox a call's process starts in (after the call's start): the profile and
+    /// the mechanisms that enforce it on this machine.
+    #[serde(rename = "runtime.tool.sandbox", rename_all = "camelCase")]
+    ToolSandbox {
+        call_id: String,
+        tool: String,
+        #[serde(flatten)]
+        sandbox: SandboxRecord,
+    },
     #[serde(rename = "runtime.tool.guard", rename_all = "camelCase")]
     ToolGuard {
         call_id: String,
@@ -640,6 +649,7 @@ impl EventPayload {
             Self::ModelRetry { .. } => "runtime.model.retry",
             Self::ModelFallback { .. } => "runtime.model.fallback",
             Self::ModelQueued { .. } => "runtime.model.queued",
+            Self::ToolSandbox { .. } => "runtime.tool.sandbox",
             Self::ToolGuard { .. } => "runtime.tool.guard",
             Self::Adapter { .. } => "runtime.adapter.event",
             Self::ArtifactCreated { .. } => "runtime.artifact.created",
@@ -753,4 +763,24 @@ mod tests {
         assert_eq!(json["kind"], "coerce_number");
         assert_eq!(serde_json::from_value::<Repair>(json).unwrap(), repair);
     }
+}
+
+/// An OS sandbox as a process started in it: what it allows and what enforces it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxRecord {
+    /// `workspace-write`, `read-only` or `off`.
+    pub filesystem: String,
+    /// `deny` or `allow`.
+    pub network: String,
+    /// The limits in force, e.g. `processes 256`, `memory 536870912`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<String>,
+    /// What enforces it, e.g. `landlock (ABI 7)`, `seccomp`, `no_new_privs`, `rlimits`,
+    /// `cgroup pids`, `process group`.
+    pub mechanisms: Vec<String>,
+    /// What the profile asks for and this machine cannot enforce (only with `fallback: warn`;
+    /// otherwise the process is not started).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
 }

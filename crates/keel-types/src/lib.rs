@@ -32,7 +32,7 @@ pub use cluster::{Claimed, Cluster, ClusterStatus, Lease, Signal, SignalSink};
 pub use error::error_chain;
 pub use event::{
     AdapterEvent, Event, EventPayload, GuardDecision, Issue, NATIVE_ADAPTER, PromptSection, Repair,
-    RepairKind, SkillReason,
+    RepairKind, SandboxRecord, SkillReason,
 };
 pub use governance::{HookEvent, HookOnError, PermissionMode, PolicyDecision};
 pub use ids::{EventId, InvalidSessionId, RequestId, SessionId, new_id};

@@ -315,6 +315,12 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// The OS sandbox the tool's process starts in, when it starts one in a sandbox: the run
+    /// records it with each call (`runtime.tool.sandbox`).
+    fn sandbox(&self, _ctx: &ToolContext) -> Option<crate::SandboxRecord> {
+        None
+    }
+
     /// Whether running the same call twice is safe. A resumed run re-runs a call that started
     /// but has no recorded result only when its tool is idempotent. Read-only tools are.
     fn idempotent(&self) -> bool {

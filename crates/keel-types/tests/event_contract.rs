@@ -13,8 +13,8 @@ use keel_types::{
     AdapterEvent, ApprovalRecord, ApprovalScope, ApprovalStatus, ArtifactRecord, ErrorCode,
     ErrorInfo, Event, EventId, EventPayload, FinishReason, GuardDecision, HookEvent, Issue,
     MemoryAction, MemoryKind, Message, ModelParams, ModelStopReason, PermissionMode,
-    PolicyDecision, PromptSection, Repair, RepairKind, RequestId, SessionId, SkillReason, ToolCall,
-    Usage, WriteDecision,
+    PolicyDecision, PromptSection, Repair, RepairKind, RequestId, SandboxRecord, SessionId,
+    SkillReason, ToolCall, Usage, WriteDecision,
 };
 use keel_types::{
     NodeCompleted, NodeFailed, NodeKey, NodeSkipped, NodeStarted, PhaseEvent, WorkflowCompleted,
@@ -95,10 +95,11 @@ fn slot(payload: &EventPayload) -> usize {
         EventPayload::ModelFallback { .. } => 53,
         EventPayload::ModelQueued { .. } => 54,
         EventPayload::ContextCompacted { .. } => 55,
+        EventPayload::ToolSandbox { .. } => 56,
     }
 }
 
-const SLOTS: usize = 56;
+const SLOTS: usize = 57;
 
 fn usage() -> Usage {
     Usage {
@@ -552,6 +553,23 @@ fn examples() -> Vec<EventPayload> {
             summary: Some("Read a.txt (it holds KEY-1) and twelve more files.".into()),
             summarizer_usage: Some(Usage::new(2_900, 64)),
             error: None,
+        },
+        EventPayload::ToolSandbox {
+            call_id: call(),
+            tool: "shell".into(),
+            sandbox: SandboxRecord {
+                filesystem: "workspace-write".into(),
+                network: "deny".into(),
+                limits: vec!["processes 256".into()],
+                mechanisms: vec![
+                    "process group".into(),
+                    "landlock (ABI 7)".into(),
+                    "seccomp".into(),
+                    "no_new_privs".into(),
+                    "cgroup pids".into(),
+                ],
+                missing: Vec::new(),
+            },
         },
     ]
 }

@@ -43,10 +43,11 @@ pub use spec::{
     ToolSpecDoc, WritePolicy,
 };
 pub use spec::{
-    BackendSpec, Bounds, CacheMode, CassetteMatch, CompactStep, Condition, ContextSpec, CostLimit,
-    EdgeSpec, FacadeClamp, FacadeParam, FacadeSpec, GateKind, GateSpec, InputSpec, NodeKind,
-    NodeOutput, NodeRetry, NodeSpec, OnBudget, OnDeny, OnDivergence, OutputSpec, PhaseSpec, Price,
-    PricingSpec, ProcessBackend, ThinkingSpec, TokenizerSpec, WorkflowOutput, WorkflowSpec,
+    BackendSpec, Bounds, ByteSize, CacheMode, CassetteMatch, CompactStep, Condition, ContextSpec,
+    CostLimit, EdgeSpec, FacadeClamp, FacadeParam, FacadeSpec, FilesystemMode, GateKind, GateSpec,
+    InputSpec, NetworkMode, NodeKind, NodeOutput, NodeRetry, NodeSpec, OnBudget, OnDeny,
+    OnDivergence, OutputSpec, PhaseSpec, Price, PricingSpec, ProcessBackend, SandboxFallback,
+    SandboxLimits, SandboxSpec, ThinkingSpec, TokenizerSpec, WorkflowOutput, WorkflowSpec,
 };
 pub use suggest::closest;
 pub use workflow::{WorkflowGraph, approval_output_schema, describe_condition, mermaid, schema_at};

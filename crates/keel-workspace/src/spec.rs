@@ -16,6 +16,7 @@ mod facade;
 mod memory;
 mod model;
 mod money;
+mod sandbox;
 mod skill_settings;
 mod store;
 mod workflow;
@@ -28,6 +29,9 @@ pub use model::{
     ProviderKind, ThinkingSpec, TokenizerSpec,
 };
 pub use money::{CostLimit, Price, PricingSpec};
+pub use sandbox::{
+    ByteSize, FilesystemMode, NetworkMode, SandboxFallback, SandboxLimits, SandboxSpec,
+};
 pub use skill_settings::{SkillRootSpec, SkillsSettings};
 pub use store::{
     ArtifactsKind, ArtifactsSpec, DEFAULT_STORE_URL, MirrorSpec, StoreKind, StoreSpec,
@@ -119,6 +123,10 @@ pub struct RuntimeSpec {
     pub redaction: RedactionSpec,
     /// Where skills come from besides `resources/skills/`.
     pub skills: SkillsSettings,
+    /// The OS sandbox of every process Keel starts (`shell`, command tools, skill scripts,
+    /// command hooks, MCP stdio servers); agents, tools, MCP servers and hooks may override it
+    /// field by field. Left out: no sandbox.
+    pub sandbox: SandboxSpec,
 }
 
 /// Redaction settings (`docs/workspace.md#runtime`).
@@ -482,6 +490,9 @@ pub struct ToolSpecDoc {
     /// is created.
     #[serde(default)]
     pub double_check_on_run: bool,
+    /// `command` tools: the OS sandbox of the process, over the agent's and the Runtime's.
+    #[serde(default)]
+    pub sandbox: Option<SandboxSpec>,
 }
 
 /// Hooks bound on a tool.
@@ -540,6 +551,9 @@ pub struct HookSpec {
     /// (default true).
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// `command` hooks: the OS sandbox of the process, over the Runtime's.
+    #[serde(default)]
+    pub sandbox: Option<SandboxSpec>,
 }
 
 /// How a hook runs.
@@ -663,6 +677,9 @@ pub struct McpServerSpec {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub max_resource_bytes: Option<u64>,
+    /// stdio: the OS sandbox of the server process, over the Runtime's.
+    #[serde(default)]
+    pub sandbox: Option<SandboxSpec>,
 }
 
 fn yes() -> bool {
@@ -744,6 +761,10 @@ pub struct AgentSpec {
     /// (`{kind: process, command, cwd, env, envAllow, timeout, config, onDivergence}`).
     #[serde(default)]
     pub backend: BackendSpec,
+    /// The OS sandbox of the processes its calls start (`shell`, skill scripts, command
+    /// tools), over the Runtime's.
+    #[serde(default)]
+    pub sandbox: Option<SandboxSpec>,
 }
 
 /// What a run that has spent its budget does.

@@ -302,7 +302,8 @@ fn assemble_tools(workspace: &Arc<Workspace>, injected: Vec<Arc<dyn Tool>>) -> V
         by_name.retain(|(n, _)| n != &name);
         by_name.push((name, tool));
     };
-    for tool in keel_tools::builtin::builtins(&workspace.runtime.tools) {
+    let sandboxes = keel_tools::sandbox::Sandboxes::of(workspace);
+    for tool in keel_tools::builtin::builtins_in(&workspace.runtime.tools, &sandboxes) {
         put(tool);
     }
     if workspace

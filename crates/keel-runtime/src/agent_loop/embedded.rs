@@ -64,6 +64,7 @@ pub(crate) async fn embedded_call(
 /// An agent with no model, instructions or tools: the inventory is set per call.
 fn placeholder_agent() -> AgentSpec {
     AgentSpec {
+        sandbox: Default::default(),
         model: String::new(),
         instructions: String::new(),
         tools: Vec::new(),

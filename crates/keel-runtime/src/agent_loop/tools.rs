@@ -303,12 +303,20 @@ impl AgentRun {
             true => self.emitter.emit(start)?,
             false => self.emitter.emit_durable(start).await?,
         };
-        let started = Instant::now();
         let ctx = ToolContext {
             call_id: Some(verdict.call_id().to_owned()),
             call_seq: Some(start_seq),
             ..self.tool_ctx.clone()
         };
+        // The OS sandbox the call's process starts in, as this machine enforces it.
+        if let Some(sandbox) = gateway.tool(verdict.tool()).and_then(|t| t.sandbox(&ctx)) {
+            self.emitter.emit(EventPayload::ToolSandbox {
+                call_id: verdict.call_id().to_owned(),
+                tool: verdict.tool().to_owned(),
+                sandbox,
+            })?;
+        }
+        let started = Instant::now();
         let result = if verdict.tool() == keel_workspace::TASK_TOOL {
             self.run_task(verdict).await?
         } else if gateway.reports_progress(verdict.tool()) {

@@ -121,6 +121,16 @@ pub(super) fn line(event: &Event) -> String {
             Some(note) => format!("step={step} {from} → {to}: {} ({note})", reason.message),
             None => format!("step={step} {from} → {to}: {}", reason.message),
         },
+        EventPayload::ToolSandbox { tool, sandbox, .. } => format!(
+            "{tool} sandbox filesystem={} network={} by {}{}",
+            sandbox.filesystem,
+            sandbox.network,
+            sandbox.mechanisms.join(", "),
+            match sandbox.missing.is_empty() {
+                true => String::new(),
+                false => format!(" (missing: {})", sandbox.missing.join("; ")),
+            }
+        ),
         EventPayload::ToolGuard {
             tool,
             decision,

@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use std::path::Path;
+
+use keel_types::{Issue, SandboxRecord, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use keel_workspace::ShellSettings;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -25,6 +27,7 @@ use super::{arg_issue, clip, content_budget, path_issues};
 use crate::input;
 use crate::paths::{self, Access};
 use crate::process::{self, Caps, Captured, RunError};
+use crate::sandbox::{Profile, Sandboxes};
 
 /// `shell`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -65,6 +68,7 @@ pub struct Shell {
     spec: ToolSpec,
     timeout: Duration,
     max_timeout: Duration,
+    sandboxes: Sandboxes,
 }
 
 impl Shell {
@@ -91,7 +95,13 @@ impl Shell {
             },
             timeout: timeout.min(max_timeout),
             max_timeout,
+            sandboxes: Sandboxes::default(),
         }
+    }
+
+    /// The tool, its commands started in the workspace's sandbox profiles.
+    pub fn with_sandboxes(self, sandboxes: Sandboxes) -> Self {
+        Self { sandboxes, ..self }
     }
 
     /// The timeout a call asks for, capped at the maximum; the default when it asks none.
@@ -117,6 +127,10 @@ impl Shell {
 impl Tool for Shell {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn sandbox(&self, ctx: &ToolContext) -> Option<SandboxRecord> {
+        Some(self.sandboxes.profile(&ctx.agent, None)?.record())
     }
 
     fn check(&self, ctx: &ToolContext, args: &Value) -> Vec<Issue> {
@@ -192,7 +206,17 @@ impl Tool for Shell {
         )
         .collect::<Vec<_>>();
         let child_env = process::child_env(std::env::vars_os(), &env, &keel_vars);
-        let child = process::command(&program, &rest, &cwd, child_env, false)
+        let profile = self.sandboxes.profile(&ctx.agent, None);
+        let mut command = process::command(&program, &rest, &cwd, child_env, false);
+        let guard = process::sandbox(
+            &mut command,
+            profile.as_ref(),
+            Path::new(&program),
+            &root,
+            &ctx.request_id.to_string(),
+            &[],
+        )?;
+        let child = command
             .spawn()
             .map_err(|e| process::spawn_error(&program, &e))?;
         tracing::debug!(
@@ -206,9 +230,14 @@ impl Tool for Shell {
             stdout: budget,
             stderr: budget,
         };
-        match process::run_to_end(child, Vec::new(), caps, timeout).await {
+        let ended = process::run_to_end(child, Vec::new(), caps, timeout).await;
+        drop(guard);
+        match ended {
             Ok(finished) => Ok(ToolOutput::json(&process_result(
-                finished, budget, "command",
+                finished,
+                budget,
+                "command",
+                profile.as_ref(),
             ))),
             Err(RunError::Wait(e)) => Err(ToolError::Failed(format!(
                 "waiting for the command failed: {e}"
@@ -282,8 +311,17 @@ fn valid_env_name(name: &str) -> bool {
 
 /// A finished process as a tool result: `{exit_code, stdout, stderr, truncated}`, plus
 /// `error` when a signal ended it (`what` names it: `the command was killed by …`).
-pub(super) fn process_result(finished: process::Finished, budget: usize, what: &str) -> Value {
+/// `profile`: the sandbox it ran in; a failure the sandbox caused is said so (`sandbox`).
+pub(super) fn process_result(
+    finished: process::Finished,
+    budget: usize,
+    what: &str,
+    profile: Option<&Profile>,
+) -> Value {
     let (stdout, stderr, truncated) = fit_output(finished.stdout, finished.stderr, budget);
+    let blocked = profile
+        .map(|profile| crate::sandbox::explain(profile, &stderr))
+        .unwrap_or_default();
     let mut result = json!({
         "exit_code": finished.status.code(),
         "stdout": stdout,
@@ -300,6 +338,9 @@ pub(super) fn process_result(finished: process::Finished, budget: usize, what: &
                 process::describe_failure(finished.status)
             )),
         );
+    }
+    if let (false, Some(map)) = (blocked.is_empty(), result.as_object_mut()) {
+        map.insert("sandbox".to_owned(), json!(blocked.join("; ")));
     }
     result
 }

@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel_types::{
-    EventPayload, Issue, SkillReason, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    EventPayload, Issue, SandboxRecord, SkillReason, Tool, ToolContext, ToolError, ToolOutput,
+    ToolSpec,
 };
 use keel_workspace::Workspace;
 use keel_workspace::skills::{
@@ -35,6 +36,7 @@ use serde_json::Value;
 use super::{arg_issue, content_budget};
 use crate::input;
 use crate::process::{self, Caps, RunError};
+use crate::sandbox::Sandboxes;
 
 /// The three tools, for a workspace whose agents have skills.
 pub fn skill_tools(workspace: &Arc<Workspace>) -> Vec<Arc<dyn Tool>> {
@@ -279,6 +281,7 @@ pub struct RunSkillScript {
     spec: ToolSpec,
     workspace: Arc<Workspace>,
     timeout: Duration,
+    sandboxes: Sandboxes,
 }
 
 impl RunSkillScript {
@@ -296,6 +299,7 @@ impl RunSkillScript {
                 ),
                 parameters: input::schema_of::<RunSkillScriptInput>(),
             },
+            sandboxes: Sandboxes::of(&workspace),
             workspace,
             timeout,
         }
@@ -332,6 +336,10 @@ fn script_program(script: &Path) -> Result<(PathBuf, Vec<String>), String> {
 impl Tool for RunSkillScript {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn sandbox(&self, ctx: &ToolContext) -> Option<SandboxRecord> {
+        Some(self.sandboxes.profile(&ctx.agent, None)?.record())
     }
 
     fn check(&self, ctx: &ToolContext, args: &Value) -> Vec<Issue> {
@@ -379,7 +387,17 @@ impl Tool for RunSkillScript {
         ];
         let env = process::child_env(std::env::vars_os(), &Default::default(), &keel_vars);
         let shown = program.display().to_string();
-        let child = process::command(&program, &argv, &dir, env, false)
+        let profile = self.sandboxes.profile(&ctx.agent, None);
+        let mut command = process::command(&program, &argv, &dir, env, false);
+        let guard = process::sandbox(
+            &mut command,
+            profile.as_ref(),
+            &program,
+            &ctx.workspace_root,
+            &ctx.request_id.to_string(),
+            std::slice::from_ref(&dir),
+        )?;
+        let child = command
             .spawn()
             .map_err(|e| process::spawn_error(&shown, &e))?;
         let budget = content_budget(ctx.max_output_bytes);
@@ -387,9 +405,14 @@ impl Tool for RunSkillScript {
             stdout: budget,
             stderr: budget,
         };
-        match process::run_to_end(child, Vec::new(), caps, self.timeout).await {
+        let ended = process::run_to_end(child, Vec::new(), caps, self.timeout).await;
+        drop(guard);
+        match ended {
             Ok(finished) => Ok(ToolOutput::json(&super::shell::process_result(
-                finished, budget, "script",
+                finished,
+                budget,
+                "script",
+                profile.as_ref(),
             ))),
             Err(RunError::Wait(e)) => Err(ToolError::Failed(format!(
                 "waiting for the script failed: {e}"

@@ -16,6 +16,7 @@ use crate::{ctx, ctx_with_cap};
 
 fn doc(command: &[&str], timeout: Option<Duration>, env: &[(&str, &str)]) -> ToolSpecDoc {
     ToolSpecDoc {
+        sandbox: Default::default(),
         description: "a test tool".to_owned(),
         schema: json!({"type": "object"}),
         implementation: ToolImpl::Command {

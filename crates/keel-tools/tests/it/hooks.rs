@@ -31,6 +31,7 @@ fn script(root: &Path, rel: &str, body: &str) {
 
 fn command_hook(event: HookEvent, command: &[&str], timeout: Option<Duration>) -> HookSpec {
     HookSpec {
+        sandbox: Default::default(),
         event,
         matcher: None,
         handler: HookHandler::Command {
@@ -349,6 +350,7 @@ impl Server {
 
     fn hook(&self, path: &str) -> HookSpec {
         HookSpec {
+            sandbox: Default::default(),
             event: HookEvent::PreToolUse,
             matcher: Some("shell".to_owned()),
             handler: HookHandler::Http {

@@ -319,6 +319,7 @@ async fn redirects_are_followed_only_to_allowed_urls() {
 
 fn http_doc(method: HttpMethod, url: String, headers: &[(&str, &str)]) -> ToolSpecDoc {
     ToolSpecDoc {
+        sandbox: Default::default(),
         description: "an API".to_owned(),
         schema: json!({"type": "object"}),
         implementation: ToolImpl::Http {
