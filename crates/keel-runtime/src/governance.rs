@@ -179,6 +179,7 @@ impl Governance {
             .values()
             .flat_map(|t| t.hooks.pre_call.iter().chain(&t.hooks.post_call))
             .collect();
+        let sandboxes = keel_tools::sandbox::Sandboxes::of(workspace);
         let mut session_hooks = Vec::new();
         let mut bound_hooks = BTreeMap::new();
         for (name, spec) in &workspace.hooks {
@@ -187,7 +188,7 @@ impl Governance {
                 continue;
             }
             let compiled = match CompiledHook::new(name, spec) {
-                Ok(compiled) => compiled,
+                Ok(compiled) => compiled.with_sandboxes(&sandboxes),
                 Err(error) => {
                     tracing::warn!(hook = %name, %error, "Hook skipped: it does not compile.");
                     continue;

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use keel_types::HookEvent;
+use keel_types::{HookEvent, SandboxRecord};
 use keel_workspace::{HookHandler, HookOnError, HookSpec};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,7 @@ use serde_json::Value;
 
 use crate::command::resolve_program;
 use crate::process::{self, Caps, Finished, RunError, child_env};
+use crate::sandbox::{Profile, Sandboxes};
 use http_handler::Client;
 
 mod http_handler;
@@ -232,6 +233,8 @@ pub struct CompiledHook {
     spec: HookSpec,
     matcher: Option<Regex>,
     clients: Option<Client>,
+    /// The OS sandbox of a command hook's process.
+    sandbox: Option<Profile>,
 }
 
 impl CompiledHook {
@@ -261,7 +264,23 @@ impl CompiledHook {
             spec: spec.clone(),
             matcher,
             clients,
+            sandbox: None,
         })
+    }
+
+    /// The hook, a command's process started in its sandbox profile: the hook's own
+    /// `sandbox:` over the Runtime's.
+    pub fn with_sandboxes(self, sandboxes: &Sandboxes) -> Self {
+        let sandbox = sandboxes.profile("", self.spec.sandbox.as_ref());
+        Self { sandbox, ..self }
+    }
+
+    /// The sandbox a command hook starts in, as this machine enforces it.
+    pub fn sandbox(&self) -> Option<SandboxRecord> {
+        match self.spec.handler {
+            HookHandler::Command { .. } => Some(self.sandbox.as_ref()?.record()),
+            HookHandler::Http { .. } => None,
+        }
     }
 
     /// The hook's name.
@@ -351,16 +370,35 @@ impl CompiledHook {
                 _ => e.to_string(),
             },
         };
-        let child = process::command(&resolved, args, cwd, child_env, true)
-            .spawn()
-            .map_err(spawn_failed)?;
-        tracing::debug!(hook = %self.name, pid = child.id(), "Hook started.");
+        let mut command = process::command(&resolved, args, cwd, child_env, true);
+        let run_id = input.request_id.as_deref().unwrap_or("hooks");
+        let guard = process::sandbox(
+            &mut command,
+            self.sandbox.as_ref(),
+            &resolved,
+            cwd,
+            run_id,
+            &[],
+        )
+        .map_err(|e| HookError::Spawn {
+            program: program.clone(),
+            message: e.to_string(),
+        })?;
+        let child = command.spawn().map_err(spawn_failed)?;
+        tracing::debug!(
+            hook = %self.name,
+            pid = child.id(),
+            sandbox = ?self.sandbox().map(|s| s.mechanisms),
+            "Hook started."
+        );
         let caps = Caps {
             stdout: MAX_OUTPUT_BYTES,
             stderr: MAX_STDERR_BYTES,
         };
-        match process::run_to_end(child, stdin, caps, timeout).await {
-            Ok(finished) => answer_of(finished),
+        let ended = process::run_to_end(child, stdin, caps, timeout).await;
+        drop(guard);
+        match ended {
+            Ok(finished) => answer_of(finished, self.sandbox.as_ref()),
             Err(RunError::TimedOut) => {
                 tracing::debug!(hook = %self.name, "Hook timed out.");
                 Err(HookError::Timeout(timeout))
@@ -378,10 +416,14 @@ fn timeout_of(timeout: Option<Duration>) -> Duration {
 }
 
 /// The answer of a command hook that ran to its end.
-fn answer_of(finished: Finished) -> Result<HookOutcome, HookError> {
-    let stderr = String::from_utf8_lossy(&finished.stderr.bytes)
+fn answer_of(finished: Finished, sandbox: Option<&Profile>) -> Result<HookOutcome, HookError> {
+    let mut stderr = String::from_utf8_lossy(&finished.stderr.bytes)
         .trim()
         .to_owned();
+    let blocked = sandbox.map(|p| crate::sandbox::explain(p, &stderr));
+    if let Some(blocked) = blocked.filter(|b| !b.is_empty() && finished.status.code() != Some(0)) {
+        stderr.push_str(&format!(" ({})", blocked.join("; ")));
+    }
     match finished.status.code() {
         Some(0) => {
             if finished.stdout.truncated() {

@@ -145,6 +145,8 @@ pub(crate) struct Session {
     pub(crate) stderr: Arc<Mutex<VecDeque<String>>>,
     /// The task filling `stderr`; it ends when the pipe closes.
     pub(crate) stderr_reader: Option<tokio::task::JoinHandle<()>>,
+    /// The stdio server's sandbox: what is left in its cgroup is killed when it drops.
+    pub(crate) _sandbox: Option<keel_tools::sandbox::Guard>,
 }
 
 impl Session {
@@ -237,6 +239,29 @@ async fn open_stdio(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    let profile = spec
+        .sandbox
+        .as_ref()
+        .and_then(|sandbox| keel_tools::sandbox::Profile::resolve(sandbox, root));
+    let sandbox = match &profile {
+        None => None,
+        Some(profile) => {
+            let temp_dir = keel_tools::sandbox::run_temp_dir("mcp");
+            let prepared = profile
+                .prepare(&program_path, root, &temp_dir, &[cwd.clone()])
+                .map_err(|e| ConnectError::Spawn {
+                    program: program.clone(),
+                    message: e.to_string(),
+                })?;
+            tracing::debug!(
+                program = %program,
+                mechanisms = ?prepared.record().mechanisms,
+                "MCP server sandboxed."
+            );
+            command.env("TMPDIR", &temp_dir);
+            Some(prepared.apply(&mut command))
+        }
+    };
     let mut child = command.spawn().map_err(|e| ConnectError::Spawn {
         program: program.clone(),
         message: match e.kind() {
@@ -268,6 +293,7 @@ async fn open_stdio(
         child: Some(child),
         stderr,
         stderr_reader,
+        _sandbox: sandbox,
     })
 }
 
@@ -299,6 +325,7 @@ async fn open_http(spec: &McpServerSpec, handler: Handler) -> Result<Session, Co
         child: None,
         stderr: Arc::default(),
         stderr_reader: None,
+        _sandbox: None,
     })
 }
 

@@ -150,6 +150,19 @@ fn transport_name<S: serde::Serializer>(t: &McpTransport, s: S) -> Result<S::Ok,
     })
 }
 
+/// A server's document with its `sandbox:` over the Runtime's (a stdio server's process
+/// starts in it).
+fn with_sandbox(
+    spec: &keel_workspace::McpServerSpec,
+    workspace: &Workspace,
+) -> keel_workspace::McpServerSpec {
+    let own = spec.sandbox.clone().unwrap_or_default();
+    keel_workspace::McpServerSpec {
+        sandbox: Some(own.over(&workspace.runtime.sandbox)),
+        ..spec.clone()
+    }
+}
+
 impl McpHub {
     /// The workspace's servers, publishing into `catalog` (the gateway's) once started.
     pub fn new(workspace: &Workspace, catalog: &Catalog) -> Self {
@@ -159,7 +172,7 @@ impl McpHub {
             .map(|(name, spec)| {
                 Server::new(
                     name,
-                    spec,
+                    &with_sandbox(spec, workspace),
                     workspace.root.clone(),
                     workspace.env.clone(),
                     catalog.clone(),
@@ -181,6 +194,7 @@ impl McpHub {
         let mut report = HubReload::default();
         let mut servers = Vec::new();
         for (name, spec) in &workspace.mcp_servers {
+            let spec = &with_sandbox(spec, workspace);
             let old = self
                 .servers
                 .iter()

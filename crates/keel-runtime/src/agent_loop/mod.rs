@@ -585,6 +585,9 @@ impl AgentRun {
     /// Records how the run ended: the terminal event with the run record, then its task.
     async fn finish(mut self, end: End, started: Instant) -> RunResponse {
         let duration_ms = millis(started.elapsed());
+        // The run's sandboxed processes have ended with their calls: their temporary folder
+        // goes with the run.
+        keel_tools::sandbox::remove_run_temp_dir(&self.tool_ctx.request_id.to_string());
         let (status, output, error, finish_reason, payload) = match end {
             End::Answer {
                 output,
