@@ -10,6 +10,7 @@ mod approvals;
 mod artifacts;
 mod chat;
 mod config;
+mod doctor;
 mod error;
 mod follow;
 mod init;
@@ -141,6 +142,15 @@ enum Command {
         ws: WorkspaceArg,
         #[command(flatten)]
         args: usage::UsageArgs,
+    },
+    /// What this machine can enforce (Landlock, seccomp, namespaces, cgroups), whether the
+    /// workspace's sandbox profiles are enforceable here, its store and its MCP servers'
+    /// programs; exit 1 when something it needs is missing.
+    Doctor {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(flatten)]
+        args: doctor::DoctorArgs,
     },
     /// Check the workspace's models: reachable, credentials accepted, streaming, tool calls.
     Models {
@@ -286,6 +296,7 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Mcp { ws, args } => mcp::mcp(&ws.workspace, args).await,
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
         Command::Usage { ws, args } => usage::usage(&ws.workspace, args).await,
+        Command::Doctor { ws, args } => doctor::doctor(&ws.workspace, args).await,
         Command::Models { ws, command } => models::models(&ws.workspace, command).await,
         Command::Tools { ws, command } => tools::tools(&ws.workspace, command).await,
         Command::Skills { ws, command } => skills::skills(&ws.workspace, command).await,

@@ -87,7 +87,19 @@ async fn migrate(workspace: &Workspace) -> Result<(), CliError> {
     Ok(())
 }
 
-async fn check(workspace: &Workspace, json: bool) -> Result<(), CliError> {
+/// The store as `keel store check` and `keel doctor` see it.
+pub(crate) struct StoreReport {
+    pub kind: &'static str,
+    pub location: String,
+    pub found: u32,
+    pub supported: u32,
+    /// What is wrong, if anything.
+    pub problem: Option<String>,
+}
+
+/// Connects to `workspace`'s store, reads its schema version and tries a write that changes
+/// nothing.
+pub(crate) async fn inspect(workspace: &Workspace) -> Result<StoreReport, CliError> {
     let (kind, location, found, supported, health) = if postgres(workspace) {
         let options = keel::postgres_options(workspace);
         let (store, found) = PgStore::inspect(options).await?;
@@ -124,6 +136,23 @@ async fn check(workspace: &Workspace, json: bool) -> Result<(), CliError> {
         (Some(Err(error)), _) => Some(error.to_string()),
         _ => None,
     };
+    Ok(StoreReport {
+        kind,
+        location,
+        found,
+        supported,
+        problem,
+    })
+}
+
+async fn check(workspace: &Workspace, json: bool) -> Result<(), CliError> {
+    let StoreReport {
+        kind,
+        location,
+        found,
+        supported,
+        problem,
+    } = inspect(workspace).await?;
     if json {
         out::line(&serde_json::to_string_pretty(&serde_json::json!({
             "kind": kind,

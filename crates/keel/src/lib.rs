@@ -92,6 +92,12 @@ pub mod hooks {
     pub use keel_workspace::HookOnError;
 }
 
+/// The OS sandbox of the processes Keel starts: what this machine can enforce, and a
+/// workspace's profiles as it would enforce them (`keel doctor`).
+pub mod sandbox {
+    pub use keel_tools::sandbox::{Machine, Profile, Sandboxes, on_path};
+}
+
 // The workspace's MCP servers, as the runtime reports them.
 pub use keel_mcp::client::{
     HubReload, LifecycleEvent, McpError, McpHub, PromptArgument, PromptInfo, ResourceInfo,

@@ -248,7 +248,7 @@ async fn open_stdio(
         Some(profile) => {
             let temp_dir = keel_tools::sandbox::run_temp_dir("mcp");
             let prepared = profile
-                .prepare(&program_path, root, &temp_dir, &[cwd.clone()])
+                .prepare(&program_path, root, &temp_dir, std::slice::from_ref(&cwd))
                 .map_err(|e| ConnectError::Spawn {
                     program: program.clone(),
                     message: e.to_string(),

@@ -84,8 +84,8 @@ fn user_namespaces() -> bool {
         && number("/proc/sys/kernel/unprivileged_userns_clone").is_none_or(|n| n > 0)
 }
 
-/// `program` found on `PATH`.
-pub(crate) fn on_path(program: &str) -> Option<PathBuf> {
+/// `program` found on `PATH` (an executable file).
+pub fn on_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))

@@ -38,7 +38,7 @@ use landlock::{
 use seccompiler::BpfProgram;
 
 pub use explain::explain;
-pub use machine::Machine;
+pub use machine::{Machine, on_path};
 
 /// The Landlock ABI whose rights Keel asks for; a newer kernel enforces them all, an older
 /// one what it has (at least ABI 1 is required for a filesystem profile).
