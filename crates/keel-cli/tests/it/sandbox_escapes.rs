@@ -1,0 +1,429 @@
+//! The OS sandbox holds against real escape attempts (`fixtures/sandbox_attack.py`) made from
+//! every kind of process Keel starts — `shell`, a command tool, a skill script, a command
+//! hook and an MCP stdio server (the official Python SDK) — both through `keel tools call`
+//! and through a real run with a scripted model: writing outside the workspace, reading a
+//! secret file in the user's home, connecting to a listening loopback port, a fork bomb, more
+//! memory than the limit, ptrace of the parent, leaving the process group. Every attempt fails;
+//! what the profile allows (writing inside, reading the workspace, the network where a tool's
+//! profile allows it) still works. Fail-closed: a profile asking for a mechanism the machine
+//! is made to hide refuses to start the process, naming what is missing.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+
+use keel_test_support::{TempWorkspace, WorkspaceBuilder, test_clients};
+use serde_json::{Value, json};
+
+use crate::common::keel_in;
+
+const ATTACK: &str = include_str!("fixtures/sandbox_attack.py");
+const ATTACK_MCP: &str = include_str!("fixtures/sandbox_attack_mcp.py");
+
+/// What each attempt must come to under the profile.
+const DENIED: &[&str] = &[
+    "write_outside",
+    "read_secret",
+    "connect",
+    "fork_bomb",
+    "ptrace",
+    "setsid",
+];
+const ALLOWED: &[&str] = &["write_inside", "read_workspace"];
+
+/// The targets of the attempts, made by the test and removed after it.
+struct Targets {
+    outside: tempfile::TempDir,
+    home_dir: PathBuf,
+    secret: PathBuf,
+    listener: TcpListener,
+}
+
+impl Targets {
+    fn new() -> Targets {
+        let home = std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from);
+        let home_dir = home.join(format!(".keel-sandbox-test-{}", keel_types::new_id("t")));
+        std::fs::create_dir_all(&home_dir).unwrap();
+        let secret = home_dir.join("secret.txt");
+        std::fs::write(&secret, "the secret").unwrap();
+        Targets {
+            outside: tempfile::tempdir().unwrap(),
+            home_dir,
+            secret,
+            listener: TcpListener::bind("127.0.0.1:0").unwrap(),
+        }
+    }
+
+    fn config(&self) -> String {
+        json!({
+            "outside": self.outside.path(),
+            "secret": self.secret,
+            "port": self.listener.local_addr().unwrap().port(),
+        })
+        .to_string()
+    }
+
+    /// Nothing got out: no file outside, no connection accepted.
+    fn assert_untouched(&self) {
+        assert!(
+            !self.outside.path().join("escaped.txt").exists(),
+            "a file was written outside the workspace"
+        );
+        self.listener.set_nonblocking(true).unwrap();
+        assert!(
+            self.listener.accept().is_err(),
+            "a connection reached the loopback port"
+        );
+    }
+}
+
+impl Drop for Targets {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.home_dir);
+    }
+}
+
+/// A workspace whose agent `a` may use every surface, under a workspace-write, network-deny
+/// profile with a process and a memory limit; `attack_net` is a command tool whose own profile
+/// allows the network.
+fn workspace(targets: &Targets, script: &Value) -> TempWorkspace {
+    let python = test_clients::mcp_python();
+    let venv = python
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .to_path_buf();
+    let runtime = "{ defaultAgent: a, sandbox: { filesystem: workspace-write, network: deny, limits: { processes: 32, memory: 256MiB } } }";
+    WorkspaceBuilder::new()
+        .runtime(runtime)
+        .scripted_model("m", script)
+        .agent(
+            "a",
+            "{ model: m, tools: [shell, read_file, attack, attack_net, attack_warn, run_skill_script, \"mcp__attack__*\"], skills: [attack] }",
+        )
+        .policy("open", "rules: [{ tool: \"*\", decision: allow }]")
+        .tool(
+            "attack",
+            "description: Try an escape.\nschema: { type: object, properties: { what: { type: string } } }\nimpl: { kind: command, command: [python3, sandbox_attack.py, --stdin] }\n",
+        )
+        .tool(
+            "attack_net",
+            "description: Try an escape with the network allowed.\nschema: { type: object, properties: { what: { type: string } } }\nimpl: { kind: command, command: [python3, sandbox_attack.py, --stdin] }\nsandbox: { network: allow }\n",
+        )
+        .tool(
+            "attack_warn",
+            "description: Try an escape where the sandbox may be incomplete.\nschema: { type: object, properties: { what: { type: string } } }\nimpl: { kind: command, command: [python3, sandbox_attack.py, --stdin] }\nsandbox: { fallback: warn }\n",
+        )
+        .hook(
+            "attack",
+            "event: PreToolUse\nmatcher: \"^read_file$\"\nhandler: { kind: command, command: [python3, sandbox_attack.py, --hook], timeout: 60s }\n",
+        )
+        .document(
+            "McpServer",
+            "attack",
+            &format!(
+                // A Python server's threads reserve more address space than a script's.
+                "transport: stdio\ncommand: [\"{}\", sandbox_attack_mcp.py]\nsandbox: {{ readPaths: [\"{}\"], limits: {{ memory: 8GiB }} }}\n",
+                python.display(),
+                venv.display()
+            ),
+        )
+        .file("attack.json", targets.config())
+        .file("sandbox_attack.py", ATTACK)
+        .file("sandbox_attack_mcp.py", ATTACK_MCP)
+        .file(
+            "resources/skills/attack/SKILL.md",
+            "---\nname: attack\ndescription: Escape attempts.\n---\nRun scripts/sandbox_attack.py.\n",
+        )
+        .file("resources/skills/attack/scripts/sandbox_attack.py", ATTACK)
+        .build()
+}
+
+/// The attempt's report, from a `keel tools call` of `tool`: the result JSON the surface
+/// printed (or the hook wrote), or the error the call failed with.
+fn call(ws: &TempWorkspace, surface: &str, what: &str) -> Value {
+    let keel = keel_in(ws);
+    let (tool, args) = match surface {
+        "shell" => (
+            "shell",
+            json!({"command": format!("python3 sandbox_attack.py {what}")}),
+        ),
+        "command" => ("attack", json!({ "what": what })),
+        "skill" => (
+            "run_skill_script",
+            json!({"skill": "attack", "script": "scripts/sandbox_attack.py", "args": [what]}),
+        ),
+        "hook" => {
+            ws.write(format!("targets/{what}"), "target");
+            ("read_file", json!({ "path": format!("targets/{what}") }))
+        }
+        "mcp" => ("mcp__attack__attempt", json!({ "what": what })),
+        other => panic!("no surface {other}"),
+    };
+    let out = keel.run(["tools", "call", tool, "--args", &args.to_string(), "--json"]);
+    let events = out.json_lines();
+    let sandbox = events
+        .iter()
+        .find(|e| e["type"] == "runtime.tool.sandbox")
+        .cloned();
+    if surface != "hook" && surface != "mcp" {
+        let sandbox = sandbox.unwrap_or_else(|| panic!("{surface}: no sandbox event"));
+        assert_eq!(sandbox["filesystem"], "workspace-write", "{sandbox}");
+        let mechanisms = sandbox["mechanisms"].to_string();
+        assert!(
+            mechanisms.contains("landlock") && mechanisms.contains("seccomp"),
+            "{mechanisms}"
+        );
+    }
+    let completed = events
+        .iter()
+        .find(|e| e["type"] == "runtime.tool.direct.completed")
+        .unwrap_or_else(|| panic!("{surface} {what}: no result: {}", out.stderr));
+    if surface == "hook" {
+        let written = ws.read(format!("results/hook-{what}.json"));
+        return serde_json::from_str(&written).unwrap();
+    }
+    report_of(
+        completed["output"].as_str().unwrap_or_default(),
+        completed["ok"] == true,
+    )
+}
+
+/// The attempt's report in a tool's output: the JSON line the attack printed (shell and skill
+/// scripts wrap it in `stdout`), or the failure itself.
+fn report_of(output: &str, ok: bool) -> Value {
+    let value: Value = serde_json::from_str(output).unwrap_or(Value::String(output.into()));
+    let printed = value
+        .get("stdout")
+        .and_then(Value::as_str)
+        .and_then(|s| serde_json::from_str::<Value>(s.trim()).ok());
+    match (printed, &value) {
+        (Some(printed), _) => printed,
+        (None, v) if v.get("what").is_some() => value,
+        (None, v) if v.get("structuredContent").is_some() => v["structuredContent"].clone(),
+        _ => json!({ "ok": false, "failed": ok, "detail": value }),
+    }
+}
+
+/// The attempt ran (the script reported it) and failed.
+fn assert_denied(surface: &str, what: &str, report: &Value) {
+    assert_eq!(
+        report["what"], what,
+        "{surface} {what} did not run: {report}"
+    );
+    assert_eq!(
+        report["ok"], false,
+        "{surface} {what} got through: {report}"
+    );
+}
+
+/// Every escape fails from `surface`, what the profile allows works, nothing got out.
+fn surface_holds(surface: &str) {
+    let targets = Targets::new();
+    let ws = workspace(
+        &targets,
+        &json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
+    );
+    for what in DENIED {
+        let report = call(&ws, surface, what);
+        assert_denied(surface, what, &report);
+        if *what == "fork_bomb" {
+            let detail = report["detail"].as_str().unwrap_or_default();
+            assert!(detail.starts_with("stopped after"), "{surface}: {detail}");
+        }
+    }
+    for what in ALLOWED {
+        let report = call(&ws, surface, what);
+        assert_eq!(report["ok"], true, "{surface} {what} was refused: {report}");
+    }
+    targets.assert_untouched();
+}
+
+#[test]
+fn shell_commands_cannot_escape() {
+    surface_holds("shell");
+    // What the sandbox refused is named in the result the model reads.
+    let targets = Targets::new();
+    let ws = workspace(
+        &targets,
+        &json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
+    );
+    let out = keel_in(&ws).run([
+        "tools",
+        "call",
+        "shell",
+        "--args",
+        r#"{"command": "echo x > /etc/keel-sandbox-escape"}"#,
+        "--json",
+    ]);
+    assert!(
+        out.stdout.contains(
+            "the sandbox blocked writing /etc/keel-sandbox-escape: filesystem is workspace-write"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(!Path::new("/etc/keel-sandbox-escape").exists());
+}
+
+#[test]
+fn command_tools_cannot_escape() {
+    surface_holds("command");
+}
+
+#[test]
+fn skill_scripts_cannot_escape() {
+    surface_holds("skill");
+}
+
+#[test]
+fn command_hooks_cannot_escape() {
+    surface_holds("hook");
+}
+
+#[test]
+fn mcp_stdio_servers_cannot_escape() {
+    surface_holds("mcp");
+}
+
+#[test]
+fn the_memory_limit_ends_the_attempt_with_a_clear_error_and_allowed_network_works() {
+    let targets = Targets::new();
+    let ws = workspace(
+        &targets,
+        &json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
+    );
+    for surface in ["shell", "command", "skill"] {
+        let report = call(&ws, surface, "memory");
+        assert_eq!(report["ok"], false, "{surface}: {report}");
+        assert!(
+            report.to_string().contains("memory limit (268435456 bytes"),
+            "{surface}: {report}"
+        );
+    }
+    let keel = keel_in(&ws);
+    let out = keel.run([
+        "tools",
+        "call",
+        "attack_net",
+        "--args",
+        r#"{"what": "connect_allowed"}"#,
+        "--json",
+    ]);
+    let completed = out
+        .json_lines()
+        .into_iter()
+        .find(|e| e["type"] == "runtime.tool.direct.completed")
+        .unwrap();
+    let report = report_of(completed["output"].as_str().unwrap(), true);
+    assert_eq!(report["ok"], true, "network: allow connects: {report}");
+}
+
+#[test]
+fn a_run_goes_on_after_its_tools_fail_to_escape() {
+    let targets = Targets::new();
+    let steps = json!([
+        {"toolCalls": [{"name": "shell", "arguments": {"command": "python3 sandbox_attack.py fork_bomb"}}]},
+        {"toolCalls": [{"name": "attack", "arguments": {"what": "write_outside"}}]},
+        {"toolCalls": [{"name": "run_skill_script", "arguments": {"skill": "attack", "script": "scripts/sandbox_attack.py", "args": ["read_secret"]}}]},
+        {"toolCalls": [{"name": "read_file", "arguments": {"path": "targets/connect"}}]},
+        {"toolCalls": [{"name": "mcp__attack__attempt", "arguments": {"what": "setsid"}}]},
+        {"toolCalls": [{"name": "attack", "arguments": {"what": "write_inside"}}]},
+        {"text": "Still here."}
+    ]);
+    let ws = workspace(&targets, &json!({"conversations": [{"steps": steps}]}));
+    ws.write("targets/connect", "target");
+    let keel = keel_in(&ws);
+    let out = keel.run(["run", "--json", "try them all"]);
+    assert!(out.success(), "{}", out.stderr);
+    let events: Vec<Value> = out
+        .stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let results: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"]["phase"] == "agent.tool.result")
+        .map(|e| &e["event"])
+        .collect();
+    assert_eq!(results.len(), 6, "{results:?}");
+    let reports: Vec<Value> = results
+        .iter()
+        .map(|r| report_of(r["output"].as_str().unwrap_or_default(), r["ok"] == true))
+        .collect();
+    for (report, what) in reports
+        .iter()
+        .zip(["fork_bomb", "write_outside", "read_secret"])
+    {
+        assert_denied("run", what, report);
+    }
+    assert_denied("run (mcp)", "setsid", &reports[4]);
+    assert_eq!(reports[5]["ok"], true, "writing inside: {}", reports[5]);
+    let hook: Value = serde_json::from_str(&ws.read("results/hook-connect.json")).unwrap();
+    assert_denied("run (hook)", "connect", &hook);
+    let sandboxed = events
+        .iter()
+        .filter(|e| e["type"] == "runtime.tool.sandbox")
+        .count();
+    assert_eq!(sandboxed, 4, "shell, attack twice, the skill script");
+    let completed = events
+        .iter()
+        .find(|e| e["type"] == "runtime.request.completed")
+        .unwrap();
+    assert_eq!(completed["output"], "Still here.");
+    targets.assert_untouched();
+}
+
+#[test]
+fn a_profile_the_machine_cannot_enforce_refuses_the_tool_unless_it_says_warn() {
+    let targets = Targets::new();
+    let ws = workspace(
+        &targets,
+        &json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
+    );
+    let hidden = keel_in(&ws).env("KEEL_SANDBOX_HIDE", "landlock");
+    let out = hidden.run([
+        "tools",
+        "call",
+        "attack",
+        "--args",
+        r#"{"what": "write_inside"}"#,
+        "--json",
+    ]);
+    assert!(
+        out.stdout
+            .contains("the sandbox cannot be enforced on this machine: Landlock"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !ws.exists("results/inside.txt"),
+        "the process did not start"
+    );
+    let doctor = hidden.run(["doctor"]);
+    assert_eq!(doctor.code, Some(1), "{}", doctor.stdout);
+    assert!(
+        doctor.stdout.contains("REFUSED, missing: Landlock"),
+        "{}",
+        doctor.stdout
+    );
+
+    // With `fallback: warn` it runs with what the machine has, and says what is missing.
+    let out = hidden.run([
+        "tools",
+        "call",
+        "attack_warn",
+        "--args",
+        r#"{"what": "write_inside"}"#,
+        "--json",
+    ]);
+    let sandbox = out
+        .json_lines()
+        .into_iter()
+        .find(|e| e["type"] == "runtime.tool.sandbox")
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!(
+        sandbox["missing"].to_string().contains("Landlock"),
+        "{sandbox}"
+    );
+    assert!(ws.exists("results/inside.txt"));
+}
