@@ -30,6 +30,7 @@ mod quickstart;
 mod redaction_cli;
 mod reload;
 mod replicas;
+mod sandbox_doctor;
 mod sandbox_escapes;
 mod sessions;
 mod skill_mentions;

@@ -147,6 +147,8 @@ pub(crate) struct Session {
     pub(crate) stderr_reader: Option<tokio::task::JoinHandle<()>>,
     /// The stdio server's sandbox: what is left in its cgroup is killed when it drops.
     pub(crate) _sandbox: Option<keel_tools::sandbox::Guard>,
+    /// The sandbox the stdio server started in, in words (`runtime.mcp.lifecycle`'s detail).
+    pub(crate) sandboxed: Option<String>,
 }
 
 impl Session {
@@ -243,6 +245,7 @@ async fn open_stdio(
         .sandbox
         .as_ref()
         .and_then(|sandbox| keel_tools::sandbox::Profile::resolve(sandbox, root));
+    let mut sandboxed = None;
     let sandbox = match &profile {
         None => None,
         Some(profile) => {
@@ -258,6 +261,13 @@ async fn open_stdio(
                 mechanisms = ?prepared.record().mechanisms,
                 "MCP server sandboxed."
             );
+            let record = prepared.record();
+            sandboxed = Some(format!(
+                "sandbox: filesystem {}, network {}; by {}",
+                record.filesystem,
+                record.network,
+                record.mechanisms.join(", ")
+            ));
             command.env("TMPDIR", &temp_dir);
             Some(prepared.apply(&mut command))
         }
@@ -294,6 +304,7 @@ async fn open_stdio(
         stderr,
         stderr_reader,
         _sandbox: sandbox,
+        sandboxed,
     })
 }
 
@@ -326,6 +337,7 @@ async fn open_http(spec: &McpServerSpec, handler: Handler) -> Result<Session, Co
         stderr: Arc::default(),
         stderr_reader: None,
         _sandbox: None,
+        sandboxed: None,
     })
 }
 

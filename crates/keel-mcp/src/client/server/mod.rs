@@ -370,7 +370,7 @@ impl Server {
             closed: closed.clone(),
         }));
         let _ = self.settled.send_replace(true);
-        self.note(SourceLifecycle::Ready, None);
+        self.note(SourceLifecycle::Ready, session.sandboxed.clone());
         let Some(service) = session.service.take() else {
             return "the session ended before it started".to_owned();
         };
