@@ -20,6 +20,7 @@
 //! `editFile`).
 
 mod edit_file;
+mod exec;
 mod glob;
 mod grep;
 #[cfg(feature = "http")]
@@ -41,6 +42,7 @@ use keel_workspace::{BuiltinTool, BuiltinToolSettings};
 use serde_json::Value;
 
 pub use edit_file::EditFile;
+pub use exec::{Exec, ExecKind};
 pub use glob::Glob;
 pub use grep::Grep;
 #[cfg(feature = "http")]
@@ -68,11 +70,16 @@ pub fn builtins(settings: &BuiltinToolSettings) -> Vec<Arc<dyn Tool>> {
 pub fn builtins_in(settings: &BuiltinToolSettings, sandboxes: &Sandboxes) -> Vec<Arc<dyn Tool>> {
     BuiltinTool::ALL
         .into_iter()
-        .map(|tool| match tool {
-            BuiltinTool::Shell => {
-                Arc::new(Shell::new(&settings.shell).with_sandboxes(sandboxes.clone()))
+        .map(|tool| -> Arc<dyn Tool> {
+            match tool {
+                BuiltinTool::Shell => {
+                    Arc::new(Shell::new(&settings.shell).with_sandboxes(sandboxes.clone()))
+                }
+                BuiltinTool::ExecStart => {
+                    Arc::new(Exec::new(ExecKind::Start).with_sandboxes(sandboxes.clone()))
+                }
+                _ => build(tool, settings),
             }
-            _ => build(tool, settings),
         })
         .collect()
 }
@@ -96,6 +103,11 @@ fn build(tool: BuiltinTool, settings: &BuiltinToolSettings) -> Arc<dyn Tool> {
         }
         BuiltinTool::Glob => Arc::new(Glob::new()),
         BuiltinTool::Shell => Arc::new(Shell::new(&settings.shell)),
+        BuiltinTool::ExecStart => Arc::new(Exec::new(ExecKind::Start)),
+        BuiltinTool::ExecWrite => Arc::new(Exec::new(ExecKind::Write)),
+        BuiltinTool::ExecRead => Arc::new(Exec::new(ExecKind::Read)),
+        BuiltinTool::ExecResize => Arc::new(Exec::new(ExecKind::Resize)),
+        BuiltinTool::ExecStop => Arc::new(Exec::new(ExecKind::Stop)),
         #[cfg(feature = "http")]
         BuiltinTool::HttpFetch => Arc::new(HttpFetch::new(&settings.http_fetch)),
         #[cfg(not(feature = "http"))]
@@ -326,6 +338,6 @@ mod tests {
         for name in keel_workspace::BUILTIN_TOOLS {
             assert!(builtin(name).is_some_and(|t| t.spec().name == *name));
         }
-        assert!(builtin("exec_start").is_none());
+        assert!(builtin("exec_run").is_none());
     }
 }

@@ -24,6 +24,9 @@ use keel_workspace::{ToolImpl, ToolSpecDoc, Workspace};
 
 pub mod builtin;
 pub mod command;
+// Terminals: openpty, setsid and ioctls between fork and exec.
+#[allow(unsafe_code)]
+pub mod exec;
 pub mod gateway;
 pub mod hooks;
 #[cfg(feature = "http")]

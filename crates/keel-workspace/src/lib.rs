@@ -66,11 +66,16 @@ pub enum BuiltinTool {
     Glob,
     Shell,
     HttpFetch,
+    ExecStart,
+    ExecWrite,
+    ExecRead,
+    ExecResize,
+    ExecStop,
 }
 
 impl BuiltinTool {
     /// Every built-in tool, in the order they are listed and built.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 13] = [
         Self::ReadFile,
         Self::ListDir,
         Self::Grep,
@@ -79,6 +84,11 @@ impl BuiltinTool {
         Self::Glob,
         Self::Shell,
         Self::HttpFetch,
+        Self::ExecStart,
+        Self::ExecWrite,
+        Self::ExecRead,
+        Self::ExecResize,
+        Self::ExecStop,
     ];
 
     /// The name agents list it by.
@@ -92,6 +102,11 @@ impl BuiltinTool {
             Self::Glob => "glob",
             Self::Shell => "shell",
             Self::HttpFetch => "http_fetch",
+            Self::ExecStart => "exec_start",
+            Self::ExecWrite => "exec_write",
+            Self::ExecRead => "exec_read",
+            Self::ExecResize => "exec_resize",
+            Self::ExecStop => "exec_stop",
         }
     }
 
@@ -100,7 +115,7 @@ impl BuiltinTool {
     pub const fn read_only(self) -> bool {
         matches!(
             self,
-            Self::ReadFile | Self::ListDir | Self::Grep | Self::Glob
+            Self::ReadFile | Self::ListDir | Self::Grep | Self::Glob | Self::ExecRead
         )
     }
 

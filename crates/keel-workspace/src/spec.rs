@@ -123,9 +123,8 @@ pub struct RuntimeSpec {
     pub redaction: RedactionSpec,
     /// Where skills come from besides `resources/skills/`.
     pub skills: SkillsSettings,
-    /// The OS sandbox of every process Keel starts (`shell`, command tools, skill scripts,
-    /// command hooks, MCP stdio servers); agents, tools, MCP servers and hooks may override it
-    /// field by field. Left out: no sandbox.
+    /// The OS sandbox of every process Keel starts; agents, tools, MCP servers and hooks may
+    /// override it field by field (`docs/sandbox.md`). Left out: no sandbox.
     pub sandbox: SandboxSpec,
 }
 

@@ -587,7 +587,10 @@ impl AgentRun {
         let duration_ms = millis(started.elapsed());
         // The run's sandboxed processes have ended with their calls: their temporary folder
         // goes with the run.
-        keel_tools::sandbox::remove_run_temp_dir(&self.tool_ctx.request_id.to_string());
+        // Its exec sessions end with it (a resumed run never gets them back).
+        let run_id = self.tool_ctx.request_id.to_string();
+        keel_tools::exec::end_run(&run_id);
+        keel_tools::sandbox::remove_run_temp_dir(&run_id);
         let (status, output, error, finish_reason, payload) = match end {
             End::Answer {
                 output,

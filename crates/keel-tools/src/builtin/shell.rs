@@ -49,7 +49,7 @@ struct ShellInput {
 /// A command: a line for `sh -c`, or argv.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(untagged)]
-enum CommandArg {
+pub(super) enum CommandArg {
     Line(#[schemars(length(min = 1))] String),
     Argv(#[schemars(length(min = 1))] Vec<String>),
 }
@@ -263,7 +263,7 @@ fn argv_of(args: &Value) -> Result<(String, Vec<String>), String> {
 }
 
 /// The program and its arguments: `sh -c <command>` for a string, the array itself otherwise.
-fn argv(command: &CommandArg) -> Result<(String, Vec<String>), String> {
+pub(super) fn argv(command: &CommandArg) -> Result<(String, Vec<String>), String> {
     match command {
         CommandArg::Line(line) if !line.trim().is_empty() => {
             Ok(("sh".to_owned(), vec!["-c".to_owned(), line.clone()]))
@@ -288,7 +288,9 @@ fn argv(command: &CommandArg) -> Result<(String, Vec<String>), String> {
 }
 
 /// The call's extra environment, checked.
-fn call_env(env: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ToolError> {
+pub(super) fn call_env(
+    env: BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, ToolError> {
     for (name, value) in &env {
         if !valid_env_name(name) {
             return Err(ToolError::InvalidArguments(format!(

@@ -14,6 +14,7 @@ mod command;
 mod containment;
 mod edit_and_glob;
 mod escapes;
+mod exec;
 mod files;
 mod gateway;
 mod hooks;

@@ -109,3 +109,47 @@ async fn cancelling_during_a_model_stream_ends_the_run() {
     let events = common::stored(&runtime, &response).await;
     assert_well_formed(&events);
 }
+
+#[tokio::test]
+async fn cancelling_a_run_ends_its_exec_sessions_and_their_processes() {
+    let mock = MockLlm::start().await;
+    // An exec session that records its pid and sleeps, then a call that waits forever.
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "c1",
+        "exec_start",
+        [r#"{"command": "echo $$ > session.pid; sleep 600 & echo $! > sleeper.pid; wait", "waitMs": 0}"#],
+    )]));
+    mock.push(MockResponse::tool_calls([MockToolCall::new(
+        "c2",
+        "slow",
+        ["{}"],
+    )]));
+    let ws = common::builder(&mock.base_url(), &["exec_start", "slow"], "")
+        .tool("slow", SLOW_TOOL)
+        .policy("open", "rules: [{ tool: exec_start, decision: allow }]")
+        .build();
+    let runtime = Runtime::builder().workspace(ws.path()).build().unwrap();
+    let mut handle = runtime
+        .request(RequestOptions {
+            input: "Start a session, then be slow".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let session = read_pid(&ws.join("session.pid")).await;
+    let sleeper = read_pid(&ws.join("sleeper.pid")).await;
+    // The second call is running: the session stays open meanwhile.
+    read_pid(&ws.join("child.pid")).await;
+    assert!(alive(session) && alive(sleeper));
+    assert!(runtime.cancel(handle.request_id()).await.unwrap());
+    while handle.next_event().await.is_some() {}
+    assert_eq!(handle.wait().await.unwrap().status, RunStatus::Cancelled);
+    assert!(
+        wait_gone(session).await,
+        "the session's shell {session} is still running"
+    );
+    assert!(
+        wait_gone(sleeper).await,
+        "its child {sleeper} is still running"
+    );
+}
