@@ -92,7 +92,7 @@ fn workspace(targets: &Targets, script: &Value) -> TempWorkspace {
         .and_then(Path::parent)
         .unwrap()
         .to_path_buf();
-    let runtime = "{ defaultAgent: a, sandbox: { filesystem: workspace-write, network: deny, limits: { processes: 32, memory: 256MiB } } }";
+    let runtime = "{ defaultAgent: a, limits: { maxSteps: 100 }, sandbox: { filesystem: workspace-write, network: deny, limits: { processes: 32, memory: 256MiB } } }";
     WorkspaceBuilder::new()
         .runtime(runtime)
         .scripted_model("m", script)
@@ -138,11 +138,10 @@ fn workspace(targets: &Targets, script: &Value) -> TempWorkspace {
         .build()
 }
 
-/// The attempt's report, from a `keel tools call` of `tool`: the result JSON the surface
-/// printed (or the hook wrote), or the error the call failed with.
-fn call(ws: &TempWorkspace, surface: &str, what: &str) -> Value {
-    let keel = keel_in(ws);
-    let (tool, args) = match surface {
+/// The call that makes attempt `what` from `surface`: the tool and its arguments (a hook's
+/// attempt is the name of the file the `read_file` it guards reads, made here).
+fn call_of(ws: &TempWorkspace, surface: &str, what: &str) -> (&'static str, Value) {
+    match surface {
         "shell" => (
             "shell",
             json!({"command": format!("python3 sandbox_attack.py {what}")}),
@@ -158,7 +157,14 @@ fn call(ws: &TempWorkspace, surface: &str, what: &str) -> Value {
         }
         "mcp" => ("mcp__attack__attempt", json!({ "what": what })),
         other => panic!("no surface {other}"),
-    };
+    }
+}
+
+/// The attempt's report, from a `keel tools call` of `tool`: the result JSON the surface
+/// printed (or the hook wrote), or the error the call failed with.
+fn call(ws: &TempWorkspace, surface: &str, what: &str) -> Value {
+    let keel = keel_in(ws);
+    let (tool, args) = call_of(ws, surface, what);
     let out = keel.run(["tools", "call", tool, "--args", &args.to_string(), "--json"]);
     let events = out.json_lines();
     let sandbox = events
@@ -178,6 +184,14 @@ fn call(ws: &TempWorkspace, surface: &str, what: &str) -> Value {
         .iter()
         .find(|e| e["type"] == "runtime.tool.direct.completed")
         .unwrap_or_else(|| panic!("{surface} {what}: no result: {}", out.stderr));
+    let lifecycle: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "runtime.mcp.lifecycle" && e["lifecycle"] != "ready")
+        .collect();
+    assert!(
+        surface != "mcp" || lifecycle.iter().all(|e| e["lifecycle"] == "starting"),
+        "{what}: the MCP server did not stay up: {lifecycle:?}"
+    );
     if surface == "hook" {
         let written = ws.read(format!("results/hook-{what}.json"));
         return serde_json::from_str(&written).unwrap();
@@ -319,21 +333,28 @@ fn the_memory_limit_ends_the_attempt_with_a_clear_error_and_allowed_network_work
 }
 
 #[test]
-fn a_run_goes_on_after_its_tools_fail_to_escape() {
+fn a_run_goes_on_after_every_escape_from_every_surface_fails() {
     let targets = Targets::new();
-    let steps = json!([
-        {"toolCalls": [{"name": "shell", "arguments": {"command": "python3 sandbox_attack.py fork_bomb"}}]},
-        {"toolCalls": [{"name": "attack", "arguments": {"what": "write_outside"}}]},
-        {"toolCalls": [{"name": "run_skill_script", "arguments": {"skill": "attack", "script": "scripts/sandbox_attack.py", "args": ["read_secret"]}}]},
-        {"toolCalls": [{"name": "read_file", "arguments": {"path": "targets/connect"}}]},
-        {"toolCalls": [{"name": "mcp__attack__attempt", "arguments": {"what": "setsid"}}]},
-        {"toolCalls": [{"name": "attack", "arguments": {"what": "write_inside"}}]},
-        {"text": "Still here."}
-    ]);
+    // The scripted model makes every attempt from every surface, then writes inside, then
+    // answers; the workspace is built once the steps are known.
+    let surfaces = ["shell", "command", "skill", "hook", "mcp"];
+    let scratch = TempWorkspace::new();
+    let mut steps = Vec::new();
+    let mut made = Vec::new();
+    for surface in surfaces {
+        for what in DENIED {
+            let (tool, args) = call_of(&scratch, surface, what);
+            steps.push(json!({"toolCalls": [{"name": tool, "arguments": args}]}));
+            made.push((surface, *what));
+        }
+    }
+    steps.push(json!({"toolCalls": [{"name": "attack", "arguments": {"what": "write_inside"}}]}));
+    steps.push(json!({"text": "Still here."}));
     let ws = workspace(&targets, &json!({"conversations": [{"steps": steps}]}));
-    ws.write("targets/connect", "target");
-    let keel = keel_in(&ws);
-    let out = keel.run(["run", "--json", "try them all"]);
+    for what in DENIED {
+        ws.write(format!("targets/{what}"), "target");
+    }
+    let out = keel_in(&ws).run(["run", "--json", "try them all"]);
     assert!(out.success(), "{}", out.stderr);
     let events: Vec<Value> = out
         .stdout
@@ -345,30 +366,29 @@ fn a_run_goes_on_after_its_tools_fail_to_escape() {
         .filter(|e| e["event"]["phase"] == "agent.tool.result")
         .map(|e| &e["event"])
         .collect();
-    assert_eq!(results.len(), 6, "{results:?}");
-    let reports: Vec<Value> = results
-        .iter()
-        .map(|r| report_of(r["output"].as_str().unwrap_or_default(), r["ok"] == true))
-        .collect();
-    for (report, what) in reports
-        .iter()
-        .zip(["fork_bomb", "write_outside", "read_secret"])
-    {
-        assert_denied("run", what, report);
+    assert_eq!(results.len(), made.len() + 1, "one result per call");
+    for ((surface, what), result) in made.iter().zip(&results) {
+        let report = match *surface {
+            "hook" => serde_json::from_str(&ws.read(format!("results/hook-{what}.json"))).unwrap(),
+            _ => report_of(
+                result["output"].as_str().unwrap_or_default(),
+                result["ok"] == true,
+            ),
+        };
+        assert_denied(&format!("run: {surface}"), what, &report);
     }
-    assert_denied("run (mcp)", "setsid", &reports[4]);
-    assert_eq!(reports[5]["ok"], true, "writing inside: {}", reports[5]);
-    let hook: Value = serde_json::from_str(&ws.read("results/hook-connect.json")).unwrap();
-    assert_denied("run (hook)", "connect", &hook);
+    let inside = report_of(results[made.len()]["output"].as_str().unwrap(), true);
+    assert_eq!(inside["ok"], true, "writing inside: {inside}");
+    // Shell, command tool and skill script calls record their sandbox; the write inside too.
     let sandboxed = events
         .iter()
         .filter(|e| e["type"] == "runtime.tool.sandbox")
         .count();
-    assert_eq!(sandboxed, 4, "shell, attack twice, the skill script");
+    assert_eq!(sandboxed, 3 * DENIED.len() + 1);
     let completed = events
         .iter()
         .find(|e| e["type"] == "runtime.request.completed")
-        .unwrap();
+        .unwrap_or_else(|| panic!("the run did not complete: {}", out.stderr));
     assert_eq!(completed["output"], "Still here.");
     targets.assert_untouched();
 }

@@ -71,8 +71,26 @@ const NAMESPACE_FLAGS: &[libc::c_int] = &[
 /// Socket families refused when the network is denied.
 const INTERNET_FAMILIES: &[libc::c_int] = &[libc::AF_INET, libc::AF_INET6, libc::AF_PACKET];
 
+/// The filters a sandboxed process installs, in order, for a profile whose network is denied
+/// (`deny_network`) or not: compiled once per process.
+pub(crate) fn programs(deny_network: bool) -> Result<Vec<BpfProgram>, String> {
+    static COMPILED: std::sync::OnceLock<Result<[Vec<BpfProgram>; 2], String>> =
+        std::sync::OnceLock::new();
+    let compiled = COMPILED.get_or_init(|| {
+        let clone3 = clone3_program()?;
+        Ok([
+            vec![program(false)?, clone3.clone()],
+            vec![program(true)?, clone3],
+        ])
+    });
+    match compiled {
+        Ok(both) => Ok(both[usize::from(deny_network)].clone()),
+        Err(e) => Err(e.clone()),
+    }
+}
+
 /// The filter for a process whose network is denied (`deny_network`) or not.
-pub(crate) fn program(deny_network: bool) -> Result<BpfProgram, String> {
+fn program(deny_network: bool) -> Result<BpfProgram, String> {
     let failed = |e: seccompiler::BackendError| format!("building the seccomp filter: {e}");
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = ALWAYS_DENIED
         .iter()
@@ -114,7 +132,7 @@ pub(crate) fn program(deny_network: bool) -> Result<BpfProgram, String> {
 
 /// The filter answering `clone3` with "not implemented": its flags are in memory seccomp
 /// cannot read, so the C library is made to fall back to `clone`, whose flags it can.
-pub(crate) fn clone3_program() -> Result<BpfProgram, String> {
+fn clone3_program() -> Result<BpfProgram, String> {
     let failed = |e: seccompiler::BackendError| format!("building the seccomp filter: {e}");
     let rules = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
     let arch = std::env::consts::ARCH

@@ -226,12 +226,11 @@ impl Profile {
             0 => None,
             _ => Some(self.ruleset(program, workspace_root, temp_dir, extra_read)?),
         };
-        let mut filters = Vec::new();
-        if machine.seccomp {
-            let deny = self.network == NetworkMode::Deny;
-            filters.push(filter::program(deny).map_err(SandboxError::Prepare)?);
-            filters.push(filter::clone3_program().map_err(SandboxError::Prepare)?);
-        }
+        let filters = match machine.seccomp {
+            true => filter::programs(self.network == NetworkMode::Deny)
+                .map_err(SandboxError::Prepare)?,
+            false => Vec::new(),
+        };
         let mut rlimits = Vec::new();
         let limits = &self.limits;
         let mut set = |resource, value: Option<u64>| {
@@ -465,9 +464,14 @@ struct Cgroup {
 impl Cgroup {
     fn make(base: &Path, processes: u32) -> Result<Cgroup, SandboxError> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        // Groups an earlier process could not remove before it exited are removed once
+        // they are empty.
+        SWEPT.call_once(|| sweep(base));
+        // Unique across processes: pids are reused, and a group outlives its process.
         let name = format!(
             "{}-{}",
-            std::process::id(),
+            keel_types::new_id("sbx"),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         let dir = base.join(name);
@@ -519,6 +523,21 @@ impl Cgroup {
                 }
                 tracing::warn!(cgroup = %dir.display(), "A sandbox cgroup could not be removed.");
             });
+    }
+}
+
+/// Removes the empty cgroups under `base` (left by processes that ended before their reaper).
+fn sweep(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let empty = std::fs::read_to_string(dir.join("cgroup.procs"))
+            .is_ok_and(|procs| procs.trim().is_empty());
+        if entry.file_type().is_ok_and(|t| t.is_dir()) && empty {
+            let _ = std::fs::remove_dir(&dir);
+        }
     }
 }
 
