@@ -117,31 +117,29 @@ fn program(deny_network: bool) -> Result<BpfProgram, String> {
             INTERNET_FAMILIES.iter().map(|f| family_rule(*f)).collect();
         rules.insert(libc::SYS_socket, socket_rules.map_err(failed)?);
     }
-    let arch = std::env::consts::ARCH
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| format!("seccomp on this architecture: {e}"))?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(failed)?;
-    BpfProgram::try_from(filter).map_err(failed)
+    compile(rules, libc::EPERM)
 }
 
 /// The filter answering `clone3` with "not implemented": its flags are in memory seccomp
 /// cannot read, so the C library is made to fall back to `clone`, whose flags it can.
 fn clone3_program() -> Result<BpfProgram, String> {
+    compile(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        libc::ENOSYS,
+    )
+}
+
+/// `rules` as a program for this machine's architecture: a matching call fails with `errno`,
+/// any other is allowed.
+fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProgram, String> {
     let failed = |e: seccompiler::BackendError| format!("building the seccomp filter: {e}");
-    let rules = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
     let arch = std::env::consts::ARCH
         .try_into()
         .map_err(|e: seccompiler::BackendError| format!("seccomp on this architecture: {e}"))?;
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
+        SeccompAction::Errno(errno as u32),
         arch,
     )
     .map_err(failed)?;
