@@ -10,7 +10,7 @@
 //! 3. restricts itself with Landlock: the reads and writes of the profile, TCP connect and
 //!    bind when the network is denied (ABI 4 and later), signals and abstract sockets to its
 //!    own domain (ABI 6 and later); this sets `no_new_privs`;
-//! 4. installs the seccomp filter ([`filter`]): calls that would leave the sandbox or reach
+//! 4. installs the seccomp filter (`filter.rs`): calls that would leave the sandbox or reach
 //!    the machine, and internet sockets when the network is denied.
 //!
 //! The process group (made by the caller) and the cgroup are killed as a whole when the call
