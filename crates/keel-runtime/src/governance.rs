@@ -49,6 +49,8 @@ pub(crate) struct HookCall {
     pub hook: String,
     pub duration_ms: u64,
     pub result: HookResult,
+    /// The sandbox its process started in, when it is a sandboxed command hook.
+    pub sandbox: Option<keel_types::SandboxRecord>,
 }
 
 /// What one hook's call came to.
@@ -121,6 +123,14 @@ impl Runnable<'_> {
         match self {
             Self::Declared(_, on_error) => *on_error,
             Self::InProcess(hook) => hook.on_error(),
+        }
+    }
+
+    /// The OS sandbox a command hook's process starts in.
+    fn sandbox(&self) -> Option<keel_types::SandboxRecord> {
+        match self {
+            Self::Declared(hook, _) => hook.sandbox(),
+            Self::InProcess(_) => None,
         }
     }
 
@@ -351,6 +361,7 @@ impl Governance {
                 hook: hook.name().to_owned(),
                 duration_ms,
                 result,
+                sandbox: hook.sandbox(),
             });
         }
         round.combined = hooks::combine(outcomes).for_event(event);

@@ -395,6 +395,9 @@ pub enum EventPayload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
         duration_ms: u64,
+        /// The OS sandbox a command hook's process ran in, and what enforced it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<Box<SandboxRecord>>,
     },
     /// A hook failed (error exit, timeout, bad output) and its `onError` applied.
     #[serde(rename = "runtime.hook.failed", rename_all = "camelCase")]
@@ -409,6 +412,9 @@ pub enum EventPayload {
         error: String,
         on_error: crate::HookOnError,
         duration_ms: u64,
+        /// The OS sandbox a command hook's process ran in, and what enforced it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<Box<SandboxRecord>>,
     },
     /// A tool called directly (a task or `tools call`), not by a model, starts.
     #[serde(rename = "runtime.tool.direct.started", rename_all = "camelCase")]

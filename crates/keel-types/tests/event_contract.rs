@@ -298,6 +298,16 @@ fn examples() -> Vec<EventPayload> {
             outcome: "deny".into(),
             reason: Some("not on Fridays".into()),
             duration_ms: 12,
+            sandbox: Some(Box::new(SandboxRecord {
+                filesystem: "workspace-write".into(),
+                network: "deny".into(),
+                limits: Vec::new(),
+                mechanisms: vec!["process group".into(), "seccomp".into()],
+                missing: vec![
+                    "Landlock (the kernel has none, or it is disabled): the filesystem profile"
+                        .into(),
+                ],
+            })),
         },
         EventPayload::HookFailed {
             hook: "review".into(),
@@ -306,6 +316,7 @@ fn examples() -> Vec<EventPayload> {
             error: "timed out after 5s".into(),
             on_error: keel_types::HookOnError::Deny,
             duration_ms: 5000,
+            sandbox: None,
         },
         EventPayload::DirectStarted {
             task_id: Some("task_1".into()),

@@ -193,6 +193,12 @@ fn call(ws: &TempWorkspace, surface: &str, what: &str) -> Value {
         "{what}: the MCP server did not stay up: {lifecycle:?}"
     );
     if surface == "hook" {
+        let ran = events
+            .iter()
+            .find(|e| e["type"] == "runtime.hook.completed")
+            .unwrap_or_else(|| panic!("{what}: the hook did not run: {}", out.stdout));
+        let mechanisms = ran["sandbox"]["mechanisms"].to_string();
+        assert!(mechanisms.contains("landlock"), "{ran}");
         let written = ws.read(format!("results/hook-{what}.json"));
         return serde_json::from_str(&written).unwrap();
     }

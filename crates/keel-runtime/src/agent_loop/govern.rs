@@ -91,6 +91,7 @@ impl AgentRun {
             hook,
             duration_ms,
             result,
+            sandbox,
         } = call;
         self.emitter.emit(match result {
             HookResult::Answered(outcome) => EventPayload::HookCompleted {
@@ -100,6 +101,7 @@ impl AgentRun {
                 outcome: HookResult::describe(&outcome),
                 reason: HookResult::reason(&outcome),
                 duration_ms,
+                sandbox: sandbox.map(Box::new),
             },
             HookResult::Failed { error, on_error } => EventPayload::HookFailed {
                 hook,
@@ -108,6 +110,7 @@ impl AgentRun {
                 error: error.to_string(),
                 on_error,
                 duration_ms,
+                sandbox: sandbox.map(Box::new),
             },
         })
     }
