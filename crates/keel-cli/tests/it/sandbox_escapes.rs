@@ -98,7 +98,7 @@ fn workspace(targets: &Targets, script: &Value) -> TempWorkspace {
         .scripted_model("m", script)
         .agent(
             "a",
-            "{ model: m, tools: [shell, read_file, attack, attack_net, attack_warn, run_skill_script, \"mcp__attack__*\"], skills: [attack] }",
+            "{ model: m, tools: [shell, read_file, attack, attack_net, attack_warn, run_skill_script, exec_start, \"mcp__attack__*\"], skills: [attack] }",
         )
         .policy("open", "rules: [{ tool: \"*\", decision: allow }]")
         .tool(
@@ -452,4 +452,50 @@ fn a_profile_the_machine_cannot_enforce_refuses_the_tool_unless_it_says_warn() {
         "{sandbox}"
     );
     assert!(ws.exists("results/inside.txt"));
+}
+
+#[test]
+fn an_exec_session_runs_in_the_agents_sandbox() {
+    let targets = Targets::new();
+    let ws = workspace(
+        &targets,
+        &json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
+    );
+    let args = json!({
+        // One program printing both results at once: one read takes them whole.
+        "command": ["python3", "-c", "import json, sandbox_attack as a; print(json.dumps([a.result('read_secret'), a.result('write_inside')]))"],
+        "waitMs": 20000,
+    });
+    let out = keel_in(&ws).run([
+        "tools",
+        "call",
+        "exec_start",
+        "--args",
+        &args.to_string(),
+        "--json",
+    ]);
+    let events: Vec<Value> = out.json_lines();
+    let sandbox = events
+        .iter()
+        .find(|e| e["type"] == "runtime.tool.sandbox")
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!(
+        sandbox["mechanisms"].to_string().contains("landlock"),
+        "{sandbox}"
+    );
+    let completed = events
+        .iter()
+        .find(|e| e["type"] == "runtime.tool.direct.completed")
+        .unwrap();
+    let result: Value = serde_json::from_str(completed["output"].as_str().unwrap()).unwrap();
+    let printed = result["output"].as_str().unwrap();
+    assert!(
+        printed.contains(r#""what": "read_secret", "ok": false"#),
+        "the secret stays out of reach: {printed}"
+    );
+    assert!(
+        printed.contains(r#""what": "write_inside", "ok": true"#),
+        "{printed}"
+    );
+    targets.assert_untouched();
 }
