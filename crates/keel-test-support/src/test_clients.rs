@@ -195,6 +195,7 @@ pub fn install_all() -> Result<(), String> {
     schemathesis();
     playwright();
     mcp_server_bin("mcp-server-everything");
+    let _ = bubblewrap();
     chromium().map(drop)
 }
 
@@ -226,13 +227,18 @@ pub fn mcp_fault_server() -> PathBuf {
     path
 }
 
-/// The system's Chromium for browser tests (Debian's `chromium` package at `/usr/bin/chromium`),
-/// installed with `apt-get` on first use when it is missing and this process may install
-/// packages. `Err` says why there is none (the caller skips with that reason).
-pub fn chromium() -> Result<PathBuf, String> {
-    let path = PathBuf::from("/usr/bin/chromium");
+/// Debian's bubblewrap (`/usr/bin/bwrap`) for the sandbox tests, installed with `apt-get` on
+/// first use when it is missing and this process may install packages. `Err` says why there
+/// is none.
+pub fn bubblewrap() -> Result<PathBuf, String> {
+    apt_package("bubblewrap", "/usr/bin/bwrap")
+}
+
+/// Debian package `package`, installed with `apt-get` once when `path` is missing.
+fn apt_package(package: &str, path: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(path);
     let ready = || path.exists();
-    install_once("chromium", ready, || {
+    install_once(package, ready, || {
         let apt = |args: &[&str]| {
             Command::new("apt-get")
                 .args(args)
@@ -241,15 +247,23 @@ pub fn chromium() -> Result<PathBuf, String> {
                 .status()
                 .is_ok_and(|s| s.success())
         };
-        // Best effort: a machine without apt or root access has no Chromium to offer.
-        let _ = apt(&["update"]) && apt(&["install", "-y", "chromium"]);
+        // Best effort: a machine without apt or root access has none to offer. A fresh
+        // machine's package lists may be missing: update them when the install fails.
+        let _ = apt(&["install", "-y", package])
+            || (apt(&["update"]) && apt(&["install", "-y", package]));
     });
     match ready() {
         true => Ok(path),
-        false => Err(
-            "no Chromium: /usr/bin/chromium is missing and `apt-get install chromium` did not \
-             install it"
-                .to_owned(),
-        ),
+        false => Err(format!(
+            "no {package}: {} is missing and `apt-get install {package}` did not install it",
+            path.display()
+        )),
     }
+}
+
+/// The system's Chromium for browser tests (Debian's `chromium` package at `/usr/bin/chromium`),
+/// installed with `apt-get` on first use when it is missing and this process may install
+/// packages. `Err` says why there is none (the caller skips with that reason).
+pub fn chromium() -> Result<PathBuf, String> {
+    apt_package("chromium", "/usr/bin/chromium")
 }

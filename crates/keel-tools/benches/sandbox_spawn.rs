@@ -6,6 +6,7 @@
 //! sandbox and N times in the profile `keel init` gives agents (workspace-write, network deny,
 //! a process limit), alternating so both see the same machine. Prints the median start-to-exit
 //! time each way, the difference (target < 2 ms) and the mechanisms that were in force.
+//! `KEEL_BENCH_NAMESPACES=on` measures the profile with `namespaces: on` (bubblewrap).
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
@@ -27,7 +28,11 @@ fn main() {
         .unwrap_or(400);
     let workspace = tempfile::tempdir().unwrap();
     let root = workspace.path();
-    let profile = Profile::resolve(&SandboxSpec::recommended(), root).unwrap();
+    let mut spec = SandboxSpec::recommended();
+    if std::env::var("KEEL_BENCH_NAMESPACES").as_deref() == Ok("on") {
+        spec.namespaces = Some(keel_workspace::NamespacesMode::On);
+    }
+    let profile = Profile::resolve(&spec, root).unwrap();
     let temp = root.join(".tmp");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -35,18 +40,23 @@ fn main() {
         .unwrap();
     let start = |sandboxed: bool| {
         let started = Instant::now();
-        let mut command = tokio::process::Command::new("/bin/true");
+        let prepared = sandboxed.then(|| {
+            profile
+                .prepare(Path::new("/bin/true"), root, &temp, &[])
+                .unwrap()
+        });
+        let (program, args) = match &prepared {
+            Some(prepared) => prepared.argv("/bin/true", Vec::<String>::new()),
+            None => ("/bin/true".into(), Vec::new()),
+        };
+        let mut command = tokio::process::Command::new(program);
         command
+            .args(args)
             .current_dir(root)
             .env_clear()
             .process_group(0)
             .kill_on_drop(true);
-        let guard = sandboxed.then(|| {
-            profile
-                .prepare(Path::new("/bin/true"), root, &temp, &[])
-                .unwrap()
-                .apply(&mut command)
-        });
+        let guard = prepared.map(|p| p.apply(&mut command));
         let status = runtime.block_on(async { command.spawn().unwrap().wait().await.unwrap() });
         assert!(status.success());
         drop(guard);

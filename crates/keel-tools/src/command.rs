@@ -150,15 +150,16 @@ impl Tool for CommandTool {
         let env = child_env(std::env::vars_os(), &self.env, &self.keel_vars(ctx));
         let shown = program.display().to_string();
         let profile = self.profile(ctx);
-        let mut command = process::command(program, &self.args, &self.workspace_root, env, true);
-        let guard = process::sandbox(
-            &mut command,
+        let prepared = process::prepare(
             profile.as_ref(),
             program,
             &self.workspace_root,
             &ctx.request_id.to_string(),
             &[],
         )?;
+        let (started, argv) = process::argv(prepared.as_ref(), program, &self.args);
+        let mut command = process::command(&started, &argv, &self.workspace_root, env, true);
+        let guard = prepared.map(|p| p.apply(&mut command));
         let child = command
             .spawn()
             .map_err(|e| process::spawn_error(&shown, &e))?;

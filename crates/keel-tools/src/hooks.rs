@@ -370,20 +370,15 @@ impl CompiledHook {
                 _ => e.to_string(),
             },
         };
-        let mut command = process::command(&resolved, args, cwd, child_env, true);
         let run_id = input.request_id.as_deref().unwrap_or("hooks");
-        let guard = process::sandbox(
-            &mut command,
-            self.sandbox.as_ref(),
-            &resolved,
-            cwd,
-            run_id,
-            &[],
-        )
-        .map_err(|e| HookError::Spawn {
-            program: program.clone(),
-            message: e.to_string(),
-        })?;
+        let prepared = process::prepare(self.sandbox.as_ref(), &resolved, cwd, run_id, &[])
+            .map_err(|e| HookError::Spawn {
+                program: program.clone(),
+                message: e.to_string(),
+            })?;
+        let (started, args) = process::argv(prepared.as_ref(), &resolved, args);
+        let mut command = process::command(&started, &args, cwd, child_env, true);
+        let guard = prepared.map(|p| p.apply(&mut command));
         let child = command.spawn().map_err(spawn_failed)?;
         tracing::debug!(
             hook = %self.name,

@@ -12,7 +12,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::sandbox::{Guard, Profile};
+use crate::sandbox::{Prepared, Profile};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -65,26 +65,41 @@ pub fn child_env(
     env
 }
 
-/// Has `command` (of `program`, started for request `request_id`) start in `profile`'s
-/// sandbox, when there is one: the run's temporary folder becomes its `TMPDIR`. The guard
-/// must live until the process has ended.
-pub(crate) fn sandbox(
-    command: &mut Command,
+/// What starting `program` (for request `request_id`) in `profile`'s sandbox needs, when
+/// there is a profile: build the command from [`Prepared::argv`], then
+/// [`Prepared::apply`] it and keep the guard until the process has ended.
+pub(crate) fn prepare(
     profile: Option<&Profile>,
     program: &Path,
     workspace_root: &Path,
     request_id: &str,
     extra_read: &[PathBuf],
-) -> Result<Option<Guard>, ToolError> {
+) -> Result<Option<Prepared>, ToolError> {
     let Some(profile) = profile else {
         return Ok(None);
     };
     let temp_dir = crate::sandbox::run_temp_dir(request_id);
-    let prepared = profile
+    profile
         .prepare(program, workspace_root, &temp_dir, extra_read)
-        .map_err(|e| ToolError::Failed(e.to_string()))?;
-    command.env("TMPDIR", &temp_dir);
-    Ok(Some(prepared.apply(command)))
+        .map(Some)
+        .map_err(|e| ToolError::Failed(e.to_string()))
+}
+
+/// The program and arguments to start: themselves, or as the sandbox runs them.
+pub(crate) fn argv(
+    prepared: Option<&Prepared>,
+    program: impl AsRef<OsStr>,
+    args: impl IntoIterator<Item = impl AsRef<OsStr>>,
+) -> (OsString, Vec<OsString>) {
+    match prepared {
+        Some(prepared) => prepared.argv(program, args),
+        None => (
+            program.as_ref().to_os_string(),
+            args.into_iter()
+                .map(|a| a.as_ref().to_os_string())
+                .collect(),
+        ),
+    }
 }
 
 /// Why a program could not be started, in words.

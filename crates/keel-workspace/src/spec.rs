@@ -30,7 +30,8 @@ pub use model::{
 };
 pub use money::{CostLimit, Price, PricingSpec};
 pub use sandbox::{
-    ByteSize, FilesystemMode, NetworkMode, SandboxFallback, SandboxLimits, SandboxSpec,
+    ByteSize, FilesystemMode, NamespacesMode, NetworkMode, SandboxFallback, SandboxLimits,
+    SandboxSpec,
 };
 pub use skill_settings::{SkillRootSpec, SkillsSettings};
 pub use store::{

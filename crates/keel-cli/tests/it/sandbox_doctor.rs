@@ -3,6 +3,7 @@
 //! recorded with the sandbox it runs in; `keel doctor` reports the machine, the profiles, the
 //! store and the MCP programs (snapshotted, the machine-dependent parts masked).
 
+use std::io::Write as _;
 use std::path::Path;
 
 use keel_test_support::test_clients::mcp_server_bin;
@@ -12,7 +13,7 @@ use serde_json::{Value, json};
 use crate::common::keel_in;
 
 /// A workspace whose agent may use `server-filesystem` on `./data`, sandboxed.
-fn filesystem_workspace() -> TempWorkspace {
+fn filesystem_workspace(namespaces: &str) -> TempWorkspace {
     let bin = mcp_server_bin("mcp-server-filesystem");
     // The server's installation (its package and node_modules) is read, nothing else outside.
     let prefix = bin.ancestors().nth(3).unwrap().to_path_buf();
@@ -25,7 +26,7 @@ fn filesystem_workspace() -> TempWorkspace {
             "McpServer",
             "fs",
             &format!(
-                "transport: stdio\ncommand: [\"{}\", \"./data\"]\nsandbox: {{ readPaths: [\"{}\"] }}\n",
+                "transport: stdio\ncommand: [\"{}\", \"./data\"]\nsandbox: {{ readPaths: [\"{}\"], namespaces: {namespaces} }}\n",
                 bin.display(),
                 prefix.display()
             ),
@@ -44,7 +45,22 @@ fn direct_result(out: &keel_test_support::CliOutput) -> Value {
 
 #[test]
 fn server_filesystem_works_under_workspace_write_with_its_folder() {
-    let ws = filesystem_workspace();
+    server_filesystem_works("off", "landlock");
+    match keel_test_support::test_clients::bubblewrap() {
+        Ok(_) => server_filesystem_works("on", "bubblewrap"),
+        Err(why) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "the bubblewrap mode is not tested here: {why}"
+            );
+        }
+    }
+}
+
+/// `server-filesystem` reads and writes its folder with `namespaces` set as given, its start
+/// recorded with `mechanism`.
+fn server_filesystem_works(namespaces: &str, mechanism: &str) {
+    let ws = filesystem_workspace(namespaces);
     let keel = keel_in(&ws);
     let read = keel.run([
         "tools",
@@ -73,7 +89,7 @@ fn server_filesystem_works_under_workspace_write_with_its_folder() {
     let detail = ready["detail"].as_str().unwrap_or_default();
     assert!(
         detail.starts_with("sandbox: filesystem workspace-write, network deny; by ")
-            && detail.contains("landlock"),
+            && detail.contains(mechanism),
         "{detail}"
     );
     let write = keel.run([
@@ -107,7 +123,8 @@ fn doctor_reports_the_machine_the_profiles_the_store_and_the_servers() {
             "transport: stdio\ncommand: [\"keel-no-such-server\"]\n",
         )
         .build();
-    let keel = keel_in(&ws);
+    // Bubblewrap hidden, so the profiles read the same whether it is installed or not.
+    let keel = keel_in(&ws).env("KEEL_SANDBOX_HIDE", "bwrap");
     let out = keel.run(["doctor"]);
     // The missing server's program makes the workspace not ready.
     assert_eq!(out.code, Some(1), "{}", out.stdout);
@@ -122,7 +139,7 @@ fn doctor_reports_the_machine_the_profiles_the_store_and_the_servers() {
     });
 
     // The JSON report says the same, and a machine hiding seccomp refuses the agent's profile.
-    let hidden = keel_in(&ws).env("KEEL_SANDBOX_HIDE", "seccomp");
+    let hidden = keel_in(&ws).env("KEEL_SANDBOX_HIDE", "seccomp,bwrap");
     let report: Value = serde_json::from_str(&hidden.run(["doctor", "--json"]).stdout).unwrap();
     assert_eq!(report["ok"], false);
     assert_eq!(report["machine"]["seccomp"], false);

@@ -8,10 +8,11 @@
 //! profile allows it) still works. Fail-closed: a profile asking for a mechanism the machine
 //! is made to hide refuses to start the process, naming what is missing.
 
+use std::io::Write as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
-use keel_test_support::{TempWorkspace, WorkspaceBuilder, test_clients};
+use keel_test_support::{Cli, TempWorkspace, WorkspaceBuilder, test_clients};
 use serde_json::{Value, json};
 
 use crate::common::keel_in;
@@ -29,6 +30,47 @@ const DENIED: &[&str] = &[
     "setsid",
 ];
 const ALLOWED: &[&str] = &["write_inside", "read_workspace"];
+
+/// What enforces the profile: Landlock (bubblewrap hidden), or bubblewrap where it is
+/// installed (the test installs Debian's package when it may).
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Landlock,
+    Bubblewrap,
+}
+
+impl Mode {
+    /// The modes this machine can test.
+    fn all() -> Vec<Mode> {
+        let mut modes = vec![Mode::Landlock];
+        match test_clients::bubblewrap() {
+            Ok(_) => modes.push(Mode::Bubblewrap),
+            Err(why) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "the bubblewrap mode is not tested here: {why}"
+                );
+            }
+        }
+        modes
+    }
+
+    /// `keel` in `ws`, in this mode.
+    fn keel(self, ws: &TempWorkspace) -> Cli {
+        match self {
+            Mode::Landlock => keel_in(ws).env("KEEL_SANDBOX_HIDE", "bwrap"),
+            Mode::Bubblewrap => keel_in(ws),
+        }
+    }
+
+    /// The word its mechanism is recorded with.
+    fn mechanism(self) -> &'static str {
+        match self {
+            Mode::Landlock => "landlock",
+            Mode::Bubblewrap => "bubblewrap",
+        }
+    }
+}
 
 /// The targets of the attempts, made by the test and removed after it.
 struct Targets {
@@ -85,16 +127,22 @@ impl Drop for Targets {
 /// A workspace whose agent `a` may use every surface, under a workspace-write, network-deny
 /// profile with a process and a memory limit; `attack_net` is a command tool whose own profile
 /// allows the network.
-fn workspace(targets: &Targets, script: &Value) -> TempWorkspace {
+fn workspace(targets: &Targets, mode: Mode, script: &Value) -> TempWorkspace {
     let python = test_clients::mcp_python();
     let venv = python
         .parent()
         .and_then(Path::parent)
         .unwrap()
         .to_path_buf();
-    let runtime = "{ defaultAgent: a, limits: { maxSteps: 100 }, sandbox: { filesystem: workspace-write, network: deny, limits: { processes: 32, memory: 256MiB } } }";
+    let namespaces = match mode {
+        Mode::Landlock => "off",
+        Mode::Bubblewrap => "on",
+    };
+    let runtime = format!(
+        "{{ defaultAgent: a, limits: {{ maxSteps: 100 }}, sandbox: {{ filesystem: workspace-write, network: deny, namespaces: {namespaces}, limits: {{ processes: 32, memory: 256MiB }} }} }}"
+    );
     WorkspaceBuilder::new()
-        .runtime(runtime)
+        .runtime(&runtime)
         .scripted_model("m", script)
         .agent(
             "a",
@@ -162,8 +210,8 @@ fn call_of(ws: &TempWorkspace, surface: &str, what: &str) -> (&'static str, Valu
 
 /// The attempt's report, from a `keel tools call` of `tool`: the result JSON the surface
 /// printed (or the hook wrote), or the error the call failed with.
-fn call(ws: &TempWorkspace, surface: &str, what: &str) -> Value {
-    let keel = keel_in(ws);
+fn call(ws: &TempWorkspace, mode: Mode, surface: &str, what: &str) -> Value {
+    let keel = mode.keel(ws);
     let (tool, args) = call_of(ws, surface, what);
     let out = keel.run(["tools", "call", tool, "--args", &args.to_string(), "--json"]);
     let events = out.json_lines();
@@ -176,7 +224,7 @@ fn call(ws: &TempWorkspace, surface: &str, what: &str) -> Value {
         assert_eq!(sandbox["filesystem"], "workspace-write", "{sandbox}");
         let mechanisms = sandbox["mechanisms"].to_string();
         assert!(
-            mechanisms.contains("landlock") && mechanisms.contains("seccomp"),
+            mechanisms.contains(mode.mechanism()) && mechanisms.contains("seccomp"),
             "{mechanisms}"
         );
     }
@@ -198,7 +246,7 @@ fn call(ws: &TempWorkspace, surface: &str, what: &str) -> Value {
             .find(|e| e["type"] == "runtime.hook.completed")
             .unwrap_or_else(|| panic!("{what}: the hook did not run: {}", out.stdout));
         let mechanisms = ran["sandbox"]["mechanisms"].to_string();
-        assert!(mechanisms.contains("landlock"), "{ran}");
+        assert!(mechanisms.contains(mode.mechanism()), "{ran}");
         let written = ws.read(format!("results/hook-{what}.json"));
         return serde_json::from_str(&written).unwrap();
     }
@@ -238,24 +286,30 @@ fn assert_denied(surface: &str, what: &str, report: &Value) {
 
 /// Every escape fails from `surface`, what the profile allows works, nothing got out.
 fn surface_holds(surface: &str) {
-    let targets = Targets::new();
-    let ws = workspace(
-        &targets,
-        &json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
-    );
-    for what in DENIED {
-        let report = call(&ws, surface, what);
-        assert_denied(surface, what, &report);
-        if *what == "fork_bomb" {
-            let detail = report["detail"].as_str().unwrap_or_default();
-            assert!(detail.starts_with("stopped after"), "{surface}: {detail}");
+    for mode in Mode::all() {
+        let targets = Targets::new();
+        let ws = workspace(
+            &targets,
+            mode,
+            &json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
+        );
+        for what in DENIED {
+            let report = call(&ws, mode, surface, what);
+            assert_denied(&format!("{surface} ({mode:?})"), what, &report);
+            if *what == "fork_bomb" {
+                let detail = report["detail"].as_str().unwrap_or_default();
+                assert!(detail.starts_with("stopped after"), "{surface}: {detail}");
+            }
         }
+        for what in ALLOWED {
+            let report = call(&ws, mode, surface, what);
+            assert_eq!(
+                report["ok"], true,
+                "{surface} ({mode:?}) {what} was refused: {report}"
+            );
+        }
+        targets.assert_untouched();
     }
-    for what in ALLOWED {
-        let report = call(&ws, surface, what);
-        assert_eq!(report["ok"], true, "{surface} {what} was refused: {report}");
-    }
-    targets.assert_untouched();
 }
 
 #[test]
@@ -265,6 +319,7 @@ fn shell_commands_cannot_escape() {
     let targets = Targets::new();
     let ws = workspace(
         &targets,
+        Mode::Landlock,
         &json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
     );
     let out = keel_in(&ws).run([
@@ -310,10 +365,11 @@ fn the_memory_limit_ends_the_attempt_with_a_clear_error_and_allowed_network_work
     let targets = Targets::new();
     let ws = workspace(
         &targets,
+        Mode::Landlock,
         &json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
     );
     for surface in ["shell", "command", "skill"] {
-        let report = call(&ws, surface, "memory");
+        let report = call(&ws, Mode::Landlock, surface, "memory");
         assert_eq!(report["ok"], false, "{surface}: {report}");
         assert!(
             report.to_string().contains("memory limit (268435456 bytes"),
@@ -340,6 +396,13 @@ fn the_memory_limit_ends_the_attempt_with_a_clear_error_and_allowed_network_work
 
 #[test]
 fn a_run_goes_on_after_every_escape_from_every_surface_fails() {
+    for mode in Mode::all() {
+        every_escape_in_one_run(mode);
+    }
+}
+
+/// The scripted model makes every attempt from every surface in one run, in `mode`.
+fn every_escape_in_one_run(mode: Mode) {
     let targets = Targets::new();
     // The scripted model makes every attempt from every surface, then writes inside, then
     // answers; the workspace is built once the steps are known.
@@ -356,11 +419,15 @@ fn a_run_goes_on_after_every_escape_from_every_surface_fails() {
     }
     steps.push(json!({"toolCalls": [{"name": "attack", "arguments": {"what": "write_inside"}}]}));
     steps.push(json!({"text": "Still here."}));
-    let ws = workspace(&targets, &json!({"conversations": [{"steps": steps}]}));
+    let ws = workspace(
+        &targets,
+        mode,
+        &json!({"conversations": [{"steps": steps}]}),
+    );
     for what in DENIED {
         ws.write(format!("targets/{what}"), "target");
     }
-    let out = keel_in(&ws).run(["run", "--json", "try them all"]);
+    let out = mode.keel(&ws).run(["run", "--json", "try them all"]);
     assert!(out.success(), "{}", out.stderr);
     let events: Vec<Value> = out
         .stdout
@@ -404,9 +471,11 @@ fn a_profile_the_machine_cannot_enforce_refuses_the_tool_unless_it_says_warn() {
     let targets = Targets::new();
     let ws = workspace(
         &targets,
+        Mode::Landlock,
         &json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
     );
-    let hidden = keel_in(&ws).env("KEEL_SANDBOX_HIDE", "landlock");
+    // Neither Landlock nor bubblewrap: a filesystem profile has nothing to enforce it.
+    let hidden = keel_in(&ws).env("KEEL_SANDBOX_HIDE", "landlock,bwrap");
     let out = hidden.run([
         "tools",
         "call",
@@ -459,6 +528,7 @@ fn an_exec_session_runs_in_the_agents_sandbox() {
     let targets = Targets::new();
     let ws = workspace(
         &targets,
+        Mode::Landlock,
         &json!({"conversations": [{"steps": [{"text": "hi"}]}]}),
     );
     let args = json!({
@@ -480,7 +550,9 @@ fn an_exec_session_runs_in_the_agents_sandbox() {
         .find(|e| e["type"] == "runtime.tool.sandbox")
         .unwrap_or_else(|| panic!("{}", out.stdout));
     assert!(
-        sandbox["mechanisms"].to_string().contains("landlock"),
+        ["landlock", "bubblewrap"]
+            .iter()
+            .any(|m| sandbox["mechanisms"].to_string().contains(m)),
         "{sandbox}"
     );
     let completed = events

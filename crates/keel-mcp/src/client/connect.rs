@@ -230,23 +230,12 @@ async fn open_stdio(
         true => root.join(program),
         false => PathBuf::from(program),
     };
-    let mut command = Command::new(&program_path);
-    command
-        .args(args)
-        .current_dir(&cwd)
-        .env_clear()
-        .envs(server_env(spec, env))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
     let profile = spec
         .sandbox
         .as_ref()
         .and_then(|sandbox| keel_tools::sandbox::Profile::resolve(sandbox, root));
     let mut sandboxed = None;
-    let sandbox = match &profile {
+    let prepared = match &profile {
         None => None,
         Some(profile) => {
             let temp_dir = keel_tools::sandbox::run_temp_dir("mcp");
@@ -256,22 +245,36 @@ async fn open_stdio(
                     program: program.clone(),
                     message: e.to_string(),
                 })?;
-            tracing::debug!(
-                program = %program,
-                mechanisms = ?prepared.record().mechanisms,
-                "MCP server sandboxed."
-            );
             let record = prepared.record();
+            tracing::debug!(program = %program, mechanisms = ?record.mechanisms, "MCP server sandboxed.");
             sandboxed = Some(format!(
                 "sandbox: filesystem {}, network {}; by {}",
                 record.filesystem,
                 record.network,
                 record.mechanisms.join(", ")
             ));
-            command.env("TMPDIR", &temp_dir);
-            Some(prepared.apply(&mut command))
+            Some(prepared)
         }
     };
+    let (started, started_args) = match &prepared {
+        Some(prepared) => prepared.argv(&program_path, args),
+        None => (
+            program_path.clone().into_os_string(),
+            args.iter().map(std::ffi::OsString::from).collect(),
+        ),
+    };
+    let mut command = Command::new(&started);
+    command
+        .args(&started_args)
+        .current_dir(&cwd)
+        .env_clear()
+        .envs(server_env(spec, env))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let sandbox = prepared.map(|p| p.apply(&mut command));
     let mut child = command.spawn().map_err(|e| ConnectError::Spawn {
         program: program.clone(),
         message: match e.kind() {

@@ -202,9 +202,12 @@ impl Exec {
                 .map(Stdio::from)
                 .map_err(|e| ToolError::Failed(format!("cannot open a terminal: {e}")))
         };
-        let mut command = tokio::process::Command::new(&program);
+        let profile = self.sandboxes.profile(&ctx.agent, None);
+        let prepared = process::prepare(profile.as_ref(), Path::new(&program), &root, &run, &[])?;
+        let (started, args) = process::argv(prepared.as_ref(), &program, &rest);
+        let mut command = tokio::process::Command::new(&started);
         command
-            .args(&rest)
+            .args(&args)
             .current_dir(&cwd)
             .env_clear()
             .envs(child_env)
@@ -213,15 +216,7 @@ impl Exec {
             .stderr(stdio()?)
             .kill_on_drop(true);
         pty::lead_session(&mut command);
-        let profile = self.sandboxes.profile(&ctx.agent, None);
-        let guard = process::sandbox(
-            &mut command,
-            profile.as_ref(),
-            Path::new(&program),
-            &root,
-            &run,
-            &[],
-        )?;
+        let guard = prepared.map(|p| p.apply(&mut command));
         let child = command
             .spawn()
             .map_err(|e| process::spawn_error(&program, &e))?;

@@ -207,15 +207,11 @@ impl Tool for Shell {
         .collect::<Vec<_>>();
         let child_env = process::child_env(std::env::vars_os(), &env, &keel_vars);
         let profile = self.sandboxes.profile(&ctx.agent, None);
-        let mut command = process::command(&program, &rest, &cwd, child_env, false);
-        let guard = process::sandbox(
-            &mut command,
-            profile.as_ref(),
-            Path::new(&program),
-            &root,
-            &ctx.request_id.to_string(),
-            &[],
-        )?;
+        let run = ctx.request_id.to_string();
+        let prepared = process::prepare(profile.as_ref(), Path::new(&program), &root, &run, &[])?;
+        let (started, args) = process::argv(prepared.as_ref(), &program, &rest);
+        let mut command = process::command(&started, &args, &cwd, child_env, false);
+        let guard = prepared.map(|p| p.apply(&mut command));
         let child = command
             .spawn()
             .map_err(|e| process::spawn_error(&program, &e))?;

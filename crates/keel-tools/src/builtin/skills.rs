@@ -388,15 +388,16 @@ impl Tool for RunSkillScript {
         let env = process::child_env(std::env::vars_os(), &Default::default(), &keel_vars);
         let shown = program.display().to_string();
         let profile = self.sandboxes.profile(&ctx.agent, None);
-        let mut command = process::command(&program, &argv, &dir, env, false);
-        let guard = process::sandbox(
-            &mut command,
+        let prepared = process::prepare(
             profile.as_ref(),
             &program,
             &ctx.workspace_root,
             &ctx.request_id.to_string(),
             std::slice::from_ref(&dir),
         )?;
+        let (started, args) = process::argv(prepared.as_ref(), &program, &argv);
+        let mut command = process::command(&started, &args, &dir, env, false);
+        let guard = prepared.map(|p| p.apply(&mut command));
         let child = command
             .spawn()
             .map_err(|e| process::spawn_error(&shown, &e))?;

@@ -7,7 +7,8 @@ use keel_workspace::{FilesystemMode, NetworkMode};
 
 use super::{DEVICE_WRITE, Profile, SYSTEM_READ, mode_word};
 
-/// Words of error output that name a network call.
+/// Words of error output that name a network call (`network is unreachable`: a network
+/// namespace of its own).
 const NETWORK_WORDS: &[&str] = &[
     "socket",
     "connect",
@@ -62,6 +63,7 @@ pub fn explain(profile: &Profile, stderr: &str) -> Vec<String> {
     }
     // Internet sockets are refused with EPERM by the seccomp filter (or EACCES by Landlock).
     let socket_refused = lower.contains("operation not permitted")
+        || lower.contains("network is unreachable")
         || lower.contains("errno 1]")
         || lower.contains("eperm")
         || lower.contains("eacces");
@@ -71,10 +73,14 @@ pub fn explain(profile: &Profile, stderr: &str) -> Vec<String> {
     {
         say("the sandbox blocked a network connection: network is deny".to_owned());
     }
+    // Under bubblewrap what the profile does not allow is not there at all.
+    let bubblewrap = profile.uses_bubblewrap();
     if profile.filesystem != FilesystemMode::Off {
         for line in lower.lines().zip(stderr.lines()) {
             let (lower_line, line) = line;
-            let refused = lower_line.contains("permission denied")
+            let hidden = bubblewrap && lower_line.contains("no such file or directory");
+            let refused = hidden
+                || lower_line.contains("permission denied")
                 || lower_line.contains("read-only file system")
                 || lower_line.contains("operation not permitted");
             let Some(path) = refused.then(|| first_path(line)).flatten() else {
@@ -84,9 +90,13 @@ pub fn explain(profile: &Profile, stderr: &str) -> Vec<String> {
             if allowed(profile, Path::new(path), writing) {
                 continue;
             }
-            let verb = if writing { "writing" } else { "reading" };
+            let what = match (hidden, writing) {
+                (true, _) => format!("the sandbox hides {path}"),
+                (false, true) => format!("the sandbox blocked writing {path}"),
+                (false, false) => format!("the sandbox blocked reading {path}"),
+            };
             say(format!(
-                "the sandbox blocked {verb} {path}: filesystem is {}",
+                "{what}: filesystem is {}",
                 mode_word(profile.filesystem)
             ));
         }

@@ -17,6 +17,7 @@
 //! ends. What the machine cannot enforce fails the start, naming it, unless the profile says
 //! `fallback: warn`.
 
+mod bwrap;
 mod explain;
 mod filter;
 mod machine;
@@ -29,7 +30,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use keel_types::SandboxRecord;
 use keel_workspace::{
-    FilesystemMode, NetworkMode, SandboxFallback, SandboxLimits, SandboxSpec, Workspace,
+    FilesystemMode, NamespacesMode, NetworkMode, SandboxFallback, SandboxLimits, SandboxSpec,
+    Workspace,
 };
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
@@ -104,6 +106,7 @@ pub struct Profile {
     pub read_paths: Vec<PathBuf>,
     pub write_paths: Vec<PathBuf>,
     pub limits: SandboxLimits,
+    pub namespaces: NamespacesMode,
     pub fallback: SandboxFallback,
 }
 
@@ -141,6 +144,7 @@ impl Profile {
             read_paths: paths(&spec.read_paths),
             write_paths: paths(&spec.write_paths),
             limits: spec.limits.unwrap_or_default(),
+            namespaces: spec.namespaces.unwrap_or_default(),
             fallback: spec.fallback.unwrap_or_default(),
         })
     }
@@ -153,10 +157,19 @@ impl Profile {
         let mut missing = Vec::new();
         let confines_files = self.filesystem != FilesystemMode::Off;
         let denies_network = self.network == NetworkMode::Deny;
-        if confines_files || machine.landlock_abi > 0 {
+        if self.namespaces == NamespacesMode::On && machine.bubblewrap.is_none() {
+            missing.push("bubblewrap (namespaces: on): it is not installed".to_owned());
+        }
+        if self.uses_bubblewrap() {
+            mechanisms.push(match denies_network {
+                true => "bubblewrap (pid, mount, ipc, network namespaces)".to_owned(),
+                false => "bubblewrap (pid, mount, ipc namespaces)".to_owned(),
+            });
+        } else if confines_files || machine.landlock_abi > 0 {
             match machine.landlock_abi {
                 0 if confines_files => missing.push(
-                    "Landlock (the kernel has none, or it is disabled): the filesystem profile"
+                    "Landlock (the kernel has none, or it is disabled) or bubblewrap: the \
+                     filesystem profile"
                         .to_owned(),
                 ),
                 0 => {}
@@ -222,14 +235,23 @@ impl Profile {
         let machine = Machine::get();
         std::fs::create_dir_all(temp_dir)
             .map_err(|e| SandboxError::Prepare(format!("{}: {e}", temp_dir.display())))?;
-        let ruleset = match machine.landlock_abi {
-            0 => None,
-            _ => Some(self.ruleset(program, workspace_root, temp_dir, extra_read)?),
-        };
-        let filters = match machine.seccomp {
+        let (reads, writes) = self.access(program, workspace_root, temp_dir, extra_read);
+        let mut filters = match machine.seccomp {
             true => filter::programs(self.network == NetworkMode::Deny)
                 .map_err(SandboxError::Prepare)?,
             false => Vec::new(),
+        };
+        let (ruleset, wrap) = match (&machine.bubblewrap, machine.landlock_abi) {
+            (Some(bwrap), _) if self.uses_bubblewrap() => {
+                let deny = self.network == NetworkMode::Deny;
+                let wrap = bwrap::wrap(bwrap, &reads, &writes, deny, &filters)
+                    .map_err(|e| SandboxError::Prepare(format!("bubblewrap: {e}")))?;
+                // bwrap installs the filters itself, once the namespaces are made.
+                filters.clear();
+                (None, Some(wrap))
+            }
+            (_, 0) => (None, None),
+            _ => (Some(self.ruleset(&reads, &writes)?), None),
         };
         let mut rlimits = Vec::new();
         let limits = &self.limits;
@@ -258,42 +280,68 @@ impl Profile {
             }
         }
         Ok(Prepared {
+            temp_dir: temp_dir.to_path_buf(),
             ruleset,
             filters,
+            wrap,
             rlimits,
             cgroup,
             record,
         })
     }
 
-    fn ruleset(
+    /// What the process may read, and read and write, besides the system's devices.
+    fn access(
         &self,
         program: &Path,
         workspace_root: &Path,
         temp_dir: &Path,
         extra_read: &[PathBuf],
-    ) -> Result<RulesetCreated, SandboxError> {
-        let failed = |e: landlock::RulesetError| SandboxError::Prepare(format!("Landlock: {e}"));
-        let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
+    ) -> (Vec<PathBuf>, Vec<PathBuf>) {
         let mut reads: Vec<PathBuf> = Vec::new();
         let mut writes: Vec<PathBuf> = vec![temp_dir.to_path_buf()];
         match self.filesystem {
-            FilesystemMode::Off => {}
+            FilesystemMode::Off => writes.push(PathBuf::from("/")),
             mode => {
-                ruleset = ruleset
-                    .handle_access(AccessFs::from_all(TARGET_ABI))
-                    .map_err(failed)?;
                 reads.extend(SYSTEM_READ.iter().map(PathBuf::from));
                 reads.extend(installation(program));
                 reads.extend(extra_read.iter().cloned());
                 reads.extend(self.read_paths.iter().cloned());
-                writes.extend(DEVICE_WRITE.iter().map(PathBuf::from));
                 match mode {
                     FilesystemMode::WorkspaceWrite => writes.push(workspace_root.to_path_buf()),
                     _ => reads.push(workspace_root.to_path_buf()),
                 }
                 writes.extend(self.write_paths.iter().cloned());
             }
+        }
+        (reads, writes)
+    }
+
+    /// Whether a start in this profile goes through bubblewrap here.
+    pub(crate) fn uses_bubblewrap(&self) -> bool {
+        let machine = Machine::get();
+        let wanted = match self.namespaces {
+            NamespacesMode::On => true,
+            NamespacesMode::Off => false,
+            // Where Landlock cannot confine the files, bubblewrap's mount namespace can.
+            NamespacesMode::Auto => {
+                machine.landlock_abi == 0 && self.filesystem != FilesystemMode::Off
+            }
+        };
+        wanted && machine.bubblewrap.is_some()
+    }
+
+    fn ruleset(
+        &self,
+        reads: &[PathBuf],
+        writes: &[PathBuf],
+    ) -> Result<RulesetCreated, SandboxError> {
+        let failed = |e: landlock::RulesetError| SandboxError::Prepare(format!("Landlock: {e}"));
+        let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
+        if self.filesystem != FilesystemMode::Off {
+            ruleset = ruleset
+                .handle_access(AccessFs::from_all(TARGET_ABI))
+                .map_err(failed)?;
         }
         if self.network == NetworkMode::Deny {
             ruleset = ruleset
@@ -303,10 +351,14 @@ impl Profile {
         ruleset = ruleset.scope(Scope::from_all(TARGET_ABI)).map_err(failed)?;
         let mut created = ruleset.create().map_err(failed)?;
         if self.filesystem != FilesystemMode::Off {
+            let devices: Vec<PathBuf> = DEVICE_WRITE.iter().map(PathBuf::from).collect();
             created = created
-                .add_rules(path_beneath_rules(&reads, AccessFs::from_read(TARGET_ABI)))
+                .add_rules(path_beneath_rules(reads, AccessFs::from_read(TARGET_ABI)))
                 .map_err(failed)?
-                .add_rules(path_beneath_rules(&writes, AccessFs::from_all(TARGET_ABI)))
+                .add_rules(path_beneath_rules(
+                    writes.iter().chain(&devices),
+                    AccessFs::from_all(TARGET_ABI),
+                ))
                 .map_err(failed)?;
         }
         Ok(created)
@@ -378,8 +430,12 @@ fn machine_tasks() -> u64 {
 /// A start made ready: applied to a command with [`Prepared::apply`].
 #[derive(Debug)]
 pub struct Prepared {
+    /// The run's temporary folder: the process's `TMPDIR`.
+    temp_dir: PathBuf,
     ruleset: Option<RulesetCreated>,
     filters: Vec<BpfProgram>,
+    /// Bubblewrap's arguments, when the process starts inside it.
+    wrap: Option<bwrap::Wrap>,
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
     cgroup: Option<Cgroup>,
     record: SandboxRecord,
@@ -391,18 +447,44 @@ impl Prepared {
         &self.record
     }
 
-    /// Has `command`'s child apply the sandbox to itself before it runs the program. The
+    /// The program to start and its arguments: `program` and `args` themselves, or `bwrap`
+    /// running them.
+    pub fn argv(
+        &self,
+        program: impl AsRef<std::ffi::OsStr>,
+        args: impl IntoIterator<Item = impl AsRef<std::ffi::OsStr>>,
+    ) -> (std::ffi::OsString, Vec<std::ffi::OsString>) {
+        let args = args.into_iter().map(|a| a.as_ref().to_os_string());
+        match &self.wrap {
+            None => (program.as_ref().to_os_string(), args.collect()),
+            Some(wrap) => {
+                let mut all = wrap.args.clone();
+                all.push("--".into());
+                all.push(program.as_ref().to_os_string());
+                all.extend(args);
+                (wrap.bwrap.clone().into_os_string(), all)
+            }
+        }
+    }
+
+    /// Has `command` (built from [`Prepared::argv`]) start in the sandbox, with the run's
+    /// temporary folder as `TMPDIR`: its child applies the sandbox to itself before it runs the
+    /// program. The
     /// returned guard kills whatever is left in the process's cgroup and removes it when
     /// dropped: keep it until the process has ended.
     pub fn apply(self, command: &mut tokio::process::Command) -> Guard {
+        command.env("TMPDIR", &self.temp_dir);
         let Prepared {
             mut ruleset,
             filters,
+            wrap,
             rlimits,
             cgroup,
             ..
         } = self;
         let procs = cgroup.as_ref().map(|c| c.procs.as_raw_fd());
+        // The filters' pipes, for bwrap to read: kept open until the command is dropped.
+        let inherited: Vec<OwnedFd> = wrap.map(|w| w.filters).unwrap_or_default();
         let child_setup = move || -> std::io::Result<()> {
             if let Some(fd) = procs {
                 // SAFETY: writing a fixed buffer to a descriptor opened before the fork.
@@ -418,6 +500,18 @@ impl Prepared {
                 };
                 // SAFETY: setrlimit reads the struct it is given.
                 if unsafe { libc::setrlimit(*resource, &limit) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            for fd in &inherited {
+                // SAFETY: clears close-on-exec on a descriptor opened before the fork.
+                if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, 0) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if !inherited.is_empty() {
+                // SAFETY: PR_SET_NO_NEW_PRIVS takes no pointers.
+                if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
             }

@@ -23,6 +23,11 @@ pub struct SandboxSpec {
     pub write_paths: Option<Vec<String>>,
     /// Resource limits of the process (and what it starts).
     pub limits: Option<SandboxLimits>,
+    /// Bubblewrap's namespaces (pid, mount, IPC, and network when it is denied): `auto`
+    /// (default) uses them where bubblewrap is installed and Landlock is not available; `on`
+    /// always (about 7 ms more per process start; refused where bubblewrap is missing); `off`
+    /// never.
+    pub namespaces: Option<NamespacesMode>,
     /// When this machine cannot enforce the profile: `deny` (default) refuses to start the
     /// process, naming what is missing; `warn` starts it with what can be enforced and says so.
     pub fallback: Option<SandboxFallback>,
@@ -64,6 +69,16 @@ pub enum NetworkMode {
     Allow,
 }
 
+/// Whether a sandboxed process gets bubblewrap's namespaces.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NamespacesMode {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
 /// What happens when a profile cannot be enforced.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -94,6 +109,7 @@ impl SandboxSpec {
                 }),
                 (mine, theirs) => mine.or(theirs),
             },
+            namespaces: self.namespaces.or(base.namespaces),
             fallback: self.fallback.or(base.fallback),
         }
     }
@@ -102,6 +118,7 @@ impl SandboxSpec {
     pub fn is_off(&self) -> bool {
         matches!(self.filesystem, None | Some(FilesystemMode::Off))
             && self.network != Some(NetworkMode::Deny)
+            && self.namespaces != Some(NamespacesMode::On)
             && self.limits.is_none_or(|l| l == SandboxLimits::default())
     }
 
