@@ -761,8 +761,7 @@ pub struct AgentSpec {
     /// (`{kind: process, command, cwd, env, envAllow, timeout, config, onDivergence}`).
     #[serde(default)]
     pub backend: BackendSpec,
-    /// The OS sandbox of the processes its calls start (`shell`, skill scripts, command
-    /// tools), over the Runtime's.
+    /// The OS sandbox of the processes its calls start, over the Runtime's.
     #[serde(default)]
     pub sandbox: Option<SandboxSpec>,
 }
