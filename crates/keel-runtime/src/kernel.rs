@@ -527,19 +527,12 @@ impl Kernel {
         let Some(session) = &record.session_id else {
             return Ok(Vec::new());
         };
-        let transcript = self.inner.store.session_messages(session).await?;
-        let summary = self
-            .inner
-            .store
-            .get_session(session)
-            .await?
-            .and_then(|s| s.summary);
-        Ok(crate::history::session_history(
-            transcript,
-            summary.as_ref(),
+        self.session_history(
+            session,
             Some(&record.request_id),
             self.workspace().runtime.limits.history_tokens,
-        ))
+        )
+        .await
     }
 
     /// Spawns the agent loop for a recorded run.

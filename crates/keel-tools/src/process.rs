@@ -295,7 +295,7 @@ impl Drop for ProcessGroup {
 
 /// Sends SIGKILL to every process in group `pgid`. Errors (the group is already gone) are
 /// ignored.
-fn kill_group(pgid: u32) {
+pub(crate) fn kill_group(pgid: u32) {
     signal_group(pgid, libc::SIGKILL);
 }
 

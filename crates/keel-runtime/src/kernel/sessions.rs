@@ -245,6 +245,29 @@ impl Kernel {
         }
     }
 
+    /// The history a run of `session` is given: its summary, then the turns after it
+    /// (without `skip`'s turn), trimmed to `budget_tokens`.
+    pub(super) async fn session_history(
+        &self,
+        session: &keel_types::SessionId,
+        skip: Option<&RequestId>,
+        budget_tokens: u64,
+    ) -> Result<Vec<keel_types::Message>, RuntimeError> {
+        let transcript = self.inner.store.session_messages(session).await?;
+        let summary = self
+            .inner
+            .store
+            .get_session(session)
+            .await?
+            .and_then(|s| s.summary);
+        Ok(crate::history::session_history(
+            transcript,
+            summary.as_ref(),
+            skip,
+            budget_tokens,
+        ))
+    }
+
     /// Enters the request's session, if it names one: [`Self::claim_session`], then the
     /// session's transcript (without `skip_turn_of`'s turn) trimmed to the history budget.
     pub(super) async fn enter_session(
@@ -258,19 +281,9 @@ impl Kernel {
             return Ok(Entered::default());
         };
         let overridden = self.claim_session(session, agent, options).await?;
-        let transcript = self.inner.store.session_messages(session).await?;
-        let summary = self
-            .inner
-            .store
-            .get_session(session)
-            .await?
-            .and_then(|s| s.summary);
-        let history = crate::history::session_history(
-            transcript,
-            summary.as_ref(),
-            skip_turn_of,
-            history_tokens,
-        );
+        let history = self
+            .session_history(session, skip_turn_of, history_tokens)
+            .await?;
         Ok(Entered {
             history,
             overridden,

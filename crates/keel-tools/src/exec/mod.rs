@@ -38,7 +38,7 @@ struct Output {
     closed: bool,
 }
 
-/// One running program.
+/// One running program (the leader of its session and process group).
 pub(crate) struct Session {
     pub id: String,
     pub run: String,
@@ -188,7 +188,7 @@ impl Session {
 
     /// Kills the program and everything on its terminal, and forgets the session.
     pub(crate) async fn stop(&self) -> Option<i32> {
-        pty::kill_group(self.pid);
+        crate::process::kill_group(self.pid);
         sessions().remove(&self.id);
         let mut child = self.child.lock().await;
         let _ = child.start_kill();
@@ -258,7 +258,7 @@ pub fn end_run(run: &str) {
         .cloned()
         .collect();
     for session in ending {
-        pty::kill_group(session.pid);
+        crate::process::kill_group(session.pid);
         sessions().remove(&session.id);
     }
 }
@@ -277,7 +277,7 @@ fn end_idle() {
         .collect();
     for session in idle {
         tracing::debug!(session = %session.id, "Exec session ended: idle.");
-        pty::kill_group(session.pid);
+        crate::process::kill_group(session.pid);
         sessions().remove(&session.id);
     }
 }

@@ -83,11 +83,3 @@ pub(crate) fn lead_session(command: &mut tokio::process::Command) {
         command.pre_exec(child_setup);
     }
 }
-
-/// Kills a session's whole process group.
-pub(crate) fn kill_group(pid: u32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        // SAFETY: kill takes plain integers; a negative pid names the group.
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
-    }
-}

@@ -158,13 +158,21 @@ async fn ten_megabytes_of_output_stay_within_the_buffer_and_say_what_was_dropped
     let started = call(
         ws.path(),
         ExecKind::Start,
-        json!({"command": ["python3", "-c", "import sys, time; sys.stdout.write('x' * 10_000_000); sys.stdout.flush(); time.sleep(600)"], "waitMs": 0}),
+        // Writes it all (the session drains the terminal as it comes), then says so in a file.
+        json!({"command": ["python3", "-c", "import sys, time; sys.stdout.write('x' * 10_000_000); sys.stdout.flush(); open('written', 'w').close(); time.sleep(600)"], "waitMs": 0}),
     )
     .await
     .unwrap();
     let id = started["id"].as_str().unwrap().to_owned();
-    // Wait until the program has written it all: the buffer is full and something dropped.
+    // Nothing is read until the program has written it all: the buffer must have dropped.
     let deadline = Instant::now() + Duration::from_secs(60);
+    while !ws.exists("written") {
+        assert!(
+            Instant::now() < deadline,
+            "the program did not finish writing"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut total = started["output"].as_str().unwrap().len();
     let mut dropped_said = false;
     while total < 10_000_000 {
@@ -186,10 +194,6 @@ async fn ten_megabytes_of_output_stay_within_the_buffer_and_say_what_was_dropped
         total += text.chars().filter(|c| *c == 'x').count();
         if read["ended"] == true {
             break;
-        }
-        // Give the program time to fill the buffer before the next read.
-        if !dropped_said {
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
     assert_eq!(total, 10_000_000, "every byte is read or said dropped");
