@@ -22,6 +22,7 @@ pub mod fixtures;
 mod mock_anthropic;
 mod mock_llm;
 mod mock_response;
+pub mod otlp;
 pub mod process;
 mod temp_workspace;
 pub mod test_clients;

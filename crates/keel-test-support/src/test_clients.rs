@@ -161,6 +161,29 @@ pub fn mcp_python() -> PathBuf {
     python_venv("mcp", &[MCP_PYTHON_SDK])
 }
 
+/// The official OTLP protobuf definitions and the gRPC runtime the OTLP receiver
+/// (`fixtures/otlp_receiver.py`) decodes with, pinned together: opentelemetry-proto's code is
+/// generated for protobuf >= 5 and grpcio >= 1.63.2; these are what pip resolves for it.
+pub const OTLP_RECEIVER: &[&str] = &[
+    "opentelemetry-proto==1.45.2",
+    "protobuf==7.36.2",
+    "grpcio==1.85.3",
+];
+
+/// [`OTLP_RECEIVER`] in the venv `target/test-clients/otlp`; returns its Python.
+pub fn otlp_receiver_python() -> PathBuf {
+    python_venv("otlp", OTLP_RECEIVER)
+}
+
+/// The OTLP receiver for tests, `fixtures/otlp_receiver.py` (its docstring gives its flags
+/// and the JSON lines it prints); run it with [`otlp_receiver_python`], or through
+/// [`crate::otlp::OtlpReceiver`].
+pub fn otlp_receiver_script() -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/otlp_receiver.py");
+    assert!(path.exists(), "{} is missing", path.display());
+    path
+}
+
 /// The schemathesis release the suite runs (its CLI changed between major versions).
 pub const SCHEMATHESIS: &str = "4.32.5";
 
@@ -192,6 +215,7 @@ pub fn install_all() -> Result<(), String> {
     anthropic_node();
     openai_agents_js();
     mcp_python();
+    otlp_receiver_python();
     schemathesis();
     playwright();
     mcp_server_bin("mcp-server-everything");

@@ -1,11 +1,12 @@
 //! Sanity tests of the test support itself: the mock LLM server, the benchmark binary, the
-//! temporary workspace and the real counterparts the suite installs.
+//! temporary workspace, the OTLP receiver and the real counterparts the suite installs.
 // Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
 #![cfg(test)]
 
 mod mock_anthropic;
 mod mock_binary;
 mod mock_server;
+mod otlp_receiver;
 mod test_clients;
 
 /// A plain HTTP client for poking the mocks.
