@@ -5,7 +5,8 @@
 //! Schemas, hook matchers and redaction patterns that must be valid regexes, and fields that
 //! would be parsed without effect (a store other than the default, settings of another
 //! provider): nothing a user writes is silently ignored. `McpServer` documents and the MCP
-//! names agents list are checked in `checks/mcp.rs`.
+//! names agents list are checked in `checks/mcp.rs`, the Runtime's `observability.otlp` in
+//! `checks/observability.rs`.
 //!
 //! They read the merged YAML trees, not the typed specs, so that a document with a schema
 //! error still has its references checked: every problem is reported in one pass. Values of
@@ -15,6 +16,7 @@ mod facade;
 mod mcp;
 mod memory;
 mod model;
+mod observability;
 mod skills;
 mod workflow;
 
@@ -84,6 +86,7 @@ impl<'a> Checker<'a> {
         self.store_url();
         self.redaction_patterns();
         self.context_without_windows();
+        self.observability();
         let repair_model = self
             .spec
             .get("gateway")

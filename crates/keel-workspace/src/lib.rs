@@ -45,10 +45,10 @@ pub use spec::{
 pub use spec::{
     BackendSpec, Bounds, ByteSize, CacheMode, CassetteMatch, CompactStep, Condition, ContextSpec,
     CostLimit, EdgeSpec, FacadeClamp, FacadeParam, FacadeSpec, FilesystemMode, GateKind, GateSpec,
-    InputSpec, NamespacesMode, NetworkMode, NodeKind, NodeOutput, NodeRetry, NodeSpec, OnBudget,
-    OnDeny, OnDivergence, OutputSpec, PhaseSpec, Price, PricingSpec, ProcessBackend,
-    SandboxFallback, SandboxLimits, SandboxSpec, ThinkingSpec, TokenizerSpec, WorkflowOutput,
-    WorkflowSpec,
+    InputSpec, NamespacesMode, NetworkMode, NodeKind, NodeOutput, NodeRetry, NodeSpec,
+    ObservabilitySpec, OnBudget, OnDeny, OnDivergence, OtlpProtocol, OtlpSpec, OutputSpec,
+    PhaseSpec, Price, PricingSpec, ProcessBackend, SandboxFallback, SandboxLimits, SandboxSpec,
+    ThinkingSpec, TokenizerSpec, WorkflowOutput, WorkflowSpec,
 };
 pub use suggest::closest;
 pub use workflow::{WorkflowGraph, approval_output_schema, describe_condition, mermaid, schema_at};

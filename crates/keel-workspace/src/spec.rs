@@ -16,6 +16,7 @@ mod facade;
 mod memory;
 mod model;
 mod money;
+mod observability;
 mod sandbox;
 mod skill_settings;
 mod store;
@@ -29,6 +30,7 @@ pub use model::{
     ProviderKind, ThinkingSpec, TokenizerSpec,
 };
 pub use money::{CostLimit, Price, PricingSpec};
+pub use observability::{ObservabilitySpec, OtlpProtocol, OtlpSpec};
 pub use sandbox::{
     ByteSize, FilesystemMode, NamespacesMode, NetworkMode, SandboxFallback, SandboxLimits,
     SandboxSpec,
@@ -43,8 +45,7 @@ pub use workflow::{
     OnDeny, OutputSpec, PhaseSpec, WorkflowOutput, WorkflowSpec,
 };
 
-/// The governance vocabulary the documents use. It lives in `keel-types`, where events and
-/// the surfaces share it; re-exported so workspace users find it next to the documents.
+/// The governance vocabulary the documents use, from `keel-types` (shared with the events).
 pub use keel_types::{HookEvent, PermissionMode, PolicyDecision};
 
 /// A duration written like `500ms`, `10s`, `10m` or `1h 30m`.
@@ -127,6 +128,8 @@ pub struct RuntimeSpec {
     /// The OS sandbox of every process Keel starts; agents, tools, MCP servers and hooks may
     /// override it field by field (`docs/sandbox.md`). Left out: no sandbox.
     pub sandbox: SandboxSpec,
+    /// OpenTelemetry spans and metrics of runs, and their OTLP export (`docs/observability.md`).
+    pub observability: ObservabilitySpec,
 }
 
 /// Redaction settings (`docs/workspace.md#runtime`).
@@ -319,8 +322,7 @@ pub enum ApiKeyRole {
     Operator,
 }
 
-/// Budgets and bounds. Agents may set `maxSteps`, `maxTokens` and `runTimeout` for
-/// themselves.
+/// Budgets and bounds (agents may set `maxSteps`, `maxTokens` and `runTimeout` themselves).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Limits {
@@ -486,8 +488,7 @@ pub struct ToolSpecDoc {
     /// Hooks bound to this tool: names of `Hook` documents run before and after each call.
     #[serde(default)]
     pub hooks: ToolHooks,
-    /// A task of this tool runs its `PreToolUse` hooks again when it runs, not only when it
-    /// is created.
+    /// A task of this tool runs its `PreToolUse` hooks again when it runs, not only when created.
     #[serde(default)]
     pub double_check_on_run: bool,
     /// `command` tools: the OS sandbox of the process, over the agent's and the Runtime's.
@@ -577,8 +578,7 @@ pub enum HookHandler {
     },
 }
 
-/// What a failing hook does: the governance vocabulary's, so the events that record it say
-/// it the same way.
+/// What a failing hook does, in the governance vocabulary (the events say it the same way).
 pub use keel_types::HookOnError;
 
 fn empty_object_schema() -> Value {

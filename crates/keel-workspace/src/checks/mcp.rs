@@ -455,9 +455,9 @@ fn is_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// What is wrong with an MCP endpoint URL (scheme http or https, a host, no whitespace), or
-/// `None`.
-fn url_problem(url: &str) -> Option<&'static str> {
+/// What is wrong with an endpoint URL (scheme http or https, a host, no whitespace), or
+/// `None`; also read for the Runtime's OTLP endpoint.
+pub(super) fn url_problem(url: &str) -> Option<&'static str> {
     let lower = url.to_ascii_lowercase();
     let Some(rest) = ["http://", "https://"]
         .into_iter()

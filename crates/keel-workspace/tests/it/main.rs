@@ -10,6 +10,7 @@ mod fidelity;
 mod governance;
 mod load;
 mod mcp;
+mod observability;
 mod overlays;
 mod positions;
 mod skills;
