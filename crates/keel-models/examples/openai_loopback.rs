@@ -34,6 +34,7 @@ async fn main() {
         params: ModelParams::default(),
         stream: true,
         sections: Vec::new(),
+        traceparent: None,
     };
 
     let start = Instant::now();

@@ -39,6 +39,7 @@ pub(crate) async fn summarize(
         params: ModelParams::default(),
         stream: false,
         sections: Vec::new(),
+        traceparent: None,
     };
     let failed = |e: keel_types::ModelError| format!("the summarizer failed: {e}");
     let mut stream = provider.stream(request).await.map_err(failed)?;

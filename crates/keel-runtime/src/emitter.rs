@@ -167,6 +167,10 @@ impl Emitter {
     ) -> Self {
         let (queue, pending) = mpsc::unbounded_channel();
         let (publish, durable) = watch::channel(Ok(last_seq));
+        let before = stored.as_ref().map_or(last_seq, |opening| opening.seq - 1);
+        for observer in pipeline.observers.iter() {
+            observer.opened(run, before);
+        }
         let mut forwarder = Forwarder {
             subscriber,
             observers: pipeline.observers.clone(),
@@ -183,6 +187,7 @@ impl Emitter {
             forwarder,
             publish,
             urgent.clone(),
+            run.request_id.clone(),
         ));
         Self {
             request_id: run.request_id.clone(),
@@ -326,6 +331,21 @@ impl Forwarder {
 /// first failed append.
 async fn flush(
     mut pending: mpsc::UnboundedReceiver<Box<Queued>>,
+    store: Arc<dyn RunStore>,
+    forwarder: Forwarder,
+    publish: watch::Sender<Durable>,
+    urgent: Arc<Notify>,
+    run: RequestId,
+) {
+    let observers = forwarder.observers.clone();
+    flush_until_done(&mut pending, store, forwarder, publish, urgent).await;
+    for observer in observers.iter() {
+        observer.closed(&run);
+    }
+}
+
+async fn flush_until_done(
+    pending: &mut mpsc::UnboundedReceiver<Box<Queued>>,
     store: Arc<dyn RunStore>,
     mut forwarder: Forwarder,
     publish: watch::Sender<Durable>,

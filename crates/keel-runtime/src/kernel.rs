@@ -17,6 +17,7 @@ mod tools;
 mod workflow;
 
 pub use approvals::Approvals;
+pub(crate) use workflow::node_call_key;
 pub use memory_runs::Memory;
 pub use options::RequestOptions;
 pub use queue::Replica;
@@ -275,6 +276,8 @@ impl Kernel {
             output_schema,
             // Repeats the original's own turn; whoever may retry it may read it already.
             override_session_owner: true,
+            // A retry is a new request: a trace of its own.
+            trace: None,
         };
         let origin = Origin {
             links: RunLinks {
@@ -362,6 +365,7 @@ impl Kernel {
                 );
                 record.owner = options.owner;
                 record.links = links;
+                record.trace = Some(self.trace_for(options.trace));
                 // The record and the opening event: one write.
                 let opening = crate::emitter::opening_event(
                     &current.pipeline,
@@ -396,6 +400,14 @@ impl Kernel {
             depth,
             ..Launch::new(record, agent, provider, start)
         }))
+    }
+
+    /// A new run's trace: the caller's, or a new one kept at the workspace's sampling ratio.
+    pub(crate) fn trace_for(&self, incoming: Option<keel_types::RunTrace>) -> keel_types::RunTrace {
+        incoming.unwrap_or_else(|| {
+            let spec = &self.workspace().runtime.observability;
+            keel_types::RunTrace::root(crate::trace::sampling_ratio(spec))
+        })
     }
 
     /// Continues an `interrupted` run from its log: a cut-off model round is asked again; a

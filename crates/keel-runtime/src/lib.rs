@@ -26,6 +26,7 @@ pub mod redacting_store;
 pub mod replay;
 pub mod retry;
 pub mod skills;
+pub mod trace;
 pub mod subagents;
 pub mod usage;
 

@@ -93,6 +93,7 @@ fn main() {
         metadata: Default::default(),
         call_id: None,
         call_seq: None,
+        traceparent: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()

@@ -115,6 +115,9 @@ impl CommandTool {
         if let Some(session) = &ctx.session_id {
             vars.push(("KEEL_SESSION_ID".to_owned(), session.to_string()));
         }
+        if let Some(parent) = &ctx.traceparent {
+            vars.push(("TRACEPARENT".to_owned(), parent.clone()));
+        }
         vars
     }
 }

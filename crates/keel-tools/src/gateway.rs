@@ -614,6 +614,7 @@ mod tests {
             metadata: Default::default(),
             call_id: None,
             call_seq: None,
+            traceparent: None,
         }
     }
 
@@ -762,6 +763,7 @@ mod tests {
             metadata: Default::default(),
             call_id: None,
             call_seq: None,
+            traceparent: None,
         };
         let err = gw.execute(&ctx, &g).await.unwrap_err();
         assert!(matches!(err, ToolError::InvalidArguments(_)));

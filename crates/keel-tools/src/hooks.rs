@@ -97,6 +97,10 @@ pub struct HookInput {
     /// The agent of the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The W3C `traceparent` of the span the hook runs under (the call's, or the run's): a
+    /// command hook gets it as `TRACEPARENT`, an HTTP hook as a header. Not in the JSON.
+    #[serde(skip)]
+    pub traceparent: Option<String>,
 }
 
 impl HookInput {
@@ -360,6 +364,11 @@ impl CompiledHook {
                 cwd.to_string_lossy().into_owned(),
             ),
         ];
+        let trace = input
+            .traceparent
+            .iter()
+            .map(|parent| ("TRACEPARENT".to_owned(), parent.clone()));
+        let keel_vars: Vec<(String, String)> = keel_vars.into_iter().chain(trace).collect();
         let child_env = child_env(std::env::vars_os(), env, &keel_vars);
         let resolved = resolve_program(program, cwd);
         let spawn_failed = |e: std::io::Error| HookError::Spawn {

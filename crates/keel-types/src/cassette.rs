@@ -539,6 +539,7 @@ mod tests {
             },
             stream: true,
             sections,
+            traceparent: None,
         }
     }
 

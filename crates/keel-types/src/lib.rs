@@ -24,6 +24,7 @@ pub mod run;
 pub mod skill_candidate;
 pub mod source;
 pub mod task;
+pub mod trace;
 mod wire_name;
 pub mod workflow;
 
@@ -57,6 +58,7 @@ pub use run::{
 };
 pub use skill_candidate::{CandidateStatus, SkillCandidate};
 pub use source::SourceLifecycle;
+pub use trace::{RunTrace, SpanId, TraceContextError, TraceId, TraceParent};
 pub use task::{TaskDecision, TaskHook, TaskRecord, TaskStatus, ToolStats};
 pub use wire_name::UnknownName;
 pub use workflow::{

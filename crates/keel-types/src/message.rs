@@ -204,6 +204,10 @@ pub struct ModelRequest {
     /// (`provider: replay`, `match: request`) compares it with the recorded request's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sections: Vec<PromptSection>,
+    /// The W3C `traceparent` naming the round's span (`docs/observability.md`); an HTTP
+    /// provider sends it as a header. Not part of what a cassette compares.
+    #[serde(skip)]
+    pub traceparent: Option<String>,
 }
 
 /// Token usage of one model round or a whole run.

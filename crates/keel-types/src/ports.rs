@@ -191,6 +191,9 @@ pub struct ToolContext {
     pub call_id: Option<String>,
     /// The `seq` of that call's start event in the run's log (memory provenance points at it).
     pub call_seq: Option<u64>,
+    /// The W3C `traceparent` naming the call's span (`docs/observability.md`): HTTP tools
+    /// send it as a header, command tools get it as `TRACEPARENT`, MCP calls in `_meta`.
+    pub traceparent: Option<String>,
 }
 
 /// One progress report of a running tool call.
@@ -502,6 +505,14 @@ pub struct RunFilter {
 /// quick and must not block (hand work to a channel or a counter).
 pub trait EventObserver: Send + Sync {
     fn observe(&self, event: &Event);
+
+    /// A run's log is opened for writing in this process (a new run, or one resumed), before
+    /// any of the events it is about to store are observed; `last_seq` is how many it holds
+    /// already. The trace exporter keeps the run's trace from here.
+    fn opened(&self, _run: &crate::RunRecord, _last_seq: u64) {}
+
+    /// This process stopped writing the run's log (it ended, or its writer stopped).
+    fn closed(&self, _run: &crate::RequestId) {}
 }
 
 /// An embeddings model (an OpenAI-compatible `/embeddings` endpoint, or one injected): turns

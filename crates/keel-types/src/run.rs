@@ -175,6 +175,10 @@ pub struct RunRecord {
     /// The principal that created the run (e.g. the name of the server's API key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// The trace the run belongs to (`docs/observability.md`): its first attempt's trace id,
+    /// the span it runs under and whether the trace is sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::RunTrace>,
 }
 
 impl RunRecord {
@@ -210,6 +214,7 @@ impl RunRecord {
             event_count: 0,
             links: RunLinks::default(),
             owner: None,
+            trace: None,
         }
     }
 }

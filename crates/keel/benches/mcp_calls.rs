@@ -232,6 +232,7 @@ impl Standalone {
             metadata: Default::default(),
             call_id: None,
             call_seq: None,
+            traceparent: None,
         };
         Self {
             workspace,

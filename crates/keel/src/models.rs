@@ -83,6 +83,7 @@ async fn ask(provider: Arc<dyn keel_types::ModelProvider>, check: &mut ModelChec
         },
         stream: true,
         sections: Vec::new(),
+        traceparent: None,
     };
     let started = Instant::now();
     let round = async {

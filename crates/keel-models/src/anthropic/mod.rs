@@ -146,6 +146,7 @@ impl ModelProvider for AnthropicProvider {
                 "application/json"
             },
             headers: &self.headers,
+            traceparent: request.traceparent.as_deref(),
         };
         let (head, response) =
             exchange(&self.transport, outgoing, self.timeout, &self.model).await?;

@@ -73,6 +73,7 @@ impl Embedder for OpenAiEmbedder {
             body: body.to_string().into_bytes(),
             accept: "application/json",
             headers: &self.auth,
+            traceparent: None,
         };
         let (_, response) = exchange(&self.transport, outgoing, self.timeout, &self.model).await?;
         let bytes = read_body(response, self.timeout, MAX_ANSWER_BYTES, false).await?;

@@ -210,6 +210,7 @@ impl ModelProvider for OpenAiProvider {
                 "application/json"
             },
             headers: &self.auth,
+            traceparent: request.traceparent.as_deref(),
         };
         let (head, response) =
             exchange(&self.transport, outgoing, self.timeout, &self.model).await?;

@@ -37,12 +37,17 @@ const AGENT: &str = concat!("keel/", env!("CARGO_PKG_VERSION"));
 const READ_BUFFER: usize = 4096;
 
 /// One request: everything but the URL, which the transport holds.
+/// W3C trace context's header.
+const TRACEPARENT: &str = "traceparent";
+
 pub(crate) struct Outgoing<'a> {
     pub body: Vec<u8>,
     pub accept: &'static str,
     /// Headers of the provider's own: its credentials (`Authorization`, `x-api-key`), its
     /// API version.
     pub headers: &'a [(http::HeaderName, HeaderValue)],
+    /// The W3C `traceparent` of the model round's span, sent as a header.
+    pub traceparent: Option<&'a str>,
 }
 
 /// A provider's way to its endpoint, with its connection pool.
@@ -140,6 +145,9 @@ impl Transport {
                     for (name, value) in outgoing.headers {
                         request = request.header(name, value.clone());
                     }
+                    if let Some(parent) = outgoing.traceparent {
+                        request = request.header(TRACEPARENT, parent);
+                    }
                     request
                         .body(Full::new(body.clone()))
                         .map_err(|e| ModelError::BadRequest {
@@ -165,6 +173,9 @@ impl Transport {
                     .body(outgoing.body);
                 for (name, value) in outgoing.headers {
                     request = request.header(name, value.clone());
+                }
+                if let Some(parent) = outgoing.traceparent {
+                    request = request.header(TRACEPARENT, parent);
                 }
                 let response = request
                     .send()
@@ -537,6 +548,7 @@ mod tests {
             body: b"{}".to_vec(),
             accept: "application/json",
             headers: &[],
+            traceparent: None,
         };
         let (head, mut body) = transport.send(outgoing).await?;
         assert_eq!(head.status, 200);

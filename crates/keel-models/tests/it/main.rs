@@ -56,6 +56,7 @@ pub fn request(stream: bool) -> ModelRequest {
         params: ModelParams::default(),
         stream,
         sections: Vec::new(),
+        traceparent: None,
     }
 }
 

@@ -49,6 +49,7 @@ fn ask(messages: Vec<Message>, stream: bool) -> ModelRequest {
         params: ModelParams::default(),
         stream,
         sections: Vec::new(),
+        traceparent: None,
     }
 }
 

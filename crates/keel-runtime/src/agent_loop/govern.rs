@@ -71,6 +71,11 @@ impl AgentRun {
             .map(|path| path.to_string_lossy().into_owned());
         input.request_id = Some(request_id.clone());
         input.agent = Some(self.record.agent.clone());
+        // A tool event's hook runs under the call's span, any other under the run's.
+        input.traceparent = Some(match &input.tool_use_id {
+            Some(call_id) => self.propagation.of_call(call_id),
+            None => self.propagation.attempt(),
+        });
         let env = BTreeMap::from([("KEEL_REQUEST_ID".to_owned(), request_id)]);
         let root = &self.services.workspace.root;
         let (round, calls) = Box::pin(governance.hook_round(event, tool, &input, root, &env)).await;

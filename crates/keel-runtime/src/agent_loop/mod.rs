@@ -193,6 +193,8 @@ pub(crate) struct AgentRun {
     model_doc: String,
     /// The agent's own model's provider (a non-sticky fallback goes back to it).
     primary: Arc<dyn ModelProvider>,
+    /// The `traceparent`s the run sends: its trace and current attempt.
+    propagation: crate::trace::Propagation,
 }
 
 impl AgentRun {
@@ -236,6 +238,7 @@ impl AgentRun {
             metadata: Arc::new(metadata),
             call_id: None,
             call_seq: None,
+            traceparent: None,
         };
         let asked_before = matches!(start, Start::Resumed { .. });
         let stream = workspace
@@ -244,7 +247,9 @@ impl AgentRun {
             .is_none_or(|model| model.stream);
         let run_primary = provider.clone();
         let model_doc = agent.model.clone();
+        let propagation = crate::trace::Propagation::new(&record);
         let mut run = Self {
+            propagation,
             emitter,
             provider,
             agent,
@@ -738,6 +743,19 @@ impl AgentRun {
     }
 }
 
+impl AgentRun {
+    /// The `tracing` span the run's work is done in: logs written meanwhile carry the run's
+    /// id and trace (`KEEL_LOG_FORMAT=json`).
+    fn tracing_span(&self) -> tracing::Span {
+        tracing::info_span!(
+            "keel.run",
+            request_id = %self.record.request_id,
+            trace_id = %self.propagation.trace().trace_id,
+            span_id = %self.propagation.attempt_span(),
+        )
+    }
+}
+
 /// Runs a request to its end: the opening event, the loop under cancellation, interruption
 /// (shutdown) and the wall-clock budget, then the terminal event.
 pub(crate) async fn execute(
@@ -776,15 +794,19 @@ pub(crate) async fn execute(
         }),
     };
     let opened = opening.map_or(Ok(0), |opening| run.emitter.emit(opening));
+    if let Ok(seq) = opened {
+        run.propagation.begin_attempt(seq);
+    }
     let end = if let Err(error) = opened {
         End::store(error)
     } else {
         let timeout = run.run_timeout();
+        let span = run.tracing_span();
         tokio::select! {
             biased;
             _ = cancel.cancelled() => End::Cancelled,
             _ = interrupt.cancelled() => End::Interrupted,
-            end = tokio::time::timeout(timeout, run.drive()) => end.unwrap_or_else(|_| End::failed(
+            end = tokio::time::timeout(timeout, tracing::Instrument::instrument(run.drive(), span)) => end.unwrap_or_else(|_| End::failed(
                 ErrorCode::Timeout,
                 format!("the run exceeded its time budget of {}", humantime::format_duration(timeout)),
                 FinishReason::Timeout,

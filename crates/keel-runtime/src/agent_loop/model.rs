@@ -84,7 +84,7 @@ impl AgentRun {
                 }
                 None => None,
             };
-            self.emitter.emit(EventPayload::ModelStarted {
+            let round = self.emitter.emit(EventPayload::ModelStarted {
                 step,
                 attempt,
                 model: self.provider.model_name().to_owned(),
@@ -92,7 +92,8 @@ impl AgentRun {
                 params: self.model_params(),
             })?;
             let started = Instant::now();
-            let answered = self.stream_answer(step, &tools, &sections).await;
+            let traceparent = self.propagation.of(&keel_types::trace::seq_key("chat", round));
+            let answered = self.stream_answer(step, &tools, &sections, traceparent).await;
             // Not held through a retry's backoff.
             drop(in_flight);
             match answered {
@@ -259,6 +260,7 @@ impl AgentRun {
         step: u32,
         tools: &Arc<[ToolSpec]>,
         sections: &[PromptSection],
+        traceparent: String,
     ) -> Result<(Answer, Usage), RoundError> {
         let request = match &self.program_ask {
             // A process-backed agent's round: its program's conversation and tools.
@@ -268,6 +270,7 @@ impl AgentRun {
                 params: ask.params.over(&self.model_params()),
                 stream: self.stream,
                 sections: sections.to_vec(),
+                traceparent: Some(traceparent.clone()),
             },
             None => ModelRequest {
                 messages: self.messages.clone(),
@@ -275,6 +278,7 @@ impl AgentRun {
                 params: self.model_params(),
                 stream: self.stream,
                 sections: sections.to_vec(),
+                traceparent: Some(traceparent.clone()),
             },
         };
         let mut stream = self

@@ -306,6 +306,7 @@ impl AgentRun {
         let ctx = ToolContext {
             call_id: Some(verdict.call_id().to_owned()),
             call_seq: Some(start_seq),
+            traceparent: Some(self.propagation.of_call(verdict.call_id())),
             ..self.tool_ctx.clone()
         };
         // The OS sandbox the call's process starts in, as this machine enforces it.

@@ -77,6 +77,7 @@ impl Kernel {
             agent: Some(child.agent),
             owner: parent.owner.clone(),
             metadata: child.metadata,
+            trace: Some(crate::trace::child_trace(parent, &child.call)),
             ..RequestOptions::default()
         };
         let origin = Origin {

@@ -38,6 +38,9 @@ pub struct RequestOptions {
     /// the owner overridden is recorded in `runtime.request.started`). Without it such a
     /// request is [`RuntimeError::SessionForbidden`].
     pub override_session_owner: bool,
+    /// The trace the run joins (a caller's `traceparent`, `RunTrace::remote`); `None`: a new
+    /// trace, sampled at `observability.otlp.sampling` (`docs/observability.md`).
+    pub trace: Option<keel_types::RunTrace>,
 }
 
 /// A request's output schema must be a usable JSON Schema, for an agent that declares none.

@@ -130,6 +130,7 @@ impl Kernel {
         );
         record.status = RunStatus::Queued;
         record.owner = options.owner.clone();
+        record.trace = Some(self.trace_for(options.trace.clone()));
         let request = QueuedRequest {
             history: options.history,
             mode: options.mode,
@@ -162,6 +163,7 @@ impl Kernel {
             params: queued.params,
             output_schema: queued.output_schema,
             override_session_owner: queued.override_session_owner,
+            trace: run.trace.clone(),
         };
         let origin = Origin {
             links: run.links.clone(),

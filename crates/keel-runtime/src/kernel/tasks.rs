@@ -292,6 +292,7 @@ impl Tasks {
             metadata: Default::default(),
             call_id: None,
             call_seq: None,
+            traceparent: None,
         };
         let call = ToolCall {
             id: task.task_id.clone(),

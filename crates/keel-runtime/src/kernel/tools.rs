@@ -38,7 +38,8 @@ impl Kernel {
         let provider = self.provider(agent, &spec)?;
         // The run's input names the call; a file it writes is recorded by its digest.
         let input = format!("{} {}", call.name, crate::redact::recorded_arguments(&call));
-        let record = RunRecord::new(RequestId::generate(), None, agent, input);
+        let mut record = RunRecord::new(RequestId::generate(), None, agent, input);
+        record.trace = Some(self.trace_for(None));
         self.store().create_run(&record).await?;
         Ok(self.launch(Launch {
             // A task's run is checked under the mode it was created under.

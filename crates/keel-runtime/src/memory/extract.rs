@@ -93,6 +93,7 @@ pub(crate) async fn ask(
         params: ModelParams::default(),
         stream: false,
         sections: Vec::new(),
+        traceparent: None,
     };
     let mut stream = provider
         .stream(request)

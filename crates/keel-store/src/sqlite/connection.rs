@@ -32,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0008_session_index.sql"),
     include_str!("../../migrations/0009_session_owner.sql"),
     include_str!("../../migrations/0010_session_summary.sql"),
+    include_str!("../../migrations/0011_run_trace.sql"),
 ];
 
 /// The newest schema version this build knows.

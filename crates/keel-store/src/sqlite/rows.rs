@@ -17,7 +17,7 @@ use crate::mirror::StoredLine;
 /// The `runs` columns a [`RunRecord`] is made of, in the order [`run_from_row`] reads them.
 pub(crate) const RUN_COLUMNS: &str = "request_id, session_id, agent, status, input, output, \
      error, finish_reason, usage, steps, started_at, ended_at, event_count, parent_id, \
-     retry_of, replay_of, forked_from, fork_seq, resumed, owner, root_id, parent_call, value";
+     retry_of, replay_of, forked_from, fork_seq, resumed, owner, root_id, parent_call, value, trace";
 
 /// A run record as column values, ready to bind.
 pub(crate) struct RunColumns {
@@ -44,6 +44,7 @@ pub(crate) struct RunColumns {
     pub root_id: Option<String>,
     pub parent_call: Option<String>,
     pub value: Option<String>,
+    pub trace: Option<String>,
 }
 
 impl RunColumns {
@@ -74,11 +75,12 @@ impl RunColumns {
             root_id: links.root_id.as_ref().map(|r| r.0.clone()),
             parent_call: links.parent_call.clone(),
             value: run.value.as_ref().map(to_json).transpose()?,
+            trace: run.trace.as_ref().map(to_json).transpose()?,
         })
     }
 
     /// The values in [`RUN_COLUMNS`] order.
-    pub(crate) fn values(&self) -> [&dyn ToSql; 23] {
+    pub(crate) fn values(&self) -> [&dyn ToSql; 24] {
         [
             &self.request_id,
             &self.session_id,
@@ -103,6 +105,7 @@ impl RunColumns {
             &self.root_id,
             &self.parent_call,
             &self.value,
+            &self.trace,
         ]
     }
 }
@@ -147,6 +150,7 @@ struct RawRun {
     root_id: Option<String>,
     parent_call: Option<String>,
     value: Option<String>,
+    trace: Option<String>,
 }
 
 fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
@@ -174,6 +178,7 @@ fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
         root_id: row.get(20)?,
         parent_call: row.get(21)?,
         value: row.get(22)?,
+        trace: row.get(23)?,
     })
 }
 
@@ -226,6 +231,12 @@ impl RawRun {
                 parent_call: self.parent_call,
             },
             owner: self.owner,
+            trace: self
+                .trace
+                .as_deref()
+                .map(from_json)
+                .transpose()
+                .map_err(&corrupt)?,
         })
     }
 }

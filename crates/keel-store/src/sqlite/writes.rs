@@ -84,7 +84,7 @@ pub(super) fn update_run(
         .prepare_cached(
             "UPDATE runs SET status = ?4, input = ?5, output = ?6, error = ?7, \
              finish_reason = ?8, usage = ?9, steps = ?10, ended_at = ?12, event_count = ?13, \
-             fork_seq = ?18, resumed = ?19, parent_call = ?22, value = ?23 \
+             fork_seq = ?18, resumed = ?19, parent_call = ?22, value = ?23, trace = ?24 \
              WHERE request_id = ?1",
         )
         .and_then(|mut stmt| stmt.execute(values))

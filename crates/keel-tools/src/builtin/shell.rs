@@ -204,6 +204,11 @@ impl Tool for Shell {
                 .as_ref()
                 .map(|s| ("KEEL_SESSION_ID".to_owned(), s.to_string())),
         )
+        .chain(
+            ctx.traceparent
+                .as_ref()
+                .map(|parent| ("TRACEPARENT".to_owned(), parent.clone())),
+        )
         .collect::<Vec<_>>();
         let child_env = process::child_env(std::env::vars_os(), &env, &keel_vars);
         let profile = self.sandboxes.profile(&ctx.agent, None);

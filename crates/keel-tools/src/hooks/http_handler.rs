@@ -51,8 +51,17 @@ mod enabled {
         timeout: Duration,
     ) -> Result<HookOutcome, HookError> {
         let parsed = Url::parse(url).map_err(|e| HookError::Invalid(format!("bad URL: {e}")))?;
-        let headers = header_map(headers.iter().map(|(n, v)| (n.as_str(), v.as_str())))
-            .map_err(HookError::Invalid)?;
+        let trace = input
+            .traceparent
+            .as_deref()
+            .map(|parent| ("traceparent", parent));
+        let headers = header_map(
+            headers
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .chain(trace),
+        )
+        .map_err(HookError::Invalid)?;
         let request_failed = |e: reqwest::Error| {
             if e.is_timeout() {
                 HookError::Timeout(timeout)

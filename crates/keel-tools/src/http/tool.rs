@@ -240,6 +240,9 @@ impl Tool for HttpTool {
             .map_err(ToolError::Failed)?
             .request(prepared.method.clone(), url.clone())
             .headers(prepared.headers.clone());
+        if let Some(parent) = &ctx.traceparent {
+            request = request.header("traceparent", parent);
+        }
         if prepared.has_body {
             request = request.json(&Value::Object(rest));
         }

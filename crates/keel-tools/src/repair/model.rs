@@ -42,6 +42,7 @@ pub fn request(tool: &str, schema: &Value, arguments: &Value, issues: &[Issue]) 
         },
         stream: false,
         sections: Vec::new(),
+        traceparent: None,
     }
 }
 

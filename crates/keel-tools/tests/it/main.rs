@@ -50,6 +50,7 @@ pub fn ctx_with_cap(root: &Path, max_output_bytes: usize) -> ToolContext {
         metadata: Default::default(),
         call_id: None,
         call_seq: None,
+        traceparent: None,
     }
 }
 

@@ -148,9 +148,16 @@ impl Tool for McpTool {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(self.remote.name.clone()).with_arguments(arguments),
         ));
+        // The call's span travels in `_meta` (W3C trace context in MCP, SEP-414).
+        let mut options = PeerRequestOptions::no_options();
+        if let Some(parent) = &ctx.traceparent {
+            let mut meta = rmcp::model::MetaObject::new();
+            meta.set_traceparent(parent.clone());
+            options.meta = Some(rmcp::model::RequestMetaObject(meta));
+        }
         let handle = live
             .peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .send_cancellable_request(request, options)
             .await
             .map_err(|e| self.failure(&e))?;
         let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<ToolProgress>();

@@ -16,6 +16,8 @@ mod engine;
 mod gates;
 mod nodes;
 
+pub(crate) use nodes::node_call_key;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -180,6 +182,7 @@ impl Kernel {
                 );
                 record.owner = options.owner;
                 record.links = origin.links;
+                record.trace = Some(self.trace_for(options.trace));
                 self.store().create_run(&record).await?;
                 record
             }

@@ -33,6 +33,11 @@ fn call_key(prefix: &str, id: &str, key: NodeKey, attempt: u32) -> String {
     format!("{prefix}:{id}#{}{item}@{attempt}", key.iteration)
 }
 
+/// The key a node's attempt is known by (its child run's `parent_call`, its span's).
+pub(crate) fn node_call_key(id: &str, key: NodeKey, attempt: u32) -> String {
+    call_key("node", id, key, attempt)
+}
+
 fn text_of(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
@@ -200,7 +205,7 @@ impl Engine {
         let render = |value: &Value| {
             template::render(value, context).map_err(|e| Failure::failed(format!("template: {e}")))
         };
-        let call = call_key("node", id, key, attempt);
+        let call = node_call_key(id, key, attempt);
         let record = self.record();
         let default_input = || self.input.clone();
         match node.kind {
@@ -629,6 +634,7 @@ impl Kernel {
         let options = RequestOptions {
             input: text_of(input),
             owner: parent.owner.clone(),
+            trace: Some(crate::trace::child_trace(parent, call)),
             ..RequestOptions::default()
         };
         let origin = Origin {
