@@ -50,6 +50,7 @@ mod skills;
 mod state;
 mod tasks;
 mod telemetry;
+mod trace;
 mod workflows;
 
 use std::collections::BTreeMap;
@@ -134,6 +135,8 @@ fn build_router(runtime: keel::Runtime, telemetry: Telemetry, stop: Cancellation
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        // A caller's `traceparent` becomes the parent of the runs its request starts.
+        .layer(axum::middleware::from_fn(trace::keep_incoming))
         .layer(axum::middleware::from_fn_with_state(
             body_time,
             conn::limit_body_time,

@@ -251,6 +251,11 @@ impl Backend for McpBackend {
             session_id,
             owner: cx.owner.clone(),
             timeout: self.http.as_ref().map(|limits| limits.request_timeout),
+            trace: cx
+                .traceparent
+                .as_deref()
+                .and_then(|header| keel_types::TraceParent::parse(header).ok())
+                .map(|parent| keel_types::RunTrace::remote(parent, cx.tracestate.clone())),
             ..Default::default()
         };
         self.run(cx, self.runtime.request(options)).await

@@ -28,6 +28,7 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Result<Response, A
             approvals_pending: pending.len(),
             runs_in_flight: state.admission.in_flight(),
             cluster: state.runtime.cluster_status().await.map_err(internal)?,
+            otel: otel_counts(&state.runtime),
         })
         .map_err(|e| ApiError::Internal(format!("encoding metrics: {e}")))?;
     Ok((
@@ -38,4 +39,16 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Result<Response, A
         text,
     )
         .into_response())
+}
+
+/// The OTLP exporter's counts, when the runtime exports.
+fn otel_counts(runtime: &keel::Runtime) -> Option<crate::telemetry::OtelCounts> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let stats = runtime.telemetry()?;
+    Some(crate::telemetry::OtelCounts {
+        exported: stats.spans_exported.load(Relaxed),
+        dropped_queue_full: stats.spans_dropped_queue_full.load(Relaxed),
+        dropped_export_failed: stats.spans_dropped_export_failed.load(Relaxed),
+        exports_failed: stats.exports_failed.load(Relaxed),
+    })
 }

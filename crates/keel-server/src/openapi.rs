@@ -378,6 +378,14 @@ pub(crate) fn routes() -> Vec<Route> {
             )
         },
         route(
+            Method::GET,
+            "/api/requests/{id}/trace",
+            Client,
+            "A request's spans and those of every run it started, computed from their events (docs/observability.md): what the OTLP export sends, without a collector",
+            "`{requestId, traceId, semconv, spans: [{traceId, spanId, parentSpanId, name, kind, startUnixNanos, endUnixNanos, durationMs, status, attributes, links, requestId, seqs}]}`",
+            || routing::get(crate::trace::request_trace),
+        ),
+        route(
             Method::POST,
             "/api/requests/{id}/cancel",
             Client,

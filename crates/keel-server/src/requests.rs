@@ -50,7 +50,8 @@ pub(crate) async fn start_run(
 ) -> Result<(RunHandle, Ticket), ApiError> {
     within_budget(state, principal).await?;
     let ticket = state.admission.admit()?;
-    let options = bound(state, principal, options)?;
+    let mut options = bound(state, principal, options)?;
+    options.trace = options.trace.or_else(crate::trace::incoming);
     let handle = state
         .runtime
         .request(options)
@@ -250,9 +251,11 @@ async fn enqueue(
     principal: &Principal,
     options: RequestOptions,
 ) -> Result<Response, ApiError> {
+    let mut options = bound(state, principal, options)?;
+    options.trace = options.trace.or_else(crate::trace::incoming);
     let run = state
         .runtime
-        .enqueue(bound(state, principal, options)?)
+        .enqueue(options)
         .await
         .map_err(runtime_error)?;
     Ok((

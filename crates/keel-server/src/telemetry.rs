@@ -30,6 +30,20 @@ struct StatusLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DropLabels {
+    reason: &'static str,
+}
+
+/// What the OTLP exporter did, when there is one (`keel::telemetry::TelemetryStats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct OtelCounts {
+    pub exported: u64,
+    pub dropped_queue_full: u64,
+    pub dropped_export_failed: u64,
+    pub exports_failed: u64,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModelLabels {
     agent: String,
     model: String,
@@ -92,6 +106,9 @@ struct Metrics {
     tasks_alive: Gauge,
     http_connections: Gauge,
     memory: Option<MemoryGauges>,
+    otel_exported: Counter,
+    otel_dropped: Family<DropLabels, Counter>,
+    otel_exports_failed: Counter,
 }
 
 /// What the process's allocator reports, for the memory gauges.
@@ -246,11 +263,32 @@ impl Metrics {
             "HTTP connections the server holds open, kept-alive idle ones included (each keeps its buffers)",
             Gauge::default(),
         );
+        let otel_exported = registered(
+            &mut registry,
+            "otel_spans_exported",
+            "Spans the OTLP collector accepted (observability.otlp)",
+            Counter::default(),
+        );
+        let otel_dropped = registered(
+            &mut registry,
+            "otel_spans_dropped",
+            "Spans not exported: the export queue was full (a slow or dead collector), or their export failed",
+            Family::<DropLabels, Counter>::default(),
+        );
+        let otel_exports_failed = registered(
+            &mut registry,
+            "otel_exports_failed",
+            "OTLP span exports that failed or timed out",
+            Counter::default(),
+        );
         Self {
             registry,
             tasks_alive,
             http_connections,
             memory: None,
+            otel_exported,
+            otel_dropped,
+            otel_exports_failed,
             queue_depth,
             lease_takeovers,
             runs_finished,
@@ -325,6 +363,8 @@ pub(crate) struct StoreCounts {
     pub runs_in_flight: usize,
     /// The cluster's state, on a shared store.
     pub cluster: Option<keel::ClusterStatus>,
+    /// The OTLP exporter's counts, when it exports.
+    pub otel: Option<OtelCounts>,
 }
 
 impl Default for Telemetry {
@@ -432,6 +472,20 @@ impl Telemetry {
         }
         if let Some(memory) = &metrics.memory {
             memory.update();
+        }
+        if let Some(otel) = store.otel {
+            // Counters kept by the exporter: advanced to its counts.
+            let advance = |counter: &Counter, to: u64| {
+                counter.inc_by(to.saturating_sub(counter.get()));
+            };
+            advance(&metrics.otel_exported, otel.exported);
+            advance(&metrics.otel_exports_failed, otel.exports_failed);
+            for (reason, count) in [
+                ("queue_full", otel.dropped_queue_full),
+                ("export_failed", otel.dropped_export_failed),
+            ] {
+                advance(&metrics.otel_dropped.get_or_create(&DropLabels { reason }), count);
+            }
         }
         let mut text = String::new();
         encode(&mut text, &metrics.registry)?;

@@ -46,6 +46,8 @@ pub use keel_runtime::{
     Approvals, Divergence, Memory, Replica, RequestOptions, RunHandle, RunResponse, Runs,
     RuntimeError, Sessions, ShutdownReport, Skills, TaskRequest, Tasks, Tools,
 };
+/// A run's spans, computed from its events (`docs/observability.md`).
+pub use keel_runtime::trace;
 pub use keel_tools::gateway::GatewayError;
 pub use keel_tools::policy::PolicyVerdict;
 pub use models::ModelCheck;
@@ -121,6 +123,8 @@ mod cluster;
 mod models;
 mod reload;
 mod stores;
+#[cfg(feature = "otlp")]
+pub mod telemetry;
 mod workflows;
 
 /// Why the runtime could not be assembled or used.
@@ -286,6 +290,16 @@ impl RuntimeBuilder {
             None => stores::default_artifacts(&workspace, defaults.as_ref())?,
         };
         let digest = keel_runtime::workspace_digest(&workspace);
+        let mut observers = self.observers;
+        #[cfg(feature = "otlp")]
+        let telemetry = match telemetry::OtlpConfig::resolve(&workspace.runtime.observability) {
+            Some(config) => {
+                let telemetry = telemetry::Telemetry::start(&config)?;
+                observers.push(telemetry.clone());
+                Some(telemetry)
+            }
+            None => None,
+        };
         let kernel = Kernel::new(KernelParts {
             workspace: workspace.clone(),
             models: assembled.models,
@@ -293,7 +307,7 @@ impl RuntimeBuilder {
             store,
             artifacts,
             hooks: self.hooks,
-            observers: self.observers,
+            observers,
             memory: assembled.memory,
             keep: Some(Arc::new(assembled.mcp.clone())),
             adapters: keel_runtime::adapter::Adapters {
@@ -317,6 +331,8 @@ impl RuntimeBuilder {
                 digest,
             }))),
             recipe: Arc::new(recipe),
+            #[cfg(feature = "otlp")]
+            telemetry,
         })
     }
 }
@@ -338,6 +354,9 @@ pub struct Runtime {
     loaded: Arc<std::sync::RwLock<Arc<reload::Loaded>>>,
     /// How to load and assemble the workspace again.
     recipe: Arc<reload::Recipe>,
+    /// The OTLP exporter, when the workspace (or the environment) configures one.
+    #[cfg(feature = "otlp")]
+    telemetry: Option<Arc<telemetry::Telemetry>>,
 }
 
 impl Runtime {
@@ -439,7 +458,19 @@ impl Runtime {
     pub async fn shutdown(&self, grace: std::time::Duration) -> ShutdownReport {
         let report = self.kernel.shutdown(grace).await;
         self.loaded().mcp.shutdown().await;
+        #[cfg(feature = "otlp")]
+        if let Some(telemetry) = &self.telemetry {
+            // The runs' last spans reach the collector before the process ends (bounded: a
+            // dead collector does not hold the shutdown).
+            telemetry.flush(std::time::Duration::from_secs(2)).await;
+        }
         report
+    }
+
+    /// The OTLP exporter's counts (spans exported and dropped), when it exports.
+    #[cfg(feature = "otlp")]
+    pub fn telemetry(&self) -> Option<&telemetry::TelemetryStats> {
+        self.telemetry.as_deref().map(telemetry::Telemetry::stats)
     }
 
     /// The workspace's MCP servers: their state, tools and lifecycle history.

@@ -35,4 +35,24 @@ impl Runtime {
     pub async fn run_tree(&self, id: &RequestId) -> Result<Option<RunTree>, Error> {
         Ok(keel_runtime::subagents::run_tree(self.kernel.store().as_ref(), id).await?)
     }
+
+    /// The spans of run `id` and of every run it started (`docs/observability.md`), computed
+    /// from their stored events — no collector needed; the same spans the OTLP export sends.
+    /// Ordered by start; a run still going has open spans (no end). `None`: no such run.
+    pub async fn trace(&self, id: &RequestId) -> Result<Option<Vec<keel_runtime::trace::Span>>, Error> {
+        let Some(tree) = self.run_tree(id).await? else {
+            return Ok(None);
+        };
+        let capture = self.workspace().runtime.observability.capture_content;
+        let store = self.kernel.store();
+        let mut spans = Vec::new();
+        let mut pending = vec![tree];
+        while let Some(node) = pending.pop() {
+            let events = store.events(&node.run.request_id, 0).await?;
+            spans.extend(keel_runtime::trace::spans_of(&node.run, &events, capture));
+            pending.extend(node.children);
+        }
+        spans.sort_by_key(|span| span.start_unix_nanos);
+        Ok(Some(spans))
+    }
 }

@@ -34,6 +34,10 @@ pub struct CallContext {
     /// Asks the client's user, when the client can be asked (it declared `elicitation`): a
     /// run the call started that waits for an approval may put the question to them.
     pub ask: Option<super::Asker>,
+    /// The caller's W3C trace context: the request's `_meta.traceparent` (SEP-414), else its
+    /// HTTP `traceparent` header; the runs the call starts join that trace.
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
 }
 
 /// Who calls over HTTP. The server that mounts [`super::HttpService`] puts it into each

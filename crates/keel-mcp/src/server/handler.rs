@@ -94,10 +94,27 @@ fn call_context(context: &RequestContext<RoleServer>) -> CallContext {
         .peer
         .peer_info()
         .is_some_and(|info| info.capabilities.elicitation.is_some());
+    let header = |name: &str| {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get(name))
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
+    let (traceparent, tracestate) = match context.meta.0.get_traceparent() {
+        Some(parent) => (
+            Some(parent.to_owned()),
+            context.meta.0.get_tracestate().map(str::to_owned),
+        ),
+        None => (header("traceparent"), header("tracestate")),
+    };
     CallContext {
         owner,
         cancel: context.ct.clone(),
         ask: can_ask.then(|| super::Asker::new(context.peer.clone())),
+        traceparent,
+        tracestate,
     }
 }
 

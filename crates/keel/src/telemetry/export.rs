@@ -1,0 +1,296 @@
+//! The exporter's thread: a one-worker Tokio runtime that batches spans and sends them with
+//! `opentelemetry-otlp`, and on which the metrics exporter's requests run.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use opentelemetry_http::{HttpClient, HttpError, Request, Response};
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SpanExporter as _;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{OtlpConfig, TelemetryStats, convert, metrics};
+use crate::Error;
+use keel_runtime::trace::Span;
+use keel_workspace::OtlpProtocol;
+
+/// What the observer sends the exporter's thread.
+pub(super) enum Message {
+    Span(Box<Span>),
+    /// Export what is queued now, then answer.
+    Flush(oneshot::Sender<()>),
+}
+
+/// Starts the thread; returns the queue to it, and the metrics instruments when metrics are
+/// exported.
+pub(super) fn start(
+    config: &OtlpConfig,
+    stats: Arc<TelemetryStats>,
+) -> Result<(mpsc::Sender<Message>, Option<metrics::GenAiMetrics>), Error> {
+    let failed = |what: &str, e: &dyn std::fmt::Display| {
+        Error::InvalidInput(format!("cannot start the OTLP exporter ({what}): {e}"))
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("keel-otlp")
+        .enable_all()
+        .build()
+        .map_err(|e| failed("its thread", &e))?;
+    let resource = resource(config);
+    // Exporters are built inside the runtime: gRPC's channel needs one.
+    let (spans, meters) = runtime.block_on(async {
+        let mut spans = span_exporter(config).map_err(|e| failed("spans", &e))?;
+        spans.set_resource(&resource);
+        let meters = match config.metrics {
+            true => Some(metric_exporter(config).map_err(|e| failed("metrics", &e))?),
+            false => None,
+        };
+        Ok::<_, Error>((spans, meters))
+    })?;
+    let metrics = meters.map(|exporter| {
+        metrics::GenAiMetrics::new(exporter, runtime.handle().clone(), resource.clone(), config.export_interval)
+    });
+    let (queue, pending) = mpsc::channel(config.queue_size.max(1));
+    let batching = Batching {
+        batch_size: config.batch_size.max(1),
+        interval: config.export_interval,
+        timeout: config.timeout.unwrap_or(Duration::from_secs(10)),
+    };
+    std::thread::Builder::new()
+        .name("keel-otlp-export".into())
+        .spawn(move || runtime.block_on(export_loop(pending, spans, stats, batching)))
+        .map_err(|e| failed("its thread", &e))?;
+    Ok((queue, metrics))
+}
+
+fn resource(config: &OtlpConfig) -> Resource {
+    // The SDK's builder reads `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`.
+    let mut builder = Resource::builder();
+    let from_env = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|v| !v.is_empty());
+    match &config.service_name {
+        Some(name) => builder = builder.with_service_name(name.clone()),
+        None if !from_env => builder = builder.with_service_name("keel"),
+        None => {}
+    }
+    builder
+        .with_attributes(
+            config
+                .resource
+                .iter()
+                .map(|(k, v)| opentelemetry::KeyValue::new(k.clone(), v.clone())),
+        )
+        .with_attribute(opentelemetry::KeyValue::new(
+            "service.version",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .build()
+}
+
+fn headers(config: &OtlpConfig) -> std::collections::HashMap<String, String> {
+    config.headers.iter().cloned().collect()
+}
+
+/// `base` with `path` appended (`http://c:4318` + `/v1/traces`).
+fn signal_url(base: &str, path: &str) -> String {
+    format!("{}{path}", base.trim_end_matches('/'))
+}
+
+fn span_exporter(
+    config: &OtlpConfig,
+) -> Result<opentelemetry_otlp::SpanExporter, opentelemetry_otlp::ExporterBuildError> {
+    let builder = opentelemetry_otlp::SpanExporter::builder();
+    match config.protocol {
+        OtlpProtocol::HttpProtobuf => {
+            let mut builder = builder
+                .with_http()
+                .with_http_client(ReqwestClient::new(config))
+                .with_headers(headers(config));
+            if let Some(base) = &config.endpoint {
+                builder = builder.with_endpoint(signal_url(base, "/v1/traces"));
+            }
+            if let Some(timeout) = config.timeout {
+                builder = builder.with_timeout(timeout);
+            }
+            builder.build()
+        }
+        OtlpProtocol::Grpc => {
+            let mut builder = builder.with_tonic().with_metadata(metadata(config));
+            if let Some(base) = &config.endpoint {
+                builder = builder.with_endpoint(base.clone());
+            }
+            if let Some(timeout) = config.timeout {
+                builder = builder.with_timeout(timeout);
+            }
+            builder.build()
+        }
+    }
+}
+
+pub(super) fn metric_exporter(
+    config: &OtlpConfig,
+) -> Result<opentelemetry_otlp::MetricExporter, opentelemetry_otlp::ExporterBuildError> {
+    let builder = opentelemetry_otlp::MetricExporter::builder();
+    match config.protocol {
+        OtlpProtocol::HttpProtobuf => {
+            let mut builder = builder
+                .with_http()
+                .with_http_client(ReqwestClient::new(config))
+                .with_headers(headers(config));
+            if let Some(base) = &config.endpoint {
+                builder = builder.with_endpoint(signal_url(base, "/v1/metrics"));
+            }
+            if let Some(timeout) = config.timeout {
+                builder = builder.with_timeout(timeout);
+            }
+            builder.build()
+        }
+        OtlpProtocol::Grpc => {
+            let mut builder = builder.with_tonic().with_metadata(metadata(config));
+            if let Some(base) = &config.endpoint {
+                builder = builder.with_endpoint(base.clone());
+            }
+            if let Some(timeout) = config.timeout {
+                builder = builder.with_timeout(timeout);
+            }
+            builder.build()
+        }
+    }
+}
+
+/// The headers as gRPC metadata (names are checked by the workspace's validation; one that
+/// still does not fit is left out).
+fn metadata(config: &OtlpConfig) -> opentelemetry_otlp::tonic_types::metadata::MetadataMap {
+    let mut headers = http::HeaderMap::new();
+    for (name, value) in &config.headers {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes()),
+            http::HeaderValue::from_str(value),
+        ) {
+            headers.insert(name, value);
+        }
+    }
+    opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(headers)
+}
+
+struct Batching {
+    batch_size: usize,
+    interval: Duration,
+    timeout: Duration,
+}
+
+async fn export_loop(
+    mut pending: mpsc::Receiver<Message>,
+    exporter: opentelemetry_otlp::SpanExporter,
+    stats: Arc<TelemetryStats>,
+    batching: Batching,
+) {
+    let mut batch: Vec<Span> = Vec::new();
+    let mut deadline = tokio::time::Instant::now();
+    loop {
+        let message = match batch.is_empty() {
+            true => pending.recv().await,
+            false => match tokio::time::timeout_at(deadline, pending.recv()).await {
+                Ok(message) => message,
+                Err(_) => {
+                    send(&exporter, &mut batch, &stats, batching.timeout).await;
+                    continue;
+                }
+            },
+        };
+        match message {
+            Some(Message::Span(span)) => {
+                if batch.is_empty() {
+                    deadline = tokio::time::Instant::now() + batching.interval;
+                }
+                batch.push(*span);
+                if batch.len() >= batching.batch_size {
+                    send(&exporter, &mut batch, &stats, batching.timeout).await;
+                }
+            }
+            Some(Message::Flush(done)) => {
+                send(&exporter, &mut batch, &stats, batching.timeout).await;
+                let _ = done.send(());
+            }
+            None => {
+                send(&exporter, &mut batch, &stats, batching.timeout).await;
+                break;
+            }
+        }
+    }
+}
+
+async fn send(
+    exporter: &opentelemetry_otlp::SpanExporter,
+    batch: &mut Vec<Span>,
+    stats: &TelemetryStats,
+    timeout: Duration,
+) {
+    if batch.is_empty() {
+        return;
+    }
+    let count = batch.len() as u64;
+    let data = batch.drain(..).map(convert::span_data).collect();
+    // The exporter has a timeout of its own; this one also bounds connecting.
+    let sent = tokio::time::timeout(timeout + Duration::from_millis(500), exporter.export(data)).await;
+    match sent {
+        Ok(Ok(())) => {
+            stats.spans_exported.fetch_add(count, Ordering::Relaxed);
+        }
+        Ok(Err(error)) => {
+            tracing::debug!(%error, spans = count, "An OTLP export failed; its spans are dropped.");
+            lost(stats, count);
+        }
+        Err(_) => {
+            tracing::debug!(spans = count, "An OTLP export timed out; its spans are dropped.");
+            lost(stats, count);
+        }
+    }
+}
+
+fn lost(stats: &TelemetryStats, count: u64) {
+    stats.exports_failed.fetch_add(1, Ordering::Relaxed);
+    stats
+        .spans_dropped_export_failed
+        .fetch_add(count, Ordering::Relaxed);
+}
+
+/// The OTLP/HTTP exporter's client: Keel's reqwest (the exporter's own would bring another
+/// copy of reqwest).
+#[derive(Debug)]
+struct ReqwestClient(reqwest::Client);
+
+impl ReqwestClient {
+    fn new(config: &OtlpConfig) -> Self {
+        // reqwest is built without a TLS crypto provider; ring is Keel's (as for models).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut builder = reqwest::Client::builder().tcp_nodelay(true);
+        if let Some(timeout) = config.timeout {
+            builder = builder.timeout(timeout);
+        }
+        Self(builder.build().unwrap_or_default())
+    }
+}
+
+#[async_trait::async_trait]
+impl HttpClient for ReqwestClient {
+    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+        let (parts, body) = request.into_parts();
+        let response = self
+            .0
+            .request(parts.method, parts.uri.to_string())
+            .headers(parts.headers)
+            .body(body)
+            .send()
+            .await?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.bytes().await?;
+        let mut answer = Response::new(body);
+        *answer.status_mut() = status;
+        *answer.headers_mut() = headers;
+        Ok(answer)
+    }
+}
