@@ -16,11 +16,16 @@ fn map<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
         .collect()
 }
 
-pub(super) fn run_attributes(agent: &str) -> Map<String, Value> {
-    map([
+pub(super) fn run_attributes(agent: &str, session: Option<&str>, run: &RequestId) -> Map<String, Value> {
+    let mut attributes = map([
         ("gen_ai.operation.name", Value::from("invoke_agent")),
         ("gen_ai.agent.name", Value::from(agent)),
-    ])
+        ("keel.request_id", Value::from(run.0.as_str())),
+    ]);
+    if let Some(session) = session {
+        attributes.insert("gen_ai.conversation.id".into(), Value::from(session));
+    }
+    attributes
 }
 
 pub(super) fn tool_attributes(tool: &str, call_id: &str) -> Map<String, Value> {

@@ -219,6 +219,7 @@ pub fn spans_of(record: &RunRecord, events: &[Event], capture_content: bool) -> 
 pub struct TraceBuilder {
     run: RequestId,
     agent: String,
+    session: Option<String>,
     trace: RunTrace,
     capture_content: bool,
     /// The current attempt's span (the run's root span), once its first event was seen.
@@ -242,6 +243,7 @@ impl TraceBuilder {
         Self {
             run: record.request_id.clone(),
             agent: record.agent.clone(),
+            session: record.session_id.as_ref().map(ToString::to_string),
             trace: trace_of(record),
             capture_content,
             root: None,
@@ -306,7 +308,7 @@ impl TraceBuilder {
             start_unix_nanos: at,
             end_unix_nanos: None,
             status: SpanStatus::UNSET,
-            attributes: attrs::run_attributes(&self.agent),
+            attributes: attrs::run_attributes(&self.agent, self.session.as_deref(), &self.run),
             links: Vec::new(),
             request_id: self.run.clone(),
             seqs: Vec::new(),

@@ -304,6 +304,7 @@ mod health;
 mod hooked;
 mod malformed;
 mod mcp;
+mod otel;
 mod memory;
 mod routes;
 mod sampling;

@@ -40,30 +40,53 @@ pub(super) fn start(
         .build()
         .map_err(|e| failed("its thread", &e))?;
     let resource = resource(config);
-    // Exporters are built inside the runtime: gRPC's channel needs one.
-    let (spans, meters) = runtime.block_on(async {
-        let mut spans = span_exporter(config).map_err(|e| failed("spans", &e))?;
-        spans.set_resource(&resource);
-        let meters = match config.metrics {
-            true => Some(metric_exporter(config).map_err(|e| failed("metrics", &e))?),
-            false => None,
-        };
-        Ok::<_, Error>((spans, meters))
-    })?;
-    let metrics = meters.map(|exporter| {
-        metrics::GenAiMetrics::new(exporter, runtime.handle().clone(), resource.clone(), config.export_interval)
-    });
     let (queue, pending) = mpsc::channel(config.queue_size.max(1));
     let batching = Batching {
         batch_size: config.batch_size.max(1),
         interval: config.export_interval,
         timeout: config.timeout.unwrap_or(Duration::from_secs(10)),
     };
+    // The exporters are built on the exporter's own thread, inside its runtime (gRPC's channel
+    // needs one, and the builder may be called from within another runtime).
+    let (ready, built) = std::sync::mpsc::channel();
+    let config = config.clone();
     std::thread::Builder::new()
         .name("keel-otlp-export".into())
-        .spawn(move || runtime.block_on(export_loop(pending, spans, stats, batching)))
+        .spawn(move || {
+            let exporters = runtime.block_on(async {
+                let mut spans = span_exporter(&config).map_err(|e| ("spans", e.to_string()))?;
+                spans.set_resource(&resource);
+                let meters = match config.metrics {
+                    true => Some(metric_exporter(&config).map_err(|e| ("metrics", e.to_string()))?),
+                    false => None,
+                };
+                Ok::<_, (&str, String)>((spans, meters))
+            });
+            let (spans, meters) = match exporters {
+                Ok(exporters) => exporters,
+                Err(error) => {
+                    let _ = ready.send(Err(error));
+                    return;
+                }
+            };
+            let metrics = meters.map(|exporter| {
+                metrics::GenAiMetrics::new(
+                    exporter,
+                    runtime.handle().clone(),
+                    resource.clone(),
+                    config.export_interval,
+                    config.timeout.unwrap_or(Duration::from_secs(10)),
+                )
+            });
+            let _ = ready.send(Ok(metrics));
+            runtime.block_on(export_loop(pending, spans, stats, batching));
+        })
         .map_err(|e| failed("its thread", &e))?;
-    Ok((queue, metrics))
+    match built.recv() {
+        Ok(Ok(metrics)) => Ok((queue, metrics)),
+        Ok(Err((what, error))) => Err(failed(what, &error)),
+        Err(e) => Err(failed("its thread", &e)),
+    }
 }
 
 fn resource(config: &OtlpConfig) -> Resource {

@@ -35,8 +35,13 @@ impl GenAiMetrics {
         runtime: tokio::runtime::Handle,
         resource: Resource,
         interval: Duration,
+        timeout: Duration,
     ) -> Self {
-        let reader = PeriodicReader::builder(OnRuntime { exporter, runtime })
+        let reader = PeriodicReader::builder(OnRuntime {
+            exporter,
+            runtime,
+            timeout,
+        })
             .with_interval(interval.max(Duration::from_millis(100)))
             .build();
         let provider = SdkMeterProvider::builder()
@@ -111,12 +116,21 @@ impl GenAiMetrics {
     }
 }
 
+impl Drop for GenAiMetrics {
+    fn drop(&mut self) {
+        // The last export, briefly: a dead collector must not hold the process's exit.
+        let _ = self.provider.shutdown_with_timeout(Duration::from_secs(1));
+    }
+}
+
 /// The OTLP metric exporter, its requests made on the exporter's Tokio runtime (the SDK's
 /// periodic reader calls it from a thread of its own).
 #[derive(Debug)]
 struct OnRuntime {
     exporter: opentelemetry_otlp::MetricExporter,
     runtime: tokio::runtime::Handle,
+    /// Each export's bound (a dead collector must not hold the reader, or the shutdown).
+    timeout: Duration,
 }
 
 impl PushMetricExporter for OnRuntime {
@@ -124,7 +138,12 @@ impl PushMetricExporter for OnRuntime {
         &self,
         metrics: &ResourceMetrics,
     ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
-        let result = self.runtime.block_on(self.exporter.export(metrics));
+        // The timer is made inside the runtime (its context is entered by `block_on`).
+        let export = async { tokio::time::timeout(self.timeout, self.exporter.export(metrics)).await };
+        let result = match self.runtime.block_on(export) {
+            Ok(result) => result,
+            Err(_) => Err(opentelemetry_sdk::error::OTelSdkError::Timeout(self.timeout)),
+        };
         std::future::ready(result)
     }
 

@@ -118,9 +118,11 @@ pub struct Telemetry {
     capture_content: bool,
     /// The spans of the runs this process writes, by run.
     runs: Mutex<HashMap<RequestId, TraceBuilder>>,
+    /// Dropped before the queue: its last export runs on the exporter's runtime, which ends
+    /// when the queue closes.
+    metrics: Option<metrics::GenAiMetrics>,
     queue: mpsc::Sender<export::Message>,
     stats: Arc<TelemetryStats>,
-    metrics: Option<metrics::GenAiMetrics>,
 }
 
 impl std::fmt::Debug for Telemetry {
