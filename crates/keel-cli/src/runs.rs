@@ -45,6 +45,11 @@ pub(crate) enum RunsCommand {
         /// The run and every run it started (subagents, workflow nodes), as a tree.
         #[arg(long)]
         tree: bool,
+        /// The run's spans (and those of the runs it started) as a waterfall: model rounds,
+        /// tool calls, hooks, approval waits, with durations, tokens and decisions
+        /// (`docs/observability.md`); with `--json`, the spans themselves.
+        #[arg(long, conflicts_with = "tree")]
+        trace: bool,
     },
     /// Print one run's events in order.
     Events {
@@ -142,7 +147,14 @@ async fn inspect(stores: &workspace::Stores, command: RunsCommand) -> Result<(),
         RunsCommand::Show {
             id,
             json,
+            trace: true,
+            ..
+        } => crate::trace_view::show(store, &RequestId::from(id), json).await,
+        RunsCommand::Show {
+            id,
+            json,
             tree: true,
+            ..
         } => tree(store, &RequestId::from(id), json).await,
         RunsCommand::Show { id, json, .. } => {
             show(store, stores.sqlite.as_ref(), &RequestId::from(id), json).await
@@ -412,6 +424,9 @@ async fn show(
         run.usage.total_tokens, run.usage.prompt_tokens, run.usage.completion_tokens
     ));
     out::line(&format!("events:    {}", run.event_count));
+    if let Some(trace) = &run.trace {
+        out::line(&format!("trace:     {} (`keel runs show {id} --trace`)", trace.trace_id));
+    }
     if let Some(sqlite) = sqlite {
         let mirror = match sqlite.verify_mirror(id) {
             Ok(MirrorStatus::Shared) => format!(

@@ -10,7 +10,7 @@ use opentelemetry_http::{HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SpanExporter as _;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::{OtlpConfig, TelemetryStats, convert, metrics};
 use crate::Error;
@@ -20,8 +20,8 @@ use keel_workspace::OtlpProtocol;
 /// What the observer sends the exporter's thread.
 pub(super) enum Message {
     Span(Box<Span>),
-    /// Export what is queued now, then answer.
-    Flush(oneshot::Sender<()>),
+    /// Export what is queued now, then answer (a plain channel: a `Drop` waits on it too).
+    Flush(std::sync::mpsc::SyncSender<()>),
 }
 
 /// Starts the thread; returns the queue to it, and the metrics instruments when metrics are

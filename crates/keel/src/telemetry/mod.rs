@@ -153,13 +153,21 @@ impl Telemetry {
     /// Exports what is queued, waiting at most `deadline` (at shutdown: `keel run` ends with
     /// its spans sent).
     pub async fn flush(&self, deadline: Duration) {
-        let (done, wait) = tokio::sync::oneshot::channel();
-        if self.queue.try_send(export::Message::Flush(done)).is_ok() {
-            let _ = tokio::time::timeout(deadline, wait).await;
+        if let Some(wait) = self.request_flush() {
+            let _ = tokio::task::spawn_blocking(move || wait.recv_timeout(deadline)).await;
         }
         if let Some(metrics) = &self.metrics {
             metrics.flush(deadline);
         }
+    }
+
+    /// Asks the exporter's thread to export what is queued; the answer comes when it did.
+    fn request_flush(&self) -> Option<std::sync::mpsc::Receiver<()>> {
+        let (done, wait) = std::sync::mpsc::sync_channel(1);
+        self.queue
+            .try_send(export::Message::Flush(done))
+            .ok()
+            .map(|()| wait)
     }
 
     fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, TraceBuilder>> {
@@ -181,6 +189,17 @@ impl Telemetry {
                     .spans_dropped_queue_full
                     .fetch_add(1, Ordering::Relaxed);
             }
+        }
+    }
+}
+
+/// The last spans reach the collector when the runtime goes away (a `keel run` ending, a
+/// program that never calls `shutdown`): waited for briefly, so a dead collector does not hold
+/// the exit.
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some(wait) = self.request_flush() {
+            let _ = wait.recv_timeout(Duration::from_secs(2));
         }
     }
 }
