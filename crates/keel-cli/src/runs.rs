@@ -425,7 +425,10 @@ async fn show(
     ));
     out::line(&format!("events:    {}", run.event_count));
     if let Some(trace) = &run.trace {
-        out::line(&format!("trace:     {} (`keel runs show {id} --trace`)", trace.trace_id));
+        out::line(&format!(
+            "trace:     {} (`keel runs show {id} --trace`)",
+            trace.trace_id
+        ));
     }
     if let Some(sqlite) = sqlite {
         let mirror = match sqlite.verify_mirror(id) {

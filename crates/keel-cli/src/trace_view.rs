@@ -64,19 +64,34 @@ pub(crate) fn waterfall(spans: &[Span]) -> Vec<String> {
             None => roots.push(span),
         }
     }
-    let width = spans.iter().map(|s| s.name.len()).max().unwrap_or(0).min(40) + 8;
+    let width = spans
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(0)
+        .min(40)
+        + 8;
     let mut lines = Vec::new();
     let mut stack: Vec<(&Span, usize)> = roots.into_iter().rev().map(|s| (s, 0)).collect();
     while let Some((span, depth)) = stack.pop() {
         let label = format!("{}{}", "  ".repeat(depth), span.name);
         let from = offset(span.start_unix_nanos - start, total);
         let to = offset(span.end_unix_nanos.unwrap_or(end) - start, total).max(from + 1);
-        let bar = format!("{}{}{}", " ".repeat(from), "█".repeat(to - from), " ".repeat(BAR.saturating_sub(to)));
+        let bar = format!(
+            "{}{}{}",
+            " ".repeat(from),
+            "█".repeat(to - from),
+            " ".repeat(BAR.saturating_sub(to))
+        );
         let duration = match span.duration_ms() {
             Some(ms) => format!("{ms:>7} ms"),
             None => "   open   ".to_owned(),
         };
-        lines.push(format!("{label:<width$} |{bar}| {duration}  {}", detail(span)).trim_end().to_owned());
+        lines.push(
+            format!("{label:<width$} |{bar}| {duration}  {}", detail(span))
+                .trim_end()
+                .to_owned(),
+        );
         if let Some(kids) = children.get(&span.span_id) {
             stack.extend(kids.iter().rev().map(|kid| (*kid, depth + 1)));
         }
@@ -85,7 +100,9 @@ pub(crate) fn waterfall(spans: &[Span]) -> Vec<String> {
 }
 
 fn offset(nanos: u64, total: u64) -> usize {
-    usize::try_from(u128::from(nanos) * BAR as u128 / u128::from(total)).unwrap_or(BAR).min(BAR)
+    usize::try_from(u128::from(nanos) * BAR as u128 / u128::from(total))
+        .unwrap_or(BAR)
+        .min(BAR)
 }
 
 /// What a span's line says besides its name: tokens, verdicts, decisions, errors.
@@ -93,7 +110,10 @@ fn detail(span: &Span) -> String {
     let a = &span.attributes;
     let text = |key: &str| a.get(key).and_then(Value::as_str);
     let mut parts = Vec::new();
-    if let (Some(i), Some(o)) = (a.get("gen_ai.usage.input_tokens"), a.get("gen_ai.usage.output_tokens")) {
+    if let (Some(i), Some(o)) = (
+        a.get("gen_ai.usage.input_tokens"),
+        a.get("gen_ai.usage.output_tokens"),
+    ) {
         parts.push(format!("{i} in / {o} out tokens"));
     }
     if let (Some(amount), Some(currency)) = (text("keel.cost.amount"), text("keel.cost.currency")) {
@@ -113,7 +133,10 @@ fn detail(span: &Span) -> String {
         }
     }
     if span.status.code == "error" {
-        parts.push(format!("error: {}", span.status.message.as_deref().unwrap_or("")));
+        parts.push(format!(
+            "error: {}",
+            span.status.message.as_deref().unwrap_or("")
+        ));
     }
     parts.join(", ")
 }

@@ -17,7 +17,6 @@ mod tools;
 mod workflow;
 
 pub use approvals::Approvals;
-pub(crate) use workflow::node_call_key;
 pub use memory_runs::Memory;
 pub use options::RequestOptions;
 pub use queue::Replica;

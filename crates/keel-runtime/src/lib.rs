@@ -26,8 +26,8 @@ pub mod redacting_store;
 pub mod replay;
 pub mod retry;
 pub mod skills;
-pub mod trace;
 pub mod subagents;
+pub mod trace;
 pub mod usage;
 
 pub use error::RuntimeError;
@@ -39,3 +39,8 @@ pub use kernel::{
     workspace_digest,
 };
 pub use replay::Divergence;
+
+/// A duration in whole milliseconds (saturating), as events record them.
+pub(crate) fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}

@@ -383,7 +383,7 @@ pub(crate) fn routes() -> Vec<Route> {
             Client,
             "A request's spans and those of every run it started, computed from their events (docs/observability.md): what the OTLP export sends, without a collector",
             "`{requestId, traceId, semconv, spans: [{traceId, spanId, parentSpanId, name, kind, startUnixNanos, endUnixNanos, durationMs, status, attributes, links, requestId, seqs}]}`",
-            || routing::get(crate::trace::request_trace),
+            || routing::get(requests::request_trace),
         ),
         route(
             Method::POST,

@@ -687,3 +687,37 @@ pub(crate) fn sse_frame(event: &Event) -> Bytes {
         event.type_name()
     ))
 }
+
+/// `GET /api/requests/{id}/trace` → `{requestId, traceId, spans}`: the spans of the run and of
+/// every run it started, computed from their events.
+pub(crate) async fn request_trace(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = RequestId::from(id);
+    let run = visible_run(&state.runtime, &principal, &id).await?;
+    let spans = state
+        .runtime
+        .trace(&id)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .ok_or_else(|| ApiError::ResourceNotFound(format!("no request `{id}`")))?;
+    let trace = keel::trace::trace_of(&run).trace_id.to_string();
+    let spans: Vec<Value> = spans
+        .iter()
+        .map(|span| {
+            let mut value = serde_json::to_value(span).unwrap_or(Value::Null);
+            if let Some(object) = value.as_object_mut() {
+                object.insert("durationMs".into(), json!(span.duration_ms()));
+            }
+            value
+        })
+        .collect();
+    Ok(Json(json!({
+        "requestId": id,
+        "traceId": trace,
+        "semconv": keel::trace::SEMCONV_VERSION,
+        "spans": spans,
+    })))
+}

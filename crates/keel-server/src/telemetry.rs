@@ -484,7 +484,10 @@ impl Telemetry {
                 ("queue_full", otel.dropped_queue_full),
                 ("export_failed", otel.dropped_export_failed),
             ] {
-                advance(&metrics.otel_dropped.get_or_create(&DropLabels { reason }), count);
+                advance(
+                    &metrics.otel_dropped.get_or_create(&DropLabels { reason }),
+                    count,
+                );
             }
         }
         let mut text = String::new();

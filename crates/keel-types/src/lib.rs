@@ -58,8 +58,8 @@ pub use run::{
 };
 pub use skill_candidate::{CandidateStatus, SkillCandidate};
 pub use source::SourceLifecycle;
-pub use trace::{RunTrace, SpanId, TraceContextError, TraceId, TraceParent};
 pub use task::{TaskDecision, TaskHook, TaskRecord, TaskStatus, ToolStats};
+pub use trace::{RunTrace, SpanId, TraceContextError, TraceId, TraceParent};
 pub use wire_name::UnknownName;
 pub use workflow::{
     NodeCompleted, NodeFailed, NodeKey, NodeSkipped, NodeStarted, PhaseEvent, WorkflowCompleted,

@@ -25,10 +25,10 @@ pub struct TraceId(pub [u8; 16]);
 pub struct SpanId(pub [u8; 8]);
 
 impl TraceId {
-    /// A new random trace id (a UUIDv7's bytes: time-ordered, its last 7 bytes random as
-    /// W3C Trace Context level 2 asks).
+    /// A new random trace id (all 16 bytes random, so its last 7 are, as W3C Trace Context
+    /// level 2 asks and ratio sampling relies on).
     pub fn random() -> Self {
-        Self(*uuid::Uuid::now_v7().as_bytes())
+        Self(fastrand::u128(1..).to_be_bytes())
     }
 
     /// The trace of a run's later attempt (after `keel runs resume`): derived from the first
@@ -44,8 +44,9 @@ impl TraceId {
         Self(id)
     }
 
-    /// Whether a ratio sampler keeps this trace: its last 8 bytes, read as a number, fall
-    /// below `ratio` of their range (the rule OpenTelemetry's `TraceIdRatioBased` uses).
+    /// Whether a ratio sampler keeps this trace: its last 7 bytes (the random ones), read as
+    /// a number, fall below `ratio` of their range (OpenTelemetry's `TraceIdRatioBased` with
+    /// its 56-bit threshold).
     pub fn sampled_at(&self, ratio: f64) -> bool {
         if ratio >= 1.0 {
             return true;
@@ -54,10 +55,10 @@ impl TraceId {
             return false;
         }
         let mut low = [0; 8];
-        low.copy_from_slice(&self.0[8..]);
-        let value = u64::from_be_bytes(low) >> 1;
+        low[1..].copy_from_slice(&self.0[9..]);
+        let value = u64::from_be_bytes(low);
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let bound = (ratio * (1u64 << 63) as f64) as u64;
+        let bound = (ratio * (1u64 << 56) as f64) as u64;
         value < bound
     }
 }
@@ -140,8 +141,13 @@ macro_rules! hex_id {
                 match parse_hex::<$len>(text) {
                     Some(bytes) if bytes != [0; $len] => Ok(Self(bytes)),
                     _ => Err(TraceContextError(format!(
-                        concat!("`{}` is not a ", $what, " (", stringify!($len),
-                            " bytes as lowercase hex, not all zero)"),
+                        concat!(
+                            "`{}` is not a ",
+                            $what,
+                            " (",
+                            stringify!($len),
+                            " bytes as lowercase hex, not all zero)"
+                        ),
                         text
                     ))),
                 }
@@ -184,16 +190,16 @@ impl TraceParent {
     /// header is read by its first four fields, as the W3C specification asks.
     pub fn parse(header: &str) -> Result<Self, TraceContextError> {
         let header = header.trim();
-        let refuse = |why: &str| {
-            TraceContextError(format!("traceparent `{header}` is not valid: {why}"))
-        };
+        let refuse =
+            |why: &str| TraceContextError(format!("traceparent `{header}` is not valid: {why}"));
         let mut fields = header.split('-');
         let (Some(version), Some(trace), Some(span), Some(flags)) =
             (fields.next(), fields.next(), fields.next(), fields.next())
         else {
-            return Err(refuse("it needs version-traceid-spanid-flags"));
+            return Err(refuse("it needs four fields, version-traceid-spanid-flags"));
         };
-        let version = parse_hex::<1>(version).ok_or_else(|| refuse("the version is not 2 hex digits"))?;
+        let version =
+            parse_hex::<1>(version).ok_or_else(|| refuse("the version is not 2 hex digits"))?;
         if version[0] == 0xff {
             return Err(refuse("version ff is forbidden"));
         }
@@ -202,7 +208,8 @@ impl TraceParent {
         }
         let trace_id = trace.parse().map_err(|e: TraceContextError| refuse(&e.0))?;
         let span_id = span.parse().map_err(|e: TraceContextError| refuse(&e.0))?;
-        let flags = parse_hex::<1>(flags).ok_or_else(|| refuse("the flags are not 2 hex digits"))?;
+        let flags =
+            parse_hex::<1>(flags).ok_or_else(|| refuse("the flags are not 2 hex digits"))?;
         Ok(Self {
             trace_id,
             span_id,
@@ -294,23 +301,47 @@ mod tests {
         let parent = TraceParent::parse(header).unwrap();
         assert!(parent.sampled);
         assert_eq!(parent.to_string(), header);
-        let unsampled = TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").unwrap();
+        let unsampled =
+            TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").unwrap();
         assert!(!unsampled.sampled);
         // A later version is read by its first four fields.
-        let later = TraceParent::parse("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-what").unwrap();
+        let later =
+            TraceParent::parse("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-what")
+                .unwrap();
         assert!(later.sampled);
     }
 
     #[test]
     fn a_bad_traceparent_says_why() {
         for (header, why) in [
-            ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", "four"),
-            ("00-00000000000000000000000000000000-00f067aa0ba902b7-01", "trace id"),
-            ("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", "span id"),
-            ("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", "lowercase"),
-            ("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "forbidden"),
-            ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", "exactly four"),
-            ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-zz", "flags"),
+            (
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+                "four",
+            ),
+            (
+                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+                "trace id",
+            ),
+            (
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+                "span id",
+            ),
+            (
+                "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+                "lowercase",
+            ),
+            (
+                "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                "forbidden",
+            ),
+            (
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
+                "exactly four",
+            ),
+            (
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-zz",
+                "flags",
+            ),
         ] {
             let error = TraceParent::parse(header).unwrap_err().to_string();
             assert!(error.contains(why), "{header}: {error}");
@@ -322,15 +353,23 @@ mod tests {
         let run = RequestId("r1".into());
         assert_eq!(span_id(&run, "chat@3"), span_id(&run, "chat@3"));
         assert_ne!(span_id(&run, "chat@3"), span_id(&run, "chat@4"));
-        assert_ne!(span_id(&run, "chat@3"), span_id(&RequestId("r2".into()), "chat@3"));
+        assert_ne!(
+            span_id(&run, "chat@3"),
+            span_id(&RequestId("r2".into()), "chat@3")
+        );
         let first = TraceId::random();
-        assert_eq!(TraceId::of_attempt(first, &run, 9), TraceId::of_attempt(first, &run, 9));
+        assert_eq!(
+            TraceId::of_attempt(first, &run, 9),
+            TraceId::of_attempt(first, &run, 9)
+        );
         assert_ne!(TraceId::of_attempt(first, &run, 9), first);
     }
 
     #[test]
     fn the_ratio_sampler_keeps_about_its_share() {
-        let kept = (0..4000).filter(|_| TraceId::random().sampled_at(0.25)).count();
+        let kept = (0..4000)
+            .filter(|_| TraceId::random().sampled_at(0.25))
+            .count();
         assert!((700..1300).contains(&kept), "{kept} of 4000 kept at 0.25");
         assert!(TraceId::random().sampled_at(1.0));
         assert!(!TraceId::random().sampled_at(0.0));

@@ -46,6 +46,15 @@ pub struct NodeKey {
     pub item: Option<u32>,
 }
 
+impl NodeKey {
+    /// `{prefix}:{node}#{iteration}[.{item}]@{attempt}`: the key a node's attempt is found by
+    /// again — its child run's `links.parentCall`, and the key of its span (`trace`).
+    pub fn call_key(self, prefix: &str, node: &str, attempt: u32) -> String {
+        let item = self.item.map(|i| format!(".{i}")).unwrap_or_default();
+        format!("{prefix}:{node}#{}{item}@{attempt}", self.iteration)
+    }
+}
+
 /// `runtime.workflow.node.started`: a node (or one item of a `map`) starts an attempt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

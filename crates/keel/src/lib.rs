@@ -41,13 +41,13 @@ pub use keel_runtime::memory::{
 };
 pub use keel_runtime::narrator::Narrator;
 pub use keel_runtime::subagents::{RunTree, run_tree};
+/// A run's spans, computed from its events (`docs/observability.md`).
+pub use keel_runtime::trace;
 pub use keel_runtime::usage::{UsageBy, UsageRow, usage_by};
 pub use keel_runtime::{
     Approvals, Divergence, Memory, Replica, RequestOptions, RunHandle, RunResponse, Runs,
     RuntimeError, Sessions, ShutdownReport, Skills, TaskRequest, Tasks, Tools,
 };
-/// A run's spans, computed from its events (`docs/observability.md`).
-pub use keel_runtime::trace;
 pub use keel_tools::gateway::GatewayError;
 pub use keel_tools::policy::PolicyVerdict;
 pub use models::ModelCheck;

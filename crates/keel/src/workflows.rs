@@ -39,7 +39,10 @@ impl Runtime {
     /// The spans of run `id` and of every run it started (`docs/observability.md`), computed
     /// from their stored events — no collector needed; the same spans the OTLP export sends.
     /// Ordered by start; a run still going has open spans (no end). `None`: no such run.
-    pub async fn trace(&self, id: &RequestId) -> Result<Option<Vec<keel_runtime::trace::Span>>, Error> {
+    pub async fn trace(
+        &self,
+        id: &RequestId,
+    ) -> Result<Option<Vec<keel_runtime::trace::Span>>, Error> {
         let Some(tree) = self.run_tree(id).await? else {
             return Ok(None);
         };

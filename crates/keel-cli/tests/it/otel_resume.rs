@@ -41,7 +41,10 @@ async fn a_resumed_run_links_to_its_first_attempt_and_the_waterfall_shows_both()
         .unwrap();
     let mut waited = 0;
     while mock.request_count() == 0 {
-        assert!(child.try_wait().unwrap().is_none(), "the run ended before its round");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before its round"
+        );
         waited += 1;
         assert!(waited < 6_000, "no model round");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -58,7 +61,8 @@ async fn a_resumed_run_links_to_its_first_attempt_and_the_waterfall_shows_both()
     let resumed = keel.run(["runs", "resume", &id]);
     assert!(resumed.success(), "{}\n{}", resumed.stdout, resumed.stderr);
 
-    let record: Value = serde_json::from_str(&keel.run(["runs", "show", &id, "--json"]).stdout).unwrap();
+    let record: Value =
+        serde_json::from_str(&keel.run(["runs", "show", &id, "--json"]).stdout).unwrap();
     let trace_id = record["trace"]["traceId"].as_str().unwrap().to_owned();
     let spans = tokio::task::spawn_blocking(move || {
         receiver.wait_for_spans("the resumed attempt", Duration::from_secs(60), |spans| {
@@ -67,7 +71,10 @@ async fn a_resumed_run_links_to_its_first_attempt_and_the_waterfall_shows_both()
     })
     .await
     .unwrap();
-    let attempt = spans.iter().find(|s| s["name"] == "invoke_agent a").unwrap();
+    let attempt = spans
+        .iter()
+        .find(|s| s["name"] == "invoke_agent a")
+        .unwrap();
     assert_eq!(attempt["traceId"], trace_id.as_str());
     let link = &attempt["links"][0];
     assert_eq!(link["traceId"], trace_id.as_str(), "{attempt}");
@@ -88,14 +95,43 @@ async fn a_resumed_run_links_to_its_first_attempt_and_the_waterfall_shows_both()
     assert_eq!(roots[0]["status"]["code"], "error");
     assert_eq!(roots[1]["spanId"], attempt["spanId"]);
     // The exported round is the one the computed trace has under the second attempt.
-    let chat = spans.iter().find(|s| s["parentSpanId"] == attempt["spanId"]).unwrap();
-    assert!(view["spans"].as_array().unwrap().iter().any(|s| s["spanId"] == chat["spanId"]));
+    let chat = spans
+        .iter()
+        .find(|s| s["parentSpanId"] == attempt["spanId"])
+        .unwrap();
+    assert!(
+        view["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["spanId"] == chat["spanId"])
+    );
 
     let text = keel.run(["runs", "show", &id, "--trace"]);
     assert!(text.success(), "{}", text.stderr);
     let lines: Vec<&str> = text.stdout.lines().collect();
     assert_eq!(lines[0], format!("trace {trace_id}"));
-    assert_eq!(lines.iter().filter(|l| l.starts_with("invoke_agent a")).count(), 2, "{}", text.stdout);
-    assert!(lines.iter().any(|l| l.starts_with("  chat ") && l.contains(" ms") && l.contains("tokens")), "{}", text.stdout);
-    assert!(lines.iter().any(|l| l.contains("error: the process running the run stopped")), "{}", text.stdout);
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("invoke_agent a"))
+            .count(),
+        2,
+        "{}",
+        text.stdout
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  chat ") && l.contains(" ms") && l.contains("tokens")),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("error: the process running the run stopped")),
+        "{}",
+        text.stdout
+    );
 }

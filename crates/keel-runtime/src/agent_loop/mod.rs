@@ -247,9 +247,8 @@ impl AgentRun {
             .is_none_or(|model| model.stream);
         let run_primary = provider.clone();
         let model_doc = agent.model.clone();
-        let propagation = crate::trace::Propagation::new(&record);
         let mut run = Self {
-            propagation,
+            propagation: crate::trace::Propagation::new(&record),
             emitter,
             provider,
             agent,
@@ -269,7 +268,6 @@ impl AgentRun {
             elided_texts: HashMap::new(),
             session_used: None,
             budget_grants: 0,
-
             skills_at: 0,
             memory_at: 0,
             skill_events: skills.events.into_iter().chain(memory.events).collect(),
@@ -589,7 +587,7 @@ impl AgentRun {
 
     /// Records how the run ended: the terminal event with the run record, then its task.
     async fn finish(mut self, end: End, started: Instant) -> RunResponse {
-        let duration_ms = millis(started.elapsed());
+        let duration_ms = crate::millis(started.elapsed());
         // The run's sandboxed processes have ended with their calls: their temporary folder
         // goes with the run.
         // Its exec sessions end with it (a resumed run never gets them back).
@@ -743,19 +741,6 @@ impl AgentRun {
     }
 }
 
-impl AgentRun {
-    /// The `tracing` span the run's work is done in: logs written meanwhile carry the run's
-    /// id and trace (`KEEL_LOG_FORMAT=json`).
-    fn tracing_span(&self) -> tracing::Span {
-        tracing::info_span!(
-            "keel.run",
-            request_id = %self.record.request_id,
-            trace_id = %self.propagation.trace().trace_id,
-            span_id = %self.propagation.attempt_span(),
-        )
-    }
-}
-
 /// Runs a request to its end: the opening event, the loop under cancellation, interruption
 /// (shutdown) and the wall-clock budget, then the terminal event.
 pub(crate) async fn execute(
@@ -794,14 +779,12 @@ pub(crate) async fn execute(
         }),
     };
     let opened = opening.map_or(Ok(0), |opening| run.emitter.emit(opening));
-    if let Ok(seq) = opened {
-        run.propagation.begin_attempt(seq);
-    }
     let end = if let Err(error) = opened {
         End::store(error)
     } else {
+        run.propagation.begin_attempt(opened.unwrap_or(0));
         let timeout = run.run_timeout();
-        let span = run.tracing_span();
+        let span = run.propagation.tracing_span();
         tokio::select! {
             biased;
             _ = cancel.cancelled() => End::Cancelled,
@@ -814,8 +797,4 @@ pub(crate) async fn execute(
         }
     };
     Box::pin((*run).finish(end, started)).await
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

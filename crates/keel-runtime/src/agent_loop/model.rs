@@ -14,7 +14,8 @@ use keel_types::{
 };
 use sha2::{Digest, Sha256};
 
-use super::{AgentRun, millis};
+use super::AgentRun;
+use crate::millis;
 use crate::retry;
 
 /// A complete model answer.
@@ -92,8 +93,12 @@ impl AgentRun {
                 params: self.model_params(),
             })?;
             let started = Instant::now();
-            let traceparent = self.propagation.of(&keel_types::trace::seq_key("chat", round));
-            let answered = self.stream_answer(step, &tools, &sections, traceparent).await;
+            let traceparent = self
+                .propagation
+                .of(&keel_types::trace::seq_key("chat", round));
+            let answered = self
+                .stream_answer(step, &tools, &sections, traceparent)
+                .await;
             // Not held through a retry's backoff.
             drop(in_flight);
             match answered {

@@ -28,8 +28,9 @@ use keel_types::{
 };
 use serde_json::Value;
 
-use super::{AgentRun, End, millis};
+use super::{AgentRun, End};
 use crate::governance::{Governance, HookAnswer, HookRound, Ruling};
+use crate::millis;
 
 /// More than the truncation note of a large output ever takes: the preview is copied out
 /// with this much room left, then cut to fit the note.

@@ -16,7 +16,11 @@ fn map<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
         .collect()
 }
 
-pub(super) fn run_attributes(agent: &str, session: Option<&str>, run: &RequestId) -> Map<String, Value> {
+pub(super) fn run_attributes(
+    agent: &str,
+    session: Option<&str>,
+    run: &RequestId,
+) -> Map<String, Value> {
     let mut attributes = map([
         ("gen_ai.operation.name", Value::from("invoke_agent")),
         ("gen_ai.agent.name", Value::from(agent)),
@@ -63,12 +67,24 @@ pub(super) fn chat_attributes(
             attributes.insert(key.to_owned(), value);
         }
     };
-    put("gen_ai.request.temperature", params.temperature.map(Value::from));
-    put("gen_ai.request.max_tokens", params.max_tokens.map(Value::from));
+    put(
+        "gen_ai.request.temperature",
+        params.temperature.map(Value::from),
+    );
+    put(
+        "gen_ai.request.max_tokens",
+        params.max_tokens.map(Value::from),
+    );
     put("gen_ai.request.top_p", params.top_p.map(Value::from));
     put("gen_ai.request.seed", params.seed.map(Value::from));
-    put("gen_ai.request.presence_penalty", params.presence_penalty.map(Value::from));
-    put("gen_ai.request.frequency_penalty", params.frequency_penalty.map(Value::from));
+    put(
+        "gen_ai.request.presence_penalty",
+        params.presence_penalty.map(Value::from),
+    );
+    put(
+        "gen_ai.request.frequency_penalty",
+        params.frequency_penalty.map(Value::from),
+    );
     put(
         "gen_ai.request.stop_sequences",
         (!params.stop.is_empty()).then(|| Value::from(params.stop.clone())),
@@ -89,8 +105,14 @@ fn finish_reason(reason: ModelStopReason) -> &'static str {
 }
 
 fn usage_attributes(attributes: &mut Map<String, Value>, usage: &Usage) {
-    attributes.insert("gen_ai.usage.input_tokens".into(), Value::from(usage.prompt_tokens));
-    attributes.insert("gen_ai.usage.output_tokens".into(), Value::from(usage.completion_tokens));
+    attributes.insert(
+        "gen_ai.usage.input_tokens".into(),
+        Value::from(usage.prompt_tokens),
+    );
+    attributes.insert(
+        "gen_ai.usage.output_tokens".into(),
+        Value::from(usage.completion_tokens),
+    );
     if usage.cache_read_tokens > 0 {
         attributes.insert(
             "gen_ai.usage.cache_read.input_tokens".into(),
@@ -104,11 +126,20 @@ fn usage_attributes(attributes: &mut Map<String, Value>, usage: &Usage) {
         );
     }
     if usage.reasoning_tokens > 0 {
-        attributes.insert("keel.usage.reasoning_tokens".into(), Value::from(usage.reasoning_tokens));
+        attributes.insert(
+            "keel.usage.reasoning_tokens".into(),
+            Value::from(usage.reasoning_tokens),
+        );
     }
     if let Some(cost) = &usage.cost {
-        attributes.insert("keel.cost.amount".into(), Value::from(cost.amount.to_string()));
-        attributes.insert("keel.cost.currency".into(), Value::from(cost.currency.as_str()));
+        attributes.insert(
+            "keel.cost.amount".into(),
+            Value::from(cost.amount.to_string()),
+        );
+        attributes.insert(
+            "keel.cost.currency".into(),
+            Value::from(cost.currency.as_str()),
+        );
     }
 }
 
@@ -117,7 +148,8 @@ pub(super) fn chat_completed(span: &mut Span, stop: ModelStopReason, usage: &Usa
     if let Some(model) = model {
         // Providers do not report another model than the one asked for (a `fallbacks` model
         // is a round of its own).
-        span.attributes.insert("gen_ai.response.model".into(), model);
+        span.attributes
+            .insert("gen_ai.response.model".into(), model);
     }
     span.attributes.insert(
         "gen_ai.response.finish_reasons".into(),
@@ -128,21 +160,26 @@ pub(super) fn chat_completed(span: &mut Span, stop: ModelStopReason, usage: &Usa
 
 pub(super) fn run_totals(span: &mut Span, usage: &Usage, steps: u32, finish: &str) {
     usage_attributes(&mut span.attributes, usage);
-    span.attributes.insert("keel.run.steps".into(), Value::from(steps));
-    span.attributes.insert("keel.run.finish_reason".into(), Value::from(finish));
+    span.attributes
+        .insert("keel.run.steps".into(), Value::from(steps));
+    span.attributes
+        .insert("keel.run.finish_reason".into(), Value::from(finish));
 }
 
 pub(super) fn guard(span: &mut Span, decision: &str, issues: usize, repairs: &[Repair]) {
-    span.attributes.insert("keel.gateway.decision".into(), Value::from(decision));
+    span.attributes
+        .insert("keel.gateway.decision".into(), Value::from(decision));
     if issues > 0 {
-        span.attributes.insert("keel.gateway.issues".into(), Value::from(issues));
+        span.attributes
+            .insert("keel.gateway.issues".into(), Value::from(issues));
     }
     if !repairs.is_empty() {
         let kinds: Vec<Value> = repairs
             .iter()
             .map(|r| Value::from(format!("{} {}", r.kind.as_str(), r.path)))
             .collect();
-        span.attributes.insert("keel.gateway.repairs".into(), Value::Array(kinds));
+        span.attributes
+            .insert("keel.gateway.repairs".into(), Value::Array(kinds));
     }
 }
 
@@ -159,20 +196,33 @@ pub(super) fn sandbox(span: &mut Span, sandbox: &SandboxRecord) {
     if let Some(Value::Array(mechanisms)) = value.get("mechanisms") {
         let names: Vec<Value> = mechanisms
             .iter()
-            .map(|m| m.as_str().map_or_else(|| Value::from(m.to_string()), Value::from))
+            .map(|m| {
+                m.as_str()
+                    .map_or_else(|| Value::from(m.to_string()), Value::from)
+            })
             .collect();
-        span.attributes.insert("keel.sandbox.mechanisms".into(), Value::Array(names));
+        span.attributes
+            .insert("keel.sandbox.mechanisms".into(), Value::Array(names));
     }
 }
 
 pub(super) fn approval_requested(approval: &ApprovalRecord) -> Map<String, Value> {
     let mut attributes = map([
-        ("keel.approval.id", Value::from(approval.approval_id.as_str())),
+        (
+            "keel.approval.id",
+            Value::from(approval.approval_id.as_str()),
+        ),
         ("keel.approval.tool", Value::from(approval.tool.as_str())),
-        ("keel.approval.asked_by", Value::from(approval.asked_by.as_str())),
+        (
+            "keel.approval.asked_by",
+            Value::from(approval.asked_by.as_str()),
+        ),
     ]);
     if let Some(reason) = &approval.ask_reason {
-        attributes.insert("keel.approval.ask_reason".into(), Value::from(reason.as_str()));
+        attributes.insert(
+            "keel.approval.ask_reason".into(),
+            Value::from(reason.as_str()),
+        );
     }
     attributes
 }
@@ -183,15 +233,19 @@ pub(super) fn approval_resolved(
     decided_by: Option<&str>,
     reason: Option<&str>,
 ) {
-    span.attributes.insert("keel.approval.status".into(), Value::from(status));
+    span.attributes
+        .insert("keel.approval.status".into(), Value::from(status));
     if let Some(who) = decided_by {
-        span.attributes.insert("keel.approval.decided_by".into(), Value::from(who));
+        span.attributes
+            .insert("keel.approval.decided_by".into(), Value::from(who));
     }
     if let Some(reason) = reason {
-        span.attributes.insert("keel.approval.reason".into(), Value::from(reason));
+        span.attributes
+            .insert("keel.approval.reason".into(), Value::from(reason));
     }
     if let Some(ms) = span.duration_ms() {
-        span.attributes.insert("keel.approval.wait_ms".into(), Value::from(ms));
+        span.attributes
+            .insert("keel.approval.wait_ms".into(), Value::from(ms));
     }
 }
 
@@ -275,7 +329,10 @@ pub(super) fn node(
         attributes.insert("keel.workflow.node.item".into(), Value::from(item));
     }
     if let Some(child) = child {
-        attributes.insert("keel.child.request_id".into(), Value::from(child.0.as_str()));
+        attributes.insert(
+            "keel.child.request_id".into(),
+            Value::from(child.0.as_str()),
+        );
     }
     attributes
 }
@@ -286,7 +343,11 @@ pub(super) fn user_message(input: &str) -> String {
 }
 
 /// An answer as the semconv's `gen_ai.output.messages` (a JSON string).
-pub(super) fn assistant_message(content: &str, calls: &[ToolCall], stop: ModelStopReason) -> String {
+pub(super) fn assistant_message(
+    content: &str,
+    calls: &[ToolCall],
+    stop: ModelStopReason,
+) -> String {
     let mut parts = Vec::new();
     if !content.is_empty() {
         parts.push(json!({"type": "text", "content": content}));

@@ -72,10 +72,12 @@ fn record() -> RunRecord {
 }
 
 fn named<'a>(spans: &'a [Span], name: &str) -> &'a Span {
-    spans
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no span `{name}` in {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>()))
+    spans.iter().find(|s| s.name == name).unwrap_or_else(|| {
+        panic!(
+            "no span `{name}` in {:?}",
+            spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+        )
+    })
 }
 
 #[test]
@@ -84,7 +86,11 @@ fn a_run_with_a_tool_call_an_approval_and_a_hook_is_a_tree() {
     let events = vec![
         event(1, 0, started()),
         event(2, 10, model_started(1)),
-        event(3, 30, model_completed(1, ModelStopReason::ToolCalls, Usage::new(100, 20))),
+        event(
+            3,
+            30,
+            model_completed(1, ModelStopReason::ToolCalls, Usage::new(100, 20)),
+        ),
         event(
             4,
             31,
@@ -140,7 +146,11 @@ fn a_run_with_a_tool_call_an_approval_and_a_hook_is_a_tree() {
             },
         ),
         event(8, 80, model_started(2)),
-        event(9, 95, model_completed(2, ModelStopReason::Stop, Usage::new(130, 5))),
+        event(
+            9,
+            95,
+            model_completed(2, ModelStopReason::Stop, Usage::new(130, 5)),
+        ),
         event(
             10,
             96,
@@ -164,12 +174,19 @@ fn a_run_with_a_tool_call_an_approval_and_a_hook_is_a_tree() {
     assert_eq!(root.attributes["gen_ai.usage.input_tokens"], 230);
     let chats: Vec<&Span> = spans.iter().filter(|s| s.name == "chat gpt-4o").collect();
     assert_eq!(chats.len(), 2);
-    assert!(chats.iter().all(|c| c.parent_span_id == Some(root.span_id) && c.kind == SpanKind::Client));
+    assert!(
+        chats
+            .iter()
+            .all(|c| c.parent_span_id == Some(root.span_id) && c.kind == SpanKind::Client)
+    );
     assert_eq!(chats[0].span_id, span_id(&run, "chat@2"));
     assert_eq!(chats[1].span_id, span_id(&run, "chat@8"));
     assert_eq!(chats[0].attributes["gen_ai.usage.output_tokens"], 20);
     assert_eq!(chats[0].attributes["gen_ai.request.temperature"], 0.2);
-    assert_eq!(chats[0].attributes["gen_ai.response.finish_reasons"][0], "tool_call");
+    assert_eq!(
+        chats[0].attributes["gen_ai.response.finish_reasons"][0],
+        "tool_call"
+    );
     let tool = named(&spans, "execute_tool write");
     assert_eq!(tool.span_id, span_id(&run, &call_key("c1")));
     assert_eq!(tool.attributes["keel.gateway.decision"], "repaired");
@@ -178,7 +195,11 @@ fn a_run_with_a_tool_call_an_approval_and_a_hook_is_a_tree() {
     assert_eq!(hook.parent_span_id, Some(tool.span_id));
     assert_eq!(hook.duration_ms(), Some(8));
     assert_eq!(hook.attributes["keel.hook.event"], "PreToolUse");
-    assert!(spans.iter().all(|s| s.trace_id.to_string() == "4bf92f3577b34da6a3ce929d0e0e4736"));
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.trace_id.to_string() == "4bf92f3577b34da6a3ce929d0e0e4736")
+    );
 }
 
 #[test]
@@ -203,15 +224,25 @@ fn a_resumed_attempt_links_to_the_first_and_a_live_builder_agrees() {
         event(2, 10, model_started(1)),
         event(3, 5_000, resumed.clone()),
         event(4, 5_010, model_started(1)),
-        event(5, 5_020, model_completed(1, ModelStopReason::Stop, Usage::new(1, 1))),
+        event(
+            5,
+            5_020,
+            model_completed(1, ModelStopReason::Stop, Usage::new(1, 1)),
+        ),
         event(6, 5_021, done.clone()),
     ];
     let spans = spans_of(&record(), &events, false);
-    let roots: Vec<&Span> = spans.iter().filter(|s| s.name.starts_with("invoke_agent")).collect();
+    let roots: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("invoke_agent"))
+        .collect();
     assert_eq!(roots.len(), 2);
     let (first, second) = (roots[0], roots[1]);
     assert_eq!(first.status.code, "error");
-    assert_eq!(first.end_unix_nanos, Some(first.start_unix_nanos + 10_000_000));
+    assert_eq!(
+        first.end_unix_nanos,
+        Some(first.start_unix_nanos + 10_000_000)
+    );
     assert_eq!(second.span_id, span_id(&run, &attempt_key(3)));
     assert_eq!(second.links[0].span_id, first.span_id);
     assert_eq!(second.links[0].trace_id, first.trace_id);
@@ -221,7 +252,10 @@ fn a_resumed_attempt_links_to_the_first_and_a_live_builder_agrees() {
         live.push(e);
     }
     let live_spans = live.take_finished();
-    let live_root = live_spans.iter().find(|s| s.name.starts_with("invoke_agent")).unwrap();
+    let live_root = live_spans
+        .iter()
+        .find(|s| s.name.starts_with("invoke_agent"))
+        .unwrap();
     assert_eq!(live_root.span_id, second.span_id);
     assert_eq!(live_root.links, second.links);
 }

@@ -171,8 +171,9 @@ async fn client_keys_get_403_on_operator_routes_and_operators_pass_everywhere() 
         );
         assert!(!status.is_server_error(), "{method} {uri}: {status}");
     }
-    // The facades, creating, listing and a request's record, events, cancel and retry, usage.
-    assert_eq!(client_routes, 11);
+    // The facades, creating, listing and a request's record, events, trace, cancel and retry,
+    // usage.
+    assert_eq!(client_routes, 12);
 }
 
 /// Starts a run with `wait: true` as `key`; its request id.

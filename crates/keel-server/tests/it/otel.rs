@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use keel::{ApprovalScope, ApprovalStatus, EventPayload};
-use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 use keel_test_support::otlp::OtlpReceiver;
+use keel_test_support::{MockLlm, MockResponse, MockToolCall};
 
 use super::*;
 
@@ -116,7 +116,13 @@ async fn a_governed_run_with_a_subagent_arrives_as_one_span_tree() {
     };
     runtime
         .approvals()
-        .decide(&approval.approval_id, true, ApprovalScope::Once, "ops@example.com", None)
+        .decide(
+            &approval.approval_id,
+            true,
+            ApprovalScope::Once,
+            "ops@example.com",
+            None,
+        )
         .await
         .unwrap();
     let (status, _, body) = answer.await.unwrap();
@@ -126,20 +132,30 @@ async fn a_governed_run_with_a_subagent_arrives_as_one_span_tree() {
     let id = keel::RequestId::from(run["requestId"].as_str().unwrap().to_owned());
 
     let spans = tokio::task::spawn_blocking(move || {
-        let spans = receiver.wait_for_spans("the lead's and the helper's runs", Duration::from_secs(60), |spans| {
-            spans.iter().any(|s| s["name"] == "invoke_agent lead")
-                && spans.iter().any(|s| s["name"] == "invoke_agent helper")
-        });
-        let metrics = receiver.wait_for_metrics("token usage", Duration::from_secs(60), |metrics| {
-            metrics.iter().any(|m| m["name"] == "gen_ai.client.token.usage")
-        });
+        let spans = receiver.wait_for_spans(
+            "the lead's and the helper's runs",
+            Duration::from_secs(60),
+            |spans| {
+                spans.iter().any(|s| s["name"] == "invoke_agent lead")
+                    && spans.iter().any(|s| s["name"] == "invoke_agent helper")
+            },
+        );
+        let metrics =
+            receiver.wait_for_metrics("token usage", Duration::from_secs(60), |metrics| {
+                metrics
+                    .iter()
+                    .any(|m| m["name"] == "gen_ai.client.token.usage")
+            });
         (spans, metrics)
     });
     let (spans, metrics) = spans.await.unwrap();
 
     // The tree: the caller's span → the lead's run → its rounds and calls → the helper's run.
     let lead = one(&spans, "invoke_agent lead");
-    assert!(spans.iter().all(|s| s["traceId"] == CALLER_TRACE), "{spans:#?}");
+    assert!(
+        spans.iter().all(|s| s["traceId"] == CALLER_TRACE),
+        "{spans:#?}"
+    );
     assert_eq!(lead["parentSpanId"], CALLER_SPAN);
     assert_eq!(lead["kind"], "SPAN_KIND_INTERNAL");
     assert_eq!(attr(lead, "gen_ai.operation.name"), "invoke_agent");
@@ -155,8 +171,15 @@ async fn a_governed_run_with_a_subagent_arrives_as_one_span_tree() {
         .iter()
         .filter(|s| s["name"] == format!("chat {}", keel_test_support::OPENAI_MOCK_MODEL))
         .collect();
-    assert_eq!(chats.len(), 4, "three rounds of the lead, one of the helper");
-    let lead_chats: Vec<&&Value> = chats.iter().filter(|c| c["parentSpanId"] == lead_id).collect();
+    assert_eq!(
+        chats.len(),
+        4,
+        "three rounds of the lead, one of the helper"
+    );
+    let lead_chats: Vec<&&Value> = chats
+        .iter()
+        .filter(|c| c["parentSpanId"] == lead_id)
+        .collect();
     assert_eq!(lead_chats.len(), 3);
     let usage = recorded_usage(&runtime, &id).await;
     let mut lead_chats = lead_chats;
@@ -165,18 +188,42 @@ async fn a_governed_run_with_a_subagent_arrives_as_one_span_tree() {
         assert_eq!(chat["kind"], "SPAN_KIND_CLIENT");
         assert_eq!(attr(chat, "gen_ai.operation.name"), "chat");
         assert_eq!(attr(chat, "gen_ai.provider.name"), "openai");
-        assert_eq!(attr(chat, "gen_ai.request.model"), keel_test_support::OPENAI_MOCK_MODEL);
-        assert_eq!(attr(chat, "gen_ai.response.model"), keel_test_support::OPENAI_MOCK_MODEL);
+        assert_eq!(
+            attr(chat, "gen_ai.request.model"),
+            keel_test_support::OPENAI_MOCK_MODEL
+        );
+        assert_eq!(
+            attr(chat, "gen_ai.response.model"),
+            keel_test_support::OPENAI_MOCK_MODEL
+        );
         assert_eq!(attr(chat, "gen_ai.usage.input_tokens"), usage.prompt_tokens);
-        assert_eq!(attr(chat, "gen_ai.usage.output_tokens"), usage.completion_tokens);
+        assert_eq!(
+            attr(chat, "gen_ai.usage.output_tokens"),
+            usage.completion_tokens
+        );
     }
-    assert_eq!(attr(lead_chats[0], "gen_ai.response.finish_reasons"), &json!(["tool_call"]));
-    assert_eq!(attr(lead_chats[2], "gen_ai.response.finish_reasons"), &json!(["stop"]));
+    assert_eq!(
+        attr(lead_chats[0], "gen_ai.response.finish_reasons"),
+        &json!(["tool_call"])
+    );
+    assert_eq!(
+        attr(lead_chats[2], "gen_ai.response.finish_reasons"),
+        &json!(["stop"])
+    );
     // The run's totals, its subagent's rounds included, as its record keeps them.
     let record = runtime.runs().get(&id).await.unwrap().unwrap();
-    assert_eq!(attr(lead, "gen_ai.usage.input_tokens"), record.usage.prompt_tokens);
-    assert_eq!(attr(lead, "gen_ai.usage.output_tokens"), record.usage.completion_tokens);
-    assert_eq!(record.trace.as_ref().unwrap().trace_id.to_string(), CALLER_TRACE);
+    assert_eq!(
+        attr(lead, "gen_ai.usage.input_tokens"),
+        record.usage.prompt_tokens
+    );
+    assert_eq!(
+        attr(lead, "gen_ai.usage.output_tokens"),
+        record.usage.completion_tokens
+    );
+    assert_eq!(
+        record.trace.as_ref().unwrap().trace_id.to_string(),
+        CALLER_TRACE
+    );
 
     // The repaired call asked for by policy: the hook and the approval are its children.
     let record = one(&spans, "execute_tool record");
@@ -185,7 +232,13 @@ async fn a_governed_run_with_a_subagent_arrives_as_one_span_tree() {
     assert_eq!(attr(record, "gen_ai.tool.call.id"), "call_1");
     assert_eq!(attr(record, "gen_ai.tool.type"), "extension");
     assert_eq!(attr(record, "keel.gateway.decision"), "repaired");
-    assert!(attr(record, "keel.gateway.repairs")[0].as_str().unwrap().contains("/count"), "{record}");
+    assert!(
+        attr(record, "keel.gateway.repairs")[0]
+            .as_str()
+            .unwrap()
+            .contains("/count"),
+        "{record}"
+    );
     assert_eq!(attr(record, "keel.policy.decision"), "ask");
     let record_id = record["spanId"].as_str().unwrap();
     let hook = one(&spans, "keel.hook audit");
@@ -196,7 +249,10 @@ async fn a_governed_run_with_a_subagent_arrives_as_one_span_tree() {
     assert_eq!(wait["parentSpanId"], record_id);
     assert_eq!(attr(wait, "keel.approval.status"), "approved");
     assert_eq!(attr(wait, "keel.approval.decided_by"), "ops@example.com");
-    assert!(attr(wait, "keel.approval.wait_ms").as_u64().is_some(), "{wait}");
+    assert!(
+        attr(wait, "keel.approval.wait_ms").as_u64().is_some(),
+        "{wait}"
+    );
 
     // The delegation: the helper's run is a child of the `task` call's span.
     let task = one(&spans, "execute_tool task");
@@ -205,10 +261,14 @@ async fn a_governed_run_with_a_subagent_arrives_as_one_span_tree() {
     assert_eq!(helper["parentSpanId"], task["spanId"]);
     assert_eq!(attr(task, "keel.child.agent"), "helper");
     let helper_chat = chats.iter().find(|c| c["parentSpanId"] == helper["spanId"]);
-    assert!(helper_chat.is_some(), "the helper's round is under its run: {spans:#?}");
+    assert!(
+        helper_chat.is_some(),
+        "the helper's round is under its run: {spans:#?}"
+    );
 
     // What the run sent names those spans.
-    let parent_of = |span: &Value| format!("00-{CALLER_TRACE}-{}-01", span["spanId"].as_str().unwrap());
+    let parent_of =
+        |span: &Value| format!("00-{CALLER_TRACE}-{}-01", span["spanId"].as_str().unwrap());
     let tool_saw = std::fs::read_to_string(ws.path().join("tool_traceparent.txt")).unwrap();
     assert_eq!(tool_saw, parent_of(record));
     let hook_saw = std::fs::read_to_string(ws.path().join("hook_traceparent.txt")).unwrap();
@@ -216,7 +276,11 @@ async fn a_governed_run_with_a_subagent_arrives_as_one_span_tree() {
     let sent: BTreeSet<String> = mock
         .requests()
         .iter()
-        .map(|r| r.header("traceparent").expect("every model request carries traceparent").to_owned())
+        .map(|r| {
+            r.header("traceparent")
+                .expect("every model request carries traceparent")
+                .to_owned()
+        })
         .collect();
     let expected: BTreeSet<String> = chats.iter().map(|c| parent_of(c)).collect();
     assert_eq!(sent, expected);
@@ -228,10 +292,18 @@ async fn a_governed_run_with_a_subagent_arrives_as_one_span_tree() {
         .filter_map(|m| m["attributes"]["gen_ai.token.type"].as_str())
         .collect();
     assert_eq!(kinds, BTreeSet::from(["input", "output"]));
-    assert!(metrics.iter().any(|m| m["name"] == "gen_ai.client.operation.duration" && m["unit"] == "s"));
+    assert!(
+        metrics
+            .iter()
+            .any(|m| m["name"] == "gen_ai.client.operation.duration" && m["unit"] == "s")
+    );
 
     // The trace endpoint computes the same spans from the events.
-    let (status, _, body) = send(app, request_with("GET", &format!("/api/requests/{id}/trace"), None, None)).await;
+    let (status, _, body) = send(
+        app,
+        request_with("GET", &format!("/api/requests/{id}/trace"), None, None),
+    )
+    .await;
     let view: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(status, StatusCode::OK, "{view}");
     assert_eq!(view["traceId"], CALLER_TRACE);
@@ -239,11 +311,21 @@ async fn a_governed_run_with_a_subagent_arrives_as_one_span_tree() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["spanId"].as_str().unwrap().to_owned(), s["name"].as_str().unwrap().to_owned()))
+        .map(|s| {
+            (
+                s["spanId"].as_str().unwrap().to_owned(),
+                s["name"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
     let exported: BTreeMap<String, String> = spans
         .iter()
-        .map(|s| (s["spanId"].as_str().unwrap().to_owned(), s["name"].as_str().unwrap().to_owned()))
+        .map(|s| {
+            (
+                s["spanId"].as_str().unwrap().to_owned(),
+                s["name"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
     assert_eq!(computed, exported);
 }
@@ -267,13 +349,29 @@ async fn a_dead_collector_blocks_nothing_and_its_spans_are_counted_as_dropped() 
         .unwrap();
     let app = keel_server::router(runtime.clone());
     for _ in 0..20 {
-        let (status, _, body) = send(app.clone(), post_json(&json!({"model": "assistant", "messages": [{"role": "user", "content": "hi"}]}))).await;
+        let (status, _, body) = send(
+            app.clone(),
+            post_json(
+                &json!({"model": "assistant", "messages": [{"role": "user", "content": "hi"}]}),
+            ),
+        )
+        .await;
         assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
     }
     // Every run ended while the first export still hangs: nothing waited for the collector.
     let stats = runtime.telemetry().unwrap();
-    assert_eq!(stats.spans_exported.load(std::sync::atomic::Ordering::Relaxed), 0);
-    assert_eq!(stats.exports_failed.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(
+        stats
+            .spans_exported
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    assert_eq!(
+        stats
+            .exports_failed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
     let (_, _, body) = send(app, request_with("GET", "/metrics", None, None)).await;
     let text = String::from_utf8(body).unwrap();
     let dropped: u64 = text

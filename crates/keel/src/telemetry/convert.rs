@@ -4,9 +4,7 @@ use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
 use keel_runtime::trace::{SEMCONV_VERSION, Span, SpanKind, SpanLink};
-use opentelemetry::trace::{
-    SpanContext, SpanId, Status, TraceFlags, TraceId, TraceState,
-};
+use opentelemetry::trace::{SpanContext, SpanId, Status, TraceFlags, TraceId, TraceState};
 use opentelemetry::{Array, InstrumentationScope, KeyValue, StringValue, Value};
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 use serde_json::Value as Json;
@@ -15,7 +13,11 @@ fn time(nanos: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos)
 }
 
-fn context(trace: keel_types::TraceId, span: keel_types::SpanId, state: &TraceState) -> SpanContext {
+fn context(
+    trace: keel_types::TraceId,
+    span: keel_types::SpanId,
+    state: &TraceState,
+) -> SpanContext {
     SpanContext::new(
         TraceId::from_bytes(trace.0),
         SpanId::from_bytes(span.0),
@@ -29,7 +31,9 @@ fn context(trace: keel_types::TraceId, span: keel_types::SpanId, state: &TraceSt
 pub(super) fn scope() -> InstrumentationScope {
     InstrumentationScope::builder("keel")
         .with_version(env!("CARGO_PKG_VERSION"))
-        .with_schema_url(format!("https://opentelemetry.io/schemas/{SEMCONV_VERSION}"))
+        .with_schema_url(format!(
+            "https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+        ))
         .build()
 }
 
@@ -49,9 +53,9 @@ pub(super) fn value(json: &Json) -> Value {
                 .map(|i| StringValue::from(i.as_str().unwrap_or_default().to_owned()))
                 .collect(),
         )),
-        Json::Array(items) if items.iter().all(|i| i.as_i64().is_some()) => Value::Array(
-            Array::I64(items.iter().filter_map(Json::as_i64).collect()),
-        ),
+        Json::Array(items) if items.iter().all(|i| i.as_i64().is_some()) => {
+            Value::Array(Array::I64(items.iter().filter_map(Json::as_i64).collect()))
+        }
         other => Value::from(other.to_string()),
     }
 }

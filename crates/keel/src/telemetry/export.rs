@@ -257,7 +257,8 @@ async fn send(
     let count = batch.len() as u64;
     let data = batch.drain(..).map(convert::span_data).collect();
     // The exporter has a timeout of its own; this one also bounds connecting.
-    let sent = tokio::time::timeout(timeout + Duration::from_millis(500), exporter.export(data)).await;
+    let sent =
+        tokio::time::timeout(timeout + Duration::from_millis(500), exporter.export(data)).await;
     match sent {
         Ok(Ok(())) => {
             stats.spans_exported.fetch_add(count, Ordering::Relaxed);
@@ -267,7 +268,10 @@ async fn send(
             lost(stats, count);
         }
         Err(_) => {
-            tracing::debug!(spans = count, "An OTLP export timed out; its spans are dropped.");
+            tracing::debug!(
+                spans = count,
+                "An OTLP export timed out; its spans are dropped."
+            );
             lost(stats, count);
         }
     }

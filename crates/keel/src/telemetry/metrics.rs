@@ -15,8 +15,20 @@ use serde_json::Value;
 
 /// The semconv's advised bucket boundaries.
 const TOKEN_BUCKETS: [f64; 14] = [
-    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262_144.0, 1_048_576.0,
-    4_194_304.0, 16_777_216.0, 67_108_864.0,
+    1.0,
+    4.0,
+    16.0,
+    64.0,
+    256.0,
+    1024.0,
+    4096.0,
+    16384.0,
+    65536.0,
+    262_144.0,
+    1_048_576.0,
+    4_194_304.0,
+    16_777_216.0,
+    67_108_864.0,
 ];
 const DURATION_BUCKETS: [f64; 14] = [
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
@@ -42,8 +54,8 @@ impl GenAiMetrics {
             runtime,
             timeout,
         })
-            .with_interval(interval.max(Duration::from_millis(100)))
-            .build();
+        .with_interval(interval.max(Duration::from_millis(100)))
+        .build();
         let provider = SdkMeterProvider::builder()
             .with_resource(resource)
             .with_reader(reader)
@@ -71,10 +83,19 @@ impl GenAiMetrics {
     /// Records a model round's span (other spans are not client operations).
     pub(super) fn record(&self, span: &Span) {
         let attributes = &span.attributes;
-        if attributes.get("gen_ai.operation.name").and_then(Value::as_str) != Some("chat") {
+        if attributes
+            .get("gen_ai.operation.name")
+            .and_then(Value::as_str)
+            != Some("chat")
+        {
             return;
         }
-        let text = |key: &str| attributes.get(key).and_then(Value::as_str).map(str::to_owned);
+        let text = |key: &str| {
+            attributes
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
         let mut common = vec![KeyValue::new("gen_ai.operation.name", "chat")];
         for key in [
             "gen_ai.provider.name",
@@ -139,10 +160,13 @@ impl PushMetricExporter for OnRuntime {
         metrics: &ResourceMetrics,
     ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
         // The timer is made inside the runtime (its context is entered by `block_on`).
-        let export = async { tokio::time::timeout(self.timeout, self.exporter.export(metrics)).await };
+        let export =
+            async { tokio::time::timeout(self.timeout, self.exporter.export(metrics)).await };
         let result = match self.runtime.block_on(export) {
             Ok(result) => result,
-            Err(_) => Err(opentelemetry_sdk::error::OTelSdkError::Timeout(self.timeout)),
+            Err(_) => Err(opentelemetry_sdk::error::OTelSdkError::Timeout(
+                self.timeout,
+            )),
         };
         std::future::ready(result)
     }

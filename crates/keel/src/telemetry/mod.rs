@@ -27,27 +27,27 @@ use crate::Error;
 /// Where and how spans and metrics are exported: the workspace's `observability.otlp` over
 /// OpenTelemetry's environment variables.
 #[derive(Debug, Clone, PartialEq)]
-pub struct OtlpConfig {
+pub(crate) struct OtlpConfig {
     /// The collector's base URL (`http://host:4318`), or `None` to let the exporter read
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` / `…_TRACES_ENDPOINT` (or use its default).
-    pub endpoint: Option<String>,
-    pub protocol: OtlpProtocol,
-    pub headers: Vec<(String, String)>,
-    pub timeout: Option<Duration>,
-    pub service_name: Option<String>,
-    pub resource: Vec<(String, String)>,
-    pub queue_size: usize,
-    pub batch_size: usize,
-    pub export_interval: Duration,
-    pub metrics: bool,
-    pub capture_content: bool,
+    pub(crate) endpoint: Option<String>,
+    pub(crate) protocol: OtlpProtocol,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) service_name: Option<String>,
+    pub(crate) resource: Vec<(String, String)>,
+    pub(crate) queue_size: usize,
+    pub(crate) batch_size: usize,
+    pub(crate) export_interval: Duration,
+    pub(crate) metrics: bool,
+    pub(crate) capture_content: bool,
 }
 
 impl OtlpConfig {
     /// The export the workspace asks for; `None` when neither the workspace nor the
     /// environment (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`)
     /// names a collector.
-    pub fn resolve(spec: &ObservabilitySpec) -> Option<Self> {
+    pub(crate) fn resolve(spec: &ObservabilitySpec) -> Option<Self> {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let capture_content = spec.capture_content;
         match &spec.otlp {
@@ -114,7 +114,7 @@ impl TelemetryStats {
 }
 
 /// The exporter of a runtime: an [`EventObserver`] turning each run's events into spans.
-pub struct Telemetry {
+pub(crate) struct Telemetry {
     capture_content: bool,
     /// The spans of the runs this process writes, by run.
     runs: Mutex<HashMap<RequestId, TraceBuilder>>,
@@ -133,7 +133,7 @@ impl std::fmt::Debug for Telemetry {
 
 impl Telemetry {
     /// Starts the exporter's thread and its OTLP exporters.
-    pub fn start(config: &OtlpConfig) -> Result<Arc<Self>, Error> {
+    pub(crate) fn start(config: &OtlpConfig) -> Result<Arc<Self>, Error> {
         let stats = Arc::new(TelemetryStats::default());
         let (queue, metrics) = export::start(config, stats.clone())?;
         Ok(Arc::new(Self {
@@ -146,13 +146,13 @@ impl Telemetry {
     }
 
     /// What the exporter did so far.
-    pub fn stats(&self) -> &TelemetryStats {
+    pub(crate) fn stats(&self) -> &TelemetryStats {
         &self.stats
     }
 
     /// Exports what is queued, waiting at most `deadline` (at shutdown: `keel run` ends with
     /// its spans sent).
-    pub async fn flush(&self, deadline: Duration) {
+    pub(crate) async fn flush(&self, deadline: Duration) {
         if let Some(wait) = self.request_flush() {
             let _ = tokio::task::spawn_blocking(move || wait.recv_timeout(deadline)).await;
         }
@@ -184,7 +184,11 @@ impl Telemetry {
             if !span.sampled {
                 continue;
             }
-            if self.queue.try_send(export::Message::Span(Box::new(span))).is_err() {
+            if self
+                .queue
+                .try_send(export::Message::Span(Box::new(span)))
+                .is_err()
+            {
                 self.stats
                     .spans_dropped_queue_full
                     .fetch_add(1, Ordering::Relaxed);

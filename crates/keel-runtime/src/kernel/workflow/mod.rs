@@ -16,8 +16,6 @@ mod engine;
 mod gates;
 mod nodes;
 
-pub(crate) use nodes::node_call_key;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 

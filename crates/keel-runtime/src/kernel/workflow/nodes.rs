@@ -27,17 +27,6 @@ pub(super) struct ChildKey<'a> {
     resumed: bool,
 }
 
-/// `node#iteration[.item]@attempt`: the key a child run of a node is found by again.
-fn call_key(prefix: &str, id: &str, key: NodeKey, attempt: u32) -> String {
-    let item = key.item.map(|i| format!(".{i}")).unwrap_or_default();
-    format!("{prefix}:{id}#{}{item}@{attempt}", key.iteration)
-}
-
-/// The key a node's attempt is known by (its child run's `parent_call`, its span's).
-pub(crate) fn node_call_key(id: &str, key: NodeKey, attempt: u32) -> String {
-    call_key("node", id, key, attempt)
-}
-
 fn text_of(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
@@ -205,7 +194,7 @@ impl Engine {
         let render = |value: &Value| {
             template::render(value, context).map_err(|e| Failure::failed(format!("template: {e}")))
         };
-        let call = node_call_key(id, key, attempt);
+        let call = key.call_key("node", id, attempt);
         let record = self.record();
         let default_input = || self.input.clone();
         match node.kind {
@@ -298,7 +287,7 @@ impl Engine {
                 )?;
                 let asked_by = format!("Workflow/{} node {id}", self.name);
                 let decided = self
-                    .approval(&call_key("approval", id, key, 1), id, &message, &asked_by)
+                    .approval(&key.call_key("approval", id, 1), id, &message, &asked_by)
                     .await?;
                 let approved = decided.status == ApprovalStatus::Approved;
                 if !approved && node.on_deny == OnDeny::Fail {

@@ -1,0 +1,533 @@
+//! Which span each event opens, ends or adds to.
+
+use keel_types::trace::{call_key, seq_key};
+use keel_types::{AdapterEvent, Event, EventPayload};
+use serde_json::Value;
+
+use super::builder::TraceBuilder;
+use super::{SpanKind, SpanStatus, attrs, code_name};
+
+impl TraceBuilder {
+    pub(super) fn map(&mut self, event: &Event, at: u64) {
+        let seq = event.seq;
+        match &event.payload {
+            EventPayload::RequestStarted { input, .. } => {
+                if self.capture_content
+                    && let Some(root) = &mut self.root
+                {
+                    root.attributes.insert(
+                        "gen_ai.input.messages".into(),
+                        Value::from(attrs::user_message(input)),
+                    );
+                }
+            }
+            EventPayload::RequestForked { .. } => {
+                // What precedes is a copy of another run's log: this run's own attempt
+                // begins here.
+                self.end_attempt(at, SpanStatus::UNSET);
+                self.open_root(seq, at, None);
+            }
+            EventPayload::RequestResumed { .. } => {
+                self.end_attempt(at, SpanStatus::error("the process running the run stopped"));
+                self.open_root(seq, at, Some(self.first_root));
+            }
+            EventPayload::WorkflowStarted(started) => {
+                if let Some(root) = &mut self.root {
+                    root.name = format!("invoke_workflow {}", started.workflow);
+                    root.attributes.insert(
+                        "gen_ai.operation.name".into(),
+                        Value::from("invoke_workflow"),
+                    );
+                    root.attributes.insert(
+                        "gen_ai.workflow.name".into(),
+                        Value::from(started.workflow.as_str()),
+                    );
+                }
+            }
+            EventPayload::DirectStarted {
+                tool, arguments, ..
+            } => {
+                if let Some(root) = &mut self.root {
+                    root.name = format!("execute_tool {tool}");
+                    root.attributes = attrs::tool_attributes(tool, "");
+                    root.attributes.remove("gen_ai.tool.call.id");
+                    if self.capture_content {
+                        root.attributes.insert(
+                            "gen_ai.tool.call.arguments".into(),
+                            Value::from(arguments.to_string()),
+                        );
+                    }
+                }
+            }
+            EventPayload::DirectCompleted { ok, output, .. } => {
+                if let Some(root) = &mut self.root {
+                    if !ok {
+                        root.status = SpanStatus::error(attrs::first_line(output));
+                    }
+                    if self.capture_content {
+                        root.attributes.insert(
+                            "gen_ai.tool.call.result".into(),
+                            Value::from(output.as_str()),
+                        );
+                    }
+                }
+            }
+            EventPayload::ModelStarted {
+                step,
+                attempt,
+                model,
+                provider,
+                params,
+            } => {
+                let span = self.open(
+                    "chat".into(),
+                    Some(seq_key("chat", seq)),
+                    format!("chat {model}"),
+                    SpanKind::Client,
+                    None,
+                );
+                span.attributes = attrs::chat_attributes(*step, *attempt, model, provider, params);
+            }
+            EventPayload::ModelQueued { wait_ms, .. } => {
+                if let Some(span) = self.open.get_mut("chat") {
+                    span.attributes
+                        .insert("keel.model.queued_ms".into(), Value::from(*wait_ms));
+                }
+            }
+            EventPayload::ModelCompleted {
+                stop_reason,
+                usage,
+                content,
+                tool_calls,
+                ..
+            } => {
+                let capture = self.capture_content;
+                if let Some(span) = self.close("chat", at) {
+                    span.seqs.push(seq);
+                    attrs::chat_completed(span, *stop_reason, usage);
+                    if capture {
+                        span.attributes.insert(
+                            "gen_ai.output.messages".into(),
+                            Value::from(attrs::assistant_message(
+                                content,
+                                tool_calls,
+                                *stop_reason,
+                            )),
+                        );
+                    }
+                }
+            }
+            EventPayload::ModelRetry { error, .. } => {
+                if let Some(span) = self.close("chat", at) {
+                    span.seqs.push(seq);
+                    span.attributes
+                        .insert("error.type".into(), Value::from(code_name(error.code)));
+                    span.status = SpanStatus::error(error.message.clone());
+                }
+            }
+            EventPayload::ModelFallback {
+                from, to, reason, ..
+            } => {
+                if let Some(span) = self.close("chat", at) {
+                    span.seqs.push(seq);
+                    span.attributes
+                        .insert("error.type".into(), Value::from(code_name(reason.code)));
+                    span.status = SpanStatus::error(reason.message.clone());
+                }
+                if let Some(root) = &mut self.root {
+                    root.attributes.insert(
+                        "keel.model.fallback".into(),
+                        Value::from(format!("{from} -> {to}")),
+                    );
+                }
+            }
+            EventPayload::ContextCompacted {
+                step,
+                reason,
+                tokens_before,
+                tokens_after,
+                elided,
+                summarized,
+                summarizer_usage,
+                error,
+                ..
+            } => {
+                let attributes = attrs::compaction(
+                    *step,
+                    reason,
+                    *tokens_before,
+                    *tokens_after,
+                    elided.len(),
+                    summarized.is_some(),
+                    summarizer_usage.as_ref(),
+                );
+                let status = error.as_ref().map_or(SpanStatus::UNSET, SpanStatus::error);
+                self.whole(
+                    "keel.context.compaction".into(),
+                    self.last_nanos,
+                    None,
+                    attributes,
+                    status,
+                );
+            }
+            EventPayload::MemoryRecallCompleted {
+                namespaces,
+                record_ids,
+                mode,
+                omitted,
+                chars,
+                ..
+            } => {
+                let attributes =
+                    attrs::recall(namespaces, record_ids.len(), mode, *omitted, *chars);
+                self.whole(
+                    "keel.memory.recall".into(),
+                    self.last_nanos,
+                    None,
+                    attributes,
+                    SpanStatus::UNSET,
+                );
+            }
+            EventPayload::ToolGuard {
+                call_id,
+                tool,
+                decision,
+                issues,
+                repairs,
+                resolved_tool,
+                arguments,
+                ..
+            } => {
+                let capture = self.capture_content;
+                let Some(span) = self.call(call_id, resolved_tool.as_deref().unwrap_or(tool))
+                else {
+                    return;
+                };
+                attrs::guard(span, decision.as_str(), issues.len(), repairs);
+                if capture {
+                    span.attributes.insert(
+                        "gen_ai.tool.call.arguments".into(),
+                        Value::from(arguments.as_str()),
+                    );
+                }
+                if decision.as_str() == "blocked" {
+                    span.status = SpanStatus::error("the gateway blocked the call");
+                    span.attributes
+                        .insert("error.type".into(), Value::from("blocked"));
+                }
+            }
+            EventPayload::PolicyDecided {
+                call_id,
+                tool,
+                decision,
+                source,
+                reason,
+            } => {
+                let Some(span) = self.call(call_id, tool) else {
+                    return;
+                };
+                span.attributes.insert(
+                    "keel.policy.decision".into(),
+                    Value::from(decision.as_str()),
+                );
+                span.attributes
+                    .insert("keel.policy.rule".into(), Value::from(source.as_str()));
+                if let Some(reason) = reason {
+                    span.attributes
+                        .insert("keel.policy.reason".into(), Value::from(reason.as_str()));
+                }
+            }
+            EventPayload::ToolSandbox {
+                call_id,
+                tool,
+                sandbox,
+            } => {
+                if let Some(span) = self.call(call_id, tool) {
+                    attrs::sandbox(span, sandbox);
+                }
+            }
+            EventPayload::ApprovalRequested { approval } => {
+                let parent = self.parent_of_call(approval.call_id.as_deref());
+                let key = format!("approval:{}", approval.approval_id);
+                let span = self.open(
+                    key,
+                    None,
+                    "keel.approval".into(),
+                    SpanKind::Internal,
+                    parent,
+                );
+                span.attributes = attrs::approval_requested(approval);
+            }
+            EventPayload::ApprovalResolved {
+                approval_id,
+                status,
+                decided_by,
+                reason,
+            } => {
+                let key = format!("approval:{approval_id}");
+                if let Some(span) = self.close(&key, at) {
+                    span.seqs.push(seq);
+                    attrs::approval_resolved(
+                        span,
+                        status.as_str(),
+                        decided_by.as_deref(),
+                        reason.as_deref(),
+                    );
+                }
+            }
+            EventPayload::HookCompleted {
+                hook,
+                event: when,
+                call_id,
+                outcome,
+                reason,
+                duration_ms,
+                ..
+            } => {
+                let parent = self.parent_of_call(call_id.as_deref());
+                let attributes = attrs::hook(
+                    hook,
+                    when.as_str(),
+                    Some(outcome),
+                    reason.as_deref(),
+                    None,
+                    call_id.as_deref(),
+                );
+                let start = at.saturating_sub(duration_ms * 1_000_000);
+                self.whole(
+                    format!("keel.hook {hook}"),
+                    start,
+                    parent,
+                    attributes,
+                    SpanStatus::UNSET,
+                );
+            }
+            EventPayload::HookFailed {
+                hook,
+                event: when,
+                call_id,
+                error,
+                on_error,
+                duration_ms,
+                ..
+            } => {
+                let parent = self.parent_of_call(call_id.as_deref());
+                let attributes = attrs::hook(
+                    hook,
+                    when.as_str(),
+                    None,
+                    None,
+                    Some(on_error.as_str()),
+                    call_id.as_deref(),
+                );
+                let start = at.saturating_sub(duration_ms * 1_000_000);
+                self.whole(
+                    format!("keel.hook {hook}"),
+                    start,
+                    parent,
+                    attributes,
+                    SpanStatus::error(error.clone()),
+                );
+            }
+            EventPayload::Adapter { event: adapter } => self.adapter(adapter, at),
+            EventPayload::NodeStarted(node) => {
+                let key = node.key.call_key("node", &node.node, node.attempt);
+                let span = self.open(
+                    call_key(&key),
+                    None,
+                    format!("keel.workflow.node {}", node.node),
+                    SpanKind::Internal,
+                    None,
+                );
+                span.attributes = attrs::node(
+                    &node.node,
+                    &node.kind,
+                    node.key,
+                    node.attempt,
+                    node.child_request_id.as_ref(),
+                );
+            }
+            EventPayload::NodeCompleted(node) => {
+                if let Some(key) = self.open_node(&node.node, node.key) {
+                    if let Some(span) = self.close(&key, at) {
+                        span.seqs.push(seq);
+                        span.attributes
+                            .insert("keel.workflow.node.state".into(), Value::from("completed"));
+                    }
+                }
+            }
+            EventPayload::NodeFailed(node) => {
+                if let Some(key) = self.open_node(&node.node, node.key)
+                    && let Some(span) = self.close(&key, at)
+                {
+                    span.seqs.push(seq);
+                    span.attributes
+                        .insert("keel.workflow.node.state".into(), Value::from("failed"));
+                    span.attributes.insert(
+                        "keel.workflow.node.will_retry".into(),
+                        Value::from(node.will_retry),
+                    );
+                    span.status = SpanStatus::error(node.error.clone());
+                }
+            }
+            EventPayload::NodeSkipped(node) => {
+                let mut attributes = attrs::node(&node.node, "", node.key, 0, None);
+                attributes.remove("keel.workflow.node.kind");
+                attributes.remove("keel.workflow.node.attempt");
+                attributes.insert("keel.workflow.node.state".into(), Value::from("skipped"));
+                attributes.insert(
+                    "keel.workflow.node.skip_reason".into(),
+                    Value::from(node.reason.as_str()),
+                );
+                self.whole(
+                    format!("keel.workflow.node {}", node.node),
+                    at,
+                    None,
+                    attributes,
+                    SpanStatus::UNSET,
+                );
+            }
+            EventPayload::RequestCompleted {
+                output,
+                usage,
+                steps,
+                finish_reason,
+                ..
+            } => {
+                let capture = self.capture_content;
+                self.end_run(
+                    usage,
+                    *steps,
+                    finish_reason.as_str(),
+                    SpanStatus::UNSET,
+                    capture.then_some(output.as_str()),
+                );
+            }
+            EventPayload::RequestFailed {
+                error,
+                usage,
+                steps,
+                finish_reason,
+                ..
+            } => {
+                let mut status = SpanStatus::error(error.message.clone());
+                if status.message.as_deref() == Some("") {
+                    status.message = Some(code_name(error.code));
+                }
+                if let Some(root) = &mut self.root {
+                    root.attributes
+                        .insert("error.type".into(), Value::from(code_name(error.code)));
+                }
+                self.end_run(usage, *steps, finish_reason.as_str(), status, None);
+            }
+            EventPayload::RequestCancelled {
+                reason,
+                usage,
+                steps,
+                ..
+            } => {
+                if let Some(root) = &mut self.root {
+                    root.attributes
+                        .insert("error.type".into(), Value::from("cancelled"));
+                }
+                self.end_run(
+                    usage,
+                    *steps,
+                    "cancelled",
+                    SpanStatus::error(format!("cancelled: {reason}")),
+                    None,
+                );
+            }
+            EventPayload::RequestInterrupted {
+                reason,
+                usage,
+                steps,
+                ..
+            } => {
+                if let Some(root) = &mut self.root {
+                    root.attributes
+                        .insert("error.type".into(), Value::from("interrupted"));
+                }
+                self.end_run(
+                    usage,
+                    *steps,
+                    "interrupted",
+                    SpanStatus::error(format!("interrupted: {reason}")),
+                    None,
+                );
+            }
+            _ => {}
+        }
+    }
+
+    fn adapter(&mut self, adapter: &AdapterEvent, at: u64) {
+        match adapter {
+            AdapterEvent::ToolStart { call_id, tool, .. } => {
+                if let Some(span) = self.call(call_id, tool) {
+                    span.attributes
+                        .insert("keel.tool.started".into(), Value::from(true));
+                }
+            }
+            AdapterEvent::ToolResult {
+                call_id,
+                tool,
+                ok,
+                output,
+                error,
+                ..
+            } => {
+                let capture = self.capture_content;
+                let _ = self.call(call_id, tool);
+                if let Some(span) = self.close(&call_key(call_id), at) {
+                    if !ok {
+                        span.status = SpanStatus::error(attrs::first_line(
+                            error.as_deref().unwrap_or(output),
+                        ));
+                        span.attributes
+                            .entry("error.type")
+                            .or_insert_with(|| Value::from("tool_error"));
+                    }
+                    if capture {
+                        span.attributes.insert(
+                            "gen_ai.tool.call.result".into(),
+                            Value::from(output.as_str()),
+                        );
+                    }
+                }
+            }
+            AdapterEvent::Handoff {
+                call_id,
+                agent,
+                child_request_id,
+                ..
+            } => {
+                if let Some(span) = self.call(call_id, "task") {
+                    span.attributes
+                        .insert("keel.child.agent".into(), Value::from(agent.as_str()));
+                    span.attributes.insert(
+                        "keel.child.request_id".into(),
+                        Value::from(child_request_id.0.as_str()),
+                    );
+                }
+            }
+            AdapterEvent::ToolProgress { call_id, tool, .. } => {
+                let _ = self.call(call_id, tool);
+            }
+            _ => {}
+        }
+    }
+
+    /// The key of the open span of a node's current attempt.
+    fn open_node(&self, node: &str, key: keel_types::NodeKey) -> Option<String> {
+        let prefix = call_key(&key.call_key("node", node, 0));
+        let stem = prefix.trim_end_matches("@0");
+        self.open
+            .keys()
+            .filter(|k| {
+                k.strip_prefix(stem)
+                    .is_some_and(|rest| rest.starts_with('@'))
+            })
+            .max()
+            .cloned()
+    }
+}
