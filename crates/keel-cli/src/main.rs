@@ -5,6 +5,7 @@
 //! Output goes through [`out`]; each subcommand lives in its own module and returns
 //! `Result<_, CliError>`, which [`main`] reports in one place ([`error`]). Commands open the
 //! workspace through [`workspace`] and follow the runs they start through [`follow`].
+//! [`logging`] sets up the log on stderr (`KEEL_LOG`, `KEEL_LOG_FORMAT`).
 
 mod approvals;
 mod artifacts;
@@ -14,6 +15,7 @@ mod doctor;
 mod error;
 mod follow;
 mod init;
+mod logging;
 mod mcp;
 mod memory;
 mod models;
@@ -265,7 +267,7 @@ fn main() -> ExitCode {
             });
         }
     };
-    init_tracing();
+    logging::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -336,18 +338,4 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         }
     };
     result.map(|()| ExitCode::SUCCESS)
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // Colour only on a terminal: a log redirected to a file or a pipe stays plain text.
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(colour)
-        .with_target(false)
-        .try_init();
 }

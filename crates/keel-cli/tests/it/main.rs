@@ -17,6 +17,7 @@ mod db_restarts;
 mod durability;
 mod governance;
 mod key_budgets;
+mod logging;
 mod mcp_client;
 mod mcp_memory;
 mod mcp_names;
