@@ -28,6 +28,7 @@ mod sessions;
 mod skills;
 mod store;
 mod tools;
+mod trace_view;
 mod usage;
 mod workflows;
 mod workspace;

@@ -8,7 +8,12 @@
 //! cargo bench -p keel --bench agent_runs              # KEEL_BENCH_RUNS=20000 to change N
 //! KEEL_BENCH_CONCURRENCY=1 cargo bench -p keel --bench agent_runs   # one concurrency only
 //! KEEL_BENCH_PROVIDER=anthropic cargo bench -p keel --bench agent_runs   # the Messages API
+//! KEEL_BENCH_OTLP=1 cargo bench -p keel --bench agent_runs   # spans and metrics exported
 //! ```
+//!
+//! `KEEL_BENCH_OTLP=1` exports every run's spans and the GenAI metrics over OTLP/HTTP to a
+//! local receiver (the tests' `otlp_receiver.py`, decoding with the official protobuf
+//! definitions, in its own process) and reports what was exported and dropped.
 //!
 //! Each concurrency also reports the store's writes per run: commits (each one WAL sync),
 //! write calls, events.
@@ -84,12 +89,17 @@ fn target_dir() -> PathBuf {
 
 /// A temporary workspace under `KEEL_BENCH_DIR`, or under the target directory: a project
 /// folder on the ordinary disk, as users have (on some machines `/tmp` is far slower).
-fn workspace(base_url: &str) -> TempWorkspace {
+fn workspace(base_url: &str, otlp: Option<&str>) -> TempWorkspace {
     let parent = std::env::var("KEEL_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| target_dir());
+    let observability = otlp
+        .map(|endpoint| format!(", observability: {{ otlp: {{ endpoint: \"{endpoint}\" }} }}"))
+        .unwrap_or_default();
     // `KEEL_BENCH_PROVIDER=anthropic`: the same runs through the Messages API.
-    let builder = WorkspaceBuilder::new().runtime("{ limits: { maxConcurrentRuns: 256 } }");
+    let builder = WorkspaceBuilder::new().runtime(&format!(
+        "{{ limits: {{ maxConcurrentRuns: 256 }}{observability} }}"
+    ));
     let builder = match std::env::var("KEEL_BENCH_PROVIDER").as_deref() {
         Ok("anthropic") => builder.model(
             "mock",
@@ -216,7 +226,10 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
     let mock = start_mock();
-    let ws = workspace(&mock.base_url);
+    let receiver = std::env::var("KEEL_BENCH_OTLP")
+        .is_ok_and(|v| v == "1")
+        .then(|| keel_test_support::otlp::OtlpReceiver::start_with(&["--quiet"]));
+    let ws = workspace(&mock.base_url, receiver.as_ref().map(|r| r.http_endpoint()).as_deref());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -240,6 +253,14 @@ fn main() {
             // One run at a time is slower: a fifth of the runs.
             let n = if concurrency == 1 { (runs / 5).max(1) } else { runs };
             measure(&runtime, &store, concurrency, n).await;
+        }
+        if let Some(stats) = runtime.telemetry() {
+            println!(
+                "otlp: {} spans exported, {} dropped, {} exports failed",
+                stats.spans_exported.load(Ordering::Relaxed),
+                stats.spans_dropped(),
+                stats.exports_failed.load(Ordering::Relaxed)
+            );
         }
     });
 }

@@ -26,6 +26,7 @@ mod memory_cli;
 mod models_check;
 mod openai_clients;
 mod openapi_tester;
+mod otel_resume;
 mod policy;
 mod quickstart;
 mod redaction_cli;
