@@ -93,8 +93,15 @@ fn workspace(base_url: &str, otlp: Option<&str>) -> TempWorkspace {
     let parent = std::env::var("KEEL_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| target_dir());
+    // `KEEL_BENCH_OTLP_METRICS=0`: spans only.
+    let metrics = std::env::var("KEEL_BENCH_OTLP_METRICS").is_ok_and(|v| v == "0");
     let observability = otlp
-        .map(|endpoint| format!(", observability: {{ otlp: {{ endpoint: \"{endpoint}\" }} }}"))
+        .map(|endpoint| {
+            format!(
+                ", observability: {{ otlp: {{ endpoint: \"{endpoint}\", metrics: {} }} }}",
+                !metrics
+            )
+        })
         .unwrap_or_default();
     // `KEEL_BENCH_PROVIDER=anthropic`: the same runs through the Messages API.
     let builder = WorkspaceBuilder::new().runtime(&format!(
@@ -229,7 +236,10 @@ fn main() {
     let receiver = std::env::var("KEEL_BENCH_OTLP")
         .is_ok_and(|v| v == "1")
         .then(|| keel_test_support::otlp::OtlpReceiver::start_with(&["--quiet"]));
-    let ws = workspace(&mock.base_url, receiver.as_ref().map(|r| r.http_endpoint()).as_deref());
+    let ws = workspace(
+        &mock.base_url,
+        receiver.as_ref().map(|r| r.http_endpoint()).as_deref(),
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

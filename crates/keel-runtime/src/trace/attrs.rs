@@ -224,6 +224,9 @@ pub(super) fn approval_requested(approval: &ApprovalRecord) -> Map<String, Value
             Value::from(reason.as_str()),
         );
     }
+    if let Some(call_id) = &approval.call_id {
+        attributes.insert("gen_ai.tool.call.id".into(), Value::from(call_id.as_str()));
+    }
     attributes
 }
 

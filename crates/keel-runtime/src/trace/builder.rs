@@ -25,6 +25,11 @@ pub struct TraceBuilder {
     /// Keys already used by a finished span (a call run again after a resume gets another).
     pub(super) used: std::collections::HashSet<String>,
     pub(super) finished: Vec<Span>,
+    /// Tool calls whose span ended, by call id (a `PostToolUse` hook after the result still
+    /// belongs under its call).
+    pub(super) ended_calls: HashMap<String, SpanId>,
+    /// When each open tool call's last event was (a refused call ends there).
+    pub(super) call_seen: HashMap<String, u64>,
     /// The time of the previous event (a compaction or recall began right after it).
     pub(super) last_nanos: u64,
     /// The time and `seq` of the event being taken in.
@@ -47,6 +52,8 @@ impl TraceBuilder {
             open: HashMap::new(),
             used: std::collections::HashSet::new(),
             finished: Vec::new(),
+            ended_calls: HashMap::new(),
+            call_seen: HashMap::new(),
             last_nanos: 0,
             now: (0, 0),
             continues_after: last_seq,
@@ -173,6 +180,10 @@ impl TraceBuilder {
     pub(super) fn close(&mut self, key: &str, at: u64) -> Option<&mut Span> {
         let mut span = self.open.remove(key)?;
         span.end_unix_nanos = Some(at.max(span.start_unix_nanos));
+        if let Some(call_id) = key.strip_prefix("call:") {
+            self.ended_calls.insert(call_id.to_owned(), span.span_id);
+            self.call_seen.remove(key);
+        }
         self.finished.push(span);
         self.finished.last_mut()
     }
@@ -209,8 +220,9 @@ impl TraceBuilder {
 
     /// The open span of a tool call (opened by the first event naming it).
     pub(super) fn call(&mut self, call_id: &str, tool: &str) -> Option<&mut Span> {
-        let seq = self.now.1;
+        let (at, seq) = self.now;
         let key = call_key(call_id);
+        self.call_seen.insert(key.clone(), at);
         if let Some(span) = self.open.get_mut(&key) {
             span.seqs.push(seq);
         } else {
@@ -228,9 +240,51 @@ impl TraceBuilder {
 
     /// The span a call's hook or approval sits under: the call's, or the attempt's.
     pub(super) fn parent_of_call(&self, call_id: Option<&str>) -> Option<SpanId> {
-        call_id
-            .and_then(|id| self.open.get(&call_key(id)))
+        let call_id = call_id?;
+        self.open
+            .get(&call_key(call_id))
             .map(|span| span.span_id)
+            .or_else(|| self.ended_calls.get(call_id).copied())
+    }
+
+    /// Notes that an open call's span reaches to now (its hook ran, its approval was decided).
+    pub(super) fn touch_call(&mut self, call_id: Option<&str>) {
+        let Some(call_id) = call_id else { return };
+        let key = call_key(call_id);
+        if self.open.contains_key(&key) {
+            self.call_seen.insert(key, self.now.0);
+        }
+    }
+
+    /// Ends the calls that never started (blocked by the gateway, denied by a policy, a hook
+    /// or a person): they end with their last event, refused. Done when the next round starts
+    /// and when the run ends.
+    pub(super) fn end_refused_calls(&mut self) {
+        let refused: Vec<(String, u64)> = self
+            .open
+            .iter()
+            .filter(|(key, span)| {
+                key.starts_with("call:") && !span.attributes.contains_key("keel.tool.started")
+            })
+            .map(|(key, span)| {
+                let at = self
+                    .call_seen
+                    .get(key)
+                    .copied()
+                    .unwrap_or(span.start_unix_nanos);
+                (key.clone(), at)
+            })
+            .collect();
+        for (key, at) in refused {
+            if let Some(span) = self.close(&key, at)
+                && span.status.code != "error"
+            {
+                span.status = SpanStatus::error("the call was refused and did not run");
+                span.attributes
+                    .entry("error.type")
+                    .or_insert_with(|| Value::from("refused"));
+            }
+        }
     }
     /// Ends every open span of the attempt and the attempt itself.
     pub(super) fn end_attempt(&mut self, at: u64, status: SpanStatus) {
@@ -262,6 +316,7 @@ impl TraceBuilder {
         status: SpanStatus,
         output: Option<&str>,
     ) {
+        self.end_refused_calls();
         let (at, seq) = self.now;
         if let Some(root) = &mut self.root {
             root.seqs.push(seq);

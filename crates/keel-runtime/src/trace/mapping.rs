@@ -44,9 +44,11 @@ impl TraceBuilder {
                     );
                 }
             }
+            // A run that is one direct call is that call; a workflow's tool nodes are direct
+            // calls in its own log, which their node spans cover.
             EventPayload::DirectStarted {
                 tool, arguments, ..
-            } => {
+            } if !self.is_workflow() => {
                 if let Some(root) = &mut self.root {
                     root.name = format!("execute_tool {tool}");
                     root.attributes = attrs::tool_attributes(tool, "");
@@ -59,7 +61,7 @@ impl TraceBuilder {
                     }
                 }
             }
-            EventPayload::DirectCompleted { ok, output, .. } => {
+            EventPayload::DirectCompleted { ok, output, .. } if !self.is_workflow() => {
                 if let Some(root) = &mut self.root {
                     if !ok {
                         root.status = SpanStatus::error(attrs::first_line(output));
@@ -79,6 +81,7 @@ impl TraceBuilder {
                 provider,
                 params,
             } => {
+                self.end_refused_calls();
                 let span = self.open(
                     "chat".into(),
                     Some(seq_key("chat", seq)),
@@ -265,6 +268,14 @@ impl TraceBuilder {
                 reason,
             } => {
                 let key = format!("approval:{approval_id}");
+                let call = self.open.get(&key).and_then(|span| {
+                    span.attributes
+                        .get("gen_ai.tool.call.id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                });
+                // A call waits for its approval: a refused one ends with the decision.
+                self.touch_call(call.as_deref());
                 if let Some(span) = self.close(&key, at) {
                     span.seqs.push(seq);
                     attrs::approval_resolved(
@@ -284,6 +295,7 @@ impl TraceBuilder {
                 duration_ms,
                 ..
             } => {
+                self.touch_call(call_id.as_deref());
                 let parent = self.parent_of_call(call_id.as_deref());
                 let attributes = attrs::hook(
                     hook,
@@ -311,6 +323,7 @@ impl TraceBuilder {
                 duration_ms,
                 ..
             } => {
+                self.touch_call(call_id.as_deref());
                 let parent = self.parent_of_call(call_id.as_deref());
                 let attributes = attrs::hook(
                     hook,
@@ -529,5 +542,12 @@ impl TraceBuilder {
             })
             .max()
             .cloned()
+    }
+
+    /// Whether the run is a workflow's (its root span says so).
+    fn is_workflow(&self) -> bool {
+        self.root.as_ref().is_some_and(|root| {
+            root.attributes.get("gen_ai.operation.name") == Some(&Value::from("invoke_workflow"))
+        })
     }
 }

@@ -27,6 +27,9 @@ use serde_json::{Map, Value};
 /// gen_ai_latest_experimental` selects in other instrumentations).
 pub const SEMCONV_VERSION: &str = "1.41.0";
 
+/// The schema URL of [`SEMCONV_VERSION`] (the spans' instrumentation scope names it).
+pub const SCHEMA_URL: &str = "https://opentelemetry.io/schemas/1.41.0";
+
 /// What a span describes, as OpenTelemetry's span kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -259,3 +259,109 @@ fn a_resumed_attempt_links_to_the_first_and_a_live_builder_agrees() {
     assert_eq!(live_root.span_id, second.span_id);
     assert_eq!(live_root.links, second.links);
 }
+
+#[test]
+fn a_refused_call_ends_with_its_last_event_and_a_later_hook_stays_under_its_call() {
+    let guard = |seq, ms, call: &str, decision| {
+        event(
+            seq,
+            ms,
+            EventPayload::ToolGuard {
+                call_id: call.into(),
+                tool: "write".into(),
+                decision,
+                arguments: "{}".into(),
+                issues: Vec::new(),
+                repairs: Vec::new(),
+                resolved_tool: None,
+                repaired_arguments: None,
+            },
+        )
+    };
+    let hook = |seq, ms, call: &str, when| {
+        event(
+            seq,
+            ms,
+            EventPayload::HookCompleted {
+                hook: "audit".into(),
+                event: when,
+                call_id: Some(call.into()),
+                outcome: "no opinion".into(),
+                reason: None,
+                duration_ms: 1,
+                sandbox: None,
+            },
+        )
+    };
+    let result = |seq, ms, call: &str| {
+        event(
+            seq,
+            ms,
+            EventPayload::Adapter {
+                event: AdapterEvent::ToolResult {
+                    adapter: "keel".into(),
+                    call_id: call.into(),
+                    tool: "write".into(),
+                    ok: true,
+                    output: "done".into(),
+                    error: None,
+                    duration_ms: 1,
+                },
+            },
+        )
+    };
+    let start = |seq, ms, call: &str| {
+        event(
+            seq,
+            ms,
+            EventPayload::Adapter {
+                event: AdapterEvent::ToolStart {
+                    adapter: "keel".into(),
+                    call_id: call.into(),
+                    tool: "write".into(),
+                    arguments: Value::Null,
+                },
+            },
+        )
+    };
+    let events = vec![
+        event(1, 0, started()),
+        event(2, 1, model_started(1)),
+        event(
+            3,
+            2,
+            model_completed(1, ModelStopReason::ToolCalls, Usage::new(1, 1)),
+        ),
+        guard(4, 3, "blocked", GuardDecision::Blocked),
+        guard(5, 3, "ok", GuardDecision::Accepted),
+        start(6, 4, "ok"),
+        result(7, 9, "ok"),
+        hook(8, 12, "ok", HookEvent::PostToolUse),
+        event(9, 500, model_started(2)),
+    ];
+    let spans = spans_of(&record(), &events, false);
+    let blocked = spans
+        .iter()
+        .find(|s| s.attributes.get("gen_ai.tool.call.id") == Some(&Value::from("blocked")))
+        .unwrap();
+    assert_eq!(
+        blocked.duration_ms(),
+        Some(0),
+        "it ended with its guard, not the next round"
+    );
+    assert_eq!(blocked.status.code, "error");
+    let ok = spans
+        .iter()
+        .find(|s| {
+            s.name == "execute_tool write"
+                && s.attributes.get("gen_ai.tool.call.id") == Some(&Value::from("ok"))
+        })
+        .unwrap();
+    let post = named(&spans, "keel.hook audit");
+    assert_eq!(post.parent_span_id, Some(ok.span_id));
+}
+
+#[test]
+fn the_schema_url_names_the_pinned_version() {
+    assert!(SCHEMA_URL.ends_with(&format!("/{SEMCONV_VERSION}")));
+}

@@ -71,6 +71,32 @@ async fn workflows_are_models_routes_and_requests() {
             .all(|c| c["links"]["parentId"] == id && c["links"]["rootId"] == id)
     );
 
+    // The trace: the workflow's span, a span per node, the agent node's run under its node.
+    let (status, trace) = call(&app, "GET", &format!("/api/requests/{id}/trace"), None).await;
+    assert_eq!(status, StatusCode::OK, "{trace}");
+    let spans = trace["spans"].as_array().unwrap();
+    let named = |name: &str| {
+        spans
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no `{name}` in {trace:#}"))
+    };
+    let root = named("invoke_workflow triage");
+    assert_eq!(root["attributes"]["gen_ai.workflow.name"], "triage");
+    let node = named("keel.workflow.node classify");
+    assert_eq!(node["parentSpanId"], root["spanId"]);
+    assert_eq!(node["attributes"]["keel.workflow.node.state"], "completed");
+    let child = spans
+        .iter()
+        .find(|s| {
+            s["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("invoke_agent"))
+        })
+        .unwrap();
+    assert_eq!(child["parentSpanId"], node["spanId"], "{trace:#}");
+    assert!(spans.iter().all(|s| s["traceId"] == trace["traceId"]));
+
     let chat = json!({"model": "workflow/notify", "messages": [{"role": "user", "content": r#"{"ticket": "T-4"}"#}]});
     let (status, completion) = call(&app, "POST", "/v1/chat/completions", Some(&chat)).await;
     assert_eq!(status, StatusCode::OK, "{completion}");

@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
-use keel_runtime::trace::{SEMCONV_VERSION, Span, SpanKind, SpanLink};
+use keel_runtime::trace::{SCHEMA_URL, Span, SpanKind, SpanLink};
 use opentelemetry::trace::{SpanContext, SpanId, Status, TraceFlags, TraceId, TraceState};
 use opentelemetry::{Array, InstrumentationScope, KeyValue, StringValue, Value};
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
@@ -27,30 +27,38 @@ fn context(
     )
 }
 
-/// The scope Keel's spans are reported under.
+/// The scope Keel's spans are reported under (made once; its parts are static, so a clone
+/// per span copies no text).
 pub(super) fn scope() -> InstrumentationScope {
-    InstrumentationScope::builder("keel")
-        .with_version(env!("CARGO_PKG_VERSION"))
-        .with_schema_url(format!(
-            "https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
-        ))
-        .build()
+    static SCOPE: std::sync::OnceLock<InstrumentationScope> = std::sync::OnceLock::new();
+    SCOPE
+        .get_or_init(|| {
+            InstrumentationScope::builder("keel")
+                .with_version(env!("CARGO_PKG_VERSION"))
+                .with_schema_url(SCHEMA_URL)
+                .build()
+        })
+        .clone()
 }
 
 /// A JSON attribute value as an OpenTelemetry value: strings, booleans and numbers as they
-/// are, a list of one type as an array, anything else as its JSON text.
-pub(super) fn value(json: &Json) -> Value {
+/// are, a list of one type as an array, anything else as its JSON text. Takes the value, so
+/// its text moves instead of being copied.
+pub(super) fn value(json: Json) -> Value {
     match json {
-        Json::String(s) => Value::from(s.clone()),
-        Json::Bool(b) => Value::Bool(*b),
+        Json::String(s) => Value::from(s),
+        Json::Bool(b) => Value::Bool(b),
         Json::Number(n) => match n.as_i64() {
             Some(i) => Value::I64(i),
             None => Value::F64(n.as_f64().unwrap_or_default()),
         },
         Json::Array(items) if items.iter().all(Json::is_string) => Value::Array(Array::String(
             items
-                .iter()
-                .map(|i| StringValue::from(i.as_str().unwrap_or_default().to_owned()))
+                .into_iter()
+                .map(|i| match i {
+                    Json::String(s) => StringValue::from(s),
+                    other => StringValue::from(other.to_string()),
+                })
                 .collect(),
         )),
         Json::Array(items) if items.iter().all(|i| i.as_i64().is_some()) => {
@@ -60,16 +68,16 @@ pub(super) fn value(json: &Json) -> Value {
     }
 }
 
-pub(super) fn attributes(map: &serde_json::Map<String, Json>) -> Vec<KeyValue> {
-    map.iter()
-        .map(|(key, json)| KeyValue::new(key.clone(), value(json)))
+pub(super) fn attributes(map: serde_json::Map<String, Json>) -> Vec<KeyValue> {
+    map.into_iter()
+        .map(|(key, json)| KeyValue::new(key, value(json)))
         .collect()
 }
 
 fn link(link: &SpanLink) -> opentelemetry::trace::Link {
     opentelemetry::trace::Link::new(
         context(link.trace_id, link.span_id, &TraceState::default()),
-        attributes(&link.attributes),
+        attributes(link.attributes.clone()),
         0,
     )
 }
@@ -99,7 +107,7 @@ pub(super) fn span_data(span: Span) -> SpanData {
         name: Cow::Owned(span.name),
         start_time: time(span.start_unix_nanos),
         end_time: time(end),
-        attributes: attributes(&span.attributes),
+        attributes: attributes(span.attributes),
         dropped_attributes_count: 0,
         events: SpanEvents::default(),
         links,

@@ -10,18 +10,62 @@ use opentelemetry_http::{HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SpanExporter as _;
-use tokio::sync::mpsc;
 
 use super::{OtlpConfig, TelemetryStats, convert, metrics};
 use crate::Error;
 use keel_runtime::trace::Span;
 use keel_workspace::OtlpProtocol;
 
-/// What the observer sends the exporter's thread.
-pub(super) enum Message {
-    Span(Box<Span>),
-    /// Export what is queued now, then answer (a plain channel: a `Drop` waits on it too).
-    Flush(std::sync::mpsc::SyncSender<()>),
+/// The spans waiting for export, shared by the observer and the exporter's thread. A span
+/// is pushed under a short lock without waking anyone; the thread wakes every
+/// `exportInterval`, or when a batch is full, a flush is asked or the exporter closes — so a
+/// run does not pay a thread wake-up per span.
+pub(super) struct Queue {
+    spans: std::sync::Mutex<Vec<Span>>,
+    capacity: usize,
+    batch_size: usize,
+    /// Who waits for the next export to be done (a flush, the exporter going away).
+    flushes: std::sync::Mutex<Vec<std::sync::mpsc::SyncSender<()>>>,
+    closed: std::sync::atomic::AtomicBool,
+    wake: tokio::sync::Notify,
+}
+
+impl Queue {
+    /// Queues `span`; `false` when the queue is full (the span is dropped).
+    pub(super) fn push(&self, span: Span) -> bool {
+        let len = {
+            let mut spans = lock(&self.spans);
+            if spans.len() >= self.capacity {
+                return false;
+            }
+            spans.push(span);
+            spans.len()
+        };
+        if len == self.batch_size {
+            self.wake.notify_one();
+        }
+        true
+    }
+
+    /// Asks for what is queued to be exported now; the answer comes when it was.
+    pub(super) fn flush(&self) -> std::sync::mpsc::Receiver<()> {
+        let (done, wait) = std::sync::mpsc::sync_channel(1);
+        lock(&self.flushes).push(done);
+        self.wake.notify_one();
+        wait
+    }
+
+    /// The exporter goes away: export what is queued, then stop.
+    pub(super) fn close(&self) -> std::sync::mpsc::Receiver<()> {
+        self.closed.store(true, Ordering::Release);
+        self.flush()
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Starts the thread; returns the queue to it, and the metrics instruments when metrics are
@@ -29,7 +73,7 @@ pub(super) enum Message {
 pub(super) fn start(
     config: &OtlpConfig,
     stats: Arc<TelemetryStats>,
-) -> Result<(mpsc::Sender<Message>, Option<metrics::GenAiMetrics>), Error> {
+) -> Result<(Arc<Queue>, Option<metrics::GenAiMetrics>), Error> {
     let failed = |what: &str, e: &dyn std::fmt::Display| {
         Error::InvalidInput(format!("cannot start the OTLP exporter ({what}): {e}"))
     };
@@ -40,7 +84,15 @@ pub(super) fn start(
         .build()
         .map_err(|e| failed("its thread", &e))?;
     let resource = resource(config);
-    let (queue, pending) = mpsc::channel(config.queue_size.max(1));
+    let queue = Arc::new(Queue {
+        spans: std::sync::Mutex::new(Vec::new()),
+        capacity: config.queue_size.max(1),
+        batch_size: config.batch_size.max(1),
+        flushes: std::sync::Mutex::new(Vec::new()),
+        closed: std::sync::atomic::AtomicBool::new(false),
+        wake: tokio::sync::Notify::new(),
+    });
+    let pending = queue.clone();
     let batching = Batching {
         batch_size: config.batch_size.max(1),
         interval: config.export_interval,
@@ -205,42 +257,34 @@ struct Batching {
 }
 
 async fn export_loop(
-    mut pending: mpsc::Receiver<Message>,
+    queue: Arc<Queue>,
     exporter: opentelemetry_otlp::SpanExporter,
     stats: Arc<TelemetryStats>,
     batching: Batching,
 ) {
-    let mut batch: Vec<Span> = Vec::new();
-    let mut deadline = tokio::time::Instant::now();
     loop {
-        let message = match batch.is_empty() {
-            true => pending.recv().await,
-            false => match tokio::time::timeout_at(deadline, pending.recv()).await {
-                Ok(message) => message,
-                Err(_) => {
-                    send(&exporter, &mut batch, &stats, batching.timeout).await;
-                    continue;
-                }
-            },
-        };
-        match message {
-            Some(Message::Span(span)) => {
-                if batch.is_empty() {
-                    deadline = tokio::time::Instant::now() + batching.interval;
-                }
-                batch.push(*span);
-                if batch.len() >= batching.batch_size {
-                    send(&exporter, &mut batch, &stats, batching.timeout).await;
-                }
-            }
-            Some(Message::Flush(done)) => {
-                send(&exporter, &mut batch, &stats, batching.timeout).await;
-                let _ = done.send(());
-            }
-            None => {
-                send(&exporter, &mut batch, &stats, batching.timeout).await;
+        tokio::select! {
+            () = queue.wake.notified() => {}
+            () = tokio::time::sleep(batching.interval) => {}
+        }
+        // Everything queued goes, a batch at a time; then whoever asked hears it was sent.
+        let waiting = std::mem::take(&mut *lock(&queue.flushes));
+        loop {
+            let mut batch: Vec<Span> = {
+                let mut spans = lock(&queue.spans);
+                let take = spans.len().min(batching.batch_size);
+                spans.drain(..take).collect()
+            };
+            if batch.is_empty() {
                 break;
             }
+            send(&exporter, &mut batch, &stats, batching.timeout).await;
+        }
+        for done in waiting {
+            let _ = done.send(());
+        }
+        if queue.closed.load(Ordering::Acquire) {
+            break;
         }
     }
 }

@@ -20,7 +20,6 @@ use std::time::Duration;
 use keel_runtime::trace::{Span, TraceBuilder};
 use keel_types::{Event, EventObserver, RequestId, RunRecord};
 use keel_workspace::{ObservabilitySpec, OtlpProtocol};
-use tokio::sync::mpsc;
 
 use crate::Error;
 
@@ -121,7 +120,7 @@ pub(crate) struct Telemetry {
     /// Dropped before the queue: its last export runs on the exporter's runtime, which ends
     /// when the queue closes.
     metrics: Option<metrics::GenAiMetrics>,
-    queue: mpsc::Sender<export::Message>,
+    queue: Arc<export::Queue>,
     stats: Arc<TelemetryStats>,
 }
 
@@ -153,21 +152,11 @@ impl Telemetry {
     /// Exports what is queued, waiting at most `deadline` (at shutdown: `keel run` ends with
     /// its spans sent).
     pub(crate) async fn flush(&self, deadline: Duration) {
-        if let Some(wait) = self.request_flush() {
-            let _ = tokio::task::spawn_blocking(move || wait.recv_timeout(deadline)).await;
-        }
+        let wait = self.queue.flush();
+        let _ = tokio::task::spawn_blocking(move || wait.recv_timeout(deadline)).await;
         if let Some(metrics) = &self.metrics {
             metrics.flush(deadline);
         }
-    }
-
-    /// Asks the exporter's thread to export what is queued; the answer comes when it did.
-    fn request_flush(&self) -> Option<std::sync::mpsc::Receiver<()>> {
-        let (done, wait) = std::sync::mpsc::sync_channel(1);
-        self.queue
-            .try_send(export::Message::Flush(done))
-            .ok()
-            .map(|()| wait)
     }
 
     fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, TraceBuilder>> {
@@ -184,11 +173,7 @@ impl Telemetry {
             if !span.sampled {
                 continue;
             }
-            if self
-                .queue
-                .try_send(export::Message::Span(Box::new(span)))
-                .is_err()
-            {
+            if !self.queue.push(span) {
                 self.stats
                     .spans_dropped_queue_full
                     .fetch_add(1, Ordering::Relaxed);
@@ -202,9 +187,11 @@ impl Telemetry {
 /// the exit.
 impl Drop for Telemetry {
     fn drop(&mut self) {
-        if let Some(wait) = self.request_flush() {
-            let _ = wait.recv_timeout(Duration::from_secs(2));
-        }
+        // The metrics first: their last export runs on the exporter's runtime, which ends
+        // once the queue is closed.
+        drop(self.metrics.take());
+        let wait = self.queue.close();
+        let _ = wait.recv_timeout(Duration::from_secs(2));
     }
 }
 
