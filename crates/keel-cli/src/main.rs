@@ -280,6 +280,9 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(dispatch(cli.command));
+    // The runs' last spans reach the collector before the process ends (bounded: a dead
+    // collector does not hold the exit).
+    keel::flush_telemetry(std::time::Duration::from_secs(2));
     // Don't wait for blocking tasks (stdin readers) still parked.
     runtime.shutdown_background();
     result.unwrap_or_else(|error| ExitCode::from(error.report()))

@@ -99,8 +99,17 @@ fn digest(parts: &[&[u8]]) -> [u8; 32] {
     hasher.finalize().into()
 }
 
+/// Writes `bytes` as lowercase hex in one call (ids are formatted for every model round and
+/// tool call).
 fn write_hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
-    bytes.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = [0u8; 32];
+    for (i, b) in bytes.iter().take(16).enumerate() {
+        text[2 * i] = DIGITS[usize::from(b >> 4)];
+        text[2 * i + 1] = DIGITS[usize::from(b & 0xf)];
+    }
+    let len = bytes.len().min(16) * 2;
+    f.write_str(std::str::from_utf8(&text[..len]).unwrap_or_default())
 }
 
 fn parse_hex<const N: usize>(text: &str) -> Option<[u8; N]> {

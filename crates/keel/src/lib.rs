@@ -43,6 +43,15 @@ pub use keel_runtime::narrator::Narrator;
 pub use keel_runtime::subagents::{RunTree, run_tree};
 /// A run's spans, computed from its events (`docs/observability.md`).
 pub use keel_runtime::trace;
+
+/// Exports what this process's OTLP exporters have queued, waiting at most `deadline` (a
+/// program about to exit calls it; without the `otlp` feature it does nothing).
+pub fn flush_telemetry(deadline: std::time::Duration) {
+    #[cfg(feature = "otlp")]
+    telemetry::flush_all(deadline);
+    #[cfg(not(feature = "otlp"))]
+    let _ = deadline;
+}
 pub use keel_runtime::usage::{UsageBy, UsageRow, usage_by};
 pub use keel_runtime::{
     Approvals, Divergence, Memory, Replica, RequestOptions, RunHandle, RunResponse, Runs,

@@ -5,34 +5,27 @@ use keel_types::{
     ApprovalRecord, ModelParams, ModelStopReason, NodeKey, Repair, RequestId, SandboxRecord,
     ToolCall, Usage,
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::Span;
+use super::{Attributes, Span};
 
-fn map<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
-    pairs
-        .into_iter()
-        .map(|(key, value)| (key.to_owned(), value))
-        .collect()
+fn map<const N: usize>(pairs: [(&'static str, Value); N]) -> Attributes {
+    Attributes::from(pairs)
 }
 
-pub(super) fn run_attributes(
-    agent: &str,
-    session: Option<&str>,
-    run: &RequestId,
-) -> Map<String, Value> {
+pub(super) fn run_attributes(agent: &str, session: Option<&str>, run: &RequestId) -> Attributes {
     let mut attributes = map([
         ("gen_ai.operation.name", Value::from("invoke_agent")),
         ("gen_ai.agent.name", Value::from(agent)),
         ("keel.request_id", Value::from(run.0.as_str())),
     ]);
     if let Some(session) = session {
-        attributes.insert("gen_ai.conversation.id".into(), Value::from(session));
+        attributes.insert("gen_ai.conversation.id", Value::from(session));
     }
     attributes
 }
 
-pub(super) fn tool_attributes(tool: &str, call_id: &str) -> Map<String, Value> {
+pub(super) fn tool_attributes(tool: &str, call_id: &str) -> Attributes {
     map([
         ("gen_ai.operation.name", Value::from("execute_tool")),
         ("gen_ai.tool.name", Value::from(tool)),
@@ -54,7 +47,7 @@ pub(super) fn chat_attributes(
     model: &str,
     provider: &str,
     params: &ModelParams,
-) -> Map<String, Value> {
+) -> Attributes {
     let mut attributes = map([
         ("gen_ai.operation.name", Value::from("chat")),
         ("gen_ai.provider.name", Value::from(provider_name(provider))),
@@ -62,9 +55,9 @@ pub(super) fn chat_attributes(
         ("keel.model.step", Value::from(step)),
         ("keel.model.attempt", Value::from(attempt)),
     ]);
-    let mut put = |key: &str, value: Option<Value>| {
+    let mut put = |key: &'static str, value: Option<Value>| {
         if let Some(value) = value {
-            attributes.insert(key.to_owned(), value);
+            attributes.insert(key, value);
         }
     };
     put(
@@ -104,42 +97,36 @@ fn finish_reason(reason: ModelStopReason) -> &'static str {
     }
 }
 
-fn usage_attributes(attributes: &mut Map<String, Value>, usage: &Usage) {
+fn usage_attributes(attributes: &mut Attributes, usage: &Usage) {
     attributes.insert(
-        "gen_ai.usage.input_tokens".into(),
+        "gen_ai.usage.input_tokens",
         Value::from(usage.prompt_tokens),
     );
     attributes.insert(
-        "gen_ai.usage.output_tokens".into(),
+        "gen_ai.usage.output_tokens",
         Value::from(usage.completion_tokens),
     );
     if usage.cache_read_tokens > 0 {
         attributes.insert(
-            "gen_ai.usage.cache_read.input_tokens".into(),
+            "gen_ai.usage.cache_read.input_tokens",
             Value::from(usage.cache_read_tokens),
         );
     }
     if usage.cache_write_tokens > 0 {
         attributes.insert(
-            "gen_ai.usage.cache_creation.input_tokens".into(),
+            "gen_ai.usage.cache_creation.input_tokens",
             Value::from(usage.cache_write_tokens),
         );
     }
     if usage.reasoning_tokens > 0 {
         attributes.insert(
-            "keel.usage.reasoning_tokens".into(),
+            "keel.usage.reasoning_tokens",
             Value::from(usage.reasoning_tokens),
         );
     }
     if let Some(cost) = &usage.cost {
-        attributes.insert(
-            "keel.cost.amount".into(),
-            Value::from(cost.amount.to_string()),
-        );
-        attributes.insert(
-            "keel.cost.currency".into(),
-            Value::from(cost.currency.as_str()),
-        );
+        attributes.insert("keel.cost.amount", Value::from(cost.amount.to_string()));
+        attributes.insert("keel.cost.currency", Value::from(cost.currency.as_str()));
     }
 }
 
@@ -148,11 +135,10 @@ pub(super) fn chat_completed(span: &mut Span, stop: ModelStopReason, usage: &Usa
     if let Some(model) = model {
         // Providers do not report another model than the one asked for (a `fallbacks` model
         // is a round of its own).
-        span.attributes
-            .insert("gen_ai.response.model".into(), model);
+        span.attributes.insert("gen_ai.response.model", model);
     }
     span.attributes.insert(
-        "gen_ai.response.finish_reasons".into(),
+        "gen_ai.response.finish_reasons",
         json!([finish_reason(stop)]),
     );
     usage_attributes(&mut span.attributes, usage);
@@ -160,18 +146,17 @@ pub(super) fn chat_completed(span: &mut Span, stop: ModelStopReason, usage: &Usa
 
 pub(super) fn run_totals(span: &mut Span, usage: &Usage, steps: u32, finish: &str) {
     usage_attributes(&mut span.attributes, usage);
+    span.attributes.insert("keel.run.steps", Value::from(steps));
     span.attributes
-        .insert("keel.run.steps".into(), Value::from(steps));
-    span.attributes
-        .insert("keel.run.finish_reason".into(), Value::from(finish));
+        .insert("keel.run.finish_reason", Value::from(finish));
 }
 
 pub(super) fn guard(span: &mut Span, decision: &str, issues: usize, repairs: &[Repair]) {
     span.attributes
-        .insert("keel.gateway.decision".into(), Value::from(decision));
+        .insert("keel.gateway.decision", Value::from(decision));
     if issues > 0 {
         span.attributes
-            .insert("keel.gateway.issues".into(), Value::from(issues));
+            .insert("keel.gateway.issues", Value::from(issues));
     }
     if !repairs.is_empty() {
         let kinds: Vec<Value> = repairs
@@ -179,7 +164,7 @@ pub(super) fn guard(span: &mut Span, decision: &str, issues: usize, repairs: &[R
             .map(|r| Value::from(format!("{} {}", r.kind.as_str(), r.path)))
             .collect();
         span.attributes
-            .insert("keel.gateway.repairs".into(), Value::Array(kinds));
+            .insert("keel.gateway.repairs", Value::Array(kinds));
     }
 }
 
@@ -202,11 +187,11 @@ pub(super) fn sandbox(span: &mut Span, sandbox: &SandboxRecord) {
             })
             .collect();
         span.attributes
-            .insert("keel.sandbox.mechanisms".into(), Value::Array(names));
+            .insert("keel.sandbox.mechanisms", Value::Array(names));
     }
 }
 
-pub(super) fn approval_requested(approval: &ApprovalRecord) -> Map<String, Value> {
+pub(super) fn approval_requested(approval: &ApprovalRecord) -> Attributes {
     let mut attributes = map([
         (
             "keel.approval.id",
@@ -219,13 +204,10 @@ pub(super) fn approval_requested(approval: &ApprovalRecord) -> Map<String, Value
         ),
     ]);
     if let Some(reason) = &approval.ask_reason {
-        attributes.insert(
-            "keel.approval.ask_reason".into(),
-            Value::from(reason.as_str()),
-        );
+        attributes.insert("keel.approval.ask_reason", Value::from(reason.as_str()));
     }
     if let Some(call_id) = &approval.call_id {
-        attributes.insert("gen_ai.tool.call.id".into(), Value::from(call_id.as_str()));
+        attributes.insert("gen_ai.tool.call.id", Value::from(call_id.as_str()));
     }
     attributes
 }
@@ -237,18 +219,18 @@ pub(super) fn approval_resolved(
     reason: Option<&str>,
 ) {
     span.attributes
-        .insert("keel.approval.status".into(), Value::from(status));
+        .insert("keel.approval.status", Value::from(status));
     if let Some(who) = decided_by {
         span.attributes
-            .insert("keel.approval.decided_by".into(), Value::from(who));
+            .insert("keel.approval.decided_by", Value::from(who));
     }
     if let Some(reason) = reason {
         span.attributes
-            .insert("keel.approval.reason".into(), Value::from(reason));
+            .insert("keel.approval.reason", Value::from(reason));
     }
     if let Some(ms) = span.duration_ms() {
         span.attributes
-            .insert("keel.approval.wait_ms".into(), Value::from(ms));
+            .insert("keel.approval.wait_ms", Value::from(ms));
     }
 }
 
@@ -259,14 +241,14 @@ pub(super) fn hook(
     reason: Option<&str>,
     on_error: Option<&str>,
     call_id: Option<&str>,
-) -> Map<String, Value> {
+) -> Attributes {
     let mut attributes = map([
         ("keel.hook.name", Value::from(hook)),
         ("keel.hook.event", Value::from(when)),
     ]);
-    let mut put = |key: &str, value: Option<&str>| {
+    let mut put = |key: &'static str, value: Option<&str>| {
         if let Some(value) = value {
-            attributes.insert(key.to_owned(), Value::from(value));
+            attributes.insert(key, Value::from(value));
         }
     };
     put("keel.hook.outcome", outcome.or(on_error.map(|_| "failed")));
@@ -284,7 +266,7 @@ pub(super) fn compaction(
     elided: usize,
     summarized: bool,
     summarizer: Option<&Usage>,
-) -> Map<String, Value> {
+) -> Attributes {
     let mut attributes = map([
         ("keel.context.step", Value::from(step)),
         ("keel.context.reason", Value::from(reason)),
@@ -305,7 +287,7 @@ pub(super) fn recall(
     mode: &str,
     omitted: u64,
     chars: u64,
-) -> Map<String, Value> {
+) -> Attributes {
     map([
         ("keel.memory.namespaces", Value::from(namespaces.to_vec())),
         ("keel.memory.records", Value::from(records)),
@@ -321,7 +303,7 @@ pub(super) fn node(
     key: NodeKey,
     attempt: u32,
     child: Option<&RequestId>,
-) -> Map<String, Value> {
+) -> Attributes {
     let mut attributes = map([
         ("keel.workflow.node", Value::from(node)),
         ("keel.workflow.node.kind", Value::from(kind)),
@@ -329,13 +311,10 @@ pub(super) fn node(
         ("keel.workflow.node.attempt", Value::from(attempt)),
     ]);
     if let Some(item) = key.item {
-        attributes.insert("keel.workflow.node.item".into(), Value::from(item));
+        attributes.insert("keel.workflow.node.item", Value::from(item));
     }
     if let Some(child) = child {
-        attributes.insert(
-            "keel.child.request_id".into(),
-            Value::from(child.0.as_str()),
-        );
+        attributes.insert("keel.child.request_id", Value::from(child.0.as_str()));
     }
     attributes
 }

@@ -4,9 +4,9 @@ use std::collections::HashMap;
 
 use keel_types::trace::{attempt_key, call_key, seq_key, span_id};
 use keel_types::{Event, EventPayload, RequestId, RunRecord, RunTrace, SpanId};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{Span, SpanKind, SpanLink, SpanStatus, attrs, trace_of, unix_nanos};
+use super::{Attributes, Span, SpanKind, SpanLink, SpanStatus, attrs, trace_of, unix_nanos};
 
 /// Builds a run's spans from its events, one event at a time.
 #[derive(Debug)]
@@ -123,13 +123,10 @@ impl TraceBuilder {
             span.links.push(SpanLink {
                 trace_id: self.trace.trace_id,
                 span_id: first,
-                attributes: Map::from_iter([(
-                    "keel.link.type".to_owned(),
-                    Value::from("resumed_from"),
-                )]),
+                attributes: Attributes::from([("keel.link.type", Value::from("resumed_from"))]),
             });
             span.attributes
-                .insert("keel.run.attempt_seq".into(), Value::from(seq));
+                .insert("keel.run.attempt_seq", Value::from(seq));
         }
         self.root = Some(span);
     }
@@ -167,7 +164,7 @@ impl TraceBuilder {
             start_unix_nanos: at,
             end_unix_nanos: None,
             status: SpanStatus::UNSET,
-            attributes: Map::new(),
+            attributes: Attributes::default(),
             links: Vec::new(),
             request_id: self.run.clone(),
             seqs: vec![seq],
@@ -195,7 +192,7 @@ impl TraceBuilder {
         name: String,
         start: u64,
         parent: Option<SpanId>,
-        attributes: Map<String, Value>,
+        attributes: Attributes,
         status: SpanStatus,
     ) {
         let (end, seq) = self.now;
@@ -280,9 +277,7 @@ impl TraceBuilder {
                 && span.status.code != "error"
             {
                 span.status = SpanStatus::error("the call was refused and did not run");
-                span.attributes
-                    .entry("error.type")
-                    .or_insert_with(|| Value::from("refused"));
+                span.attributes.insert_absent("error.type", "refused");
             }
         }
     }
@@ -323,7 +318,7 @@ impl TraceBuilder {
             attrs::run_totals(root, usage, steps, finish);
             if let Some(output) = output {
                 root.attributes.insert(
-                    "gen_ai.output.messages".into(),
+                    "gen_ai.output.messages",
                     Value::from(attrs::assistant_message(
                         output,
                         &[],

@@ -16,7 +16,7 @@ impl TraceBuilder {
                     && let Some(root) = &mut self.root
                 {
                     root.attributes.insert(
-                        "gen_ai.input.messages".into(),
+                        "gen_ai.input.messages",
                         Value::from(attrs::user_message(input)),
                     );
                 }
@@ -34,12 +34,10 @@ impl TraceBuilder {
             EventPayload::WorkflowStarted(started) => {
                 if let Some(root) = &mut self.root {
                     root.name = format!("invoke_workflow {}", started.workflow);
+                    root.attributes
+                        .insert("gen_ai.operation.name", Value::from("invoke_workflow"));
                     root.attributes.insert(
-                        "gen_ai.operation.name".into(),
-                        Value::from("invoke_workflow"),
-                    );
-                    root.attributes.insert(
-                        "gen_ai.workflow.name".into(),
+                        "gen_ai.workflow.name",
                         Value::from(started.workflow.as_str()),
                     );
                 }
@@ -55,7 +53,7 @@ impl TraceBuilder {
                     root.attributes.remove("gen_ai.tool.call.id");
                     if self.capture_content {
                         root.attributes.insert(
-                            "gen_ai.tool.call.arguments".into(),
+                            "gen_ai.tool.call.arguments",
                             Value::from(arguments.to_string()),
                         );
                     }
@@ -67,10 +65,8 @@ impl TraceBuilder {
                         root.status = SpanStatus::error(attrs::first_line(output));
                     }
                     if self.capture_content {
-                        root.attributes.insert(
-                            "gen_ai.tool.call.result".into(),
-                            Value::from(output.as_str()),
-                        );
+                        root.attributes
+                            .insert("gen_ai.tool.call.result", Value::from(output.as_str()));
                     }
                 }
             }
@@ -94,7 +90,7 @@ impl TraceBuilder {
             EventPayload::ModelQueued { wait_ms, .. } => {
                 if let Some(span) = self.open.get_mut("chat") {
                     span.attributes
-                        .insert("keel.model.queued_ms".into(), Value::from(*wait_ms));
+                        .insert("keel.model.queued_ms", Value::from(*wait_ms));
                 }
             }
             EventPayload::ModelCompleted {
@@ -110,7 +106,7 @@ impl TraceBuilder {
                     attrs::chat_completed(span, *stop_reason, usage);
                     if capture {
                         span.attributes.insert(
-                            "gen_ai.output.messages".into(),
+                            "gen_ai.output.messages",
                             Value::from(attrs::assistant_message(
                                 content,
                                 tool_calls,
@@ -124,7 +120,7 @@ impl TraceBuilder {
                 if let Some(span) = self.close("chat", at) {
                     span.seqs.push(seq);
                     span.attributes
-                        .insert("error.type".into(), Value::from(code_name(error.code)));
+                        .insert("error.type", Value::from(code_name(error.code)));
                     span.status = SpanStatus::error(error.message.clone());
                 }
             }
@@ -134,12 +130,12 @@ impl TraceBuilder {
                 if let Some(span) = self.close("chat", at) {
                     span.seqs.push(seq);
                     span.attributes
-                        .insert("error.type".into(), Value::from(code_name(reason.code)));
+                        .insert("error.type", Value::from(code_name(reason.code)));
                     span.status = SpanStatus::error(reason.message.clone());
                 }
                 if let Some(root) = &mut self.root {
                     root.attributes.insert(
-                        "keel.model.fallback".into(),
+                        "keel.model.fallback",
                         Value::from(format!("{from} -> {to}")),
                     );
                 }
@@ -209,14 +205,13 @@ impl TraceBuilder {
                 attrs::guard(span, decision.as_str(), issues.len(), repairs);
                 if capture {
                     span.attributes.insert(
-                        "gen_ai.tool.call.arguments".into(),
+                        "gen_ai.tool.call.arguments",
                         Value::from(arguments.as_str()),
                     );
                 }
                 if decision.as_str() == "blocked" {
                     span.status = SpanStatus::error("the gateway blocked the call");
-                    span.attributes
-                        .insert("error.type".into(), Value::from("blocked"));
+                    span.attributes.insert("error.type", Value::from("blocked"));
                 }
             }
             EventPayload::PolicyDecided {
@@ -229,15 +224,13 @@ impl TraceBuilder {
                 let Some(span) = self.call(call_id, tool) else {
                     return;
                 };
-                span.attributes.insert(
-                    "keel.policy.decision".into(),
-                    Value::from(decision.as_str()),
-                );
                 span.attributes
-                    .insert("keel.policy.rule".into(), Value::from(source.as_str()));
+                    .insert("keel.policy.decision", Value::from(decision.as_str()));
+                span.attributes
+                    .insert("keel.policy.rule", Value::from(source.as_str()));
                 if let Some(reason) = reason {
                     span.attributes
-                        .insert("keel.policy.reason".into(), Value::from(reason.as_str()));
+                        .insert("keel.policy.reason", Value::from(reason.as_str()));
                 }
             }
             EventPayload::ToolSandbox {
@@ -365,7 +358,7 @@ impl TraceBuilder {
                     if let Some(span) = self.close(&key, at) {
                         span.seqs.push(seq);
                         span.attributes
-                            .insert("keel.workflow.node.state".into(), Value::from("completed"));
+                            .insert("keel.workflow.node.state", Value::from("completed"));
                     }
                 }
             }
@@ -375,9 +368,9 @@ impl TraceBuilder {
                 {
                     span.seqs.push(seq);
                     span.attributes
-                        .insert("keel.workflow.node.state".into(), Value::from("failed"));
+                        .insert("keel.workflow.node.state", Value::from("failed"));
                     span.attributes.insert(
-                        "keel.workflow.node.will_retry".into(),
+                        "keel.workflow.node.will_retry",
                         Value::from(node.will_retry),
                     );
                     span.status = SpanStatus::error(node.error.clone());
@@ -387,9 +380,9 @@ impl TraceBuilder {
                 let mut attributes = attrs::node(&node.node, "", node.key, 0, None);
                 attributes.remove("keel.workflow.node.kind");
                 attributes.remove("keel.workflow.node.attempt");
-                attributes.insert("keel.workflow.node.state".into(), Value::from("skipped"));
+                attributes.insert("keel.workflow.node.state", Value::from("skipped"));
                 attributes.insert(
-                    "keel.workflow.node.skip_reason".into(),
+                    "keel.workflow.node.skip_reason",
                     Value::from(node.reason.as_str()),
                 );
                 self.whole(
@@ -429,7 +422,7 @@ impl TraceBuilder {
                 }
                 if let Some(root) = &mut self.root {
                     root.attributes
-                        .insert("error.type".into(), Value::from(code_name(error.code)));
+                        .insert("error.type", Value::from(code_name(error.code)));
                 }
                 self.end_run(usage, *steps, finish_reason.as_str(), status, None);
             }
@@ -441,7 +434,7 @@ impl TraceBuilder {
             } => {
                 if let Some(root) = &mut self.root {
                     root.attributes
-                        .insert("error.type".into(), Value::from("cancelled"));
+                        .insert("error.type", Value::from("cancelled"));
                 }
                 self.end_run(
                     usage,
@@ -459,7 +452,7 @@ impl TraceBuilder {
             } => {
                 if let Some(root) = &mut self.root {
                     root.attributes
-                        .insert("error.type".into(), Value::from("interrupted"));
+                        .insert("error.type", Value::from("interrupted"));
                 }
                 self.end_run(
                     usage,
@@ -478,7 +471,7 @@ impl TraceBuilder {
             AdapterEvent::ToolStart { call_id, tool, .. } => {
                 if let Some(span) = self.call(call_id, tool) {
                     span.attributes
-                        .insert("keel.tool.started".into(), Value::from(true));
+                        .insert("keel.tool.started", Value::from(true));
                 }
             }
             AdapterEvent::ToolResult {
@@ -496,15 +489,11 @@ impl TraceBuilder {
                         span.status = SpanStatus::error(attrs::first_line(
                             error.as_deref().unwrap_or(output),
                         ));
-                        span.attributes
-                            .entry("error.type")
-                            .or_insert_with(|| Value::from("tool_error"));
+                        span.attributes.insert_absent("error.type", "tool_error");
                     }
                     if capture {
-                        span.attributes.insert(
-                            "gen_ai.tool.call.result".into(),
-                            Value::from(output.as_str()),
-                        );
+                        span.attributes
+                            .insert("gen_ai.tool.call.result", Value::from(output.as_str()));
                     }
                 }
             }
@@ -516,9 +505,9 @@ impl TraceBuilder {
             } => {
                 if let Some(span) = self.call(call_id, "task") {
                     span.attributes
-                        .insert("keel.child.agent".into(), Value::from(agent.as_str()));
+                        .insert("keel.child.agent", Value::from(agent.as_str()));
                     span.attributes.insert(
-                        "keel.child.request_id".into(),
+                        "keel.child.request_id",
                         Value::from(child_request_id.0.as_str()),
                     );
                 }

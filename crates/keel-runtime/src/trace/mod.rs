@@ -11,16 +11,18 @@
 //! Names and attributes follow the OpenTelemetry GenAI semantic conventions
 //! ([`SEMCONV_VERSION`]); what they do not cover is in the `keel.*` namespace.
 
+mod attributes;
 mod attrs;
 mod builder;
 mod mapping;
 
+pub use attributes::Attributes;
 pub use builder::TraceBuilder;
 
 use keel_types::trace::{attempt_key, call_key, span_id};
 use keel_types::{Event, RequestId, RunRecord, RunTrace, SpanId, TraceId};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// The version of the OpenTelemetry semantic conventions the spans follow (the GenAI
 /// conventions' latest experimental names, as `OTEL_SEMCONV_STABILITY_OPT_IN=
@@ -68,7 +70,7 @@ impl SpanStatus {
 pub struct SpanLink {
     pub trace_id: TraceId,
     pub span_id: SpanId,
-    pub attributes: Map<String, Value>,
+    pub attributes: Attributes,
 }
 
 /// One span of a run.
@@ -90,7 +92,7 @@ pub struct Span {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_unix_nanos: Option<u64>,
     pub status: SpanStatus,
-    pub attributes: Map<String, Value>,
+    pub attributes: Attributes,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<SpanLink>,
     /// The run whose events the span is made of.

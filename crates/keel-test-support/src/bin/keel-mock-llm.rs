@@ -10,7 +10,8 @@
 //! ```text
 //! keel-mock-llm [--listen 127.0.0.1:0] [--latency-ms N] [--tool NAME] [--args JSON]
 //! ```
-//! The first stdout line is `listening on http://ADDR/v1`.
+//! The first stdout line is `listening on http://ADDR/v1`. `POST /v1/traces` and `/v1/metrics`
+//! accept OTLP exports (answering 200, decoding nothing): a collector for benchmarks.
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -304,6 +305,11 @@ async fn messages(State(rendered): State<Arc<Rendered>>, body: Bytes) -> Respons
     respond(StatusCode::OK, "text/event-stream", body.clone())
 }
 
+/// An OTLP export, accepted: the empty `Export…ServiceResponse` is zero bytes of protobuf.
+async fn otlp_sink() -> Response {
+    respond(StatusCode::OK, "application/x-protobuf", Bytes::new())
+}
+
 fn respond(status: StatusCode, content_type: &'static str, body: Bytes) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
@@ -319,6 +325,10 @@ async fn serve(options: Options) -> std::io::Result<()> {
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/messages", post(messages))
+        // An OTLP/HTTP sink: accepts exports without decoding them (the benchmark's cheapest
+        // collector; the tests' receiver decodes).
+        .route("/v1/traces", post(otlp_sink))
+        .route("/v1/metrics", post(otlp_sink))
         .with_state(Arc::new(render(&options)));
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "listening on http://{addr}/v1")?;

@@ -68,9 +68,11 @@ pub(super) fn value(json: Json) -> Value {
     }
 }
 
-pub(super) fn attributes(map: serde_json::Map<String, Json>) -> Vec<KeyValue> {
-    map.into_iter()
-        .map(|(key, json)| KeyValue::new(key, value(json)))
+/// The attributes as the SDK's: their names are static, so none is copied.
+pub(super) fn attributes(attributes: keel_runtime::trace::Attributes) -> Vec<KeyValue> {
+    attributes
+        .into_iter()
+        .map(|(key, json)| KeyValue::new(opentelemetry::Key::from_static_str(key), value(json)))
         .collect()
 }
 

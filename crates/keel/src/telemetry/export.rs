@@ -355,7 +355,11 @@ impl HttpClient for ReqwestClient {
             .headers(parts.headers)
             .body(body)
             .send()
-            .await?;
+            .await
+            .map_err(|e| {
+                tracing::debug!(error = %keel_types::error_chain(&e), "The OTLP request failed.");
+                e
+            })?;
         let status = response.status();
         let headers = response.headers().clone();
         let body = response.bytes().await?;

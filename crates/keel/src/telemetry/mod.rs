@@ -91,6 +91,34 @@ impl OtlpConfig {
     }
 }
 
+/// The exporters of this process, for [`flush_all`].
+static EXPORTERS: Mutex<Vec<std::sync::Weak<Telemetry>>> = Mutex::new(Vec::new());
+
+/// Exports what every exporter of this process has queued (spans and metrics), waiting at
+/// most `deadline` in all: for a program about to exit while runtimes (or tasks holding
+/// them) are still alive — `keel` calls it before it exits. Blocks the calling thread.
+pub fn flush_all(deadline: Duration) {
+    let until = std::time::Instant::now() + deadline;
+    let live: Vec<Arc<Telemetry>> = EXPORTERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect();
+    let waits: Vec<_> = live
+        .iter()
+        .map(|telemetry| telemetry.queue.flush())
+        .collect();
+    for telemetry in &live {
+        if let Some(metrics) = &telemetry.metrics {
+            metrics.flush(until.saturating_duration_since(std::time::Instant::now()));
+        }
+    }
+    for wait in waits {
+        let _ = wait.recv_timeout(until.saturating_duration_since(std::time::Instant::now()));
+    }
+}
+
 /// What the exporter did so far (all counts since the runtime started).
 #[derive(Debug, Default)]
 pub struct TelemetryStats {
@@ -135,13 +163,17 @@ impl Telemetry {
     pub(crate) fn start(config: &OtlpConfig) -> Result<Arc<Self>, Error> {
         let stats = Arc::new(TelemetryStats::default());
         let (queue, metrics) = export::start(config, stats.clone())?;
-        Ok(Arc::new(Self {
+        let telemetry = Arc::new(Self {
             capture_content: config.capture_content,
             runs: Mutex::new(HashMap::new()),
             queue,
             stats,
             metrics,
-        }))
+        });
+        let mut live = EXPORTERS.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|weak| weak.strong_count() > 0);
+        live.push(Arc::downgrade(&telemetry));
+        Ok(telemetry)
     }
 
     /// What the exporter did so far.
