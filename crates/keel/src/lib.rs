@@ -299,16 +299,21 @@ impl RuntimeBuilder {
             None => stores::default_artifacts(&workspace, defaults.as_ref())?,
         };
         let digest = keel_runtime::workspace_digest(&workspace);
-        let mut observers = self.observers;
         #[cfg(feature = "otlp")]
-        let telemetry = match telemetry::OtlpConfig::resolve(&workspace.runtime.observability) {
-            Some(config) => {
-                let telemetry = telemetry::Telemetry::start(&config)?;
-                observers.push(telemetry.clone());
-                Some(telemetry)
-            }
-            None => None,
+        let (observers, telemetry) = {
+            let mut observers = self.observers;
+            let telemetry = match telemetry::OtlpConfig::resolve(&workspace.runtime.observability) {
+                Some(config) => {
+                    let telemetry = telemetry::Telemetry::start(&config)?;
+                    observers.push(telemetry.clone());
+                    Some(telemetry)
+                }
+                None => None,
+            };
+            (observers, telemetry)
         };
+        #[cfg(not(feature = "otlp"))]
+        let observers = self.observers;
         let kernel = Kernel::new(KernelParts {
             workspace: workspace.clone(),
             models: assembled.models,

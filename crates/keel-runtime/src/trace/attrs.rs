@@ -175,7 +175,7 @@ pub(super) fn sandbox(span: &mut Span, sandbox: &SandboxRecord) {
         ("network", "keel.sandbox.network"),
     ] {
         if let Some(v) = value.get(field) {
-            span.attributes.insert(key.into(), v.clone());
+            span.attributes.insert(key, v.clone());
         }
     }
     if let Some(Value::Array(mechanisms)) = value.get("mechanisms") {

@@ -354,12 +354,12 @@ impl TraceBuilder {
                 );
             }
             EventPayload::NodeCompleted(node) => {
-                if let Some(key) = self.open_node(&node.node, node.key) {
-                    if let Some(span) = self.close(&key, at) {
-                        span.seqs.push(seq);
-                        span.attributes
-                            .insert("keel.workflow.node.state", Value::from("completed"));
-                    }
+                if let Some(key) = self.open_node(&node.node, node.key)
+                    && let Some(span) = self.close(&key, at)
+                {
+                    span.seqs.push(seq);
+                    span.attributes
+                        .insert("keel.workflow.node.state", Value::from("completed"));
                 }
             }
             EventPayload::NodeFailed(node) => {

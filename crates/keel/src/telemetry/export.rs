@@ -356,9 +356,8 @@ impl HttpClient for ReqwestClient {
             .body(body)
             .send()
             .await
-            .map_err(|e| {
-                tracing::debug!(error = %keel_types::error_chain(&e), "The OTLP request failed.");
-                e
+            .inspect_err(|e| {
+                tracing::debug!(error = %keel_types::error_chain(e), "The OTLP request failed.");
             })?;
         let status = response.status();
         let headers = response.headers().clone();
