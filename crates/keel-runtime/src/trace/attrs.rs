@@ -26,13 +26,22 @@ pub(super) fn run_attributes(agent: &str, session: Option<&str>, run: &RequestId
 }
 
 pub(super) fn tool_attributes(tool: &str, call_id: &str) -> Attributes {
-    map([
+    let mut attributes = map([
         ("gen_ai.operation.name", Value::from("execute_tool")),
         ("gen_ai.tool.name", Value::from(tool)),
         ("gen_ai.tool.call.id", Value::from(call_id)),
         // Keel runs the tools itself, on the agent's side (semconv: `extension`).
         ("gen_ai.tool.type", Value::from("extension")),
-    ])
+    ]);
+    // An MCP server's tool is offered as `mcp__<prefix>__<tool>` (docs/mcp.md).
+    if let Some((server, remote)) = tool
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.split_once("__"))
+    {
+        attributes.insert("keel.mcp.server", Value::from(server));
+        attributes.insert("keel.mcp.tool", Value::from(remote));
+    }
+    attributes
 }
 
 /// The GenAI provider name of a Keel provider (`openai`, `anthropic`; Keel's own test and

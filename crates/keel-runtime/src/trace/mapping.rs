@@ -431,37 +431,13 @@ impl TraceBuilder {
                 usage,
                 steps,
                 ..
-            } => {
-                if let Some(root) = &mut self.root {
-                    root.attributes
-                        .insert("error.type", Value::from("cancelled"));
-                }
-                self.end_run(
-                    usage,
-                    *steps,
-                    "cancelled",
-                    SpanStatus::error(format!("cancelled: {reason}")),
-                    None,
-                );
-            }
+            } => self.end_stopped("cancelled", reason, usage, *steps),
             EventPayload::RequestInterrupted {
                 reason,
                 usage,
                 steps,
                 ..
-            } => {
-                if let Some(root) = &mut self.root {
-                    root.attributes
-                        .insert("error.type", Value::from("interrupted"));
-                }
-                self.end_run(
-                    usage,
-                    *steps,
-                    "interrupted",
-                    SpanStatus::error(format!("interrupted: {reason}")),
-                    None,
-                );
-            }
+            } => self.end_stopped("interrupted", reason, usage, *steps),
             _ => {}
         }
     }
@@ -538,5 +514,20 @@ impl TraceBuilder {
         self.root.as_ref().is_some_and(|root| {
             root.attributes.get("gen_ai.operation.name") == Some(&Value::from("invoke_workflow"))
         })
+    }
+
+    /// The run was cancelled or interrupted (`how`), for `reason`.
+    fn end_stopped(
+        &mut self,
+        how: &'static str,
+        reason: &str,
+        usage: &keel_types::Usage,
+        steps: u32,
+    ) {
+        if let Some(root) = &mut self.root {
+            root.attributes.insert("error.type", Value::from(how));
+        }
+        let status = SpanStatus::error(format!("{how}: {reason}"));
+        self.end_run(usage, steps, how, status, None);
     }
 }

@@ -365,3 +365,15 @@ fn a_refused_call_ends_with_its_last_event_and_a_later_hook_stays_under_its_call
 fn the_schema_url_names_the_pinned_version() {
     assert!(SCHEMA_URL.ends_with(&format!("/{SEMCONV_VERSION}")));
 }
+
+#[test]
+fn an_mcp_tool_names_its_server() {
+    let attributes = super::attrs::tool_attributes("mcp__fs__read_text", "c1");
+    assert_eq!(attributes["keel.mcp.server"], "fs");
+    assert_eq!(attributes["keel.mcp.tool"], "read_text");
+    assert!(
+        super::attrs::tool_attributes("read_file", "c2")
+            .get("keel.mcp.server")
+            .is_none()
+    );
+}

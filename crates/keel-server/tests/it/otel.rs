@@ -383,3 +383,46 @@ async fn a_dead_collector_blocks_nothing_and_its_spans_are_counted_as_dropped() 
     // 20 runs of 2 spans each: at most the queue and the batch in flight were kept.
     assert!(dropped >= 20 * 2 - 4 - 2, "{dropped} dropped\n{text}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn spans_go_over_grpc_when_the_workspace_says_so() {
+    let receiver = OtlpReceiver::start();
+    let ws = WorkspaceBuilder::new()
+        .runtime(&format!(
+            "{{ defaultAgent: assistant, observability: {{ otlp: {{ endpoint: \"{}\", \
+             protocol: grpc, headers: {{ x-team: agents }}, exportInterval: 50ms }} }} }}",
+            receiver.grpc_endpoint()
+        ))
+        .scripted_model(
+            "m",
+            &json!({"conversations": [{"steps": [{"text": "Hello"}]}]}),
+        )
+        .agent("assistant", "{ model: m }")
+        .build();
+    let runtime = keel::Runtime::builder()
+        .workspace(ws.path())
+        .build()
+        .unwrap();
+    let app = keel_server::router(runtime.clone());
+    let (status, _, body) = send(
+        app,
+        post_json(&json!({"model": "assistant", "messages": [{"role": "user", "content": "hi"}]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let spans = tokio::task::spawn_blocking(move || {
+        receiver.wait_for_spans("the run over gRPC", Duration::from_secs(60), |spans| {
+            spans.iter().any(|s| s["name"] == "invoke_agent assistant")
+        })
+    })
+    .await
+    .unwrap();
+    let run = one(&spans, "invoke_agent assistant");
+    assert_eq!(run["transport"], "grpc");
+    assert_eq!(run["headers"]["x-team"], "agents");
+    let chat = spans
+        .iter()
+        .find(|s| s["name"].as_str().is_some_and(|n| n.starts_with("chat ")))
+        .unwrap_or_else(|| panic!("no chat span: {spans:#?}"));
+    assert_eq!(chat["parentSpanId"], run["spanId"]);
+}

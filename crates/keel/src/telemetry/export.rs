@@ -178,29 +178,8 @@ fn span_exporter(
 ) -> Result<opentelemetry_otlp::SpanExporter, opentelemetry_otlp::ExporterBuildError> {
     let builder = opentelemetry_otlp::SpanExporter::builder();
     match config.protocol {
-        OtlpProtocol::HttpProtobuf => {
-            let mut builder = builder
-                .with_http()
-                .with_http_client(ReqwestClient::new(config))
-                .with_headers(headers(config));
-            if let Some(base) = &config.endpoint {
-                builder = builder.with_endpoint(signal_url(base, "/v1/traces"));
-            }
-            if let Some(timeout) = config.timeout {
-                builder = builder.with_timeout(timeout);
-            }
-            builder.build()
-        }
-        OtlpProtocol::Grpc => {
-            let mut builder = builder.with_tonic().with_metadata(metadata(config));
-            if let Some(base) = &config.endpoint {
-                builder = builder.with_endpoint(base.clone());
-            }
-            if let Some(timeout) = config.timeout {
-                builder = builder.with_timeout(timeout);
-            }
-            builder.build()
-        }
+        OtlpProtocol::HttpProtobuf => over_http(builder.with_http(), config, "/v1/traces").build(),
+        OtlpProtocol::Grpc => over_grpc(builder.with_tonic(), config).build(),
     }
 }
 
@@ -209,29 +188,39 @@ pub(super) fn metric_exporter(
 ) -> Result<opentelemetry_otlp::MetricExporter, opentelemetry_otlp::ExporterBuildError> {
     let builder = opentelemetry_otlp::MetricExporter::builder();
     match config.protocol {
-        OtlpProtocol::HttpProtobuf => {
-            let mut builder = builder
-                .with_http()
-                .with_http_client(ReqwestClient::new(config))
-                .with_headers(headers(config));
-            if let Some(base) = &config.endpoint {
-                builder = builder.with_endpoint(signal_url(base, "/v1/metrics"));
-            }
-            if let Some(timeout) = config.timeout {
-                builder = builder.with_timeout(timeout);
-            }
-            builder.build()
-        }
-        OtlpProtocol::Grpc => {
-            let mut builder = builder.with_tonic().with_metadata(metadata(config));
-            if let Some(base) = &config.endpoint {
-                builder = builder.with_endpoint(base.clone());
-            }
-            if let Some(timeout) = config.timeout {
-                builder = builder.with_timeout(timeout);
-            }
-            builder.build()
-        }
+        OtlpProtocol::HttpProtobuf => over_http(builder.with_http(), config, "/v1/metrics").build(),
+        OtlpProtocol::Grpc => over_grpc(builder.with_tonic(), config).build(),
+    }
+}
+
+/// An OTLP/HTTP exporter's settings: Keel's client, the headers, the signal's URL under the
+/// endpoint, the timeout (what is left unset, the exporter reads from `OTEL_*`).
+fn over_http<B: WithExportConfig + WithHttpConfig>(
+    builder: B,
+    config: &OtlpConfig,
+    path: &str,
+) -> B {
+    let mut builder = builder
+        .with_http_client(ReqwestClient::new(config))
+        .with_headers(headers(config));
+    if let Some(base) = &config.endpoint {
+        builder = builder.with_endpoint(signal_url(base, path));
+    }
+    match config.timeout {
+        Some(timeout) => builder.with_timeout(timeout),
+        None => builder,
+    }
+}
+
+/// An OTLP/gRPC exporter's settings: the headers as metadata, the endpoint, the timeout.
+fn over_grpc<B: WithExportConfig + WithTonicConfig>(builder: B, config: &OtlpConfig) -> B {
+    let mut builder = builder.with_metadata(metadata(config));
+    if let Some(base) = &config.endpoint {
+        builder = builder.with_endpoint(base.clone());
+    }
+    match config.timeout {
+        Some(timeout) => builder.with_timeout(timeout),
+        None => builder,
     }
 }
 
