@@ -91,6 +91,9 @@ impl OtlpConfig {
     }
 }
 
+/// How many locks the runs' span builders are spread over.
+const SHARDS: usize = 16;
+
 /// The exporters of this process, for [`flush_all`].
 static EXPORTERS: Mutex<Vec<std::sync::Weak<Telemetry>>> = Mutex::new(Vec::new());
 
@@ -143,8 +146,9 @@ impl TelemetryStats {
 /// The exporter of a runtime: an [`EventObserver`] turning each run's events into spans.
 pub(crate) struct Telemetry {
     capture_content: bool,
-    /// The spans of the runs this process writes, by run.
-    runs: Mutex<HashMap<RequestId, TraceBuilder>>,
+    /// The spans of the runs this process writes, by run, in shards (by the run id's last
+    /// byte, which is random) so runs on different threads rarely wait for one another.
+    runs: [Mutex<HashMap<RequestId, TraceBuilder>>; SHARDS],
     /// Dropped before the queue: its last export runs on the exporter's runtime, which ends
     /// when the queue closes.
     metrics: Option<metrics::GenAiMetrics>,
@@ -165,7 +169,7 @@ impl Telemetry {
         let (queue, metrics) = export::start(config, stats.clone())?;
         let telemetry = Arc::new(Self {
             capture_content: config.capture_content,
-            runs: Mutex::new(HashMap::new()),
+            runs: std::array::from_fn(|_| Mutex::new(HashMap::new())),
             queue,
             stats,
             metrics,
@@ -191,8 +195,13 @@ impl Telemetry {
         }
     }
 
-    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, TraceBuilder>> {
-        self.runs
+    fn runs(&self, run: &RequestId) -> std::sync::MutexGuard<'_, HashMap<RequestId, TraceBuilder>> {
+        let shard = run
+            .0
+            .as_bytes()
+            .last()
+            .map_or(0, |b| usize::from(*b) % SHARDS);
+        self.runs[shard]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -230,7 +239,7 @@ impl Drop for Telemetry {
 impl EventObserver for Telemetry {
     fn observe(&self, event: &Event) {
         let finished = {
-            let mut runs = self.runs();
+            let mut runs = self.runs(&event.request_id);
             let Some(builder) = runs.get_mut(&event.request_id) else {
                 return;
             };
@@ -244,11 +253,12 @@ impl EventObserver for Telemetry {
 
     fn opened(&self, run: &RunRecord, last_seq: u64) {
         let builder = TraceBuilder::new(run, last_seq, self.capture_content);
-        self.runs().insert(run.request_id.clone(), builder);
+        self.runs(&run.request_id)
+            .insert(run.request_id.clone(), builder);
     }
 
     fn closed(&self, run: &RequestId) {
-        let builder = self.runs().remove(run);
+        let builder = self.runs(run).remove(run);
         // A run whose writer stopped before its end: what it finished was sent; its open
         // spans never end in this process.
         if let Some(mut builder) = builder {
