@@ -377,3 +377,45 @@ fn an_mcp_tool_names_its_server() {
             .is_none()
     );
 }
+
+#[test]
+fn contents_are_on_spans_only_when_asked_for() {
+    let events = vec![
+        event(1, 0, started()),
+        event(2, 1, model_started(1)),
+        event(
+            3,
+            2,
+            EventPayload::ModelCompleted {
+                step: 1,
+                stop_reason: ModelStopReason::Stop,
+                usage: Usage::new(1, 1),
+                latency_ms: 1,
+                content: "the answer".into(),
+                tool_calls: Vec::new(),
+                thinking: Vec::new(),
+            },
+        ),
+    ];
+    let quiet = spans_of(&record(), &events, false);
+    assert!(
+        quiet
+            .iter()
+            .all(|s| !s.attributes.contains_key("gen_ai.output.messages")
+                && !s.attributes.contains_key("gen_ai.input.messages"))
+    );
+    let told = spans_of(&record(), &events, true);
+    let chat = told.iter().find(|s| s.name == "chat gpt-4o").unwrap();
+    let output: Value =
+        serde_json::from_str(chat.attributes["gen_ai.output.messages"].as_str().unwrap()).unwrap();
+    assert_eq!(output[0]["role"], "assistant");
+    assert_eq!(output[0]["parts"][0]["content"], "the answer");
+    assert_eq!(output[0]["finish_reason"], "stop");
+    let root = told
+        .iter()
+        .find(|s| s.name == "invoke_agent helper")
+        .unwrap();
+    let input: Value =
+        serde_json::from_str(root.attributes["gen_ai.input.messages"].as_str().unwrap()).unwrap();
+    assert_eq!(input[0]["parts"][0]["content"], "hi");
+}
