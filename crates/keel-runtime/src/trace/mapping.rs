@@ -288,24 +288,16 @@ impl TraceBuilder {
                 duration_ms,
                 ..
             } => {
-                self.touch_call(call_id.as_deref());
-                let parent = self.parent_of_call(call_id.as_deref());
+                let call = call_id.as_deref();
                 let attributes = attrs::hook(
                     hook,
                     when.as_str(),
                     Some(outcome),
                     reason.as_deref(),
                     None,
-                    call_id.as_deref(),
+                    call,
                 );
-                let start = at.saturating_sub(duration_ms * 1_000_000);
-                self.whole(
-                    format!("keel.hook {hook}"),
-                    start,
-                    parent,
-                    attributes,
-                    SpanStatus::UNSET,
-                );
+                self.hook_span(hook, call, *duration_ms, attributes, SpanStatus::UNSET);
             }
             EventPayload::HookFailed {
                 hook,
@@ -316,24 +308,17 @@ impl TraceBuilder {
                 duration_ms,
                 ..
             } => {
-                self.touch_call(call_id.as_deref());
-                let parent = self.parent_of_call(call_id.as_deref());
+                let call = call_id.as_deref();
                 let attributes = attrs::hook(
                     hook,
                     when.as_str(),
                     None,
                     None,
                     Some(on_error.as_str()),
-                    call_id.as_deref(),
+                    call,
                 );
-                let start = at.saturating_sub(duration_ms * 1_000_000);
-                self.whole(
-                    format!("keel.hook {hook}"),
-                    start,
-                    parent,
-                    attributes,
-                    SpanStatus::error(error.clone()),
-                );
+                let status = SpanStatus::error(error.clone());
+                self.hook_span(hook, call, *duration_ms, attributes, status);
             }
             EventPayload::Adapter { event: adapter } => self.adapter(adapter, at),
             EventPayload::NodeStarted(node) => {
@@ -529,5 +514,26 @@ impl TraceBuilder {
         }
         let status = SpanStatus::error(format!("{how}: {reason}"));
         self.end_run(usage, steps, how, status, None);
+    }
+
+    /// A hook's span: it ran for `duration_ms` up to now, under its call (or the run).
+    fn hook_span(
+        &mut self,
+        hook: &str,
+        call: Option<&str>,
+        duration_ms: u64,
+        attributes: super::Attributes,
+        status: SpanStatus,
+    ) {
+        self.touch_call(call);
+        let parent = self.parent_of_call(call);
+        let start = self.now.0.saturating_sub(duration_ms * 1_000_000);
+        self.whole(
+            format!("keel.hook {hook}"),
+            start,
+            parent,
+            attributes,
+            status,
+        );
     }
 }
