@@ -620,20 +620,31 @@ impl Cgroup {
     }
 }
 
-/// Removes the empty cgroups under `base` (left by processes that ended before their reaper).
+/// Removes the empty cgroups under `base` left by processes that ended before their reaper.
+/// Only old ones: another process's cgroup is empty too between its creation and its child
+/// joining it, and removing it then fails that child's start (`ENODEV`).
 fn sweep(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
     for entry in entries.flatten() {
         let dir = entry.path();
+        let old = entry
+            .metadata()
+            .and_then(|meta| meta.modified())
+            .ok()
+            .and_then(|modified| modified.elapsed().ok())
+            .is_some_and(|age| age >= STALE_CGROUP);
         let empty = std::fs::read_to_string(dir.join("cgroup.procs"))
             .is_ok_and(|procs| procs.trim().is_empty());
-        if entry.file_type().is_ok_and(|t| t.is_dir()) && empty {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) && old && empty {
             let _ = std::fs::remove_dir(&dir);
         }
     }
 }
+
+/// How old an empty cgroup must be to be swept (far more than a process start takes).
+const STALE_CGROUP: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The run's temporary folder, writable by its sandboxed processes.
 pub fn run_temp_dir(request_id: &str) -> PathBuf {
