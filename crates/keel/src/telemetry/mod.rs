@@ -101,24 +101,26 @@ static EXPORTERS: Mutex<Vec<std::sync::Weak<Telemetry>>> = Mutex::new(Vec::new()
 /// most `deadline` in all: for a program about to exit while runtimes (or tasks holding
 /// them) are still alive — `keel` calls it before it exits. Blocks the calling thread.
 pub fn flush_all(deadline: Duration) {
-    let until = std::time::Instant::now() + deadline;
     let live: Vec<Arc<Telemetry>> = EXPORTERS
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .iter()
         .filter_map(std::sync::Weak::upgrade)
         .collect();
-    let waits: Vec<_> = live
-        .iter()
-        .map(|telemetry| telemetry.queue.flush())
-        .collect();
-    for telemetry in &live {
-        if let Some(metrics) = &telemetry.metrics {
-            metrics.flush(until.saturating_duration_since(std::time::Instant::now()));
-        }
+    flush_each(&live, deadline);
+}
+
+/// Asks each exporter to export its spans and metrics now, and waits (blocking) until they
+/// did or `deadline` passed.
+fn flush_each(exporters: &[Arc<Telemetry>], deadline: Duration) {
+    let until = std::time::Instant::now() + deadline;
+    let left = || until.saturating_duration_since(std::time::Instant::now());
+    let waits: Vec<_> = exporters.iter().map(|t| t.queue.flush()).collect();
+    for metrics in exporters.iter().filter_map(|t| t.metrics.as_ref()) {
+        metrics.flush(left());
     }
     for wait in waits {
-        let _ = wait.recv_timeout(until.saturating_duration_since(std::time::Instant::now()));
+        let _ = wait.recv_timeout(left());
     }
 }
 
@@ -187,12 +189,9 @@ impl Telemetry {
 
     /// Exports what is queued, waiting at most `deadline` (at shutdown: `keel run` ends with
     /// its spans sent).
-    pub(crate) async fn flush(&self, deadline: Duration) {
-        let wait = self.queue.flush();
-        let _ = tokio::task::spawn_blocking(move || wait.recv_timeout(deadline)).await;
-        if let Some(metrics) = &self.metrics {
-            metrics.flush(deadline);
-        }
+    pub(crate) async fn flush(self: &Arc<Self>, deadline: Duration) {
+        let exporters = [Arc::clone(self)];
+        let _ = tokio::task::spawn_blocking(move || flush_each(&exporters, deadline)).await;
     }
 
     fn runs(&self, run: &RequestId) -> std::sync::MutexGuard<'_, HashMap<RequestId, TraceBuilder>> {
