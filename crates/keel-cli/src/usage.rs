@@ -13,7 +13,7 @@ use crate::workspace::open_store;
 #[derive(Debug, Args)]
 pub(crate) struct UsageArgs {
     /// Group by `agent` (default), `session`, `key` (the API key that started the run) or
-    /// `day` (UTC).
+    /// `day` (UTC), or by several separated by commas (`day,agent`: each agent's per day).
     #[arg(long, default_value = "agent")]
     by: String,
     /// Only runs started since then: a duration (`24h`, `7d`) or an RFC 3339 time.
@@ -25,7 +25,12 @@ pub(crate) struct UsageArgs {
 }
 
 pub(crate) async fn usage(root: &Path, args: UsageArgs) -> Result<(), CliError> {
-    let by: UsageBy = args.by.parse().map_err(CliError::usage)?;
+    let by = args
+        .by
+        .split(',')
+        .map(|by| by.trim().parse::<UsageBy>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(CliError::usage)?;
     let filter = RunFilter {
         since: args
             .since
@@ -35,7 +40,7 @@ pub(crate) async fn usage(root: &Path, args: UsageArgs) -> Result<(), CliError> 
         ..Default::default()
     };
     let stores = open_store(root).await?;
-    let rows = keel::usage_by(stores.runs.as_ref(), by, &filter).await?;
+    let rows = keel::usage_grouped(stores.runs.as_ref(), &by, &filter).await?;
     if args.json {
         for row in &rows {
             out::line(&serde_json::to_string(row)?);

@@ -41,8 +41,12 @@ impl std::str::FromStr for UsageBy {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageRow {
-    /// The agent, session id, key name or day (`(none)` when a run has no session or key).
+    /// The agent, session id, key name or day (`(none)` when a run has no session or key);
+    /// grouped by several, their values joined with ` / `.
     pub group: String,
+    /// Grouped by several: each one's value, in the order asked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
     pub runs: u64,
     pub usage: Usage,
 }
@@ -70,7 +74,17 @@ pub async fn usage_by(
     by: UsageBy,
     filter: &RunFilter,
 ) -> Result<Vec<UsageRow>, StoreError> {
-    let mut groups: BTreeMap<String, (u64, Usage)> = BTreeMap::new();
+    usage_grouped(store, &[by], filter).await
+}
+
+/// [`usage_by`] with several groupings at once (`day` then `agent`: each agent's usage per
+/// day), in the order of their values.
+pub async fn usage_grouped(
+    store: &dyn RunStore,
+    by: &[UsageBy],
+    filter: &RunFilter,
+) -> Result<Vec<UsageRow>, StoreError> {
+    let mut groups: BTreeMap<Vec<String>, (u64, Usage)> = BTreeMap::new();
     let mut page = RunFilter {
         before: None,
         limit: Some(PAGE),
@@ -79,7 +93,8 @@ pub async fn usage_by(
     loop {
         let runs = store.list_runs(&page).await?;
         for run in runs.iter().filter(|r| r.links.parent_id.is_none()) {
-            let (count, usage) = groups.entry(group_of(run, by)).or_default();
+            let key = by.iter().map(|by| group_of(run, *by)).collect();
+            let (count, usage) = groups.entry(key).or_default();
             *count += 1;
             usage.add(&run.usage);
         }
@@ -90,7 +105,12 @@ pub async fn usage_by(
     }
     Ok(groups
         .into_iter()
-        .map(|(group, (runs, usage))| UsageRow { group, runs, usage })
+        .map(|(key, (runs, usage))| UsageRow {
+            group: key.join(" / "),
+            groups: if key.len() > 1 { key } else { Vec::new() },
+            runs,
+            usage,
+        })
         .collect())
 }
 

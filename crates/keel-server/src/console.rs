@@ -25,8 +25,45 @@ use crate::body::parse_body;
 use crate::state::AppState;
 
 const INDEX: &str = include_str!("../console/index.html");
-const SCRIPT: &str = include_str!("../console/app.js");
-const STYLE: &str = include_str!("../console/app.css");
+
+/// The console's files by name, with their media types: what `GET /console/{file}` serves.
+pub(crate) const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "core.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../console/core.js"),
+    ),
+    (
+        "run.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../console/run.js"),
+    ),
+    (
+        "graph.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../console/graph.js"),
+    ),
+    (
+        "pages.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../console/pages.js"),
+    ),
+    (
+        "app.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../console/app.js"),
+    ),
+    (
+        "app.css",
+        "text/css; charset=utf-8",
+        include_str!("../console/app.css"),
+    ),
+    (
+        "icon.svg",
+        "image/svg+xml",
+        include_str!("../console/icon.svg"),
+    ),
+];
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     (
@@ -51,14 +88,21 @@ pub(crate) async fn index() -> Response {
     asset("text/html; charset=utf-8", INDEX)
 }
 
-/// `GET /console/app.js`.
-pub(crate) async fn script() -> Response {
-    asset("text/javascript; charset=utf-8", SCRIPT)
+/// `GET /console/{file}`: one of the console's scripts, its style sheet or its icon; 404 for
+/// any other name.
+pub(crate) async fn file(
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> Result<Response, ApiError> {
+    ASSETS
+        .iter()
+        .find(|(file, _, _)| *file == name)
+        .map(|(_, content_type, body)| asset(content_type, body))
+        .ok_or(ApiError::NotFound)
 }
 
-/// `GET /console/app.css`.
-pub(crate) async fn style() -> Response {
-    asset("text/css; charset=utf-8", STYLE)
+/// `GET /favicon.ico`: the console's icon, for browsers that ask for it by that name.
+pub(crate) async fn favicon() -> Response {
+    asset("image/svg+xml", include_str!("../console/icon.svg"))
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -125,8 +169,10 @@ pub(crate) async fn session(
 }
 
 /// `GET /api/overview` → what the console's first page shows: runs by status, live runs,
-/// pending approvals, the error rate of ended runs, model and tool latency (means since this
-/// process started, from the metrics' observer), agents and workflows.
+/// pending approvals, the error rate of ended runs, the last hour minute by minute
+/// (`lastHour`), model and tool latency (since this process started, from the metrics'
+/// observer: means and the percentiles of the latest samples), the cluster's replicas and
+/// queue depth on a shared store, agents and workflows.
 pub(crate) async fn overview(
     State(state): State<AppState>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
@@ -158,8 +204,16 @@ pub(crate) async fn overview(
         .map_err(|e| ApiError::Internal(e.to_string()))?
         .len();
     let workspace = runtime.workspace();
+    let last_hour = last_hour(runtime).await?;
+    let cluster = runtime
+        .cluster_status()
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map(|c| json!({"replicas": c.replicas, "queueDepth": c.queue_depth, "ownedRuns": c.owned_runs}));
     Ok(Json(json!({
         "runs": by_status,
+        "lastHour": last_hour,
+        "cluster": cluster,
         "live": runtime.runs().active(),
         "pendingApprovals": pending,
         "errorRate": error_rate,
@@ -167,4 +221,68 @@ pub(crate) async fn overview(
         "agents": workspace.agents.keys().collect::<Vec<_>>(),
         "workflows": workspace.workflows.keys().collect::<Vec<_>>(),
     })))
+}
+
+/// The most runs of the last hour the overview reads (its figures say when they stop short).
+const LAST_HOUR_MAX: usize = 20_000;
+
+/// The runs started in the last hour, minute by minute (oldest first, the current minute
+/// last): `{minutes: [{minute, started, completed, failed}], started, ended, failed,
+/// errorRate, truncated}` — `minute` is `YYYY-MM-DDTHH:MM` (UTC); the error rate is failed
+/// over ended among them.
+async fn last_hour(runtime: &keel::Runtime) -> Result<serde_json::Value, ApiError> {
+    const PAGE: usize = 1_000;
+    let minutes: Vec<String> = (0..60u64)
+        .rev()
+        .map(|ago| keel_types::rfc3339_ago(ago * 60).chars().take(16).collect())
+        .collect();
+    let mut counts = vec![[0u64; 3]; minutes.len()];
+    let mut filter = keel::RunFilter {
+        since: minutes.first().map(|m| format!("{m}:00.000Z")),
+        limit: Some(PAGE),
+        ..keel::RunFilter::default()
+    };
+    let mut read = 0;
+    let truncated = loop {
+        let runs = runtime
+            .runs()
+            .list(&filter)
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        read += runs.len();
+        for run in &runs {
+            let minute = run.started_at.get(..16).unwrap_or_default();
+            let Ok(at) = minutes.binary_search_by(|m| m.as_str().cmp(minute)) else {
+                continue;
+            };
+            if let Some(slot) = counts.get_mut(at) {
+                slot[0] += 1;
+                match run.status {
+                    keel::RunStatus::Completed => slot[1] += 1,
+                    keel::RunStatus::Failed => slot[2] += 1,
+                    _ => {}
+                }
+            }
+        }
+        match runs.last() {
+            Some(last) if runs.len() == PAGE && read < LAST_HOUR_MAX => {
+                filter.before = Some(keel::RunCursor::of(last));
+            }
+            Some(_) if runs.len() == PAGE => break true,
+            _ => break false,
+        }
+    };
+    let total = |i: usize| counts.iter().map(|c| c[i]).sum::<u64>();
+    let (started, completed, failed) = (total(0), total(1), total(2));
+    let ended = completed + failed;
+    Ok(json!({
+        "minutes": minutes.iter().zip(&counts).map(|(minute, c)| json!({
+            "minute": minute, "started": c[0], "completed": c[1], "failed": c[2],
+        })).collect::<Vec<_>>(),
+        "started": started,
+        "ended": ended,
+        "failed": failed,
+        "errorRate": if ended == 0 { 0.0 } else { failed as f64 / ended as f64 },
+        "truncated": truncated,
+    }))
 }

@@ -14,7 +14,8 @@ use crate::ApiError;
 use crate::body::{internal, parse_query};
 use crate::state::AppState;
 
-/// `GET /api/inventory` → the workspace's agents (model, tools), models (provider and
+/// `GET /api/inventory` → the workspace's agents (model, tools, skills, the policies that
+/// apply to them), API keys (name, role, daily budget), models (provider and
 /// endpoint; never key values), tools (as models see them, with the agents that may call
 /// them and their default policy), policies and hooks by name, MCP servers (state, the
 /// tools they offer, restarts, last error, lifecycle history) and skills (in use, left out
@@ -46,10 +47,18 @@ pub(crate) async fn inventory(State(state): State<AppState>) -> Result<Json<Valu
                 list.push(Value::from(name.as_str()));
             }
         }
+        let policies: Vec<&String> = workspace
+            .policies
+            .iter()
+            .filter(|(_, policy)| policy.agents.is_empty() || policy.agents.contains(name))
+            .map(|(policy, _)| policy)
+            .collect();
         agents.push(json!({
             "name": name,
             "model": agent.model,
             "tools": agent.tools,
+            "skills": agent.skills,
+            "policies": policies,
             "default": workspace.default_agent() == Some(name.as_str()),
         }));
     }
@@ -76,10 +85,29 @@ pub(crate) async fn inventory(State(state): State<AppState>) -> Result<Json<Valu
         "models": models,
         "tools": tools.into_values().collect::<Vec<_>>(),
         "policies": workspace.policies.keys().collect::<Vec<_>>(),
+        "apiKeys": api_keys(&workspace),
         "hooks": hooks,
         "mcpServers": runtime.mcp_servers(),
         "skills": skills(&workspace),
     })))
+}
+
+/// The API keys by name: role and daily budget (the variable a key is read from is named, its
+/// value never).
+fn api_keys(workspace: &keel::Workspace) -> Vec<Value> {
+    workspace
+        .runtime
+        .server
+        .api_keys
+        .iter()
+        .map(|key| {
+            json!({
+                "name": key.principal(),
+                "role": key.role,
+                "budget": key.budget.as_ref().map(ToString::to_string),
+            })
+        })
+        .collect()
 }
 
 /// The skills in use by name, the names left out and their problems (located), so a broken skill is seen where the rest of the workspace is.

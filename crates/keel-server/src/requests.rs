@@ -311,19 +311,22 @@ struct UsageQuery {
     since: Option<String>,
 }
 
-/// `GET /api/usage`: what runs used and cost, summed by agent (default), session, key or day;
-/// a client key sees its own runs only.
+/// `GET /api/usage`: what runs used and cost, summed by agent (default), session, key or day,
+/// or by several of them (`by=day,agent`: each agent's per day, rows with `groups`); a client
+/// key sees its own runs only.
 pub(crate) async fn usage(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let query: UsageQuery = parse_query(query.as_deref())?;
-    let by: keel::UsageBy = query
+    let by = query
         .by
         .as_deref()
         .unwrap_or("agent")
-        .parse()
+        .split(',')
+        .map(|by| by.trim().parse::<keel::UsageBy>())
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|message| ApiError::BadRequest {
             message,
             param: Some("by"),
@@ -336,7 +339,7 @@ pub(crate) async fn usage(
     let rows = state
         .runtime
         .runs()
-        .usage(by, &filter)
+        .usage_grouped(&by, &filter)
         .await
         .map_err(internal)?;
     Ok(Json(serde_json::json!({ "data": rows })))

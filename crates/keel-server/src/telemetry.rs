@@ -314,9 +314,8 @@ pub struct Telemetry {
 
 struct Inner {
     metrics: Metrics,
-    /// Latency totals by `model:<name>` and `tool:<name>`: (sum in ms, count), for the
-    /// console's overview.
-    latencies: std::sync::Mutex<BTreeMap<String, (u64, u64)>>,
+    /// Latencies by `model:<name>` and `tool:<name>`, for the console's overview.
+    latencies: std::sync::Mutex<BTreeMap<String, Latency>>,
     /// Agent name → model name, for labels.
     models: OnceLock<BTreeMap<String, String>>,
     /// Live event streams waiting for news of a run.
@@ -326,22 +325,67 @@ struct Inner {
 impl Inner {
     fn add_latency(&self, key: String, ms: u64) {
         if let Ok(mut latencies) = self.latencies.lock() {
-            let entry = latencies.entry(key).or_default();
-            entry.0 += ms;
-            entry.1 += 1;
+            latencies.entry(key).or_default().add(ms);
         }
     }
 }
 
+/// How many of the latest samples a latency's percentiles are read from.
+const LATENCY_WINDOW: usize = 512;
+
+/// One model's or tool's latency since this process started: a count and a sum, and the
+/// latest [`LATENCY_WINDOW`] samples (a ring) for the percentiles.
+#[derive(Default)]
+struct Latency {
+    count: u64,
+    sum_ms: u64,
+    recent: Vec<u64>,
+}
+
+impl Latency {
+    fn add(&mut self, ms: u64) {
+        let slot = usize::try_from(self.count).unwrap_or(usize::MAX) % LATENCY_WINDOW;
+        if self.recent.len() < LATENCY_WINDOW {
+            self.recent.push(ms);
+        } else if let Some(old) = self.recent.get_mut(slot) {
+            *old = ms;
+        }
+        self.count += 1;
+        self.sum_ms += ms;
+    }
+
+    /// `{count, meanMs, p50Ms, p95Ms, p99Ms, window}`: the percentiles of the latest samples
+    /// (nearest rank), `window` how many those are.
+    fn summary(&self) -> serde_json::Value {
+        let mut sorted = self.recent.clone();
+        sorted.sort_unstable();
+        let rank = |p: usize| {
+            let n = sorted.len();
+            // The nearest rank: the smallest sample with at least p % at or below it.
+            let at = (p * n).div_ceil(100).clamp(1, n.max(1)) - 1;
+            sorted.get(at).copied().unwrap_or(0)
+        };
+        serde_json::json!({
+            "count": self.count,
+            "meanMs": self.sum_ms / self.count.max(1),
+            "p50Ms": rank(50),
+            "p95Ms": rank(95),
+            "p99Ms": rank(99),
+            "window": sorted.len(),
+        })
+    }
+}
+
 impl Telemetry {
-    /// Mean latency and count of model rounds by model and tool calls by tool, since this
-    /// process started: `{models: {name: {count, meanMs}}, tools: {…}}`.
+    /// Latency of model rounds by model and tool calls by tool, since this process started:
+    /// `{models: {name: {count, meanMs, p50Ms, p95Ms, p99Ms, window}}, tools: {…}}` (the
+    /// percentiles are those of the latest 512 samples).
     pub(crate) fn latencies(&self) -> serde_json::Value {
         let mut models = serde_json::Map::new();
         let mut tools = serde_json::Map::new();
         if let Ok(latencies) = self.inner.latencies.lock() {
-            for (key, (sum, count)) in latencies.iter() {
-                let entry = serde_json::json!({"count": count, "meanMs": sum / (*count).max(1)});
+            for (key, latency) in latencies.iter() {
+                let entry = latency.summary();
                 match key.split_once(':') {
                     Some(("model", name)) => drop(models.insert(name.to_owned(), entry)),
                     Some((_, name)) => drop(tools.insert(name.to_owned(), entry)),

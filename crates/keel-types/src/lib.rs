@@ -76,6 +76,16 @@ pub fn now_rfc3339() -> String {
     timestamp(time::OffsetDateTime::now_utc())
 }
 
+/// The time `seconds` ago, in the [`now_rfc3339`] format (a `since` for store filters).
+pub fn rfc3339_ago(seconds: u64) -> String {
+    let ago = time::Duration::seconds(i64::try_from(seconds).unwrap_or(i64::MAX));
+    timestamp(
+        time::OffsetDateTime::now_utc()
+            .checked_sub(ago)
+            .unwrap_or(time::OffsetDateTime::UNIX_EPOCH),
+    )
+}
+
 /// `t` in the [`now_rfc3339`] format. Written digit by digit: every event gets a timestamp,
 /// and the general formatter costs several times as much.
 fn timestamp(t: time::OffsetDateTime) -> String {

@@ -52,7 +52,7 @@ pub fn flush_telemetry(deadline: std::time::Duration) {
     #[cfg(not(feature = "otlp"))]
     let _ = deadline;
 }
-pub use keel_runtime::usage::{UsageBy, UsageRow, usage_by};
+pub use keel_runtime::usage::{UsageBy, UsageRow, usage_by, usage_grouped};
 pub use keel_runtime::{
     Approvals, Divergence, Memory, Replica, RequestOptions, RunHandle, RunResponse, Runs,
     RuntimeError, Sessions, ShutdownReport, Skills, TaskRequest, Tasks, Tools,

@@ -44,6 +44,15 @@ impl Runs {
         Ok(crate::usage::usage_by(self.kernel.store().as_ref(), by, filter).await?)
     }
 
+    /// [`Self::usage`] grouped by several at once (`[Day, Agent]`: each agent's per day).
+    pub async fn usage_grouped(
+        &self,
+        by: &[crate::usage::UsageBy],
+        filter: &RunFilter,
+    ) -> Result<Vec<crate::usage::UsageRow>, RuntimeError> {
+        Ok(crate::usage::usage_grouped(self.kernel.store().as_ref(), by, filter).await?)
+    }
+
     /// A run's stored events with `seq > after`.
     pub async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, RuntimeError> {
         Ok(self.kernel.store().events(id, after).await?)

@@ -55,8 +55,11 @@ pub(super) fn routes() -> Vec<Route> {
                 &[
                     param(
                         "by",
-                        Accepts::OneOf(&["agent", "session", "key", "day"]),
-                        "group by agent (default), session, API key or UTC day",
+                        Accepts::Format {
+                            pattern: "^(agent|session|key|day)(,(agent|session|key|day))*$",
+                            check: usage_groupings,
+                        },
+                        "group by agent (default), session, API key or UTC day, or by several separated by commas (`day,agent`)",
                     ),
                     param(
                         "since",
@@ -69,10 +72,17 @@ pub(super) fn routes() -> Vec<Route> {
                 Method::GET,
                 "/api/usage",
                 Client,
-                "What runs used and cost (tokens, cache reads and writes, cost at the models' declared pricing), summed by agent, session, key or day; client keys: their own runs",
-                "`{data: [{group, runs, usage}]}`",
+                "What runs used and cost (tokens, cache reads and writes, cost at the models' declared pricing), summed by agent, session, key or day, or by several (`by=day,agent`); client keys: their own runs",
+                "`{data: [{group, groups?, runs, usage}]}` (`groups`: each grouping's value, when by several)",
                 || routing::get(requests::usage),
             )
         },
     ]
+}
+
+/// `by` of `/api/usage`: one grouping or several, separated by commas.
+fn usage_groupings(value: &str) -> bool {
+    value
+        .split(',')
+        .all(|by| matches!(by, "agent" | "session" | "key" | "day"))
 }

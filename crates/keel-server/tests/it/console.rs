@@ -64,20 +64,38 @@ async fn the_console_is_served_from_the_binary() {
             .unwrap()
             .contains("<title>Keel console</title>")
     );
-    for (path, kind) in [
-        ("/console/app.js", "text/javascript"),
-        ("/console/app.css", "text/css"),
-    ] {
+    // Every file the page names is served (and the icon under the name browsers guess).
+    let page = body.as_str().unwrap();
+    let named: Vec<&str> = page
+        .split(['"', '\''])
+        .filter(|part| part.starts_with("/console/"))
+        .collect();
+    assert_eq!(named.len(), 8, "{named:?}");
+    for path in named.iter().copied().chain(["/favicon.ico"]) {
         let (status, headers, _) =
             call(&app, Request::get(path).body(Body::empty()).unwrap()).await;
         assert_eq!(status, StatusCode::OK, "{path}");
+        let kind = match path.rsplit('.').next() {
+            Some("js") => "text/javascript",
+            Some("css") => "text/css",
+            _ => "image/svg+xml",
+        };
         assert!(
             headers[header::CONTENT_TYPE]
                 .to_str()
                 .unwrap()
-                .starts_with(kind)
+                .starts_with(kind),
+            "{path}"
         );
     }
+    let (status, _, _) = call(
+        &app,
+        Request::get("/console/nothing.js")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _, session) = call(
         &app,
         Request::get("/console/session")
@@ -94,6 +112,11 @@ async fn the_console_is_served_from_the_binary() {
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(overview["agents"], json!(["assistant"]));
+    // The last hour, minute by minute, the current minute last.
+    let minutes = overview["lastHour"]["minutes"].as_array().unwrap();
+    assert_eq!(minutes.len(), 60);
+    assert!(minutes[0]["minute"].as_str().unwrap() < minutes[59]["minute"].as_str().unwrap());
+    assert_eq!(overview["lastHour"]["started"], 0);
 }
 
 #[tokio::test]

@@ -660,7 +660,18 @@ async fn usage_sums_the_runs_by_agent_and_refuses_an_unknown_grouping() {
     let (status, by_day) = call(&app, "GET", "/api/usage?by=day", None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(by_day["data"].as_array().unwrap().len(), 1);
+    // By two groupings at once: each agent's usage per day, with both values.
+    let (status, both) = call(&app, "GET", "/api/usage?by=day,agent", None).await;
+    assert_eq!(status, StatusCode::OK, "{both}");
+    let row = &both["data"][0];
+    let day = by_day["data"][0]["group"].as_str().unwrap();
+    assert_eq!(row["groups"], json!([day, "assistant"]));
+    assert_eq!(row["group"], format!("{day} / assistant"));
+    assert_eq!(row["runs"], 2);
+    assert_eq!(row["usage"], usage["data"][0]["usage"]);
     let (status, wrong) = call(&app, "GET", "/api/usage?by=planet", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{wrong}");
+    let (status, wrong) = call(&app, "GET", "/api/usage?by=day,planet", None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{wrong}");
 }
 
