@@ -91,6 +91,7 @@ function drawGraph(box, spec) {
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, class: "graph", role: "img", "aria-label": "Workflow graph" },
     svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow" }))));
   const edges = svg("g", { class: "edges" });
+  const paths = [];
   out.forEach((targets, from) => targets.forEach((to) => {
     const a = points[from];
     const b = points[to];
@@ -103,9 +104,10 @@ function drawGraph(box, spec) {
       const mid = (y1 + y2) / 2;
       d = `M ${x1} ${y1} C ${x1} ${mid}, ${x2} ${mid}, ${x2} ${y2}`;
     }
-    edges.append(svg("path", { d, class: back.has(`${from}>${to}`) ? "edge loop" : "edge", "marker-end": "url(#arrow)" }));
+    paths.push(svg("path", { d, class: back.has(`${from}>${to}`) ? "edge loop" : "edge", "marker-end": "url(#arrow)" }));
   }));
   chart.append(edges);
+  appendInFrames(edges, paths, 60);
   const nodes = new Map();
   spec.nodes.forEach((node, i) => {
     const p = points[i];
@@ -116,8 +118,9 @@ function drawGraph(box, spec) {
       svg("text", { x: p.x + 8, y: p.y + 18, class: "node-id" }, node.id.length > 22 ? node.id.slice(0, 21) + "…" : node.id),
       note);
     nodes.set(node.id, { g, note, spec: node, items: new Map(), total: null, child: null });
-    chart.append(g);
   });
+  // A large graph's nodes are added a batch per frame (they take their states meanwhile).
+  appendInFrames(chart, [...nodes.values()].map((n) => n.g), 50);
   const items = el("div", { class: "map-items" });
   box.replaceChildren(legend([["state-pending", "pending"], ["state-running", "running"], ["state-waiting", "waiting"], ["state-completed", "completed"], ["state-failed", "failed"], ["state-skipped", "skipped"]]),
     el("div", { class: "graph-scroll" }, chart), items);

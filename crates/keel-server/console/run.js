@@ -210,7 +210,7 @@ async function request(id) {
   let outputRow = null;
   const flush = () => {
     scheduled = false;
-    const batch = queue.splice(0, 200);
+    const batch = queue.splice(0, 100);
     const fragment = document.createDocumentFragment();
     for (const event of batch) {
       if (event.type === "runtime.progress.narration") {
@@ -359,7 +359,8 @@ function renderWaterfall(box, trace, id, eventsBySeq) {
   });
   const axis = el("div", { class: "bar-row axis-row" }, el("span", {}, ""), el("div", { class: "track axis-track" },
     el("span", { class: "tick-start" }, "0"), el("span", { class: "tick-end" }, duration(total / 1e6))), el("span", {}, ""));
-  box.replaceChildren(legend([["k-run", "run"], ["k-model", "model round"], ["k-tool", "tool call"], ["k-hook", "hook"], ["k-approval", "approval wait"], ["k-compaction", "compaction"], ["k-workflow", "workflow node"]]), axis, ...rows);
+  box.replaceChildren(legend([["k-run", "run"], ["k-model", "model round"], ["k-tool", "tool call"], ["k-hook", "hook"], ["k-approval", "approval wait"], ["k-compaction", "compaction"], ["k-workflow", "workflow node"]]), axis);
+  appendInFrames(box, rows, 40);
 }
 
 // The events behind a span: this run's from the page, a child run's read from the API.
@@ -370,7 +371,9 @@ function barEvents(span, id, eventsBySeq) {
     for (const seq of span.seqs) { const event = eventsBySeq.get(seq); if (event) list.append(line(event)); }
   } else {
     list.append(el("li", {}, "In ", el("a", { href: "#/requests/" + span.requestId, class: "mono" }, span.requestId)));
-    api(`/api/requests/${encodeURIComponent(span.requestId)}/events`).then((page) => {
+    const from = Math.min(...span.seqs) - 1;
+    const count = Math.max(...span.seqs) - from;
+    api(`/api/requests/${encodeURIComponent(span.requestId)}/events?after=${from}&limit=${Math.min(Math.max(count, 1), 10000)}`).then((page) => {
       const wanted = new Set(span.seqs);
       for (const event of (page.data || page)) if (wanted.has(event.seq)) list.append(line(event));
     }).catch((e) => list.append(el("li", {}, failure(e))));

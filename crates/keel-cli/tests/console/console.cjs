@@ -49,9 +49,16 @@ async function ended(id) {
   });
 }
 
+// Every stored event of a run, a page of 10,000 at a time.
 async function events(id) {
-  const page = await api("GET", `/api/requests/${id}/events`);
-  return page.body.data || page.body;
+  const all = [];
+  for (;;) {
+    const after = all.length ? all[all.length - 1].seq : 0;
+    const page = await api("GET", `/api/requests/${id}/events?after=${after}&limit=10000`);
+    const data = page.body.data || page.body;
+    all.push(...data);
+    if (data.length < 10_000) return all;
+  }
 }
 
 const ms = (ts) => new Date(ts).getTime();
@@ -153,7 +160,7 @@ async function longestTask(page, url, ready) {
     return (await page.locator('#waterfall .bar-row[data-name^="invoke_agent helper"]').count()) > 0 && open === 0;
   });
   const bars = await page.locator("#waterfall .bar-row[data-span]").evaluateAll((rows) => rows.map((r) => ({
-    name: r.dataset.name, start: Number(r.dataset.start) / 1e6, end: Number(r.dataset.end) / 1e6, request: r.dataset.request,
+    name: r.dataset.name, start: Math.round(Number(r.dataset.start) / 1e6), end: Math.round(Number(r.dataset.end) / 1e6), request: r.dataset.request,
     facts: r.querySelector(".bar-facts").textContent })));
   const log = await events(tour);
   const names = bars.map((b) => b.name);
@@ -267,10 +274,9 @@ async function longestTask(page, url, ready) {
 
   // ---- usage: the chart's columns, the key's budget ----
   await page.goto(`${BASE}/console#/usage?days=7&measure=cost`);
-  await page.locator("#usage-chart g[data-label]").first().waitFor();
+  await page.locator("#usage-chart g[data-label]").first().waitFor({ state: "attached" });
   await page.locator("#budgets tbody tr").filter({ hasText: "operator" }).waitFor();
-  const usageChart = await page.locator("#usage-chart g[data-label]").evaluateAll((groups) =>
-    Object.fromEntries(groups.map((g) => [g.dataset.label, Number(g.dataset.total)])));
+  assert.equal(await page.locator("#usage-chart g[data-label]").count(), 7, "a column per day");
   await page.screenshot({ path: path.join(SHOTS, "usage.png"), fullPage: true });
 
   // ---- approvals: approve one, deny another, one decided elsewhere disappears ----
@@ -310,7 +316,7 @@ async function longestTask(page, url, ready) {
   assert.ok(lastDelta.seq > 10_000, `${lastDelta.seq} events`);
   assert.equal(await page.locator(`#timeline li[data-last="${lastDelta.seq}"]`).count(), 1, "every output chunk reached its row");
   assert.equal((await page.locator("#output").textContent()).length, longRun.output.length);
-  console.log(`10,000-event run: longest task ${Math.round(longest)} ms`);
+  console.log(`10,000-event run: ${longest ? `longest task ${Math.round(longest)} ms` : `no task over ${LONG_TASK_MS} ms`}`);
   assert.ok(longest <= LONG_TASK_MS, `a task of ${Math.round(longest)} ms rendering the 10,000-event run`);
   const big = await start("", { workflow: "big", input: "{}" });
   await ended(big);
@@ -319,18 +325,22 @@ async function longestTask(page, url, ready) {
   });
   assert.equal(await page.locator("#run-graph .node").count(), BIG_NODES);
   assert.equal(await page.locator('#run-graph .node[data-state="completed"]').count(), BIG_NODES);
-  console.log(`${BIG_NODES}-node workflow run: longest task ${Math.round(longestGraph)} ms`);
+  console.log(`${BIG_NODES}-node workflow run: ${longestGraph ? `longest task ${Math.round(longestGraph)} ms` : `no task over ${LONG_TASK_MS} ms`}`);
   assert.ok(longestGraph <= LONG_TASK_MS, `a task of ${Math.round(longestGraph)} ms rendering the ${BIG_NODES}-node workflow`);
 
   // ---- keyboard, themes, a phone's width ----
   await page.goto(`${BASE}/console#/`);
   await page.locator("#health").waitFor();
-  await page.keyboard.press("Tab");
-  await page.keyboard.press("Tab");
-  await page.keyboard.press("Tab");
+  // From the page (focused after each navigation) back to the header: sign-out, then the
+  // last page of the navigation, which Enter opens.
+  await page.keyboard.press("Shift+Tab");
+  assert.equal(await page.evaluate(() => document.activeElement.id), "sign-out");
+  await page.keyboard.press("Shift+Tab");
   const focused = await page.evaluate(() => ({ text: document.activeElement.textContent.trim(), outline: getComputedStyle(document.activeElement).outlineStyle }));
-  assert.equal(focused.text, "Overview", "the keyboard reaches the navigation");
+  assert.equal(focused.text, "Workspace", "the keyboard reaches the navigation");
   assert.notEqual(focused.outline, "none", "focus is visible");
+  await page.keyboard.press("Enter");
+  await page.locator("#ws-agents").waitFor();
   const background = () => page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);
   const light = await background();
   await page.emulateMedia({ colorScheme: "dark" });
@@ -357,6 +367,17 @@ async function longestTask(page, url, ready) {
     await fits(page, hash);
   }
 
+  // The usage chart once every run has ended, for the Rust side to compare with `keel usage`.
+  await until("every run to end", async () => {
+    for (const status of ["queued", "running", "waiting_approval"]) {
+      if ((await api("GET", `/api/requests?status=${status}&limit=1`)).body.data.length) return false;
+    }
+    return true;
+  });
+  await page.goto(`${BASE}/console#/usage?days=7&measure=cost`);
+  await page.locator("#usage-chart g[data-label]").first().waitFor({ state: "attached" });
+  const usageChart = await page.locator("#usage-chart g[data-label]").evaluateAll((groups) =>
+    Object.fromEntries(groups.map((g) => [g.dataset.label, Number(g.dataset.total)])));
   fs.writeFileSync(REPORT, JSON.stringify({ usageChart, longest, longestGraph }));
   assert.deepEqual(problems, [], "no console error and no failed request");
   await browser.close();
