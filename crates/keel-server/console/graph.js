@@ -266,9 +266,9 @@ async function workflows(name) {
       const section = el("section", { class: "workflow", "data-workflow": w.name });
       const holder = el("div", {});
       const recent = el("div", { class: "recent" });
-      section.append(el("h2", {}, el("a", { href: "#/workflows/" + encodeURIComponent(w.name) }, w.name)), w.description ? el("p", {}, w.description) : null,
+      fill(section, {}, [el("h2", {}, el("a", { href: "#/workflows/" + encodeURIComponent(w.name) }, w.name)), w.description ? el("p", {}, w.description) : null,
         el("p", { class: "muted" }, `${w.nodes} nodes` + (w.phases.length ? `, phases: ${w.phases.join(" → ")}` : "")),
-        holder, runForm(w.name, detail.spec), el("h3", {}, "Recent runs"), recent);
+        holder, runForm(w.name, detail.spec), el("h3", {}, "Recent runs"), recent]);
       main.append(section);
       drawGraph(holder, detail.spec);
       loadRecent(recent, w.name);

@@ -21,8 +21,7 @@ async function overview() {
         card("pending approvals", o.pendingApprovals, "pending", o.pendingApprovals ? "attention" : ""),
         card("runs in the last hour", hour.started, "last-hour"),
         card("error rate, last hour", (hour.errorRate * 100).toFixed(1) + " %", "error-rate", hour.failed ? "bad" : ""),
-        o.cluster ? card("replicas", o.cluster.replicas, "replicas") : null,
-        o.cluster ? card("queue depth", o.cluster.queueDepth, "queue-depth") : null);
+        ...(o.cluster ? [card("replicas", o.cluster.replicas, "replicas"), card("queue depth", o.cluster.queueDepth, "queue-depth")] : []));
       const perMinute = columns(hour.minutes.map((m) => ({ label: m.minute.slice(11), parts: [
         { value: m.completed, cls: "c-ok", name: "completed" },
         { value: m.failed, cls: "c-bad", name: "failed" },

@@ -242,6 +242,7 @@ async function request(id) {
       if (graphView) graphView.event(event);
     }
     timeline.append(fragment);
+    if (rowsBySeq.size > 300) timeline.classList.add("long");
     if (queue.length) { scheduled = true; requestAnimationFrame(flush); }
   };
   const stream = new AbortController();
@@ -360,6 +361,7 @@ function renderWaterfall(box, trace, id, eventsBySeq) {
   const axis = el("div", { class: "bar-row axis-row" }, el("span", {}, ""), el("div", { class: "track axis-track" },
     el("span", { class: "tick-start" }, "0"), el("span", { class: "tick-end" }, duration(total / 1e6))), el("span", {}, ""));
   box.replaceChildren(legend([["k-run", "run"], ["k-model", "model round"], ["k-tool", "tool call"], ["k-hook", "hook"], ["k-approval", "approval wait"], ["k-compaction", "compaction"], ["k-workflow", "workflow node"]]), axis);
+  box.classList.toggle("long", rows.length > 200);
   appendInFrames(box, rows, 40);
 }
 

@@ -65,8 +65,17 @@ const ms = (ts) => new Date(ts).getTime();
 
 // The page is no wider than the screen.
 async function fits(page, what) {
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-  assert.ok(overflow <= 0, `${what}: the page is ${overflow}px wider than the screen`);
+  const { overflow, widest } = await page.evaluate(() => {
+    // The deepest element reaching furthest right, to name in a failure.
+    let widest = null;
+    for (const node of document.querySelectorAll("body *")) {
+      const right = node.getBoundingClientRect().right;
+      const spill = node.getBoundingClientRect().left + node.scrollWidth;
+      if (Math.max(right, spill) > window.innerWidth && getComputedStyle(node).overflowX === "visible") widest = { right: spill, tag: node.tagName, cls: node.className && node.className.baseVal !== undefined ? node.className.baseVal : node.className, text: (node.textContent || "").slice(0, 60) };
+    }
+    return { overflow: document.documentElement.scrollWidth - window.innerWidth, widest };
+  });
+  assert.ok(overflow <= 0, `${what}: the page is ${overflow}px wider than the screen (${JSON.stringify(widest)})`);
 }
 
 // Opens `url` and measures the longest task while `ready` is awaited; a loaded machine can
@@ -304,6 +313,7 @@ async function longestTask(page, url, ready) {
   await page.goto(`${BASE}/console#/`);
   await page.locator("#runs-per-minute rect").first().waitFor();
   await page.locator("#latency .range").first().waitFor();
+  assert.ok(!/\bnull\b|undefined|\[object /.test(await page.locator("main").innerText()), "no placeholder text on the overview");
   await page.screenshot({ path: path.join(SHOTS, "overview.png"), fullPage: true });
 
   // ---- size: a 10,000-event run and a 500-node workflow, within the long-task limit ----
