@@ -25,12 +25,7 @@ pub(crate) struct UsageArgs {
 }
 
 pub(crate) async fn usage(root: &Path, args: UsageArgs) -> Result<(), CliError> {
-    let by = args
-        .by
-        .split(',')
-        .map(|by| by.trim().parse::<UsageBy>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(CliError::usage)?;
+    let by = UsageBy::parse_list(&args.by).map_err(CliError::usage)?;
     let filter = RunFilter {
         since: args
             .since

@@ -153,6 +153,13 @@ impl RunLog for RedactingStore {
         self.inner.run_counts().await
     }
 
+    async fn started_by_minute(
+        &self,
+        since: &str,
+    ) -> Result<Vec<(String, RunStatus, u64)>, StoreError> {
+        self.inner.started_by_minute(since).await
+    }
+
     async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, StoreError> {
         self.inner.events(id, after).await
     }

@@ -37,6 +37,13 @@ impl std::str::FromStr for UsageBy {
     }
 }
 
+impl UsageBy {
+    /// One grouping or several separated by commas (`day,agent`), in order.
+    pub fn parse_list(text: &str) -> Result<Vec<Self>, String> {
+        text.split(',').map(|by| by.trim().parse()).collect()
+    }
+}
+
 /// One group's sum: `runs` counts the top-level runs (each with what its children used).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

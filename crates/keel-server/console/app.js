@@ -65,12 +65,14 @@ function route() {
   document.getElementById("main").focus({ preventScroll: true });
 }
 
+// The approvals badge reads the pending approvals only (not the overview's figures).
 async function pendingBadge() {
   try {
-    const o = await api("/api/overview");
+    const page = await api("/api/approvals?status=pending");
+    const count = page.data.filter((a) => a.status === "pending").length;
     const badge = document.getElementById("pending-badge");
-    badge.textContent = o.pendingApprovals;
-    badge.hidden = !o.pendingApprovals;
+    badge.textContent = count;
+    badge.hidden = !count;
   } catch (_) { /* shown by the page */ }
 }
 

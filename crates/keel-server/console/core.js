@@ -34,22 +34,22 @@ function fill(node, attrs, children) {
 }
 
 // Appends `nodes` to `parent` a batch per animation frame, so a long list never makes one
-// long task; answers when all are in. A newer call for the same parent stops an older one.
+// long task; `parent` carries `data-filling` meanwhile. A newer call for the same parent
+// stops an older one.
 function appendInFrames(parent, nodes, size = 100) {
   const token = {};
   parent.appending = token;
-  return new Promise((resolve) => {
-    let at = 0;
-    const step = () => {
-      if (parent.appending !== token) return resolve(false);
-      const fragment = document.createDocumentFragment();
-      fragment.append(...nodes.slice(at, at + size));
-      parent.append(fragment);
-      at += size;
-      if (at < nodes.length) requestAnimationFrame(step); else resolve(true);
-    };
-    step();
-  });
+  let at = 0;
+  const step = () => {
+    if (parent.appending !== token) return;
+    const fragment = document.createDocumentFragment();
+    fragment.append(...nodes.slice(at, at + size));
+    parent.append(fragment);
+    at += size;
+    parent.toggleAttribute("data-filling", at < nodes.length);
+    if (at < nodes.length) requestAnimationFrame(step);
+  };
+  step();
 }
 
 function show(...nodes) {

@@ -261,8 +261,9 @@ async function workflows(name) {
     const page = await api("/api/workflows");
     const list = name ? page.data.filter((w) => w.name === name) : page.data;
     if (!list.length) { main.append(el("p", { class: "muted" }, name ? `No workflow ${name}.` : "No workflows.")); return; }
-    for (const w of list) {
-      const detail = await api(`/api/workflows/${encodeURIComponent(w.name)}`);
+    const details = await Promise.all(list.map((w) => api(`/api/workflows/${encodeURIComponent(w.name)}`)));
+    for (const [i, w] of list.entries()) {
+      const detail = details[i];
       const section = el("section", { class: "workflow", "data-workflow": w.name });
       const holder = el("div", {});
       const recent = el("div", { class: "recent" });

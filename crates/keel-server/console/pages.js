@@ -139,6 +139,9 @@ async function approvals() {
   });
 }
 
+// How many of the period's latest runs the top runs by cost are chosen from.
+const TOP_OF = 200;
+
 // ---- usage --------------------------------------------------------------------------------
 
 async function usage(params) {
@@ -159,7 +162,7 @@ async function usage(params) {
     const [byDay, byAgent, byKey, top, inventory] = await Promise.all([
       api(`/api/usage?by=day,agent&since=${since}`), api(`/api/usage?by=agent&since=${since}`),
       api(`/api/usage?by=key&since=${new Date().toISOString().slice(0, 10)}T00:00:00.000Z`),
-      api(`/api/requests?since=${since}&limit=200`), api("/api/inventory")]);
+      api(`/api/requests?since=${since}&limit=${TOP_OF}`), api("/api/inventory")]);
     const amount = (u) => measure === "cost" ? (u.cost ? Number(u.cost.amount) : 0) : u.totalTokens;
     const agents = [...new Set(byDay.data.map((r) => r.groups[1]))];
     const dayList = [];
@@ -187,7 +190,7 @@ async function usage(params) {
       el("h2", {}, "By agent"), table({ id: "usage-agents" }, ["Agent", "Runs", "Tokens", "Cost"], agentRows),
       el("h2", {}, "Budgets per API key, today (UTC)"),
       budgetRows.length ? table({ id: "budgets" }, ["Key", "Spent", "~Budget", "Share"], budgetRows) : el("p", { class: "muted" }, "No API key has a daily budget."),
-      el("h2", {}, "Top runs by cost"),
+      el("h2", {}, "Top runs by cost", top.nextCursor ? el("span", { class: "muted" }, ` among the latest ${TOP_OF}`) : null),
       costly.length ? table({ id: "top-runs" }, ["Request", "Agent", "Input", "Cost", "~Tokens"], costly.map((r) => [
         el("a", { href: "#/requests/" + r.requestId, class: "mono" }, r.requestId), r.agent, el("span", { class: "input-line" }, firstLine(r.input, 60)), costText(r.usage), r.usage.totalTokens])) : el("p", { class: "muted" }, "No priced runs in this period."));
   } catch (e) { body.replaceChildren(failure(e)); }
@@ -207,9 +210,9 @@ async function tools() {
     const add = (tool, user) => { if (!users.has(tool)) users.set(tool, new Set()); users.get(tool).add(user); };
     for (const t of inventory.tools || []) for (const a of t.agents || []) add(t.name, a);
     const described = new Map((inventory.tools || []).map((t) => [t.name, t.description || ""]));
-    for (const w of flows.data) {
-      const detail = await api(`/api/workflows/${encodeURIComponent(w.name)}`);
-      const walk = (node) => { if (node.tool) add(node.tool, `workflow ${w.name}`); if (node.node) walk(node.node); };
+    const details = await Promise.all(flows.data.map((w) => api(`/api/workflows/${encodeURIComponent(w.name)}`)));
+    for (const detail of details) {
+      const walk = (node) => { if (node.tool) add(node.tool, `workflow ${detail.name}`); if (node.node) walk(node.node); };
       detail.spec.nodes.forEach(walk);
     }
     for (const s of stats.data) if (!users.has(s.tool)) users.set(s.tool, new Set());

@@ -320,16 +320,12 @@ pub(crate) async fn usage(
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let query: UsageQuery = parse_query(query.as_deref())?;
-    let by = query
-        .by
-        .as_deref()
-        .unwrap_or("agent")
-        .split(',')
-        .map(|by| by.trim().parse::<keel::UsageBy>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|message| ApiError::BadRequest {
-            message,
-            param: Some("by"),
+    let by =
+        keel::UsageBy::parse_list(query.by.as_deref().unwrap_or("agent")).map_err(|message| {
+            ApiError::BadRequest {
+                message,
+                param: Some("by"),
+            }
         })?;
     let filter = RunFilter {
         since: query.since,

@@ -654,3 +654,38 @@ impl EventObserver for Telemetry {
         self.inner.followers.wake(&event.request_id);
     }
 }
+
+#[cfg(test)]
+mod latency_tests {
+    use super::{LATENCY_WINDOW, Latency};
+
+    #[test]
+    fn percentiles_are_nearest_ranks_of_the_latest_samples() {
+        let mut latency = Latency::default();
+        for ms in 1..=100 {
+            latency.add(ms);
+        }
+        let summary = latency.summary();
+        assert_eq!(summary["p50Ms"], 50);
+        assert_eq!(summary["p95Ms"], 95);
+        assert_eq!(summary["p99Ms"], 99);
+        assert_eq!(summary["meanMs"], 50);
+        assert_eq!(summary["window"], 100);
+        // Past the window, the oldest samples give way: a slow spell shows in the percentiles
+        // while the count and mean still cover everything.
+        for _ in 0..LATENCY_WINDOW {
+            latency.add(1_000);
+        }
+        let summary = latency.summary();
+        assert_eq!(summary["p50Ms"], 1_000);
+        assert_eq!(summary["window"], LATENCY_WINDOW);
+        assert_eq!(summary["count"], 100 + LATENCY_WINDOW);
+    }
+
+    #[test]
+    fn no_samples_read_as_zero() {
+        let summary = Latency::default().summary();
+        assert_eq!(summary["p99Ms"], 0);
+        assert_eq!(summary["count"], 0);
+    }
+}

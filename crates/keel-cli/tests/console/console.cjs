@@ -92,8 +92,9 @@ async function longestTask(page, url, ready) {
     });
     await page.evaluate((u) => { location.hash = u; }, url);
     await ready();
-    // Let what was scheduled for the next frames finish.
-    await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 300)));
+    // Until the page has added every batch it scheduled and is idle.
+    await page.waitForFunction(() => !document.querySelector("[data-filling]"));
+    await page.evaluate(() => new Promise((resolve) => requestIdleCallback(resolve)));
     best = Math.min(best, await page.evaluate(() => window.longest));
   }
   return best;

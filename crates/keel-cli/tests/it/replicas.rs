@@ -440,6 +440,13 @@ async fn three_replicas_share_queue_approvals_and_streams_and_survive_a_sigkill(
         assert!(cluster["lease"]["token"].as_i64().is_some(), "{health}");
         assert_eq!(cluster["queueDepth"], 0, "{health}");
         taken_over += cluster["takenOver"].as_u64().unwrap();
+        // The console's overview shows the same replicas and queue.
+        let overview = replicas.get(replica, "/api/overview").await;
+        assert_eq!(
+            overview["cluster"]["replicas"], cluster["replicas"],
+            "{overview}"
+        );
+        assert_eq!(overview["cluster"]["queueDepth"], 0, "{overview}");
         let metrics = replicas
             .http
             .get(replicas.url(replica, "/metrics"))

@@ -53,6 +53,15 @@ impl Runs {
         Ok(crate::usage::usage_grouped(self.kernel.store().as_ref(), by, filter).await?)
     }
 
+    /// How many runs started at or after `since` in each minute, by status
+    /// ([`keel_types::RunLog::started_by_minute`]).
+    pub async fn started_by_minute(
+        &self,
+        since: &str,
+    ) -> Result<Vec<(String, RunStatus, u64)>, RuntimeError> {
+        Ok(self.kernel.store().started_by_minute(since).await?)
+    }
+
     /// A run's stored events with `seq > after`.
     pub async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, RuntimeError> {
         Ok(self.kernel.store().events(id, after).await?)

@@ -82,7 +82,5 @@ pub(super) fn routes() -> Vec<Route> {
 
 /// `by` of `/api/usage`: one grouping or several, separated by commas.
 fn usage_groupings(value: &str) -> bool {
-    value
-        .split(',')
-        .all(|by| matches!(by, "agent" | "session" | "key" | "day"))
+    !value.contains(' ') && keel::UsageBy::parse_list(value).is_ok()
 }

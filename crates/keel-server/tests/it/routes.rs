@@ -669,6 +669,20 @@ async fn usage_sums_the_runs_by_agent_and_refuses_an_unknown_grouping() {
     assert_eq!(row["group"], format!("{day} / assistant"));
     assert_eq!(row["runs"], 2);
     assert_eq!(row["usage"], usage["data"][0]["usage"]);
+    // The overview's last hour counts them in the minutes they started.
+    let (status, overview) = call(&app, "GET", "/api/overview", None).await;
+    assert_eq!(status, StatusCode::OK, "{overview}");
+    let hour = &overview["lastHour"];
+    assert_eq!(hour["started"], 2, "{hour}");
+    assert_eq!(hour["ended"], 2, "{hour}");
+    assert_eq!(hour["errorRate"], 0.0, "{hour}");
+    let per_minute: u64 = hour["minutes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["completed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_minute, 2, "{hour}");
     let (status, wrong) = call(&app, "GET", "/api/usage?by=planet", None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{wrong}");
     let (status, wrong) = call(&app, "GET", "/api/usage?by=day,planet", None).await;

@@ -368,6 +368,14 @@ impl RunLog for PgStore {
         runs::counts(self).await
     }
 
+    async fn started_by_minute(
+        &self,
+        since: &str,
+    ) -> Result<Vec<(String, keel_types::RunStatus, u64)>, StoreError> {
+        self.ready().await?;
+        runs::started_by_minute(self, since).await
+    }
+
     async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, StoreError> {
         self.ready().await?;
         runs::events(self, id, after).await

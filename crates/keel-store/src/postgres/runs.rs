@@ -223,6 +223,34 @@ pub(super) async fn counts(store: &PgStore) -> Result<Vec<(RunStatus, u64)>, Sto
     Ok(counts)
 }
 
+pub(super) async fn started_by_minute(
+    store: &PgStore,
+    since: &str,
+) -> Result<Vec<(String, RunStatus, u64)>, StoreError> {
+    let rows = query(
+        "SELECT substr(started_at, 1, 16), status, count(*) FROM runs \
+         WHERE started_at >= $1 GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .bind(since)
+    .fetch_all(store.pool())
+    .await
+    .map_err(|e| store.db_error(&e))?;
+    let mut counts = Vec::with_capacity(rows.len());
+    for row in rows {
+        let minute: String = row.try_get(0).map_err(|e| store.db_error(&e))?;
+        let status: String = row.try_get(1).map_err(|e| store.db_error(&e))?;
+        let count: i64 = row.try_get(2).map_err(|e| store.db_error(&e))?;
+        let status = status
+            .parse::<RunStatus>()
+            .map_err(|e| StoreError::Corrupt {
+                location: "runs.status".into(),
+                message: e.to_string(),
+            })?;
+        counts.push((minute, status, u64::try_from(count).unwrap_or(0)));
+    }
+    Ok(counts)
+}
+
 pub(super) async fn events(
     store: &PgStore,
     id: &RequestId,

@@ -395,6 +395,15 @@ impl RunLog for SqliteStore {
         self.read(rows::run_counts).await
     }
 
+    async fn started_by_minute(
+        &self,
+        since: &str,
+    ) -> Result<Vec<(String, keel_types::RunStatus, u64)>, StoreError> {
+        let since = since.to_owned();
+        self.read(move |conn, db| rows::started_by_minute(conn, db, &since))
+            .await
+    }
+
     async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, StoreError> {
         let id = id.clone();
         self.read(move |conn, db| {

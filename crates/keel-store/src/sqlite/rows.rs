@@ -335,6 +335,33 @@ pub(crate) fn run_counts(
         .collect()
 }
 
+/// How many runs started at or after `since` in each minute, by status, in minute order.
+pub(crate) fn started_by_minute(
+    conn: &Connection,
+    db: &Path,
+    since: &str,
+) -> Result<Vec<(String, RunStatus, u64)>, StoreError> {
+    let rows: Vec<(String, String, u64)> = conn
+        .prepare_cached(
+            "SELECT substr(started_at, 1, 16), status, count(*) FROM runs \
+             WHERE started_at >= ?1 GROUP BY 1, 2 ORDER BY 1, 2",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map([since], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+                .collect()
+        })
+        .map_err(|e| sql_error(db, &e))?;
+    rows.into_iter()
+        .map(|(minute, status, count)| {
+            let status = from_text(&status).map_err(|message| StoreError::Corrupt {
+                location: format!("{} (runs.status)", db.display()),
+                message,
+            })?;
+            Ok((minute, status, count))
+        })
+        .collect()
+}
+
 /// Whether a run exists.
 pub(crate) fn run_exists(conn: &Connection, db: &Path, id: &RequestId) -> Result<bool, StoreError> {
     conn.prepare_cached("SELECT 1 FROM runs WHERE request_id = ?1")

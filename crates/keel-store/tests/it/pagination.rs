@@ -1,4 +1,4 @@
-//! Run lists page with cursors and filter by owner; counts by status; the owner column is
+//! Run lists page with cursors and filter by owner; counts by status and by minute; the owner column is
 //! added to stores made before it existed.
 
 use keel_types::{RunLog, SessionStore};
@@ -119,6 +119,44 @@ async fn run_counts_group_runs_by_status(backend: &Backend) {
     );
 }
 
+async fn started_by_minute_counts_the_runs_of_each_minute_by_status(backend: &Backend) {
+    let store = backend.runs();
+    for (i, (at, status)) in [
+        ("2026-11-22T11:59:59.999Z", RunStatus::Completed),
+        ("2026-11-22T12:00:00.000Z", RunStatus::Completed),
+        ("2026-11-22T12:00:30.500Z", RunStatus::Failed),
+        ("2026-11-22T12:00:59.999Z", RunStatus::Completed),
+        ("2026-11-22T12:03:00.000Z", RunStatus::Running),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut run = record(&format!("run_{i}"), "a", status);
+        run.started_at = at.to_owned();
+        store.create_run(&run).await.unwrap();
+    }
+    // The run before `since` is left out; each minute's runs are counted by status.
+    let counts = store
+        .started_by_minute("2026-11-22T12:00:00.000Z")
+        .await
+        .unwrap();
+    assert_eq!(
+        counts,
+        [
+            ("2026-11-22T12:00".to_owned(), RunStatus::Completed, 2),
+            ("2026-11-22T12:00".to_owned(), RunStatus::Failed, 1),
+            ("2026-11-22T12:03".to_owned(), RunStatus::Running, 1),
+        ]
+    );
+    assert!(
+        store
+            .started_by_minute("2026-11-22T12:04:00.000Z")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 #[tokio::test]
 async fn a_store_from_before_run_owners_gains_the_column_and_keeps_its_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -193,4 +231,5 @@ crate::contract!(
     paging_with_cursors_yields_each_run_once_in_order_even_with_equal_start_times,
     runs_filter_by_owner_and_page_within_the_filter,
     run_counts_group_runs_by_status,
+    started_by_minute_counts_the_runs_of_each_minute_by_status,
 );

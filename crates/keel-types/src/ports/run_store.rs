@@ -85,6 +85,13 @@ pub trait RunLog: Send + Sync {
     async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError>;
     /// How many stored runs have each status (statuses with no run are left out).
     async fn run_counts(&self) -> Result<Vec<(RunStatus, u64)>, StoreError>;
+    /// How many runs started at or after `since` (RFC 3339, UTC) in each minute, by status:
+    /// `(minute, status, count)` with `minute` as `YYYY-MM-DDTHH:MM`, in minute order (empty
+    /// minutes left out), for the console's overview: one grouped query, never the records.
+    async fn started_by_minute(
+        &self,
+        since: &str,
+    ) -> Result<Vec<(String, RunStatus, u64)>, StoreError>;
     /// The stored events of a run with `seq > after`, in order.
     async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, StoreError>;
 

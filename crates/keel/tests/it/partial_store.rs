@@ -70,6 +70,13 @@ impl RunLog for RunsOnly {
         Ok(Vec::new())
     }
 
+    async fn started_by_minute(
+        &self,
+        _since: &str,
+    ) -> Result<Vec<(String, RunStatus, u64)>, StoreError> {
+        Ok(Vec::new())
+    }
+
     async fn events(&self, id: &RequestId, after: u64) -> Result<Vec<Event>, StoreError> {
         let runs = self.runs.lock().unwrap();
         let (_, log) = runs
