@@ -1,7 +1,8 @@
 //! What the console's busiest views cost the server with 10,000 stored runs: the requests list
 //! (first page, the next page by cursor, filtered by status and by agent) and the overview
-//! (runs by status, pending approvals), each asked 200 times through the router in-process, so
-//! the figures are server time (routing, auth, the store's query, JSON) without a network.
+//! (runs by status, pending approvals, the last hour by minute — here every run is in it),
+//! each asked 200 times through the router in-process, so the figures are server time
+//! (routing, auth, the store's query, JSON) without a network.
 //! Prints the median and p99 per view. Target: under 200 ms for the list page.
 //!
 //! ```sh

@@ -163,6 +163,8 @@ async function request(id) {
 
   // What waits for a person in this run or the runs it started, decided right here.
   const pending = async () => {
+    // An ended run waits for nothing: the poll stops asking once its cards are gone.
+    if (run && ENDED.includes(run.status) && !waiting.children.length) return;
     try {
       const page = await api("/api/approvals?status=pending");
       const mine = page.data.filter((a) => a.status === "pending" && (a.requestId === id || a.rootRequestId === id));
