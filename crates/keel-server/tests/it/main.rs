@@ -312,5 +312,6 @@ mod session_ids;
 mod session_owners;
 mod slow_clients;
 mod socket;
+mod usage;
 mod wire;
 mod workflows;
