@@ -33,23 +33,59 @@ function fill(node, attrs, children) {
   return node;
 }
 
-// Appends `nodes` to `parent` a batch per animation frame, so a long list never makes one
-// long task; `parent` carries `data-filling` meanwhile. A newer call for the same parent
-// stops an older one.
-function appendInFrames(parent, nodes, size = 100) {
+// Work too large for one task is spread over animation frames. Every piece of such work on
+// the page (rows of a timeline, bars of a waterfall, nodes of a graph) shares one budget of
+// script time per frame. The browser's style, layout and paint of what a frame added come on
+// top and cost more than making it, so the budget follows their measured share: a frame's
+// script and rendering together aim at FRAME_TARGET_MS, well inside the 50 ms long-task limit,
+// and a slow or busy machine just adds less per frame.
+const FRAME_TARGET_MS = 10;
+const frameJobs = [];
+const frame = { asked: false, budget: 4, script: 0, rendered: 0 };
+const afterRendering = new MessageChannel();
+afterRendering.port1.onmessage = () => {
+  // Posted at the end of the frame's script: it runs once the frame is rendered.
+  const rendering = performance.now() - frame.rendered;
+  const share = frame.script / Math.max(frame.script + rendering, 0.1);
+  frame.budget = Math.min(6, Math.max(0.5, FRAME_TARGET_MS * share));
+};
+
+// Runs `step` once per unit of work, in frames, until it answers false.
+function inFrames(step) {
+  frameJobs.push(step);
+  if (!frame.asked) { frame.asked = true; requestAnimationFrame(runFrame); }
+}
+
+function runFrame() {
+  frame.asked = false;
+  const started = performance.now();
+  // Jobs take turns, one unit each, so a long one does not starve the others.
+  while (frameJobs.length && performance.now() - started < frame.budget) {
+    const step = frameJobs.shift();
+    if (step()) frameJobs.push(step);
+  }
+  frame.rendered = performance.now();
+  frame.script = frame.rendered - started;
+  afterRendering.port2.postMessage(null);
+  if (frameJobs.length) { frame.asked = true; requestAnimationFrame(runFrame); }
+}
+
+// Appends `items` to `parent` in frames, each made into a node by `make` (the items
+// themselves when they are nodes); while it fills, `parent` carries `data-filling`.
+// Appending anew to the same parent stops the previous fill.
+function appendInFrames(parent, items, make = (item) => item) {
   const token = {};
   parent.appending = token;
   let at = 0;
-  const step = () => {
-    if (parent.appending !== token) return;
-    const fragment = document.createDocumentFragment();
-    fragment.append(...nodes.slice(at, at + size));
-    parent.append(fragment);
-    at += size;
-    parent.toggleAttribute("data-filling", at < nodes.length);
-    if (at < nodes.length) requestAnimationFrame(step);
-  };
-  step();
+  parent.toggleAttribute("data-filling", items.length > 0);
+  if (!items.length) return;
+  inFrames(() => {
+    if (parent.appending !== token) return false;
+    parent.append(make(items[at++]));
+    const more = at < items.length;
+    if (!more) parent.removeAttribute("data-filling");
+    return more;
+  });
 }
 
 function show(...nodes) {

@@ -91,12 +91,14 @@ function drawGraph(box, spec) {
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, class: "graph", role: "img", "aria-label": "Workflow graph" },
     svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow" }))));
   const edges = svg("g", { class: "edges" });
-  const paths = [];
-  out.forEach((targets, from) => targets.forEach((to) => {
+  const edgeList = [];
+  out.forEach((targets, from) => targets.forEach((to) => edgeList.push([from, to])));
+  const edgePath = ([from, to]) => {
     const a = points[from];
     const b = points[to];
+    const loop = back.has(`${from}>${to}`);
     let d;
-    if (back.has(`${from}>${to}`)) {
+    if (loop) {
       const x = Math.max(a.x, b.x) + NODE_W + GAP_X / 2;
       d = `M ${a.x + NODE_W} ${a.y + NODE_H / 2} C ${x} ${a.y + NODE_H / 2}, ${x} ${b.y + NODE_H / 2}, ${b.x + NODE_W} ${b.y + NODE_H / 2}`;
     } else {
@@ -104,27 +106,38 @@ function drawGraph(box, spec) {
       const mid = (y1 + y2) / 2;
       d = `M ${x1} ${y1} C ${x1} ${mid}, ${x2} ${mid}, ${x2} ${y2}`;
     }
-    paths.push(svg("path", { d, class: back.has(`${from}>${to}`) ? "edge loop" : "edge", "marker-end": "url(#arrow)" }));
-  }));
+    return svg("path", { d, class: loop ? "edge loop" : "edge", "marker-end": "url(#arrow)" });
+  };
   chart.append(edges);
-  appendInFrames(edges, paths, 60);
-  const nodes = new Map();
-  spec.nodes.forEach((node, i) => {
-    const p = points[i];
-    const note = svg("text", { x: p.x + 8, y: p.y + 36, class: "node-note" }, nodeLabel(node));
-    const g = svg("g", { class: "node state-pending", "data-node": node.id, "data-state": "pending", tabindex: node.kind === "map" ? 0 : null, role: node.kind === "map" ? "button" : null },
-      svg("title", {}, `${node.id} (${nodeLabel(node)})`),
+  // A large graph is drawn across frames; a node not drawn yet keeps its state in its record
+  // and is drawn with it.
+  const nodes = new Map(spec.nodes.map((node, i) => [node.id, { spec: node, at: points[i], state: "pending", note: nodeLabel(node), items: new Map(), total: null, child: null, g: null, text: null }]));
+  const drawNode = (n) => {
+    const p = n.at;
+    const map = n.spec.kind === "map";
+    n.text = svg("text", { x: p.x + 8, y: p.y + 36, class: "node-note" }, n.note);
+    n.g = svg("g", { class: `node state-${n.state}`, "data-node": n.spec.id, "data-state": n.state, tabindex: map ? 0 : null, role: map ? "button" : null },
+      svg("title", {}, `${n.spec.id} (${nodeLabel(n.spec)})`),
       svg("rect", { x: p.x, y: p.y, width: NODE_W, height: NODE_H, rx: 6 }),
-      svg("text", { x: p.x + 8, y: p.y + 18, class: "node-id" }, node.id.length > 22 ? node.id.slice(0, 21) + "…" : node.id),
-      note);
-    nodes.set(node.id, { g, note, spec: node, items: new Map(), total: null, child: null });
-  });
-  // A large graph's nodes are added a batch per frame (they take their states meanwhile).
-  appendInFrames(chart, [...nodes.values()].map((n) => n.g), 50);
+      svg("text", { x: p.x + 8, y: p.y + 18, class: "node-id" }, n.spec.id.length > 22 ? n.spec.id.slice(0, 21) + "…" : n.spec.id),
+      n.text);
+    if (n.child) n.g.dataset.child = n.child;
+    if (n.done !== undefined) { n.g.dataset.done = String(n.done); n.g.dataset.failed = String(n.failed); }
+    if (map) {
+      const open = () => showItems(n);
+      n.g.addEventListener("click", open);
+      n.g.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); open(); } });
+    }
+    return n.g;
+  };
+  appendInFrames(edges, edgeList, edgePath);
+  appendInFrames(chart, [...nodes.values()], drawNode);
   const items = el("div", { class: "map-items" });
   box.replaceChildren(legend([["state-pending", "pending"], ["state-running", "running"], ["state-waiting", "waiting"], ["state-completed", "completed"], ["state-failed", "failed"], ["state-skipped", "skipped"]]),
     el("div", { class: "graph-scroll" }, chart), items);
   const setState = (n, value) => {
+    n.state = value;
+    if (!n.g) return;
     n.g.setAttribute("class", `node state-${value}`);
     n.g.dataset.state = value;
   };
@@ -134,18 +147,16 @@ function drawGraph(box, spec) {
       [...n.items.entries()].sort((a, b) => a[0] - b[0]).map(([i, item]) => el("li", { "data-item": i }, statusCell(item.state),
         item.child ? [" ", el("a", { href: "#/requests/" + item.child, class: "mono" }, item.child)] : null))));
   };
-  for (const n of nodes.values()) {
-    if (n.spec.kind !== "map") continue;
-    const open = () => showItems(n);
-    n.g.addEventListener("click", open);
-    n.g.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); open(); } });
-  }
   const mapNote = (n) => {
     const states = [...n.items.values()].map((i) => i.state);
     const done = states.filter((s) => s === "completed").length;
     const failed = states.filter((s) => s === "failed").length;
     const total = n.total === null ? states.length : n.total;
-    n.note.textContent = `${done}/${total} done` + (failed ? `, ${failed} failed` : "");
+    n.note = `${done}/${total} done` + (failed ? `, ${failed} failed` : "");
+    n.done = done;
+    n.failed = failed;
+    if (!n.g) return;
+    n.text.textContent = n.note;
     n.g.dataset.done = String(done);
     n.g.dataset.failed = String(failed);
   };
@@ -166,12 +177,12 @@ function drawGraph(box, spec) {
         if (event.childRequestId) entry.child = event.childRequestId;
         n.items.set(item, entry);
         mapNote(n);
-        if (n.g.dataset.state === "pending") setState(n, "running");
+        if (n.state === "pending") setState(n, "running");
         return;
       }
       if (event.type === "runtime.workflow.node.started") {
         if (n.spec.kind === "map" && Array.isArray(event.input)) { n.total = event.input.length; mapNote(n); }
-        if (event.childRequestId) { n.child = event.childRequestId; n.g.dataset.child = event.childRequestId; }
+        if (event.childRequestId) { n.child = event.childRequestId; if (n.g) n.g.dataset.child = n.child; }
       }
       setState(n, waitingNodes.has(n.spec.id) && value === "running" ? "waiting" : value);
     },
@@ -186,7 +197,7 @@ function drawGraph(box, spec) {
         }
       }
       for (const n of nodes.values()) {
-        const state = n.g.dataset.state;
+        const state = n.state;
         if (now.has(n.spec.id) && (state === "running" || state === "pending")) setState(n, "waiting");
         else if (!now.has(n.spec.id) && state === "waiting") setState(n, "running");
       }

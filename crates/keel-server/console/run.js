@@ -187,6 +187,7 @@ async function request(id) {
 
   // The waterfall, redrawn from the trace as the run goes (at most once a second).
   let drawn = 0;
+  let drawnKey = null;
   let drawing = null;
   const drawWaterfall = () => {
     if (drawing) return;
@@ -194,7 +195,10 @@ async function request(id) {
       drawing = null;
       try {
         const trace = await api(`/api/requests/${encodeURIComponent(id)}/trace`);
-        renderWaterfall(waterfall, trace, id, eventsBySeq);
+        // An ended trace changes only by spans added or ending: unchanged, it is not redrawn.
+        const key = traceKey(trace);
+        if (key !== drawnKey) renderWaterfall(waterfall, trace, id, eventsBySeq);
+        drawnKey = key;
         drawn += 1;
         waterfall.dataset.drawn = String(drawn);
       } catch (e) { waterfall.replaceChildren(failure(e)); }
@@ -207,45 +211,44 @@ async function request(id) {
   const eventsBySeq = new Map();
   const rowsBySeq = new Map();
   let queue = [];
-  let scheduled = false;
+  let next = 0;
   let previous = null;
   let outputRow = null;
-  const flush = () => {
-    scheduled = false;
-    const batch = queue.splice(0, 100);
-    const fragment = document.createDocumentFragment();
-    for (const event of batch) {
-      if (event.type === "runtime.progress.narration") {
-        const row = rowsBySeq.get(event.seq);
-        if (row && !row.querySelector(".say")) row.querySelector(".what").after(el("div", { class: "say" }, event.message));
-        continue;
-      }
-      eventsBySeq.set(event.seq, event);
-      const delta = previous ? new Date(event.ts) - new Date(previous.ts) : 0;
-      previous = event;
-      const e = event.event || {};
-      if (e.phase === "agent.output.delta" && outputRow) {
-        outputRow.text.textContent += e.text;
-        outputRow.count += 1;
-        outputRow.last = event.seq;
-        outputRow.row.dataset.last = String(event.seq);
-        outputRow.row.querySelector(".what").textContent = `output (${outputRow.count} chunks, events ${outputRow.first}–${outputRow.last})`;
-        rowsBySeq.set(event.seq, outputRow.row);
-        continue;
-      }
-      const text = el("div", { class: "summary" }, summary(event));
-      const row = el("li", { "data-type": event.type, "data-seq": event.seq, class: "kind-" + kindOf(event) },
-        el("span", { class: "muted mono seq" }, event.seq),
-        el("span", { class: "when mono" }, clock(event.ts), el("br"), el("span", { class: "muted delta" }, delta ? `+${duration(delta)}` : "")),
-        el("div", { class: "body" }, el("div", { class: "what" }, eventName(event)), text, details(event)));
-      outputRow = e.phase === "agent.output.delta" ? { row, text, count: 1, first: event.seq, last: event.seq } : null;
-      rowsBySeq.set(event.seq, row);
-      fragment.append(row);
-      if (graphView) graphView.event(event);
+  // One queued event into the timeline; true while more are queued.
+  const addEvent = () => {
+    const event = queue[next];
+    queue[next++] = undefined;
+    if (next === queue.length) { queue = []; next = 0; }
+    if (event.type === "runtime.progress.narration") {
+      const row = rowsBySeq.get(event.seq);
+      if (row && !row.querySelector(".say")) row.querySelector(".what").after(el("div", { class: "say" }, event.message));
+      return queue.length > 0;
     }
-    timeline.append(fragment);
+    eventsBySeq.set(event.seq, event);
+    const delta = previous ? new Date(event.ts) - new Date(previous.ts) : 0;
+    previous = event;
+    const e = event.event || {};
+    if (e.phase === "agent.output.delta" && outputRow) {
+      outputRow.chunks.appendData(e.text);
+      outputRow.count += 1;
+      outputRow.last = event.seq;
+      outputRow.row.dataset.last = String(event.seq);
+      outputRow.what.textContent = `output (${outputRow.count} chunks, events ${outputRow.first}–${outputRow.last})`;
+      rowsBySeq.set(event.seq, outputRow.row);
+      return queue.length > 0;
+    }
+    const text = el("div", { class: "summary" }, summary(event));
+    const what = el("div", { class: "what" }, eventName(event));
+    const row = el("li", { "data-type": event.type, "data-seq": event.seq, class: "kind-" + kindOf(event) },
+      el("span", { class: "muted mono seq" }, event.seq),
+      el("span", { class: "when mono" }, clock(event.ts), el("br"), el("span", { class: "muted delta" }, delta ? `+${duration(delta)}` : "")),
+      el("div", { class: "body" }, what, text, details(event)));
+    outputRow = e.phase === "agent.output.delta" ? { row, what, chunks: text.firstChild || text.appendChild(document.createTextNode("")), count: 1, first: event.seq, last: event.seq } : null;
+    rowsBySeq.set(event.seq, row);
+    timeline.append(row);
     if (rowsBySeq.size > 300) timeline.classList.add("long");
-    if (queue.length) { scheduled = true; requestAnimationFrame(flush); }
+    if (graphView) graphView.event(event);
+    return queue.length > 0;
   };
   const stream = new AbortController();
   state.source = stream;
@@ -253,7 +256,7 @@ async function request(id) {
     // A workflow run's graph is drawn before its first node's event is shown.
     if (event.type === "runtime.workflow.started" && !graphView) graphView = await workflowGraph(graph, event.workflow, id);
     queue.push(event);
-    if (!scheduled) { scheduled = true; requestAnimationFrame(flush); }
+    if (queue.length - next === 1) inFrames(addEvent);
     if (/runtime\.approval\./.test(event.type)) { refresh(); pending(); }
     if (event.type !== "runtime.progress.narration" && !(event.event && event.event.phase === "agent.output.delta")) drawWaterfall();
     if (/runtime\.request\.(completed|failed|cancelled|interrupted)/.test(event.type)) settle();
@@ -305,6 +308,14 @@ function spanKind(span) {
 
 // Draws `trace`'s spans as bars on one time axis, parents before children, each with its
 // duration, tokens and cost; a bar opens to the events behind it.
+function traceKey(trace) {
+  let ended = 0;
+  let last = 0;
+  for (const s of trace.spans) if (s.endUnixNanos) { ended += 1; last = Math.max(last, s.endUnixNanos); }
+  // A span still running grows with the clock: such a trace is always drawn.
+  return ended < trace.spans.length ? `live:${performance.now()}` : `${trace.spans.length}:${last}`;
+}
+
 function renderWaterfall(box, trace, id, eventsBySeq) {
   const spans = trace.spans;
   if (!spans.length) { box.replaceChildren(el("p", { class: "muted" }, "No spans yet.")); return; }
@@ -325,7 +336,7 @@ function renderWaterfall(box, trace, id, eventsBySeq) {
   const walk = (parent, depth) => (children.get(parent) || []).forEach((s) => { ordered.push([s, depth]); walk(s.spanId, depth + 1); });
   walk("", 0);
   const open = new Set([...box.querySelectorAll(".bar-row.open")].map((r) => r.dataset.span));
-  const rows = ordered.map(([span, depth]) => {
+  const makeRow = ([span, depth]) => {
     const a = span.attributes || {};
     const kind = spanKind(span);
     const left = ((span.startUnixNanos - start) / total) * 100;
@@ -359,12 +370,12 @@ function renderWaterfall(box, trace, id, eventsBySeq) {
     label.addEventListener("click", toggle);
     if (open.has(span.spanId)) queueMicrotask(toggle);
     return row;
-  });
+  };
   const axis = el("div", { class: "bar-row axis-row" }, el("span", {}, ""), el("div", { class: "track axis-track" },
     el("span", { class: "tick-start" }, "0"), el("span", { class: "tick-end" }, duration(total / 1e6))), el("span", {}, ""));
   box.replaceChildren(legend([["k-run", "run"], ["k-model", "model round"], ["k-tool", "tool call"], ["k-hook", "hook"], ["k-approval", "approval wait"], ["k-compaction", "compaction"], ["k-workflow", "workflow node"]]), axis);
-  box.classList.toggle("long", rows.length > 200);
-  appendInFrames(box, rows, 40);
+  box.classList.toggle("long", ordered.length > 200);
+  appendInFrames(box, ordered, makeRow);
 }
 
 // The events behind a span: this run's from the page, a child run's read from the API.
