@@ -277,6 +277,8 @@ impl Kernel {
             override_session_owner: true,
             // A retry is a new request: a trace of its own.
             trace: None,
+            // The agent's own model (an eval's override is not recorded with the run).
+            model: None,
         };
         let origin = Origin {
             links: RunLinks {
@@ -322,9 +324,18 @@ impl Kernel {
             Some(name) => name.to_owned(),
             None => return Err(RuntimeError::NoDefaultAgent),
         };
-        let agent = self.agent(&agent_name)?;
+        let mut agent = self.agent(&agent_name)?;
         if let Some(schema) = &options.output_schema {
             options::check_output_schema(&agent_name, &agent, schema)?;
+        }
+        if let Some(model) = &options.model {
+            if !workspace.models.contains_key(model) {
+                return Err(RuntimeError::InvalidInput(format!(
+                    "no `Model` document is named `{model}` (models: {})",
+                    workspace.models.keys().cloned().collect::<Vec<_>>().join(", ")
+                )));
+            }
+            agent.model = model.clone();
         }
         let provider = self.provider(&agent_name, &agent)?;
         let skills = self.skill_prompt(&agent_name, &agent, &options.input)?;
@@ -514,6 +525,19 @@ impl Kernel {
         services
             .skills
             .prompt(&services.workspace, agent_name, agent, input)
+    }
+
+    /// The provider of the `Model` document `name` (a judge's model, for evals).
+    pub fn provider_of(&self, name: &str) -> Result<Arc<dyn ModelProvider>, RuntimeError> {
+        match self.current().models.get(name) {
+            Some(Ok(provider)) => Ok(provider.clone()),
+            Some(Err(message)) => Err(RuntimeError::InvalidInput(format!(
+                "model `{name}` is unavailable: {message}"
+            ))),
+            None => Err(RuntimeError::InvalidInput(format!(
+                "no `Model` document is named `{name}`"
+            ))),
+        }
     }
 
     pub(crate) fn provider(

@@ -18,7 +18,7 @@ pub mod history;
 mod kernel;
 pub mod memory;
 pub mod narrator;
-mod output;
+pub mod output;
 mod rate_limit;
 pub mod rebuild;
 pub mod redact;

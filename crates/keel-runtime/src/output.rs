@@ -7,7 +7,7 @@ use keel_types::Issue;
 use serde_json::Value;
 
 /// The instruction appended to the agent's instructions.
-pub(crate) fn instruction(schema: &Value) -> String {
+pub fn instruction(schema: &Value) -> String {
     format!(
         "Your final answer must be a single JSON value, with no other text, that is valid \
          against this JSON Schema:\n{schema}"
@@ -15,7 +15,7 @@ pub(crate) fn instruction(schema: &Value) -> String {
 }
 
 /// The answer as JSON: the whole text, or the inside of one fenced code block.
-pub(crate) fn parse(text: &str) -> Result<Value, Issue> {
+pub fn parse(text: &str) -> Result<Value, Issue> {
     let trimmed = text.trim();
     let inner = trimmed
         .strip_prefix("```")
@@ -31,7 +31,7 @@ pub(crate) fn parse(text: &str) -> Result<Value, Issue> {
 }
 
 /// What the model is told after an answer that did not match.
-pub(crate) fn reask(issues: &[Issue]) -> String {
+pub fn reask(issues: &[Issue]) -> String {
     let mut text = String::from("Your answer does not match the required JSON Schema. Issues:\n");
     for issue in issues {
         let at = match issue.path.is_empty() {
@@ -45,7 +45,7 @@ pub(crate) fn reask(issues: &[Issue]) -> String {
 }
 
 /// The answer's value, or what is wrong with it.
-pub(crate) fn check(schema: &Value, text: &str) -> Result<Value, Vec<Issue>> {
+pub fn check(schema: &Value, text: &str) -> Result<Value, Vec<Issue>> {
     let value = parse(text).map_err(|issue| vec![issue])?;
     let issues = keel_tools::gateway::schema_issues(schema, &value);
     match issues.is_empty() {
@@ -56,7 +56,7 @@ pub(crate) fn check(schema: &Value, text: &str) -> Result<Value, Vec<Issue>> {
 
 /// Where `value` first fails `schema`, as ` at `/path`: message` (empty path: `: message`);
 /// `None` when it is valid.
-pub(crate) fn mismatch(schema: &Value, value: &Value) -> Option<String> {
+pub fn mismatch(schema: &Value, value: &Value) -> Option<String> {
     let issues = keel_tools::gateway::schema_issues(schema, value);
     let first = issues.first()?;
     Some(match first.path.is_empty() {

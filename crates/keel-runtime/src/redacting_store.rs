@@ -8,7 +8,9 @@
 //! is redacted. What is rebuilt from the store — a session's next turn, a resumed run, a
 //! staged task — sees the redacted text, as a resumed run already saw it in its events.
 
-use keel_types::{ApprovalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore};
+use keel_types::{
+    ApprovalStore, EvalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore,
+};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
@@ -16,7 +18,7 @@ use async_trait::async_trait;
 use keel_types::{
     ApprovalRecord, ApprovalScope, ApprovalStatus, CandidateStatus, Event, Message, RequestId,
     RunFilter, RunRecord, RunStatus, RunStore, SessionId, SessionMessage, SessionRecord,
-    SkillCandidate, StoreError, StoreHealth, TaskRecord, ToolStats,
+    SkillCandidate, StoreError, StoreHealth, TaskRecord, ToolStats, eval::EvalResult,
 };
 
 use crate::redact::{Redactor, digest_message};
@@ -330,6 +332,25 @@ impl SkillCandidateStore for RedactingStore {
         self.inner
             .decide_skill_candidate(id, status, decided_by, reason, path)
             .await
+    }
+}
+
+#[async_trait]
+impl EvalStore for RedactingStore {
+    async fn save_eval_result(&self, result: &EvalResult) -> Result<(), StoreError> {
+        self.inner.save_eval_result(result).await
+    }
+
+    async fn get_eval_result(&self, id: &str) -> Result<Option<EvalResult>, StoreError> {
+        self.inner.get_eval_result(id).await
+    }
+
+    async fn list_eval_results(
+        &self,
+        eval: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<EvalResult>, StoreError> {
+        self.inner.list_eval_results(eval, limit).await
     }
 }
 

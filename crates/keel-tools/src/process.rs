@@ -344,3 +344,49 @@ mod tests {
         assert_eq!(env[&OsString::from("LANG")], "en_US.UTF-8");
     }
 }
+
+/// What a program run by [`run_program`] answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramOutput {
+    /// The exit code (`None`: ended by a signal).
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `argv` (a program and its arguments; a program path with a `/` is relative to `cwd`)
+/// in `cwd` with `stdin`, the process-group, cleaned-environment and output-cap machinery of
+/// command tools, for at most `timeout`. For programs the workspace's author runs
+/// themselves (an eval's `command` grader), so without a tool's sandbox.
+pub async fn run_program(
+    argv: &[String],
+    cwd: &Path,
+    stdin: Vec<u8>,
+    timeout: Duration,
+) -> Result<ProgramOutput, ToolError> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(ToolError::Failed("no program to run".into()));
+    };
+    let resolved = crate::command::resolve_program(program, cwd);
+    let env = child_env(std::env::vars_os(), &BTreeMap::new(), &[]);
+    let child = command(&resolved, args, cwd, env, true)
+        .spawn()
+        .map_err(|e| spawn_error(program, &e))?;
+    let caps = Caps {
+        stdout: 1 << 20,
+        stderr: 64 << 10,
+    };
+    match run_to_end(child, stdin, caps, timeout).await {
+        Ok(finished) => Ok(ProgramOutput {
+            code: finished.status.code(),
+            stdout: String::from_utf8_lossy(&finished.stdout.bytes).into_owned(),
+            stderr: String::from_utf8_lossy(&finished.stderr.bytes).into_owned(),
+        }),
+        Err(RunError::TimedOut) => Err(ToolError::Failed(format!(
+            "`{program}` did not finish within {timeout:?}"
+        ))),
+        Err(RunError::Wait(e)) => Err(ToolError::Failed(format!(
+            "waiting for `{program}` failed: {e}"
+        ))),
+    }
+}

@@ -14,6 +14,7 @@ pub mod cassette;
 pub mod cluster;
 pub mod cost;
 pub mod error;
+pub mod eval;
 pub mod event;
 pub mod governance;
 pub mod ids;
@@ -47,7 +48,7 @@ pub use message::{
 };
 pub use ports::{
     ARTIFACT_URI_PREFIX, ApprovalStore, ArtifactRecord, ArtifactStore, Attachment, BoxStream,
-    Embedder, EventObserver, MemoryStore, ModelError, ModelProvider, ModelStream, ProgressSink,
+    Embedder, EvalStore, EventObserver, MemoryStore, ModelError, ModelProvider, ModelStream, ProgressSink,
     RunFilter, RunLog, RunStore, SeenFiles, SessionStore, SkillCandidateStore, StoreError,
     StoreHealth, TaskStore, Tool, ToolContext, ToolError, ToolOutput, ToolProgress, artifact_id,
     artifact_id_problem, check_run_of,

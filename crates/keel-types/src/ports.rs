@@ -19,7 +19,8 @@ use crate::{RequestId, SessionId};
 
 mod run_store;
 pub use run_store::{
-    ApprovalStore, RunLog, RunStore, SessionStore, SkillCandidateStore, TaskStore, check_run_of,
+    ApprovalStore, EvalStore, RunLog, RunStore, SessionStore, SkillCandidateStore, TaskStore,
+    check_run_of,
 };
 
 /// A boxed, sendable stream.

@@ -58,6 +58,8 @@ pub(crate) fn check_all(docs: &Documents, provided: &BTreeSet<String>, out: &mut
             Kind::McpServer => checker.mcp_server(),
             Kind::Memory => checker.memory(),
             Kind::Workflow => checker.workflow(),
+            // Checked with their cases files (`eval.rs`).
+            Kind::Eval => {}
         }
     }
 }

@@ -29,10 +29,11 @@ pub(crate) enum Kind {
     McpServer,
     Memory,
     Workflow,
+    Eval,
 }
 
 impl Kind {
-    pub(crate) const ALL: [Kind; 9] = [
+    pub(crate) const ALL: [Kind; 10] = [
         Kind::Runtime,
         Kind::Model,
         Kind::Tool,
@@ -42,6 +43,7 @@ impl Kind {
         Kind::McpServer,
         Kind::Memory,
         Kind::Workflow,
+        Kind::Eval,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -55,6 +57,7 @@ impl Kind {
             Kind::McpServer => "McpServer",
             Kind::Memory => "Memory",
             Kind::Workflow => "Workflow",
+            Kind::Eval => "Eval",
         }
     }
 

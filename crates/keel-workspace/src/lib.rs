@@ -10,6 +10,7 @@
 mod checks;
 mod documents;
 mod env;
+pub mod eval;
 mod explain;
 pub mod identity;
 mod interpolate;
@@ -48,7 +49,8 @@ pub use spec::{
     InputSpec, NamespacesMode, NetworkMode, NodeKind, NodeOutput, NodeRetry, NodeSpec,
     ObservabilitySpec, OnBudget, OnDeny, OnDivergence, OtlpProtocol, OtlpSpec, OutputSpec,
     PhaseSpec, Price, PricingSpec, ProcessBackend, SandboxFallback, SandboxLimits, SandboxSpec,
-    ThinkingSpec, TokenizerSpec, WorkflowOutput, WorkflowSpec,
+    EvalCase, EvalSpec, EvalTarget, GraderKind, GraderSpec, ThinkingSpec, TokenizerSpec,
+    WorkflowOutput, WorkflowSpec,
 };
 pub use suggest::closest;
 pub use workflow::{WorkflowGraph, approval_output_schema, describe_condition, mermaid, schema_at};
@@ -173,6 +175,8 @@ pub struct Workspace {
     pub memories: BTreeMap<String, MemorySpec>,
     /// `Workflow` documents by name.
     pub workflows: BTreeMap<String, WorkflowSpec>,
+    /// `Eval` documents by name, each with the cases of its `casesFile` after its own.
+    pub evals: BTreeMap<String, EvalSpec>,
     /// Skills found in `resources/skills/` and the Runtime's `skills.roots`: the load's scan,
     /// scanned again when their files change ([`skills::SkillLibrary::refresh`]).
     pub skills: std::sync::Arc<skills::SkillLibrary>,

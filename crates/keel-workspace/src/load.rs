@@ -37,6 +37,7 @@ pub(crate) enum Typed {
     McpServer(McpServerSpec),
     Memory(crate::MemorySpec),
     Workflow(Box<crate::WorkflowSpec>),
+    Eval(Box<crate::EvalSpec>),
 }
 
 /// Loads the workspace at `root`.
@@ -108,12 +109,13 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
 
     let mut checked = Vec::new();
     crate::validate::prepare(docs.list.iter().map(|doc| doc.kind));
-    let typed: Vec<Option<Typed>> = docs
+    let mut typed: Vec<Option<Typed>> = docs
         .list
         .iter()
         .map(|doc| compile(doc, &mut checked))
         .collect();
     check_all(&docs, &options.provided_tools, &mut checked);
+    crate::eval::load_evals(&root, &docs, &mut typed, &mut checked);
     let roots = skill_roots(&typed);
     // A broken skill does not stop the workspace from loading: it is left out, its problems
     // kept in the library (`keel validate` reports them as errors). They are listed with the
@@ -341,6 +343,7 @@ fn compile(doc: &Document, diagnostics: &mut Vec<Diagnostic>) -> Option<Typed> {
         Kind::McpServer => deserialize(doc, json, diagnostics).map(Typed::McpServer),
         Kind::Memory => deserialize(doc, json, diagnostics).map(Typed::Memory),
         Kind::Workflow => deserialize(doc, json, diagnostics).map(|s| Typed::Workflow(Box::new(s))),
+        Kind::Eval => deserialize(doc, json, diagnostics).map(|s| Typed::Eval(Box::new(s))),
     }
 }
 
@@ -380,6 +383,7 @@ fn build(
     let mut mcp_servers = BTreeMap::new();
     let mut memories = BTreeMap::new();
     let mut workflows = BTreeMap::new();
+    let mut evals = BTreeMap::new();
     let mut explained: Vec<(Kind, &str, Option<&Node>, Value)> = Vec::new();
     for (doc, typed) in docs.list.iter().zip(typed) {
         let Some(typed) = typed else { continue };
@@ -393,6 +397,7 @@ fn build(
             Typed::McpServer(spec) => serde_json::to_value(spec),
             Typed::Memory(spec) => serde_json::to_value(spec),
             Typed::Workflow(spec) => serde_json::to_value(spec),
+            Typed::Eval(spec) => serde_json::to_value(spec),
         };
         if let Ok(value) = value {
             explained.push((doc.kind, &doc.name, doc.spec.as_ref(), value));
@@ -424,6 +429,7 @@ fn build(
             Typed::McpServer(spec) => drop(mcp_servers.insert(name, spec)),
             Typed::Memory(spec) => drop(memories.insert(name, spec)),
             Typed::Workflow(spec) => drop(workflows.insert(name, *spec)),
+            Typed::Eval(spec) => drop(evals.insert(name, *spec)),
         }
     }
     // Readers of a memory search it, writers submit to it.
@@ -465,6 +471,7 @@ fn build(
         mcp_servers,
         memories,
         workflows,
+        evals,
         skills,
         env,
         explain,

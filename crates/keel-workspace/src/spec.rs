@@ -12,6 +12,7 @@ use serde_json::Value;
 
 mod backend;
 mod context;
+mod eval;
 mod facade;
 mod memory;
 mod model;
@@ -23,6 +24,7 @@ mod store;
 mod workflow;
 pub use backend::{BackendSpec, OnDivergence, ProcessBackend};
 pub use context::{CompactStep, ContextSpec};
+pub use eval::{EvalCase, EvalSpec, EvalTarget, GraderKind, GraderSpec};
 pub use facade::{Bounds, FacadeClamp, FacadeParam, FacadeSpec};
 pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};
 pub use model::{

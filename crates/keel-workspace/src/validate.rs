@@ -48,6 +48,7 @@ fn schema_of(kind: Kind) -> Value {
         Kind::McpServer => schemars::schema_for!(McpServerSpec).to_value(),
         Kind::Memory => schemars::schema_for!(crate::MemorySpec).to_value(),
         Kind::Workflow => schemars::schema_for!(crate::WorkflowSpec).to_value(),
+        Kind::Eval => schemars::schema_for!(crate::EvalSpec).to_value(),
     };
     if let Some(duration) = schema.pointer_mut("/$defs/Duration") {
         *duration = json!({ "type": "string", "format": DURATION_FORMAT });

@@ -129,6 +129,7 @@ use hooks::InProcessHook;
 use keel_runtime::{Kernel, KernelParts};
 
 mod cluster;
+pub mod eval;
 mod models;
 mod reload;
 mod stores;

@@ -89,6 +89,15 @@ impl Kernel {
     /// Re-executes run `id` as a new run whose model answers (and failures) come from the
     /// original's log; tools run for real. Compare the two with [`Kernel::divergence`].
     pub async fn replay(&self, id: &RequestId) -> Result<RunHandle, RuntimeError> {
+        self.replay_with(id, std::collections::BTreeMap::new()).await
+    }
+
+    /// [`Kernel::replay`] with `extra` metadata over the original's (an eval's tags).
+    pub async fn replay_with(
+        &self,
+        id: &RequestId,
+        extra: std::collections::BTreeMap<String, String>,
+    ) -> Result<RunHandle, RuntimeError> {
         self.accepting()?;
         let store = &self.inner.store;
         let original = self.existing_run(id).await?;
@@ -96,7 +105,8 @@ impl Kernel {
         let events = store.events(id, 0).await?;
         let agent = self.agent(&original.agent)?;
         let provider: Arc<dyn ModelProvider> = Arc::new(replay_provider(&events));
-        let (history, mode, metadata) = opening(&events);
+        let (history, mode, mut metadata) = opening(&events);
+        metadata.extend(extra);
         let (params, output_schema) = crate::rebuild::settings(&events);
         let skills = self.skill_prompt(&original.agent, &agent, &original.input)?;
         let memory = MemoryPrompt::recorded(&events)

@@ -41,6 +41,9 @@ pub struct RequestOptions {
     /// The trace the run joins (a caller's `traceparent`, `RunTrace::remote`); `None`: a new
     /// trace, sampled at `observability.otlp.sampling` (`docs/observability.md`).
     pub trace: Option<keel_types::RunTrace>,
+    /// The `Model` document this run uses instead of its agent's (an eval's `--model`); an
+    /// agent run only. Resuming the run later uses the agent's own model.
+    pub model: Option<String>,
 }
 
 /// A request's output schema must be a usable JSON Schema, for an agent that declares none.

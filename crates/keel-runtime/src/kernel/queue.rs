@@ -41,6 +41,8 @@ struct QueuedRequest {
     output_schema: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     override_session_owner: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
 }
 
 /// The running replica loop; dropping it stops the loop (not the runs).
@@ -115,7 +117,10 @@ impl Kernel {
         match agent.strip_prefix(keel_types::WORKFLOW_PREFIX) {
             Some(workflow) => self.check_workflow_request(workflow, &options)?,
             None => {
-                let spec = self.agent(&agent)?;
+                let mut spec = self.agent(&agent)?;
+                if let Some(model) = &options.model {
+                    spec.model = model.clone();
+                }
                 self.provider(&agent, &spec)?;
             }
         }
@@ -139,6 +144,7 @@ impl Kernel {
             params: options.params,
             output_schema: options.output_schema,
             override_session_owner: options.override_session_owner,
+            model: options.model,
         };
         let request = serde_json::to_value(&request)
             .map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
@@ -164,6 +170,7 @@ impl Kernel {
             output_schema: queued.output_schema,
             override_session_owner: queued.override_session_owner,
             trace: run.trace.clone(),
+            model: queued.model,
         };
         let origin = Origin {
             links: run.links.clone(),

@@ -292,6 +292,7 @@ pub fn workspace_changes(before: &Workspace, after: &Workspace) -> Vec<String> {
     diff("Tool", &before.tools, &after.tools, &mut changes);
     diff("Agent", &before.agents, &after.agents, &mut changes);
     diff("Policy", &before.policies, &after.policies, &mut changes);
+    diff("Eval", &before.evals, &after.evals, &mut changes);
     let hooks = |w: &Workspace| -> BTreeMap<String, keel_workspace::HookSpec> {
         w.hooks.iter().cloned().collect()
     };

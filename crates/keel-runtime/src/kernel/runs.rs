@@ -30,6 +30,31 @@ impl Runs {
         Ok(self.kernel.store().get_run(id).await?)
     }
 
+    /// Stores an eval result (again when it ends).
+    pub async fn save_eval_result(
+        &self,
+        result: &keel_types::eval::EvalResult,
+    ) -> Result<(), RuntimeError> {
+        Ok(self.kernel.store().save_eval_result(result).await?)
+    }
+
+    /// One eval result.
+    pub async fn eval_result(
+        &self,
+        id: &str,
+    ) -> Result<Option<keel_types::eval::EvalResult>, RuntimeError> {
+        Ok(self.kernel.store().get_eval_result(id).await?)
+    }
+
+    /// Eval results, newest first, of one eval or all, at most `limit`.
+    pub async fn eval_results(
+        &self,
+        eval: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<keel_types::eval::EvalResult>, RuntimeError> {
+        Ok(self.kernel.store().list_eval_results(eval, limit).await?)
+    }
+
     /// Runs, newest first.
     pub async fn list(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, RuntimeError> {
         Ok(self.kernel.store().list_runs(filter).await?)

@@ -28,7 +28,9 @@ mod runs;
 mod schema;
 mod writer;
 
-use keel_types::{ApprovalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore};
+use keel_types::{
+    ApprovalStore, EvalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore,
+};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -545,6 +547,31 @@ impl TaskStore for PgStore {
     async fn delete_task(&self, id: &str) -> Result<bool, StoreError> {
         self.ready().await?;
         records::delete_task(self, id).await
+    }
+}
+
+#[async_trait]
+impl EvalStore for PgStore {
+    async fn save_eval_result(&self, result: &keel_types::eval::EvalResult) -> Result<(), StoreError> {
+        self.ready().await?;
+        records::save_eval(self, result).await
+    }
+
+    async fn get_eval_result(
+        &self,
+        id: &str,
+    ) -> Result<Option<keel_types::eval::EvalResult>, StoreError> {
+        self.ready().await?;
+        records::get_eval(self, id).await
+    }
+
+    async fn list_eval_results(
+        &self,
+        eval: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<keel_types::eval::EvalResult>, StoreError> {
+        self.ready().await?;
+        records::list_evals(self, eval, limit).await
     }
 }
 

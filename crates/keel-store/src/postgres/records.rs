@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use keel_types::{
     ApprovalRecord, ApprovalScope, ApprovalStatus, CandidateStatus, SkillCandidate, StoreError,
-    TaskRecord, ToolStats,
+    TaskRecord, ToolStats, eval::EvalResult,
 };
 use sqlx_core::row::Row;
 use sqlx_postgres::{PgRow, Postgres};
@@ -358,4 +358,47 @@ pub(super) async fn tool_stats(store: &PgStore) -> Result<Vec<ToolStats>, StoreE
         entry.latency_p99_ms = pick(0.99);
     }
     Ok(stats.into_values().collect())
+}
+
+/// Inserts or replaces an eval result.
+pub(super) async fn save_eval(store: &PgStore, result: &EvalResult) -> Result<(), StoreError> {
+    query(
+        "INSERT INTO eval_results (id, eval, started_at, record) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record",
+    )
+    .bind(&result.id)
+    .bind(&result.eval)
+    .bind(&result.started_at)
+    .bind(to_json(result)?)
+    .execute(store.pool())
+    .await
+    .map_err(|e| store.db_error(&e))?;
+    Ok(())
+}
+
+pub(super) async fn get_eval(store: &PgStore, id: &str) -> Result<Option<EvalResult>, StoreError> {
+    one(
+        store,
+        "eval_results",
+        query("SELECT id, record FROM eval_results WHERE id = $1").bind(id.to_owned()),
+    )
+    .await
+}
+
+pub(super) async fn list_evals(
+    store: &PgStore,
+    eval: Option<&str>,
+    limit: usize,
+) -> Result<Vec<EvalResult>, StoreError> {
+    many(
+        store,
+        "eval_results",
+        query(
+            "SELECT id, record FROM eval_results WHERE $1::text IS NULL OR eval = $1 \
+             ORDER BY started_at DESC, id DESC LIMIT $2",
+        )
+        .bind(eval.map(str::to_owned))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+    )
+    .await
 }

@@ -29,6 +29,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "session summary",
         include_str!("../../migrations/postgres/0005_session_summary.sql"),
     ),
+    (
+        "eval results",
+        include_str!("../../migrations/postgres/0006_eval_results.sql"),
+    ),
 ];
 
 /// The schema version this Keel writes.

@@ -33,6 +33,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0009_session_owner.sql"),
     include_str!("../../migrations/0010_session_summary.sql"),
     include_str!("../../migrations/0011_run_trace.sql"),
+    include_str!("../../migrations/0012_eval_results.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -28,6 +28,7 @@
 mod approvals;
 mod candidates;
 mod connection;
+mod evals;
 mod json_rows;
 mod memory;
 mod rows;
@@ -35,7 +36,9 @@ mod tasks;
 mod writer;
 mod writes;
 
-use keel_types::{ApprovalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore};
+use keel_types::{
+    ApprovalStore, EvalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore,
+};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -668,6 +671,35 @@ impl TaskStore for SqliteStore {
         self.inner
             .writer
             .job(move |conn, db| tasks::delete(conn, db, &id), |_, _| {})
+            .await
+    }
+}
+
+#[async_trait]
+impl EvalStore for SqliteStore {
+    async fn save_eval_result(&self, result: &keel_types::eval::EvalResult) -> Result<(), StoreError> {
+        let result = result.clone();
+        self.inner
+            .writer
+            .job(move |conn, db| evals::save(conn, db, &result), |_, _| {})
+            .await
+    }
+
+    async fn get_eval_result(
+        &self,
+        id: &str,
+    ) -> Result<Option<keel_types::eval::EvalResult>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn, db| evals::get(conn, db, &id)).await
+    }
+
+    async fn list_eval_results(
+        &self,
+        eval: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<keel_types::eval::EvalResult>, StoreError> {
+        let eval = eval.map(str::to_owned);
+        self.read(move |conn, db| evals::list(conn, db, eval.as_deref(), limit))
             .await
     }
 }

@@ -1,10 +1,11 @@
 //! The store port, one trait per kind of record, so an embedder's store implements what it
 //! stores: [`RunLog`] (runs and their events — every store keeps them), [`SessionStore`],
-//! [`ApprovalStore`], [`TaskStore`] and [`SkillCandidateStore`]. A store that keeps no
-//! sessions, approvals, tasks or skill candidates writes an empty `impl` of that trait: each
+//! [`ApprovalStore`], [`TaskStore`], [`SkillCandidateStore`] and [`EvalStore`]. A store that
+//! keeps no sessions, approvals, tasks, skill candidates or eval results writes an empty
+//! `impl` of that trait: each
 //! method then fails with [`StoreError::Unsupported`] naming what the store does not keep,
 //! and so does whatever needed it (a run in a session, a call that asks a human, a task).
-//! [`RunStore`] is all five together, and what the runtime holds.
+//! [`RunStore`] is all six together, and what the runtime holds.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use crate::message::Message;
 use crate::run::{RunRecord, RunStatus, SessionMessage, SessionRecord};
 use crate::{
     ApprovalRecord, ApprovalScope, ApprovalStatus, CandidateStatus, RequestId, SessionId,
-    SessionOwner, SkillCandidate, TaskRecord, ToolStats,
+    SessionOwner, SkillCandidate, TaskRecord, ToolStats, eval::EvalResult,
 };
 
 /// Checks that `events` belong to `run`, for the writes that store a run's record with its
@@ -37,12 +38,12 @@ pub fn check_run_of(run: &RunRecord, events: &[Event]) -> Result<(), StoreError>
 /// Everything a store keeps: runs, their events, sessions, approvals, tasks and skill
 /// candidates. Implemented for every type that implements the five parts.
 pub trait RunStore:
-    RunLog + SessionStore + ApprovalStore + TaskStore + SkillCandidateStore
+    RunLog + SessionStore + ApprovalStore + TaskStore + SkillCandidateStore + EvalStore
 {
 }
 
 impl<T> RunStore for T where
-    T: RunLog + SessionStore + ApprovalStore + TaskStore + SkillCandidateStore + ?Sized
+    T: RunLog + SessionStore + ApprovalStore + TaskStore + SkillCandidateStore + EvalStore + ?Sized
 {
 }
 
@@ -262,5 +263,28 @@ pub trait SkillCandidateStore: Send + Sync {
         _path: Option<&str>,
     ) -> Result<SkillCandidate, StoreError> {
         Err(StoreError::Unsupported("skill candidates"))
+    }
+}
+
+/// The results of evaluations (`keel eval`). The defaults keep none
+/// ([`StoreError::Unsupported`]).
+#[async_trait]
+pub trait EvalStore: Send + Sync {
+    /// Stores an eval result, replacing the one with its id (a running eval is stored when it
+    /// starts and again when it ends).
+    async fn save_eval_result(&self, _result: &EvalResult) -> Result<(), StoreError> {
+        Err(StoreError::Unsupported("eval results"))
+    }
+    /// One eval result.
+    async fn get_eval_result(&self, _id: &str) -> Result<Option<EvalResult>, StoreError> {
+        Err(StoreError::Unsupported("eval results"))
+    }
+    /// Eval results, newest first, optionally of one eval only, at most `limit`.
+    async fn list_eval_results(
+        &self,
+        _eval: Option<&str>,
+        _limit: usize,
+    ) -> Result<Vec<EvalResult>, StoreError> {
+        Err(StoreError::Unsupported("eval results"))
     }
 }

@@ -104,6 +104,7 @@ impl SessionStore for RunsOnly {}
 impl ApprovalStore for RunsOnly {}
 impl TaskStore for RunsOnly {}
 impl SkillCandidateStore for RunsOnly {}
+impl keel_types::EvalStore for RunsOnly {}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_store_of_runs_alone_runs_agents_and_refuses_what_it_does_not_keep() {

@@ -152,6 +152,7 @@ impl Kernel {
                 "workflow `{name}` cannot run in a session; send it without one"
             )));
         }
+        no_model_override(name, options)?;
         parse_input(name, &spec, &options.input).map(|_| ())
     }
 
@@ -167,6 +168,7 @@ impl Kernel {
                 "workflow `{name}` cannot run in a session; send it without one"
             )));
         }
+        no_model_override(name, &options)?;
         let input = parse_input(name, &spec, &options.input)?;
         let record = match origin.claimed {
             // A queued run this process claimed: already recorded, now running and ours.
@@ -276,4 +278,15 @@ struct Parts {
     depth: u32,
     metadata: std::collections::BTreeMap<String, String>,
     timeout: Option<std::time::Duration>,
+}
+
+/// A workflow's agent nodes run with their agents' own models: a request cannot swap them.
+fn no_model_override(name: &str, options: &RequestOptions) -> Result<(), RuntimeError> {
+    match &options.model {
+        Some(model) => Err(RuntimeError::InvalidInput(format!(
+            "workflow `{name}` runs each agent node with its own agent's model; it cannot run \
+             with model `{model}` instead"
+        ))),
+        None => Ok(()),
+    }
 }
