@@ -13,6 +13,7 @@ mod chat;
 mod config;
 mod doctor;
 mod error;
+mod eval;
 mod follow;
 mod init;
 mod logging;
@@ -224,6 +225,14 @@ enum Command {
         #[command(subcommand)]
         command: store::StoreCommand,
     },
+    /// Evaluate agents and workflows: run an `Eval` document's cases and grade them, list and
+    /// show results, compare two, capture cases from recorded runs.
+    Eval {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(subcommand)]
+        command: eval::EvalCommand,
+    },
     /// List, show and delete sessions.
     Sessions {
         #[command(flatten)]
@@ -309,6 +318,7 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Workflows { ws, command } => workflows::workflows(&ws.workspace, command).await,
         Command::Memory { ws, command } => memory::memory(&ws.workspace, command).await,
         Command::Store { ws, command } => store::store(&ws.workspace, command).await,
+        Command::Eval { ws, command } => eval::eval(&ws.workspace, command).await,
         Command::Tasks { ws, command } => tools::tasks(&ws.workspace, command).await,
         Command::Approvals { ws, command } => {
             let stores = workspace::open_store(&ws.workspace).await?;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Duration;
+use keel_types::PermissionMode;
 
 /// An `Eval` document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -41,6 +42,10 @@ pub struct EvalSpec {
     #[serde(default = "default_concurrency")]
     #[schemars(range(min = 1, max = 1024))]
     pub concurrency: u32,
+    /// The permission mode of each case's run (default `dontAsk`: an eval never waits for a
+    /// person, so a call that would ask is refused; `default` lets cases wait for approvals).
+    #[serde(default = "dont_ask")]
+    pub mode: PermissionMode,
     /// The time one case's run may take (default: the run's own limits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
@@ -48,6 +53,10 @@ pub struct EvalSpec {
 
 fn one() -> f64 {
     1.0
+}
+
+fn dont_ask() -> PermissionMode {
+    PermissionMode::DontAsk
 }
 
 fn default_concurrency() -> u32 {

@@ -146,9 +146,5 @@ async fn divergence(runtime: &Runtime, a: &str, b: &str) -> Result<Option<Value>
     if runtime.runs().get(&a).await?.is_none() || runtime.runs().get(&b).await?.is_none() {
         return Ok(None);
     }
-    Ok(runtime
-        .runs()
-        .divergence(&a, &b)
-        .await?
-        .map(|d| serde_json::to_value(d).unwrap_or_default()))
+    runtime.case_divergence(&a, &b).await
 }

@@ -36,8 +36,11 @@ pub const EVAL_VERSION_TAG: &str = "keel.eval.version";
 pub const EVAL_RESULT_TAG: &str = "keel.eval.result";
 pub const EVAL_CASE_TAG: &str = "keel.eval.case";
 
+/// Told of each case run as it is graded (a command's progress line).
+pub type CaseProgress = Arc<dyn Fn(&CaseResult) + Send + Sync>;
+
 /// How to run an eval; unset fields take the eval document's values.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct EvalRun {
     /// Cases at once (default: the eval's `concurrency`).
     pub concurrency: Option<u32>,
@@ -49,6 +52,8 @@ pub struct EvalRun {
     pub replay: bool,
     /// Who runs it (recorded on the result and each run).
     pub owner: Option<String>,
+    /// Told of each case run as it is graded.
+    pub progress: Option<CaseProgress>,
 }
 
 /// The digest of an eval document with its cases: its version.
@@ -63,7 +68,9 @@ pub fn eval_version(spec: &EvalSpec) -> String {
 
 /// The name a case is reported by.
 pub fn case_name(case: &EvalCase, index: usize) -> String {
-    case.name.clone().unwrap_or_else(|| format!("case-{}", index + 1))
+    case.name
+        .clone()
+        .unwrap_or_else(|| format!("case-{}", index + 1))
 }
 
 impl Runtime {
@@ -92,7 +99,11 @@ impl Runtime {
             )));
         }
         if options.replay
-            && let Some((i, case)) = spec.cases.iter().enumerate().find(|(_, c)| c.recorded.is_none())
+            && let Some((i, case)) = spec
+                .cases
+                .iter()
+                .enumerate()
+                .find(|(_, c)| c.recorded.is_none())
         {
             return Err(Error::InvalidInput(format!(
                 "case `{}` of eval `{name}` has no recorded run to replay (`recorded: <run id>`; \
@@ -130,13 +141,17 @@ impl Runtime {
     /// run, graded as it ends.
     pub async fn run_eval(&self, name: &str, options: &EvalRun) -> Result<EvalResult, Error> {
         let result = self.begin_eval(name, options).await?;
-        self.finish_eval(result).await
+        self.finish_eval(result, options.progress.clone()).await
     }
 
     /// Runs the cases of a result [`Runtime::begin_eval`] started, and stores it ended.
-    pub async fn finish_eval(&self, mut result: EvalResult) -> Result<EvalResult, Error> {
+    pub async fn finish_eval(
+        &self,
+        mut result: EvalResult,
+        progress: Option<CaseProgress>,
+    ) -> Result<EvalResult, Error> {
         let spec = self.eval_spec(&result.eval)?;
-        match self.run_cases(&spec, &result).await {
+        match self.run_cases(&spec, &result, progress).await {
             Ok(cases) => {
                 result.summary = Some(summary::summarise(&cases, result.threshold));
                 result.cases = cases;
@@ -152,7 +167,12 @@ impl Runtime {
         Ok(result)
     }
 
-    async fn run_cases(&self, spec: &EvalSpec, result: &EvalResult) -> Result<Vec<CaseResult>, Error> {
+    async fn run_cases(
+        &self,
+        spec: &EvalSpec,
+        result: &EvalResult,
+        progress: Option<CaseProgress>,
+    ) -> Result<Vec<CaseResult>, Error> {
         let graders: Vec<grade::Prepared> = spec
             .graders
             .iter()
@@ -168,11 +188,14 @@ impl Runtime {
         let mut cases: Vec<CaseResult> = futures_util::stream::iter(jobs)
             .map(|(index, attempt)| {
                 let graders = Arc::clone(&graders);
-                async move {
-                    self.run_case(spec, result, &graders, index, attempt).await
-                }
+                async move { self.run_case(spec, result, &graders, index, attempt).await }
             })
             .buffer_unordered(concurrency)
+            .inspect(|case| {
+                if let Some(progress) = &progress {
+                    progress(case);
+                }
+            })
             .collect()
             .await;
         cases.sort_by_key(|c| (c.index, c.attempt));
@@ -224,7 +247,8 @@ impl Runtime {
         outcome.currency = view.currency.clone();
         outcome.tokens = view.tokens;
         outcome.steps = view.steps;
-        let own: Vec<grade::Prepared> = match case.expect.iter().map(grade::Prepared::new).collect() {
+        let own: Vec<grade::Prepared> = match case.expect.iter().map(grade::Prepared::new).collect()
+        {
             Ok(own) => own,
             Err(error) => {
                 outcome.error = Some(error);
@@ -257,7 +281,11 @@ impl Runtime {
         outcome
     }
 
-    async fn grade_outside(&self, spec: &GraderSpec, view: &RunView) -> keel_types::eval::GraderResult {
+    async fn grade_outside(
+        &self,
+        spec: &GraderSpec,
+        view: &RunView,
+    ) -> keel_types::eval::GraderResult {
         match spec.kind {
             GraderKind::Judge => {
                 let model = spec.model.as_deref().unwrap_or("");
@@ -293,7 +321,9 @@ impl Runtime {
             (self.kernel.replay_with(&id, metadata).await?, Some(id))
         } else {
             let session = match &case.session {
-                Some(session) => Some(SessionId::parse(session).map_err(|e| Error::InvalidInput(e.to_string()))?),
+                Some(session) => Some(
+                    SessionId::parse(session).map_err(|e| Error::InvalidInput(e.to_string()))?,
+                ),
                 None => None,
             };
             let options = RequestOptions {
@@ -303,6 +333,7 @@ impl Runtime {
                 owner: result.owner.clone(),
                 metadata,
                 model: result.options.model.clone(),
+                mode: Some(spec.mode),
                 timeout: spec.timeout.map(|t| t.0),
                 ..RequestOptions::default()
             };
@@ -312,15 +343,30 @@ impl Runtime {
         let response = handle.wait().await?;
         let events = self.runs().events(&id, 0).await?;
         let divergence = match recorded {
-            Some(original) => self
-                .runs()
-                .divergence(&original, &id)
-                .await?
-                .map(|d| serde_json::to_value(d).unwrap_or_default()),
+            Some(original) => self.case_divergence(&original, &id).await?,
             None => None,
         };
         let record = self.runs().get(&id).await?;
-        Ok((view_of(name, &case.input, &id, record, &response, &events), divergence))
+        Ok((
+            view_of(name, &case.input, &id, record, &response, &events),
+            divergence,
+        ))
+    }
+
+    /// Where run `b`'s events first differ from run `a`'s (`{seq, expected, found}`), the
+    /// eval tags of their requests aside (each eval run tags its runs with its own ids).
+    pub async fn case_divergence(&self, a: &RequestId, b: &RequestId) -> Result<Option<Value>, Error> {
+        let untagged = |mut events: Vec<Event>| {
+            for event in &mut events {
+                if let EventPayload::RequestStarted { metadata, .. } = &mut event.payload {
+                    metadata.retain(|key, _| !key.starts_with(EVAL_TAG));
+                }
+            }
+            events
+        };
+        let a = untagged(self.runs().events(a, 0).await?);
+        let b = untagged(self.runs().events(b, 0).await?);
+        Ok(keel_runtime::replay::diverge(&a, &b).map(|d| serde_json::to_value(d).unwrap_or_default()))
     }
 
     /// A stored eval result.
@@ -329,7 +375,11 @@ impl Runtime {
     }
 
     /// Stored eval results, newest first.
-    pub async fn eval_results(&self, eval: Option<&str>, limit: usize) -> Result<Vec<EvalResult>, Error> {
+    pub async fn eval_results(
+        &self,
+        eval: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<EvalResult>, Error> {
         Ok(self.runs().eval_results(eval, limit).await?)
     }
 }
@@ -349,7 +399,13 @@ fn view_of(
     for event in events {
         match &event.payload {
             EventPayload::Adapter {
-                event: AdapterEvent::ToolStart { call_id, tool, arguments, .. },
+                event:
+                    AdapterEvent::ToolStart {
+                        call_id,
+                        tool,
+                        arguments,
+                        ..
+                    },
             } => tool_calls.push((
                 call_id.clone(),
                 CallView {
@@ -372,11 +428,16 @@ fn view_of(
                 ..
             } => refused_calls.push(CallView {
                 tool: tool.clone(),
-                args: serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.clone())),
+                args: serde_json::from_str(arguments)
+                    .unwrap_or_else(|_| Value::String(arguments.clone())),
                 ok: None,
                 reason: Some(format!(
                     "blocked by the gateway: {}",
-                    issues.iter().map(|i| i.message.as_str()).collect::<Vec<_>>().join("; ")
+                    issues
+                        .iter()
+                        .map(|i| i.message.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
                 )),
             }),
             EventPayload::PolicyDecided {
@@ -391,7 +452,10 @@ fn view_of(
                 ok: None,
                 reason: Some(format!(
                     "denied by {source}{}",
-                    reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
+                    reason
+                        .as_ref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
                 )),
             }),
             _ => {}
