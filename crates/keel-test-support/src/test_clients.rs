@@ -291,3 +291,11 @@ fn apt_package(package: &str, path: &str) -> Result<PathBuf, String> {
 pub fn chromium() -> Result<PathBuf, String> {
     apt_package("chromium", "/usr/bin/chromium")
 }
+
+/// The JUnit XML parser CI systems' reports are read with, for `keel eval --junit`.
+pub const JUNITPARSER: &str = "junitparser==5.0.3";
+
+/// [`JUNITPARSER`] in the venv `target/test-clients/junit`; returns its Python.
+pub fn junitparser_python() -> PathBuf {
+    python_venv("junit", &[JUNITPARSER])
+}

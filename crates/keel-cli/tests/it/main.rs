@@ -15,6 +15,7 @@ mod console_browser;
 mod crash;
 mod db_restarts;
 mod durability;
+mod eval_cli;
 mod governance;
 mod key_budgets;
 mod logging;

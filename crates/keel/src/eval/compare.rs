@@ -35,8 +35,8 @@ pub struct CaseChange {
     pub latency_delta_ms: i64,
     /// The runs compared (the first of each result's runs of the case).
     pub runs: (Option<String>, Option<String>),
-    /// Where those runs' events first differ (`{seq, expected, found}`), for a case that
-    /// changed; absent when they agree or a run is missing.
+    /// Where those runs' events first differ (`{seq, expected, found}`), for a case whose
+    /// pass rate or score changed; absent when they agree or a run is missing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub divergence: Option<Value>,
 }
@@ -92,17 +92,17 @@ pub async fn compare(runtime: &Runtime, before: &str, after: &str) -> Result<Com
         };
         let first = |runs: &[&CaseResult]| runs.first().and_then(|c| c.request_id.clone());
         let (run_a, run_b) = (first(&runs_a), first(&runs_b));
-        let divergence = match (&run_a, &run_b, verdict) {
-            (Some(x), Some(y), Verdict::Regression | Verdict::Improvement) => {
-                divergence(runtime, x, y).await?
-            }
+        let score_delta = mean(&runs_b, |c| c.score) - mean(&runs_a, |c| c.score);
+        let changed = verdict != Verdict::Unchanged || score_delta.abs() > 1e-9;
+        let divergence = match (&run_a, &run_b) {
+            (Some(x), Some(y)) if changed => divergence(runtime, x, y).await?,
             _ => None,
         };
         cases.push(CaseChange {
             case: name.to_owned(),
             verdict,
             pass_rate: (rate_a, rate_b),
-            score_delta: mean(&runs_b, |c| c.score) - mean(&runs_a, |c| c.score),
+            score_delta,
             cost_delta: mean(&runs_b, |c| c.cost) - mean(&runs_a, |c| c.cost),
             latency_delta_ms: mean(&runs_b, |c| c.latency_ms as f64).round() as i64
                 - mean(&runs_a, |c| c.latency_ms as f64).round() as i64,
