@@ -35,6 +35,7 @@ mod branches;
 mod conn;
 mod console;
 mod error;
+mod evals;
 mod health;
 mod inventory;
 mod live;

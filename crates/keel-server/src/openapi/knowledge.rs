@@ -1,16 +1,60 @@
 //! The route table's rows of what agents know and do: skills (`/api/skills…`), workflows
-//! (`/api/workflows…`) and memory (`/api/memory…`), operator keys.
+//! (`/api/workflows…`), memory (`/api/memory…`) and evals (`/api/evals…`), operator keys.
 
 use axum::http::Method;
 use axum::routing;
 
 use super::{Accepts, Access, Route, SKILL_NAME, param, route, schema};
-use crate::{memory, skills, workflows};
+use crate::{evals, memory, skills, workflows};
 
 /// The `/api/skills…`, `/api/workflows…` and `/api/memory…` routes.
 pub(super) fn routes() -> Vec<Route> {
     use Access::Operator;
     vec![
+        route(
+            Method::GET,
+            "/api/evals",
+            Operator,
+            "The workspace's evals, each with the summary of its newest result",
+            "`{data: [{name, description, target, cases, graders, passScore, threshold, version, latest?}]}`",
+            || routing::get(evals::list_evals),
+        ),
+        Route {
+            body: Some(schema::<evals::RunEval>),
+            body_optional: true,
+            ..route(
+                Method::POST,
+                "/api/evals/{name}/run",
+                Operator,
+                "Run an eval: each case a recorded run, graded as it ends; the result is stored",
+                "202 `{id, status: running}`, or with `wait: true` 200 and the EvalResult; 404 for an unknown eval",
+                || routing::post(evals::run_eval),
+            )
+        },
+        Route {
+            query: const {
+                &[
+                    param("eval", Accepts::Text, "only results of this eval"),
+                    param("limit", super::page(1000), "how many (default 20)"),
+                ]
+            },
+            ..route(
+                Method::GET,
+                "/api/evals/results",
+                Operator,
+                "Stored eval results, newest first, without their cases",
+                "`{data: [EvalResult without cases]}`",
+                || routing::get(evals::list_results),
+            )
+        },
+        route(
+            Method::GET,
+            "/api/evals/results/{id}",
+            Operator,
+            "An eval result: every case with its graders and the run it was (`requestId`)",
+            "the EvalResult; 404 for an unknown id",
+            || routing::get(evals::get_result),
+        ),
         route(
             Method::GET,
             "/api/workflows",

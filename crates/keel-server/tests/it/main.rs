@@ -299,6 +299,7 @@ mod api;
 mod auth;
 mod console;
 mod encodings;
+mod evals;
 mod fields;
 mod health;
 mod hooked;

@@ -7,6 +7,7 @@ use keel_types::eval::{CaseResult, EvalResult};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::invalid;
 use crate::{Error, Runtime};
 
 /// What became of a case from the first result to the second.
@@ -68,7 +69,7 @@ pub async fn compare(runtime: &Runtime, before: &str, after: &str) -> Result<Com
             runtime
                 .eval_result(&id)
                 .await?
-                .ok_or_else(|| Error::InvalidInput(format!("no eval result `{id}` (see `keel eval list`)")))
+                .ok_or_else(|| invalid(format!("no eval result `{id}` (see `keel eval list`)")))
         }
     };
     let (a, b) = (load(before).await?, load(after).await?);

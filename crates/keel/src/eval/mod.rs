@@ -66,6 +66,11 @@ pub fn eval_version(spec: &EvalSpec) -> String {
     format!("sha256:{:x}", Sha256::digest(&json))
 }
 
+/// What the caller asked that cannot be done: a runtime's invalid request.
+pub(crate) fn invalid(message: String) -> Error {
+    Error::Runtime(keel_runtime::RuntimeError::InvalidInput(message))
+}
+
 /// The name a case is reported by.
 pub fn case_name(case: &EvalCase, index: usize) -> String {
     case.name
@@ -79,7 +84,7 @@ impl Runtime {
         let workspace = self.workspace();
         workspace.evals.get(name).cloned().ok_or_else(|| {
             let known: Vec<&str> = workspace.evals.keys().map(String::as_str).collect();
-            Error::InvalidInput(format!(
+            invalid(format!(
                 "no `Eval` document is named `{name}`{}",
                 match known.is_empty() {
                     true => " (the workspace declares none)".to_owned(),
@@ -93,9 +98,17 @@ impl Runtime {
     pub async fn begin_eval(&self, name: &str, options: &EvalRun) -> Result<EvalResult, Error> {
         let spec = self.eval_spec(name)?;
         if options.model.is_some() && spec.target.workflow.is_some() {
-            return Err(Error::InvalidInput(format!(
+            return Err(invalid(format!(
                 "eval `{name}` evaluates a workflow, whose agent nodes use their own models: \
                  --model cannot apply"
+            )));
+        }
+        if let Some(model) = &options.model
+            && !self.workspace().models.contains_key(model)
+        {
+            return Err(invalid(format!(
+                "no `Model` document is named `{model}` (models: {})",
+                self.workspace().models.keys().cloned().collect::<Vec<_>>().join(", ")
             )));
         }
         if options.replay
@@ -105,7 +118,7 @@ impl Runtime {
                 .enumerate()
                 .find(|(_, c)| c.recorded.is_none())
         {
-            return Err(Error::InvalidInput(format!(
+            return Err(invalid(format!(
                 "case `{}` of eval `{name}` has no recorded run to replay (`recorded: <run id>`; \
                  `keel eval capture` writes it)",
                 case_name(case, i)
@@ -322,7 +335,7 @@ impl Runtime {
         } else {
             let session = match &case.session {
                 Some(session) => Some(
-                    SessionId::parse(session).map_err(|e| Error::InvalidInput(e.to_string()))?,
+                    SessionId::parse(session).map_err(|e| invalid(e.to_string()))?,
                 ),
                 None => None,
             };
