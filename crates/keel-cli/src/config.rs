@@ -20,7 +20,8 @@ pub(crate) fn validate(root: &Path) -> Result<(), CliError> {
 }
 
 /// What a workspace defines, counted: agents, models and tools always; workflows, MCP
-/// servers, memories, skills, hooks (and how many are disabled) and policies when it has any.
+/// servers, memories, skills, hooks (and how many are disabled), policies and evals (with
+/// their cases) when it has any.
 fn summary(ws: &Workspace) -> String {
     let count = |n: usize, one: &str, many: &str| match n {
         1 => format!("1 {one}"),
@@ -58,6 +59,13 @@ fn summary(ws: &Workspace) -> String {
             ws.policies.len(),
             count(ws.policies.len(), "policy", "policies"),
         ),
+        {
+            let cases: usize = ws.evals.values().map(|e| e.cases.len()).sum();
+            (
+                ws.evals.len(),
+                format!("{} ({})", count(ws.evals.len(), "eval", "evals"), count(cases, "case", "cases")),
+            )
+        },
     ];
     parts.extend(
         optional
