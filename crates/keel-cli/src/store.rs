@@ -204,7 +204,7 @@ async fn copy(
     let target = PgStore::connect(options).await?;
     let report = target.copy_from(&source).await?;
     out::line(&format!(
-        "copied {} into {}: {} runs ({} events), {} sessions, {} approvals, {} tasks, {} skill candidates, {} memory versions; {} already there",
+        "copied {} into {}: {} runs ({} events), {} sessions, {} approvals, {} tasks, {} skill candidates, {} memory versions, {} eval results; {} already there",
         source.db_path().display(),
         target.shown_url(),
         report.runs,
@@ -214,6 +214,7 @@ async fn copy(
         report.tasks,
         report.skill_candidates,
         report.memory_versions,
+        report.eval_results,
         report.skipped,
     ));
     Ok(())

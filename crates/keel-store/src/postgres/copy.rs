@@ -1,11 +1,12 @@
 //! `keel store copy --from sqlite --to postgres`: a workspace's history moved into the
 //! PostgreSQL store as it is — sessions with their transcripts, runs with their events (ended
-//! or interrupted; none is owned afterwards), approvals, tasks, skill candidates and memory.
+//! or interrupted; none is owned afterwards), approvals, tasks, skill candidates, memory and
+//! eval results.
 //! Anything already in the target (same id) is left alone and counted as skipped, so a copy
 //! that was interrupted can simply be run again.
 
 use keel_types::{MemoryFilter, MemoryStore, RunFilter, RunStore, StoreError};
-use keel_types::{SkillCandidateStore, TaskStore};
+use keel_types::{EvalStore, SkillCandidateStore, TaskStore};
 use sqlx_postgres::Postgres;
 
 use super::{PgStore, runs, to_json};
@@ -21,6 +22,7 @@ pub struct CopyReport {
     pub tasks: u64,
     pub skill_candidates: u64,
     pub memory_versions: u64,
+    pub eval_results: u64,
     /// Records already in the target, left as they were.
     pub skipped: u64,
 }
@@ -152,6 +154,15 @@ impl PgStore {
                 None => {
                     super::records::create_candidate(self, &candidate).await?;
                     report.skill_candidates += 1;
+                }
+            }
+        }
+        for result in source.list_eval_results(None, usize::MAX).await? {
+            match self.get_eval_result(&result.id).await? {
+                Some(_) => report.skipped += 1,
+                None => {
+                    self.save_eval_result(&result).await?;
+                    report.eval_results += 1;
                 }
             }
         }

@@ -8,6 +8,7 @@ mod checkpoints;
 mod claims;
 mod concurrency;
 mod corrupt;
+mod evals;
 mod health;
 mod memory;
 mod multiprocess;
