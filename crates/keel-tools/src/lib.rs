@@ -8,7 +8,8 @@
 //! [`paths`] keeps every path inside the workspace,
 //! [`policy`] decides allow / ask / deny from the workspace's policies, and [`hooks`] runs
 //! `Hook` documents (on the same process and HTTP machinery). Start reading at
-//! [`gateway::Gateway`].
+//! [`gateway::Gateway`]. [`gateway_eval`] measures the gateway against its contract: malformed
+//! calls generated from each tool's schema, guarded (never run) and scored.
 //!
 //! Feature `http` (on by default) brings the HTTP client (`reqwest`): `http_fetch`, declared
 //! `http` tools and `http` hook handlers. Without it those tools keep their names and schemas
@@ -28,6 +29,7 @@ pub mod command;
 #[allow(unsafe_code)]
 pub mod exec;
 pub mod gateway;
+pub mod gateway_eval;
 pub mod hooks;
 #[cfg(feature = "http")]
 pub mod http;

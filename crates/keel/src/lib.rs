@@ -130,6 +130,7 @@ use keel_runtime::{Kernel, KernelParts};
 
 mod cluster;
 pub mod eval;
+pub mod gateway_eval;
 mod models;
 mod reload;
 mod stores;

@@ -13,6 +13,7 @@ mod context;
 mod direct_finish;
 mod event_fields;
 mod gateway;
+mod gateway_eval;
 mod in_process_hooks;
 mod lifecycle;
 mod loop_budgets;
