@@ -1,7 +1,7 @@
-//! `keel eval run|list|show|compare|capture`: running an `Eval` document's cases as recorded
+//! `keel eval run|list|show|compare|capture|gateway`: running an `Eval` document's cases as recorded
 //! runs and grading them (a table of cases and graders; exit 1 below the eval's threshold, for
 //! CI; `--junit` for CI's test reports), the stored results, two results compared, and cases
-//! captured from recorded runs (docs/evals.md).
+//! captured from recorded runs (docs/evals.md); `gateway` is in `eval_gateway.rs`.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -86,6 +86,10 @@ pub(crate) enum EvalCommand {
         #[arg(long)]
         append: bool,
     },
+    /// Measure the tool-call guard: a built-in dataset of malformed calls against the
+    /// workspace's own tool schemas; repair precision and recall, block rate, and the calls
+    /// let through wrongly.
+    Gateway(crate::eval_gateway::EvalGatewayArgs),
 }
 
 pub(crate) async fn eval(root: &Path, command: EvalCommand) -> Result<(), CliError> {
@@ -199,6 +203,7 @@ pub(crate) async fn eval(root: &Path, command: EvalCommand) -> Result<(), CliErr
                 ))),
             }
         }
+        EvalCommand::Gateway(args) => crate::eval_gateway::run(&runtime, args).await,
         EvalCommand::Capture { runs, to, append } => {
             let filter = capture_filter(&runs)?;
             let cases = keel::eval::capture(&runtime, &filter)

@@ -14,6 +14,7 @@ mod config;
 mod doctor;
 mod error;
 mod eval;
+mod eval_gateway;
 mod follow;
 mod init;
 mod logging;

@@ -55,9 +55,11 @@ pub(crate) async fn list_evals(State(state): State<AppState>) -> Result<Json<Val
 pub(crate) struct RunEval {
     /// Cases at once (default: the eval's `concurrency`).
     #[schemars(range(min = 1, max = 1024))]
+    #[serde(default, deserialize_with = "whole_count")]
     concurrency: Option<u32>,
     /// Runs per case.
     #[schemars(range(min = 1, max = 100))]
+    #[serde(default, deserialize_with = "whole_count")]
     repeat: Option<u32>,
     /// A `Model` document every agent run uses instead of its agent's.
     model: Option<String>,
@@ -69,6 +71,21 @@ pub(crate) struct RunEval {
     wait: bool,
 }
 
+/// A count from 1 to 1024 written as a JSON integer, also with a zero fraction (`4.0`), as
+/// JSON Schema's `integer` allows.
+fn whole_count<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    let number = serde_json::Number::deserialize(deserializer)?;
+    let whole = number
+        .as_u64()
+        .or_else(|| number.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64));
+    match whole.and_then(|n| u32::try_from(n).ok()).filter(|n| (1..=1024).contains(n)) {
+        Some(n) => Ok(Some(n)),
+        None => Err(serde::de::Error::custom(format!(
+            "a count is a whole number from 1 to 1024, not {number}"
+        ))),
+    }
+}
+
 /// `POST /api/evals/{name}/run` → 202 `{id, status: running}` (the result, stored; read it at
 /// `/api/evals/results/{id}`), or with `wait: true` 200 and the ended result. 404 for an
 /// unknown eval, 400 for options that cannot apply.
@@ -78,14 +95,14 @@ pub(crate) async fn run_eval(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let run: RunEval = parse_body(body, true)?;
     if !state.runtime.workspace().evals.contains_key(&name) {
         return Err(ApiError::ResourceNotFound(format!("no eval `{name}`")));
     }
-    if run.concurrency == Some(0) || run.repeat == Some(0) {
+    let run: RunEval = parse_body(body, true)?;
+    if run.repeat.is_some_and(|r| r > 100) {
         return Err(ApiError::BadRequest {
-            message: "`concurrency` and `repeat` are 1 or more".into(),
-            param: None,
+            message: "`repeat` is at most 100".into(),
+            param: Some("repeat"),
         });
     }
     let options = EvalRun {

@@ -381,3 +381,38 @@ fn a_bad_grader_and_a_bad_cases_line_are_reported_at_their_file_line_and_column(
         assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
     }
 }
+
+#[test]
+fn the_gateway_is_measured_on_the_quickstart_tools_and_a_wrong_expectation_is_listed() {
+    let ws = crate::common::quickstart();
+    let keel = keel_in(&ws);
+    let report = keel.run(["eval", "gateway", "--json"]);
+    assert!(report.success(), "{}", report.stderr);
+    let totals = report.json()["totals"].clone();
+    assert!(totals["cases"].as_u64().unwrap() >= 50, "{totals}");
+    assert!(totals["expectedRepair"].as_u64().unwrap() > 0 && totals["expectedBlock"].as_u64().unwrap() > 0, "{totals}");
+    for figure in ["repairPrecision", "repairRecall", "blockRate"] {
+        let value = totals[figure].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&value), "{figure}: {totals}");
+    }
+    let table = keel.run(["eval", "gateway"]);
+    assert!(table.stdout.contains("repair precision"), "{}", table.stdout);
+    assert!(table.stdout.contains("repair recall"), "{}", table.stdout);
+    assert!(table.stdout.contains("block rate"), "{}", table.stdout);
+
+    // A user's case that expects a pass of a call the guard must block is reported, not hidden.
+    std::fs::write(
+        ws.path().join("mine.jsonl"),
+        "{\"name\": \"no-path\", \"tool\": \"read_file\", \"arguments\": {}, \"expect\": \"pass\"}\n",
+    )
+    .unwrap();
+    let mine = keel.run(["eval", "gateway", "--cases", "mine.jsonl", "--json"]);
+    assert!(mine.success(), "{}", mine.stderr);
+    let mine = mine.json();
+    let blocked: Vec<&Value> = mine["falseBlocks"].as_array().unwrap().iter().filter(|c| c["case"]["name"] == "no-path").collect();
+    assert_eq!(blocked.len(), 1, "{}", mine["falseBlocks"]);
+    std::fs::write(ws.path().join("bad.jsonl"), "{\"tool\": \"read_file\"}\n").unwrap();
+    let bad = keel.run(["eval", "gateway", "--cases", "bad.jsonl"]);
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    assert!(bad.stderr.contains("bad.jsonl:1"), "{}", bad.stderr);
+}
