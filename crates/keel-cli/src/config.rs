@@ -63,7 +63,11 @@ fn summary(ws: &Workspace) -> String {
             let cases: usize = ws.evals.values().map(|e| e.cases.len()).sum();
             (
                 ws.evals.len(),
-                format!("{} ({})", count(ws.evals.len(), "eval", "evals"), count(cases, "case", "cases")),
+                format!(
+                    "{} ({})",
+                    count(ws.evals.len(), "eval", "evals"),
+                    count(cases, "case", "cases")
+                ),
             )
         },
     ];

@@ -115,7 +115,10 @@ pub(crate) async fn eval(root: &Path, command: EvalCommand) -> Result<(), CliErr
                         "» {n}/{total} {} {}{}",
                         mark(case),
                         case.case,
-                        case.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+                        case.error
+                            .as_ref()
+                            .map(|e| format!(" ({e})"))
+                            .unwrap_or_default()
                     ));
                 })
             };
@@ -127,7 +130,10 @@ pub(crate) async fn eval(root: &Path, command: EvalCommand) -> Result<(), CliErr
                 owner: None,
                 progress: Some(progress),
             };
-            let result = runtime.run_eval(&name, &options).await.map_err(CliError::usage)?;
+            let result = runtime
+                .run_eval(&name, &options)
+                .await
+                .map_err(CliError::usage)?;
             if let Some(file) = &junit {
                 write_file(file, &keel::eval::junit(&result))?;
             }
@@ -148,8 +154,12 @@ pub(crate) async fn eval(root: &Path, command: EvalCommand) -> Result<(), CliErr
             if results.is_empty() {
                 let defined: Vec<String> = runtime.workspace().evals.keys().cloned().collect();
                 out::status(&match defined.is_empty() {
-                    true => "» No eval results, and the workspace declares no `Eval` document.".to_owned(),
-                    false => format!("» No eval results yet; run one: keel eval run {}", defined[0]),
+                    true => "» No eval results, and the workspace declares no `Eval` document."
+                        .to_owned(),
+                    false => format!(
+                        "» No eval results yet; run one: keel eval run {}",
+                        defined[0]
+                    ),
                 });
                 return Ok(());
             }
@@ -160,13 +170,22 @@ pub(crate) async fn eval(root: &Path, command: EvalCommand) -> Result<(), CliErr
                     r.eval.clone(),
                     r.started_at.clone(),
                     r.status.as_str().to_owned(),
-                    s.map(|s| format!("{}/{}", s.passed, s.runs)).unwrap_or_default(),
+                    s.map(|s| format!("{}/{}", s.passed, s.runs))
+                        .unwrap_or_default(),
                     s.map(|s| percent(s.pass_rate)).unwrap_or_default(),
-                    s.map(|s| money(s.cost, s.currency.as_deref())).unwrap_or_default(),
-                    s.map(|s| format!("{} ms", s.latency.p50_ms)).unwrap_or_default(),
+                    s.map(|s| money(s.cost, s.currency.as_deref()))
+                        .unwrap_or_default(),
+                    s.map(|s| format!("{} ms", s.latency.p50_ms))
+                        .unwrap_or_default(),
                 ]
             });
-            for line in out::table(&["ID", "EVAL", "STARTED", "STATUS", "PASSED", "RATE", "COST", "P50"], &[4, 5, 6, 7], rows) {
+            for line in out::table(
+                &[
+                    "ID", "EVAL", "STARTED", "STATUS", "PASSED", "RATE", "COST", "P50",
+                ],
+                &[4, 5, 6, 7],
+                rows,
+            ) {
                 out::line(&line);
             }
             Ok(())
@@ -176,7 +195,9 @@ pub(crate) async fn eval(root: &Path, command: EvalCommand) -> Result<(), CliErr
                 .eval_result(&id)
                 .await
                 .map_err(CliError::failed)?
-                .ok_or_else(|| CliError::usage(format!("no eval result `{id}` (see `keel eval list`)")))?;
+                .ok_or_else(|| {
+                    CliError::usage(format!("no eval result `{id}` (see `keel eval list`)"))
+                })?;
             if let Some(file) = &junit {
                 write_file(file, &keel::eval::junit(&result))?;
             }
@@ -246,20 +267,31 @@ fn capture_filter(text: &str) -> Result<RunFilter, CliError> {
     };
     for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let Some((key, value)) = pair.split_once('=') else {
-            return Err(CliError::usage(format!("invalid --runs `{pair}`: write key=value")));
+            return Err(CliError::usage(format!(
+                "invalid --runs `{pair}`: write key=value"
+            )));
         };
         let value = value.trim();
         match key.trim() {
             "agent" => filter.agent = Some(value.to_owned()),
             "status" => {
-                filter.status = Some(value.parse().map_err(|e| CliError::usage(format!("invalid --runs status: {e}")))?)
+                filter.status = Some(
+                    value
+                        .parse()
+                        .map_err(|e| CliError::usage(format!("invalid --runs status: {e}")))?,
+                )
             }
             "since" => filter.since = Some(crate::runs::parse_since(value)?),
             "session" => {
-                filter.session = Some(keel::SessionId::parse(value).map_err(|e| CliError::usage(format!("invalid --runs session: {e}")))?)
+                filter.session = Some(
+                    keel::SessionId::parse(value)
+                        .map_err(|e| CliError::usage(format!("invalid --runs session: {e}")))?,
+                )
             }
             "limit" => {
-                filter.limit = Some(value.parse().map_err(|_| CliError::usage(format!("invalid --runs limit `{value}`: a number")))?)
+                filter.limit = Some(value.parse().map_err(|_| {
+                    CliError::usage(format!("invalid --runs limit `{value}`: a number"))
+                })?)
             }
             other => {
                 return Err(CliError::usage(format!(
@@ -289,7 +321,10 @@ fn verdict(result: &EvalResult) -> Result<(), CliError> {
             percent(result.threshold),
             result.id
         ))),
-        None => Err(CliError::failed(format!("eval `{}` has no summary", result.eval))),
+        None => Err(CliError::failed(format!(
+            "eval `{}` has no summary",
+            result.eval
+        ))),
     }
 }
 
@@ -303,10 +338,26 @@ fn report(result: &EvalResult, json: bool) -> Result<(), CliError> {
         let graders: Vec<String> = case
             .graders
             .iter()
-            .map(|g| format!("{} {}", if g.error.is_some() { "!" } else if g.passed { "✓" } else { "✗" }, g.name))
+            .map(|g| {
+                format!(
+                    "{} {}",
+                    if g.error.is_some() {
+                        "!"
+                    } else if g.passed {
+                        "✓"
+                    } else {
+                        "✗"
+                    },
+                    g.name
+                )
+            })
             .collect();
         vec![
-            if repeated { format!("{} #{}", case.case, case.attempt + 1) } else { case.case.clone() },
+            if repeated {
+                format!("{} #{}", case.case, case.attempt + 1)
+            } else {
+                case.case.clone()
+            },
             mark(case).to_owned(),
             format!("{:.2}", case.score),
             graders.join("  "),
@@ -315,7 +366,13 @@ fn report(result: &EvalResult, json: bool) -> Result<(), CliError> {
             case.request_id.clone().unwrap_or_else(|| "-".into()),
         ]
     });
-    for line in out::table(&["CASE", "RESULT", "SCORE", "GRADERS", "LATENCY", "COST", "RUN"], &[2, 4, 5], rows) {
+    for line in out::table(
+        &[
+            "CASE", "RESULT", "SCORE", "GRADERS", "LATENCY", "COST", "RUN",
+        ],
+        &[2, 4, 5],
+        rows,
+    ) {
         out::line(&line);
     }
     for case in &result.cases {
@@ -325,7 +382,11 @@ fn report(result: &EvalResult, json: bool) -> Result<(), CliError> {
                 case.case,
                 grader.name,
                 grader.error.as_deref().unwrap_or(&grader.detail),
-                grader.reasoning.as_ref().map(|r| format!(" — {r}")).unwrap_or_default()
+                grader
+                    .reasoning
+                    .as_ref()
+                    .map(|r| format!(" — {r}"))
+                    .unwrap_or_default()
             ));
         }
         if case.graders.is_empty()
@@ -383,7 +444,11 @@ fn report(result: &EvalResult, json: bool) -> Result<(), CliError> {
                 format!("{:.4}", c.variance),
             ]
         });
-        for line in out::table(&["CASE", "PASSED", "RATE", "MEAN", "VARIANCE"], &[1, 2, 3, 4], rows) {
+        for line in out::table(
+            &["CASE", "PASSED", "RATE", "MEAN", "VARIANCE"],
+            &[1, 2, 3, 4],
+            rows,
+        ) {
             out::line(&line);
         }
     }
@@ -415,11 +480,19 @@ fn print_comparison(c: &Comparison) {
             format!("{:+.6}", case.cost_delta),
         ]
     });
-    for line in out::table(&["CASE", "CHANGE", "PASS RATE", "SCORE", "LATENCY", "COST"], &[3, 4, 5], rows) {
+    for line in out::table(
+        &["CASE", "CHANGE", "PASS RATE", "SCORE", "LATENCY", "COST"],
+        &[3, 4, 5],
+        rows,
+    ) {
         out::line(&line);
     }
     for case in c.cases.iter().filter(|c| c.divergence.is_some()) {
-        let d = case.divergence.as_ref().map(|d| d.to_owned()).unwrap_or_default();
+        let d = case
+            .divergence
+            .as_ref()
+            .map(|d| d.to_owned())
+            .unwrap_or_default();
         out::line(&format!(
             "  {}: runs {} and {} diverge at event {}:\n    before: {}\n    after:  {}",
             case.case,
@@ -441,7 +514,11 @@ fn print_comparison(c: &Comparison) {
         c.pass_rate_delta * 100.0,
         c.cost_delta,
         c.latency_p50_delta_ms,
-        if c.same_version { "" } else { " (the eval's cases or graders changed between them)" }
+        if c.same_version {
+            ""
+        } else {
+            " (the eval's cases or graders changed between them)"
+        }
     ));
 }
 
@@ -483,5 +560,6 @@ fn short(digest: &str) -> &str {
 }
 
 fn write_file(file: &Path, text: &str) -> Result<(), CliError> {
-    std::fs::write(file, text).map_err(|e| CliError::failed(format!("cannot write {}: {e}", file.display())))
+    std::fs::write(file, text)
+        .map_err(|e| CliError::failed(format!("cannot write {}: {e}", file.display())))
 }

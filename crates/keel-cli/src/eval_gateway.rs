@@ -1,4 +1,4 @@
-//! `keel eval gateway`: the gateway's evaluation (docs/evals-gateway.md) — the built-in dataset
+//! `keel eval gateway`: the gateway's evaluation (docs/evals.md#evaluating-the-tool-gateway) — the built-in dataset
 //! of malformed calls made from the workspace's own tool schemas, and the user's case files,
 //! guarded by the runtime's gateway (no tool runs) and scored: repair precision and recall,
 //! block rate with their counts, a table per mutation kind, and the calls let through wrongly.

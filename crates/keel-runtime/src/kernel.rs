@@ -332,7 +332,12 @@ impl Kernel {
             if !workspace.models.contains_key(model) {
                 return Err(RuntimeError::InvalidInput(format!(
                     "no `Model` document is named `{model}` (models: {})",
-                    workspace.models.keys().cloned().collect::<Vec<_>>().join(", ")
+                    workspace
+                        .models
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
             agent.model = model.clone();

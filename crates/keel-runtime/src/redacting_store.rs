@@ -8,9 +8,7 @@
 //! is redacted. What is rebuilt from the store — a session's next turn, a resumed run, a
 //! staged task — sees the redacted text, as a resumed run already saw it in its events.
 
-use keel_types::{
-    ApprovalStore, EvalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore,
-};
+use keel_types::{ApprovalStore, EvalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 

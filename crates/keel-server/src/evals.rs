@@ -75,10 +75,16 @@ pub(crate) struct RunEval {
 /// JSON Schema's `integer` allows.
 fn whole_count<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
     let number = serde_json::Number::deserialize(deserializer)?;
-    let whole = number
-        .as_u64()
-        .or_else(|| number.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64));
-    match whole.and_then(|n| u32::try_from(n).ok()).filter(|n| (1..=1024).contains(n)) {
+    let whole = number.as_u64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+            .map(|f| f as u64)
+    });
+    match whole
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| (1..=1024).contains(n))
+    {
         Some(n) => Ok(Some(n)),
         None => Err(serde::de::Error::custom(format!(
             "a count is a whole number from 1 to 1024, not {number}"
@@ -128,7 +134,11 @@ pub(crate) async fn run_eval(
             .map_err(runtime_error)?;
         return Ok(Json(ended).into_response());
     }
-    Ok((StatusCode::ACCEPTED, Json(json!({"id": id, "status": "running"}))).into_response())
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"id": id, "status": "running"})),
+    )
+        .into_response())
 }
 
 /// Query of `GET /api/evals/results`.
@@ -172,7 +182,12 @@ pub(crate) async fn get_result(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    match state.runtime.eval_result(&id).await.map_err(runtime_error)? {
+    match state
+        .runtime
+        .eval_result(&id)
+        .await
+        .map_err(runtime_error)?
+    {
         Some(result) => Ok(Json(result).into_response()),
         None => Err(ApiError::ResourceNotFound(format!("no eval result `{id}`"))),
     }

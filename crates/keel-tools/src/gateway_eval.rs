@@ -1,4 +1,4 @@
-//! The gateway's evaluation (`keel eval gateway`, `docs/evals-gateway.md`): malformed tool
+//! The gateway's evaluation (`keel eval gateway`, `docs/evals.md#evaluating-the-tool-gateway`): malformed tool
 //! calls run through [`Gateway::guard`] — never executed — and scored against what the
 //! gateway's contract (`docs/tool-gateway.md`) says must become of each.
 //!

@@ -367,7 +367,11 @@ pub async fn run_program(
     let Some((program, args)) = argv.split_first() else {
         return Err(ToolError::Failed("no program to run".into()));
     };
-    let resolved = crate::command::resolve_program(program, cwd);
+    // A path with a `/` is the workspace's own program.
+    let resolved = match program.contains('/') && Path::new(program).is_relative() {
+        true => cwd.join(program),
+        false => PathBuf::from(program),
+    };
     let env = child_env(std::env::vars_os(), &BTreeMap::new(), &[]);
     let child = command(&resolved, args, cwd, env, true)
         .spawn()

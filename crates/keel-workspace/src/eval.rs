@@ -9,20 +9,20 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::documents::{Document, Documents, Kind};
-use crate::load::Typed;
 use crate::suggest::closest;
 use crate::yaml::{Loc, Node, Seg, Source};
 use crate::{Diagnostic, EvalCase, EvalSpec, GraderKind, GraderSpec};
 
-/// Reads every eval's `casesFile` into its cases and checks every eval.
-pub(crate) fn load_evals(
+/// Reads the `casesFile` of each eval (with its document) into its cases and checks every
+/// eval.
+pub(crate) fn load_evals<'a>(
     root: &Path,
     docs: &Documents,
-    typed: &mut [Option<Typed>],
+    evals: impl IntoIterator<Item = (&'a Document, &'a mut EvalSpec)>,
     out: &mut Vec<Diagnostic>,
 ) {
-    for (doc, typed) in docs.list.iter().zip(typed.iter_mut()) {
-        let (Some(Typed::Eval(spec)), Some(tree)) = (typed, &doc.spec) else {
+    for (doc, spec) in evals {
+        let Some(tree) = &doc.spec else {
             continue;
         };
         let mut check = EvalCheck {
@@ -110,7 +110,10 @@ impl EvalCheck<'_> {
                 .unwrap_or_else(|| format!("add a `kind: {kind}` document named `{name}`"));
             self.push(
                 &at(key),
-                format!("{} evaluates {key} `{name}`, which is not defined", self.doc.label()),
+                format!(
+                    "{} evaluates {key} `{name}`, which is not defined",
+                    self.doc.label()
+                ),
                 Some(hint),
             );
         }
@@ -140,7 +143,11 @@ impl EvalCheck<'_> {
             }
         }
         if !grader.weight.is_finite() || grader.weight < 0.0 {
-            self.push(&at(Some("weight")), "a grader's weight must be 0 or more".into(), None);
+            self.push(
+                &at(Some("weight")),
+                "a grader's weight must be 0 or more".into(),
+                None,
+            );
         }
         for problem in value_problems(grader) {
             self.push(&at(Some(problem.0)), problem.1, problem.2);
@@ -152,7 +159,11 @@ impl EvalCheck<'_> {
             let hint = closest(model, self.docs.names(Kind::Model), 2)
                 .map(|near| format!("did you mean `{near}`?"))
                 .unwrap_or_else(|| format!("add a `kind: Model` document named `{model}`"));
-            self.push(&at(Some("model")), format!("the judge model `{model}` is not defined"), Some(hint));
+            self.push(
+                &at(Some("model")),
+                format!("the judge model `{model}` is not defined"),
+                Some(hint),
+            );
         }
     }
 
@@ -166,7 +177,10 @@ impl EvalCheck<'_> {
             Err(e) => {
                 self.push(
                     at,
-                    format!("cannot read the cases file `{file}` of {}: {e}", self.doc.label()),
+                    format!(
+                        "cannot read the cases file `{file}` of {}: {e}",
+                        self.doc.label()
+                    ),
                     Some("casesFile is relative to the workspace folder".into()),
                 );
                 return places;
@@ -192,7 +206,10 @@ impl EvalCheck<'_> {
                     self.push(
                         &loc(number, e.column().max(1)),
                         format!("case on line {number} of `{file}`: {e}"),
-                        Some("each line is one JSON object: {\"input\": …, \"expect\": [graders]}".into()),
+                        Some(
+                            "each line is one JSON object: {\"input\": …, \"expect\": [graders]}"
+                                .into(),
+                        ),
                     );
                     continue;
                 }
@@ -230,19 +247,33 @@ impl EvalCheck<'_> {
             let at = places.get(i).unwrap_or(&tree.loc).clone();
             if let Some(name) = &case.name {
                 if seen.contains(&name.as_str()) {
-                    self.push(&at, format!("{label} has two cases named `{name}`"), Some("give each case its own name; comparisons match cases by name".into()));
+                    self.push(
+                        &at,
+                        format!("{label} has two cases named `{name}`"),
+                        Some("give each case its own name; comparisons match cases by name".into()),
+                    );
                 }
                 seen.push(name);
             }
             if spec.graders.is_empty() && case.expect.is_empty() {
                 self.push(
                     &at,
-                    format!("case {} of {label} has no graders", case.name.as_deref().unwrap_or(&(i + 1).to_string())),
+                    format!(
+                        "case {} of {label} has no graders",
+                        case.name.as_deref().unwrap_or(&(i + 1).to_string())
+                    ),
                     Some("add `graders:` to the eval or `expect:` to the case".into()),
                 );
             }
             if spec.target.agent.is_some() && !case.input.is_string() {
-                self.push(&at, format!("the input of case {} is not text, and an agent takes text", i + 1), None);
+                self.push(
+                    &at,
+                    format!(
+                        "the input of case {} is not text, and an agent takes text",
+                        i + 1
+                    ),
+                    None,
+                );
             }
         }
     }
@@ -253,15 +284,21 @@ fn grader_hint(kind: GraderKind) -> &'static str {
         GraderKind::Equals => "e.g. `{kind: equals, value: \"Paris\"}` or with `pointer: /city`",
         GraderKind::Contains => "e.g. `{kind: contains, value: \"refund\", ignoreCase: true}`",
         GraderKind::Regex => "e.g. `{kind: regex, pattern: \"^Order #[0-9]+\"}`",
-        GraderKind::JsonSchema => "e.g. `{kind: jsonSchema, schema: {type: object, required: [city]}}`",
+        GraderKind::JsonSchema => {
+            "e.g. `{kind: jsonSchema, schema: {type: object, required: [city]}}`"
+        }
         GraderKind::JsonPointer => "e.g. `{kind: jsonPointer, pointer: /city, value: Paris}`",
-        GraderKind::ToolCalled => "e.g. `{kind: toolCalled, tool: read_file, args: {path: notes.txt}}`",
+        GraderKind::ToolCalled => {
+            "e.g. `{kind: toolCalled, tool: read_file, args: {path: notes.txt}}`"
+        }
         GraderKind::NoToolCalled => "e.g. `{kind: noToolCalled, tool: write_file}`",
         GraderKind::FinishReason => "e.g. `{kind: finishReason, value: stop}`",
         GraderKind::MaxSteps => "e.g. `{kind: maxSteps, value: 4}`",
         GraderKind::MaxCost => "e.g. `{kind: maxCost, value: 0.02}`",
         GraderKind::MaxLatency => "e.g. `{kind: maxLatency, value: 5s}`",
-        GraderKind::Judge => "e.g. `{kind: judge, model: judge, rubric: \"Is the answer polite?\", scale: 5}`",
+        GraderKind::Judge => {
+            "e.g. `{kind: judge, model: judge, rubric: \"Is the answer polite?\", scale: 5}`"
+        }
         GraderKind::Command => "e.g. `{kind: command, command: [python3, grade.py], timeout: 10s}`",
     }
 }
@@ -270,11 +307,10 @@ fn grader_hint(kind: GraderKind) -> &'static str {
 fn value_problems(grader: &GraderSpec) -> Vec<(&'static str, String, Option<String>)> {
     let mut problems = Vec::new();
     let kind = grader.kind.as_str();
+    let value = grader.value.as_ref();
     match grader.kind {
-        GraderKind::Contains => {
-            if grader.value.as_ref().is_some_and(|v| !v.is_string()) {
-                problems.push(("value", "a `contains` grader's value is text".into(), None));
-            }
+        GraderKind::Contains if value.is_some_and(|v| !v.is_string()) => {
+            problems.push(("value", "a `contains` grader's value is text".into(), None));
         }
         GraderKind::Regex => {
             if let Some(pattern) = &grader.pattern
@@ -290,48 +326,50 @@ fn value_problems(grader: &GraderSpec) -> Vec<(&'static str, String, Option<Stri
                 problems.push(("schema", format!("not a usable JSON Schema: {e}"), None));
             }
         }
-        GraderKind::FinishReason => match grader.value.as_ref().and_then(Value::as_str) {
-            Some(reason) if keel_types::FinishReason::NAMES.contains(&reason) => {}
-            Some(reason) => problems.push((
+        GraderKind::FinishReason => match value.map(Value::as_str) {
+            Some(Some(reason)) if keel_types::FinishReason::NAMES.contains(&reason) => {}
+            Some(Some(reason)) => problems.push((
                 "value",
                 format!("`{reason}` is not a finish reason"),
-                Some(format!("one of: {}", keel_types::FinishReason::NAMES.join(", "))),
+                Some(format!(
+                    "one of: {}",
+                    keel_types::FinishReason::NAMES.join(", ")
+                )),
             )),
-            None if grader.value.is_some() => {
-                problems.push(("value", "a finish reason is text".into(), None))
-            }
+            Some(None) => problems.push(("value", "a finish reason is text".into(), None)),
             None => {}
         },
-        GraderKind::MaxSteps => {
-            if grader.value.as_ref().is_some_and(|v| v.as_u64().is_none_or(|n| n == 0)) {
-                problems.push(("value", "`maxSteps` is a whole number of steps, 1 or more".into(), None));
-            }
+        GraderKind::MaxSteps if value.is_some_and(|v| v.as_u64().is_none_or(|n| n == 0)) => {
+            problems.push((
+                "value",
+                "`maxSteps` is a whole number of steps, 1 or more".into(),
+                None,
+            ));
         }
-        GraderKind::MaxCost => {
-            if grader.value.as_ref().is_some_and(|v| v.as_f64().is_none_or(|n| n < 0.0)) {
-                problems.push(("value", "`maxCost` is an amount, 0 or more".into(), None));
-            }
+        GraderKind::MaxCost if value.is_some_and(|v| v.as_f64().is_none_or(|n| n < 0.0)) => {
+            problems.push(("value", "`maxCost` is an amount, 0 or more".into(), None));
         }
-        GraderKind::MaxLatency => {
-            if let Some(value) = &grader.value
-                && latency_ms(value).is_none()
-            {
-                problems.push((
-                    "value",
-                    "`maxLatency` is a duration like `2s` or `500ms`".into(),
-                    None,
-                ));
-            }
+        GraderKind::MaxLatency if value.is_some_and(|v| latency_ms(v).is_none()) => {
+            problems.push((
+                "value",
+                "`maxLatency` is a duration like `2s` or `500ms`".into(),
+                None,
+            ));
         }
-        GraderKind::ToolCalled => {
-            if grader.args.as_ref().is_some_and(|a| !a.is_object()) {
-                problems.push(("args", "`args` is an object: the arguments the call must include".into(), None));
-            }
+        GraderKind::ToolCalled if grader.args.as_ref().is_some_and(|a| !a.is_object()) => {
+            problems.push((
+                "args",
+                "`args` is an object: the arguments the call must include".into(),
+                None,
+            ));
         }
-        GraderKind::Judge => {
-            if grader.rubric.as_deref().is_some_and(|r| r.trim().is_empty()) {
-                problems.push(("rubric", "the rubric is empty".into(), None));
-            }
+        GraderKind::Judge
+            if grader
+                .rubric
+                .as_deref()
+                .is_some_and(|r| r.trim().is_empty()) =>
+        {
+            problems.push(("rubric", "the rubric is empty".into(), None));
         }
         _ => {}
     }

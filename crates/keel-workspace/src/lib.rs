@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 pub use mcp::{MCP_TOOL_PREFIX, READ_MCP_RESOURCE_TOOL, mcp_filter_allows, mcp_tool_name};
+pub use spec::eval::{EvalCase, EvalSpec, EvalTarget, GraderKind, GraderSpec};
 pub use spec::{
     AgentLimits, AgentSpec, ApiKeyRole, ApiKeySpec, ArtifactsKind, ArtifactsSpec,
     BuiltinToolSettings, CliEvents, CliSpec, ContractSpec, DEFAULT_STORE_URL, Duration,
@@ -49,8 +50,7 @@ pub use spec::{
     InputSpec, NamespacesMode, NetworkMode, NodeKind, NodeOutput, NodeRetry, NodeSpec,
     ObservabilitySpec, OnBudget, OnDeny, OnDivergence, OtlpProtocol, OtlpSpec, OutputSpec,
     PhaseSpec, Price, PricingSpec, ProcessBackend, SandboxFallback, SandboxLimits, SandboxSpec,
-    EvalCase, EvalSpec, EvalTarget, GraderKind, GraderSpec, ThinkingSpec, TokenizerSpec,
-    WorkflowOutput, WorkflowSpec,
+    ThinkingSpec, TokenizerSpec, WorkflowOutput, WorkflowSpec,
 };
 pub use suggest::closest;
 pub use workflow::{WorkflowGraph, approval_output_schema, describe_condition, mermaid, schema_at};

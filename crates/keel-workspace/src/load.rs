@@ -115,7 +115,15 @@ pub(crate) fn load(root: &Path, options: &LoadOptions) -> Result<Workspace, Load
         .map(|doc| compile(doc, &mut checked))
         .collect();
     check_all(&docs, &options.provided_tools, &mut checked);
-    crate::eval::load_evals(&root, &docs, &mut typed, &mut checked);
+    let evals = docs
+        .list
+        .iter()
+        .zip(typed.iter_mut())
+        .filter_map(|(doc, typed)| match typed {
+            Some(Typed::Eval(spec)) => Some((doc, spec.as_mut())),
+            _ => None,
+        });
+    crate::eval::load_evals(&root, &docs, evals, &mut checked);
     let roots = skill_roots(&typed);
     // A broken skill does not stop the workspace from loading: it is left out, its problems
     // kept in the library (`keel validate` reports them as errors). They are listed with the

@@ -2,9 +2,7 @@
 //! unknown fields are errors. JSON Schemas generated from these types drive validation, so every
 //! constraint that can be stated here is stated here.
 
-use std::collections::BTreeMap;
-use std::fmt;
-use std::time::Duration as StdDuration;
+use std::{collections::BTreeMap, fmt, time::Duration as StdDuration};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -12,7 +10,7 @@ use serde_json::Value;
 
 mod backend;
 mod context;
-mod eval;
+pub(crate) mod eval;
 mod facade;
 mod memory;
 mod model;
@@ -24,7 +22,6 @@ mod store;
 mod workflow;
 pub use backend::{BackendSpec, OnDivergence, ProcessBackend};
 pub use context::{CompactStep, ContextSpec};
-pub use eval::{EvalCase, EvalSpec, EvalTarget, GraderKind, GraderSpec};
 pub use facade::{Bounds, FacadeClamp, FacadeParam, FacadeSpec};
 pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};
 pub use model::{

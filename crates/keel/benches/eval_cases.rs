@@ -65,14 +65,21 @@ fn start_mock() -> Mock {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let base_url = line.trim().strip_prefix("listening on ").unwrap().to_owned();
+    let base_url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
     Mock { child, base_url }
 }
 
 /// The bench workspace: the agent of `agent_runs` and an eval of `cases` cases of it.
 fn workspace(base_url: &str, cases: usize) -> TempWorkspace {
     let lines: Vec<String> = (0..cases)
-        .map(|i| json!({"name": format!("case-{i}"), "input": format!("Read the README ({i}).")}).to_string())
+        .map(|i| {
+            json!({"name": format!("case-{i}"), "input": format!("Read the README ({i}).")})
+                .to_string()
+        })
         .collect();
     WorkspaceBuilder::new()
         .runtime("{ limits: { maxConcurrentRuns: 256 } }")
@@ -153,7 +160,12 @@ async fn eval_run(runtime: &Runtime, cases: usize) -> (Duration, Duration) {
     let (wall, cpu) = (started.elapsed(), cpu_time() - cpu);
     let summary = result.summary.unwrap();
     assert_eq!(summary.runs, cases);
-    assert_eq!(summary.passed, cases, "{:?}", result.cases.iter().find(|c| !c.passed));
+    assert_eq!(
+        summary.passed,
+        cases,
+        "{:?}",
+        result.cases.iter().find(|c| !c.passed)
+    );
     (wall, cpu)
 }
 

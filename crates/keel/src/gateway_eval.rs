@@ -1,4 +1,4 @@
-//! The gateway's evaluation through a runtime (`keel eval gateway`, `docs/evals-gateway.md`):
+//! The gateway's evaluation through a runtime (`keel eval gateway`, `docs/evals.md#evaluating-the-tool-gateway`):
 //! the built-in dataset of malformed calls, made from the workspace's own tool schemas, and a
 //! user's cases, guarded by this runtime's gateway as its agents' calls are — never executed —
 //! and scored: repair precision and recall, block rate, false blocks and the calls let through

@@ -16,7 +16,10 @@ use crate::common::keel_in;
 fn respond(request: &RecordedRequest, judge_asks: &AtomicUsize) -> MockResponse {
     let model = request.body["model"].as_str().unwrap_or("");
     if model == "judge-model" {
-        let shown = request.messages()[1]["content"].as_str().unwrap_or("").to_owned();
+        let shown = request.messages()[1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
         if shown.contains("judge-bad") {
             judge_asks.fetch_add(1, Ordering::SeqCst);
             return MockResponse::text(["I think it is fine."]);
@@ -25,7 +28,9 @@ fn respond(request: &RecordedRequest, judge_asks: &AtomicUsize) -> MockResponse 
             return MockResponse::text([r#"{"score": "high"}"#]);
         }
         let score = if shown.contains("judge-retry") { 4 } else { 5 };
-        return MockResponse::text([json!({"score": score, "reasoning": "It greets the user."}).to_string()]);
+        return MockResponse::text([
+            json!({"score": score, "reasoning": "It greets the user."}).to_string()
+        ]);
     }
     if request.last_role() == Some("tool") {
         return MockResponse::text(["The notes say ", "hello."]);
@@ -62,34 +67,59 @@ fn case(name: &str, input: &str, expect: Value) -> String {
 fn cases_file() -> String {
     let mut lines = Vec::new();
     for n in 1..=4 {
-        lines.push(case(&format!("hello-{n}"), &format!("say hello {n}"), json!([
-            {"kind": "contains", "value": "hello", "ignoreCase": true},
-            {"kind": "regex", "pattern": "^Hello, case \\d+$"},
-            {"kind": "equals", "value": format!("Hello, case {n}")}
-        ])));
+        lines.push(case(
+            &format!("hello-{n}"),
+            &format!("say hello {n}"),
+            json!([
+                {"kind": "contains", "value": "hello", "ignoreCase": true},
+                {"kind": "regex", "pattern": "^Hello, case \\d+$"},
+                {"kind": "equals", "value": format!("Hello, case {n}")}
+            ]),
+        ));
     }
     for n in 5..=8 {
-        lines.push(case(&format!("read-{n}"), &format!("read the notes {n}"), json!([
-            {"kind": "toolCalled", "tool": "read_file", "args": {"path": "notes.txt"}},
-            {"kind": "contains", "value": "notes say"}
-        ])));
+        lines.push(case(
+            &format!("read-{n}"),
+            &format!("read the notes {n}"),
+            json!([
+                {"kind": "toolCalled", "tool": "read_file", "args": {"path": "notes.txt"}},
+                {"kind": "contains", "value": "notes say"}
+            ]),
+        ));
     }
     for n in 9..=12 {
-        lines.push(case(&format!("json-{n}"), &format!("json {n}"), json!([
-            {"kind": "jsonSchema", "schema": {"type": "object", "required": ["city", "n"]}},
-            {"kind": "jsonPointer", "pointer": "/city", "value": "Paris"},
-            {"kind": "equals", "pointer": "/n", "value": n}
-        ])));
+        lines.push(case(
+            &format!("json-{n}"),
+            &format!("json {n}"),
+            json!([
+                {"kind": "jsonSchema", "schema": {"type": "object", "required": ["city", "n"]}},
+                {"kind": "jsonPointer", "pointer": "/city", "value": "Paris"},
+                {"kind": "equals", "pointer": "/n", "value": n}
+            ]),
+        ));
     }
-    for (name, input) in [("judged-13", "say hello 13"), ("judged-14", "say hello 14"), ("judge-retry", "say hello judge-retry"), ("judge-bad", "say hello judge-bad")] {
-        lines.push(case(name, input, json!([
-            {"kind": "judge", "model": "judge", "rubric": "Is the answer a greeting?"}
-        ])));
+    for (name, input) in [
+        ("judged-13", "say hello 13"),
+        ("judged-14", "say hello 14"),
+        ("judge-retry", "say hello judge-retry"),
+        ("judge-bad", "say hello judge-bad"),
+    ] {
+        lines.push(case(
+            name,
+            input,
+            json!([
+                {"kind": "judge", "model": "judge", "rubric": "Is the answer a greeting?"}
+            ]),
+        ));
     }
     for n in 17..=18 {
-        lines.push(case(&format!("command-{n}"), &format!("say hello {n}"), json!([
-            {"kind": "command", "command": ["python3", "grade.py"], "timeout": "20s"}
-        ])));
+        lines.push(case(
+            &format!("command-{n}"),
+            &format!("say hello {n}"),
+            json!([
+                {"kind": "command", "command": ["python3", "grade.py"], "timeout": "20s"}
+            ]),
+        ));
     }
     lines.join("\n") + "\n"
 }
@@ -148,7 +178,12 @@ async fn twenty_cases_are_graded_by_every_kind_of_grader_and_reported_as_junit()
     assert!(checked.success(), "{}", checked.stderr);
 
     let run = keel.run(["eval", "run", "support", "--json", "--junit", "report.xml"]);
-    assert!(run.success(), "18 of 20 pass, above the threshold of 85%: {}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.success(),
+        "18 of 20 pass, above the threshold of 85%: {}\n{}",
+        run.stdout,
+        run.stderr
+    );
     let result = run.json();
     let summary = &result["summary"];
     assert_eq!(summary["runs"], 20, "{summary}");
@@ -156,7 +191,12 @@ async fn twenty_cases_are_graded_by_every_kind_of_grader_and_reported_as_junit()
     assert_eq!(summary["errors"], 1, "{summary}");
     assert_eq!(summary["passedThreshold"], true);
     let cases = result["cases"].as_array().unwrap();
-    let by_name = |name: &str| cases.iter().find(|c| c["case"] == name).unwrap_or_else(|| panic!("no case {name}"));
+    let by_name = |name: &str| {
+        cases
+            .iter()
+            .find(|c| c["case"] == name)
+            .unwrap_or_else(|| panic!("no case {name}"))
+    };
     // Every grader kind graded something.
     let kinds: std::collections::BTreeSet<&str> = cases
         .iter()
@@ -167,27 +207,69 @@ async fn twenty_cases_are_graded_by_every_kind_of_grader_and_reported_as_junit()
     // The judge answered prose three times: refused, asked again, an error — never a pass.
     let bad = by_name("judge-bad");
     assert_eq!(bad["passed"], false);
-    assert!(bad["error"].as_str().unwrap().contains("no valid verdict in 3 attempts"), "{bad}");
+    assert!(
+        bad["error"]
+            .as_str()
+            .unwrap()
+            .contains("no valid verdict in 3 attempts"),
+        "{bad}"
+    );
     assert_eq!(judge_asks.load(Ordering::SeqCst), 3);
     // A malformed verdict, then a valid one: graded, with the judge's reasoning kept.
     let retried = by_name("judge-retry");
-    let judged = retried["graders"].as_array().unwrap().iter().find(|g| g["kind"] == "judge").unwrap();
+    let judged = retried["graders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["kind"] == "judge")
+        .unwrap();
     assert_eq!(judged["score"], 0.75, "{judged}");
     assert_eq!(judged["reasoning"], "It greets the user.");
-    assert_eq!(retried["passed"], true, "(4 + 0.75) / 5 = 0.95 reaches passScore 0.9");
+    assert_eq!(
+        retried["passed"], true,
+        "(4 + 0.75) / 5 = 0.95 reaches passScore 0.9"
+    );
     let regress = by_name("regress");
     assert_eq!(regress["passed"], false);
-    assert!((regress["score"].as_f64().unwrap() - 0.8).abs() < 1e-9, "{regress}");
+    assert!(
+        (regress["score"].as_f64().unwrap() - 0.8).abs() < 1e-9,
+        "{regress}"
+    );
     let read = by_name("read-5");
-    let called = read["graders"].as_array().unwrap().iter().find(|g| g["kind"] == "toolCalled").unwrap();
+    let called = read["graders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["kind"] == "toolCalled")
+        .unwrap();
     assert_eq!(called["passed"], true, "{called}");
-    assert!(by_name("command-17")["graders"].as_array().unwrap().iter().any(|g| g["kind"] == "command" && g["detail"] == "greets"));
+    assert!(
+        by_name("command-17")["graders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["kind"] == "command" && g["detail"] == "greets")
+    );
     // Each case is an ordinary recorded run, tagged with the eval.
-    let events = keel.json_lines(["runs", "events", by_name("hello-1")["requestId"].as_str().unwrap(), "--json"]);
-    assert_eq!(events[0]["metadata"]["keel.eval"], "support", "{}", events[0]);
+    let events = keel.json_lines([
+        "runs",
+        "events",
+        by_name("hello-1")["requestId"].as_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(
+        events[0]["metadata"]["keel.eval"], "support",
+        "{}",
+        events[0]
+    );
     assert_eq!(events[0]["metadata"]["keel.eval.result"], result["id"]);
     assert!(result["version"].as_str().unwrap().starts_with("sha256:"));
-    assert!(result["workspaceDigest"].as_str().unwrap().starts_with("sha256:"));
+    assert!(
+        result["workspaceDigest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
 
     // The JUnit report, read by a JUnit parser.
     let python = keel_test_support::test_clients::junitparser_python();
@@ -207,7 +289,11 @@ print(json.dumps({"tests": xml.tests, "failures": xml.failures, "errors": xml.er
         .arg(ws.path().join("report.xml"))
         .output()
         .unwrap();
-    assert!(parsed.status.success(), "{}", String::from_utf8_lossy(&parsed.stderr));
+    assert!(
+        parsed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&parsed.stderr)
+    );
     let junit: Value = serde_json::from_slice(&parsed.stdout).unwrap();
     assert_eq!(junit["tests"], 20, "{junit}");
     assert_eq!(junit["failures"], 1, "{junit}");
@@ -221,7 +307,13 @@ print(json.dumps({"tests": xml.tests, "failures": xml.failures, "errors": xml.er
     assert_eq!(listed[0]["id"], result["id"]);
     let shown = keel.run(["eval", "show", result["id"].as_str().unwrap()]);
     assert!(shown.success(), "{}", shown.stderr);
-    assert!(shown.stdout.contains("regress · contains: does not contain `Hello`"), "{}", shown.stdout);
+    assert!(
+        shown
+            .stdout
+            .contains("regress · contains: does not contain `Hello`"),
+        "{}",
+        shown.stdout
+    );
     assert!(shown.stdout.contains("18/20 passed"), "{}", shown.stdout);
 }
 
@@ -231,11 +323,9 @@ async fn repeats_report_each_cases_pass_rate_and_variance_and_a_threshold_fails_
     // The agent answers "Hello" to every other request: a flaky case.
     let served = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&served);
-    mock.respond_with(move |_| {
-        match count.fetch_add(1, Ordering::SeqCst) % 2 {
-            0 => MockResponse::text(["Hello"]),
-            _ => MockResponse::text(["Bye"]),
-        }
+    mock.respond_with(move |_| match count.fetch_add(1, Ordering::SeqCst) % 2 {
+        0 => MockResponse::text(["Hello"]),
+        _ => MockResponse::text(["Bye"]),
     });
     let ws = WorkspaceBuilder::new()
         .runtime("{ defaultAgent: a }")
@@ -247,7 +337,12 @@ async fn repeats_report_each_cases_pass_rate_and_variance_and_a_threshold_fails_
         .build();
     let keel = keel_in(&ws);
     let run = keel.run(["eval", "run", "flaky", "--repeat", "5", "--json"]);
-    assert_eq!(run.code, Some(1), "3 of 5 pass, below the default threshold of 100%: {}", run.stderr);
+    assert_eq!(
+        run.code,
+        Some(1),
+        "3 of 5 pass, below the default threshold of 100%: {}",
+        run.stderr
+    );
     assert!(run.stderr.contains("below its threshold"), "{}", run.stderr);
     let result = run.json();
     let per_case = &result["summary"]["perCase"][0];
@@ -255,7 +350,10 @@ async fn repeats_report_each_cases_pass_rate_and_variance_and_a_threshold_fails_
     assert_eq!(per_case["passed"], 3);
     assert_eq!(per_case["passRate"], 0.6);
     // Scores 1, 0, 1, 0, 1: mean 0.6, variance 0.24.
-    assert!((per_case["variance"].as_f64().unwrap() - 0.24).abs() < 1e-9, "{per_case}");
+    assert!(
+        (per_case["variance"].as_f64().unwrap() - 0.24).abs() < 1e-9,
+        "{per_case}"
+    );
     let table = keel.run(["eval", "show", result["id"].as_str().unwrap()]);
     assert!(table.stdout.contains("VARIANCE"), "{}", table.stdout);
     assert!(table.stdout.contains("0.2400"), "{}", table.stdout);
@@ -282,27 +380,54 @@ async fn a_policy_that_blocks_a_tool_is_found_by_compare_at_the_event_where_runs
     assert_eq!(after.code, Some(1), "{}", after.stderr);
     let after_result = after.json();
     let after = after_result["id"].as_str().unwrap().to_owned();
-    let refused = after_result["cases"][0]["graders"][0]["detail"].as_str().unwrap();
-    assert!(refused.contains("refused") && refused.contains("no reading"), "{refused}");
+    let refused = after_result["cases"][0]["graders"][0]["detail"]
+        .as_str()
+        .unwrap();
+    assert!(
+        refused.contains("refused") && refused.contains("no reading"),
+        "{refused}"
+    );
 
     let compared = keel.run(["eval", "compare", &before, &after, "--json"]);
-    assert_eq!(compared.code, Some(1), "a regression fails the command: {}", compared.stderr);
+    assert_eq!(
+        compared.code,
+        Some(1),
+        "a regression fails the command: {}",
+        compared.stderr
+    );
     let comparison = compared.json();
     assert_eq!(comparison["regressions"], 1, "{comparison}");
     assert_eq!(comparison["unchanged"], 1);
     assert_eq!(comparison["sameVersion"], true);
     assert_eq!(comparison["sameWorkspace"], false);
-    let read = comparison["cases"].as_array().unwrap().iter().find(|c| c["case"] == "read").unwrap();
+    let read = comparison["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["case"] == "read")
+        .unwrap();
     assert_eq!(read["verdict"], "regression");
     // The runs agree until the policy's decision: the read started before, it is denied now.
     let divergence = &read["divergence"];
-    assert_eq!(divergence["expected"]["event"]["phase"], "agent.tool.start", "{divergence}");
-    assert_eq!(divergence["found"]["type"], "runtime.policy.decided", "{divergence}");
+    assert_eq!(
+        divergence["expected"]["event"]["phase"], "agent.tool.start",
+        "{divergence}"
+    );
+    assert_eq!(
+        divergence["found"]["type"], "runtime.policy.decided",
+        "{divergence}"
+    );
     assert_eq!(divergence["found"]["decision"], "deny");
     assert_eq!(divergence["found"]["reason"], "no reading");
     let table = keel.run(["eval", "compare", &before, &after]);
     assert!(table.stdout.contains("regression"), "{}", table.stdout);
-    assert!(table.stdout.contains(&format!("diverge at event {}", divergence["seq"])), "{}", table.stdout);
+    assert!(
+        table
+            .stdout
+            .contains(&format!("diverge at event {}", divergence["seq"])),
+        "{}",
+        table.stdout
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -313,11 +438,22 @@ async fn ten_recorded_runs_become_cases_replayed_without_a_single_model_call() {
     let ws = workspace(&mock);
     let keel = keel_in(&ws);
     for n in 0..10 {
-        let input = if n % 2 == 0 { format!("read the notes {n}") } else { format!("say hello {n}") };
+        let input = if n % 2 == 0 {
+            format!("read the notes {n}")
+        } else {
+            format!("say hello {n}")
+        };
         let run = keel.run(["run", &input]);
         assert!(run.success(), "{}", run.stderr);
     }
-    let captured = keel.run(["eval", "capture", "--runs", "agent=support,status=completed,limit=10", "--to", "captured.jsonl"]);
+    let captured = keel.run([
+        "eval",
+        "capture",
+        "--runs",
+        "agent=support,status=completed,limit=10",
+        "--to",
+        "captured.jsonl",
+    ]);
     assert!(captured.success(), "{}", captured.stderr);
     let lines: Vec<Value> = std::fs::read_to_string(ws.path().join("captured.jsonl"))
         .unwrap()
@@ -328,7 +464,10 @@ async fn ten_recorded_runs_become_cases_replayed_without_a_single_model_call() {
     // Oldest first, each naming its run, with expectations proposed from what it did.
     assert_eq!(lines[0]["input"], "read the notes 0");
     assert!(lines[0]["recorded"].as_str().unwrap().starts_with("run_"));
-    assert_eq!(lines[0]["expect"][0], json!({"kind": "toolCalled", "weight": 1.0, "tool": "read_file", "args": {"path": "notes.txt"}}));
+    assert_eq!(
+        lines[0]["expect"][0],
+        json!({"kind": "toolCalled", "weight": 1.0, "tool": "read_file", "args": {"path": "notes.txt"}})
+    );
     assert_eq!(lines[1]["expect"][0]["kind"], "noToolCalled");
     std::fs::write(
         ws.path().join("config/captured.yaml"),
@@ -337,11 +476,23 @@ async fn ten_recorded_runs_become_cases_replayed_without_a_single_model_call() {
     .unwrap();
     let before = mock.request_count();
     let replayed = keel.run(["eval", "run", "captured", "--replay", "--json"]);
-    assert!(replayed.success(), "{}\n{}", replayed.stdout, replayed.stderr);
+    assert!(
+        replayed.success(),
+        "{}\n{}",
+        replayed.stdout,
+        replayed.stderr
+    );
     assert_eq!(mock.request_count(), before, "no model was called");
     let result = replayed.json();
     assert_eq!(result["summary"]["passed"], 10, "{}", result["summary"]);
-    assert!(result["cases"].as_array().unwrap().iter().all(|c| c["divergence"].is_null()), "the replays match their recordings");
+    assert!(
+        result["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["divergence"].is_null()),
+        "the replays match their recordings"
+    );
     assert_eq!(result["options"]["replay"], true);
 
     // A changed gateway setting is evaluated without a model: the notes file is gone, the
@@ -350,9 +501,16 @@ async fn ten_recorded_runs_become_cases_replayed_without_a_single_model_call() {
     let changed = keel.run(["eval", "run", "captured", "--replay", "--json"]);
     assert_eq!(mock.request_count(), before, "still no model call");
     let cases = changed.json()["cases"].as_array().unwrap().clone();
-    let diverged: Vec<&Value> = cases.iter().filter(|c| !c["divergence"].is_null()).collect();
+    let diverged: Vec<&Value> = cases
+        .iter()
+        .filter(|c| !c["divergence"].is_null())
+        .collect();
     assert_eq!(diverged.len(), 5, "the five reading runs: {cases:?}");
-    assert_eq!(diverged[0]["divergence"]["expected"]["event"]["phase"], "agent.tool.result", "{}", diverged[0]["divergence"]);
+    assert_eq!(
+        diverged[0]["divergence"]["expected"]["event"]["phase"], "agent.tool.result",
+        "{}",
+        diverged[0]["divergence"]
+    );
 }
 
 #[test]
@@ -390,13 +548,21 @@ fn the_gateway_is_measured_on_the_quickstart_tools_and_a_wrong_expectation_is_li
     assert!(report.success(), "{}", report.stderr);
     let totals = report.json()["totals"].clone();
     assert!(totals["cases"].as_u64().unwrap() >= 50, "{totals}");
-    assert!(totals["expectedRepair"].as_u64().unwrap() > 0 && totals["expectedBlock"].as_u64().unwrap() > 0, "{totals}");
+    assert!(
+        totals["expectedRepair"].as_u64().unwrap() > 0
+            && totals["expectedBlock"].as_u64().unwrap() > 0,
+        "{totals}"
+    );
     for figure in ["repairPrecision", "repairRecall", "blockRate"] {
         let value = totals[figure].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&value), "{figure}: {totals}");
     }
     let table = keel.run(["eval", "gateway"]);
-    assert!(table.stdout.contains("repair precision"), "{}", table.stdout);
+    assert!(
+        table.stdout.contains("repair precision"),
+        "{}",
+        table.stdout
+    );
     assert!(table.stdout.contains("repair recall"), "{}", table.stdout);
     assert!(table.stdout.contains("block rate"), "{}", table.stdout);
 
@@ -409,7 +575,12 @@ fn the_gateway_is_measured_on_the_quickstart_tools_and_a_wrong_expectation_is_li
     let mine = keel.run(["eval", "gateway", "--cases", "mine.jsonl", "--json"]);
     assert!(mine.success(), "{}", mine.stderr);
     let mine = mine.json();
-    let blocked: Vec<&Value> = mine["falseBlocks"].as_array().unwrap().iter().filter(|c| c["case"]["name"] == "no-path").collect();
+    let blocked: Vec<&Value> = mine["falseBlocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["case"]["name"] == "no-path")
+        .collect();
     assert_eq!(blocked.len(), 1, "{}", mine["falseBlocks"]);
     std::fs::write(ws.path().join("bad.jsonl"), "{\"tool\": \"read_file\"}\n").unwrap();
     let bad = keel.run(["eval", "gateway", "--cases", "bad.jsonl"]);

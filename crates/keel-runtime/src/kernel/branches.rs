@@ -89,7 +89,8 @@ impl Kernel {
     /// Re-executes run `id` as a new run whose model answers (and failures) come from the
     /// original's log; tools run for real. Compare the two with [`Kernel::divergence`].
     pub async fn replay(&self, id: &RequestId) -> Result<RunHandle, RuntimeError> {
-        self.replay_with(id, std::collections::BTreeMap::new()).await
+        self.replay_with(id, std::collections::BTreeMap::new())
+            .await
     }
 
     /// [`Kernel::replay`] with `extra` metadata over the original's (an eval's tags).

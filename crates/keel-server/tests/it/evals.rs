@@ -18,7 +18,11 @@ async fn an_eval_runs_over_http_and_its_result_links_each_case_to_its_run() {
     let mock = MockLlm::start().await;
     mock.respond_with(|request| {
         let input = request.last_content_of("user").unwrap_or("").to_owned();
-        MockResponse::text([if input.contains("bye") { "Goodbye." } else { "Hello!" }])
+        MockResponse::text([if input.contains("bye") {
+            "Goodbye."
+        } else {
+            "Hello!"
+        }])
     });
     let ws = WorkspaceBuilder::new()
         .runtime("{ defaultAgent: a }")
@@ -36,7 +40,13 @@ async fn an_eval_runs_over_http_and_its_result_links_each_case_to_its_run() {
     assert_eq!(listed["data"][0]["cases"], 2);
     assert_eq!(listed["data"][0]["latest"], Value::Null);
 
-    let (status, result) = call(&app, "POST", "/api/evals/greet/run", Some(&json!({"wait": true}))).await;
+    let (status, result) = call(
+        &app,
+        "POST",
+        "/api/evals/greet/run",
+        Some(&json!({"wait": true})),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{result}");
     assert_eq!(result["status"], "completed");
     assert_eq!(result["summary"]["passed"], 1);
@@ -66,7 +76,10 @@ async fn an_eval_runs_over_http_and_its_result_links_each_case_to_its_run() {
     let data = results["data"].as_array().unwrap();
     assert_eq!(data.len(), 2);
     assert_eq!(data[0]["id"], id.as_str(), "newest first");
-    assert!(data[0].get("cases").is_none(), "a list leaves out the cases");
+    assert!(
+        data[0].get("cases").is_none(),
+        "a list leaves out the cases"
+    );
     let (_, listed) = call(&app, "GET", "/api/evals", None).await;
     assert_eq!(listed["data"][0]["latest"]["id"], id.as_str());
 
@@ -74,11 +87,29 @@ async fn an_eval_runs_over_http_and_its_result_links_each_case_to_its_run() {
     assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
     let (status, _) = call(&app, "GET", "/api/evals/results/evr_nope", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, bad) = call(&app, "POST", "/api/evals/greet/run", Some(&json!({"repeat": "twice"}))).await;
+    let (status, bad) = call(
+        &app,
+        "POST",
+        "/api/evals/greet/run",
+        Some(&json!({"repeat": "twice"})),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
-    let (status, bad) = call(&app, "POST", "/api/evals/greet/run", Some(&json!({"model": "nobody", "wait": true}))).await;
+    let (status, bad) = call(
+        &app,
+        "POST",
+        "/api/evals/greet/run",
+        Some(&json!({"model": "nobody", "wait": true})),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
-    assert!(bad["error"]["message"].as_str().unwrap().contains("`nobody`"), "{bad}");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`nobody`"),
+        "{bad}"
+    );
     let (status, bad) = call(&app, "GET", "/api/evals/results?planet=mars", None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
 }

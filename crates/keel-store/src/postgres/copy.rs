@@ -5,8 +5,8 @@
 //! Anything already in the target (same id) is left alone and counted as skipped, so a copy
 //! that was interrupted can simply be run again.
 
-use keel_types::{MemoryFilter, MemoryStore, RunFilter, RunStore, StoreError};
 use keel_types::{EvalStore, SkillCandidateStore, TaskStore};
+use keel_types::{MemoryFilter, MemoryStore, RunFilter, RunStore, StoreError};
 use sqlx_postgres::Postgres;
 
 use super::{PgStore, runs, to_json};

@@ -28,9 +28,7 @@ mod runs;
 mod schema;
 mod writer;
 
-use keel_types::{
-    ApprovalStore, EvalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore,
-};
+use keel_types::{ApprovalStore, EvalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -552,7 +550,10 @@ impl TaskStore for PgStore {
 
 #[async_trait]
 impl EvalStore for PgStore {
-    async fn save_eval_result(&self, result: &keel_types::eval::EvalResult) -> Result<(), StoreError> {
+    async fn save_eval_result(
+        &self,
+        result: &keel_types::eval::EvalResult,
+    ) -> Result<(), StoreError> {
         self.ready().await?;
         records::save_eval(self, result).await
     }

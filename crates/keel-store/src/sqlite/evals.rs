@@ -23,7 +23,11 @@ pub(super) fn save(conn: &Connection, db: &Path, result: &EvalResult) -> Result<
 }
 
 /// One result.
-pub(super) fn get(conn: &Connection, db: &Path, id: &str) -> Result<Option<EvalResult>, StoreError> {
+pub(super) fn get(
+    conn: &Connection,
+    db: &Path,
+    id: &str,
+) -> Result<Option<EvalResult>, StoreError> {
     json_rows::one(
         conn,
         db,

@@ -36,9 +36,7 @@ mod tasks;
 mod writer;
 mod writes;
 
-use keel_types::{
-    ApprovalStore, EvalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore,
-};
+use keel_types::{ApprovalStore, EvalStore, RunLog, SessionStore, SkillCandidateStore, TaskStore};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -677,7 +675,10 @@ impl TaskStore for SqliteStore {
 
 #[async_trait]
 impl EvalStore for SqliteStore {
-    async fn save_eval_result(&self, result: &keel_types::eval::EvalResult) -> Result<(), StoreError> {
+    async fn save_eval_result(
+        &self,
+        result: &keel_types::eval::EvalResult,
+    ) -> Result<(), StoreError> {
         let result = result.clone();
         self.inner
             .writer

@@ -85,13 +85,31 @@ async fn eval_results_are_replaced_listed_newest_first_and_kept(backend: &Backen
     assert!(store.get_eval_result("evr_9").await.unwrap().is_none());
 
     let ids = |results: Vec<EvalResult>| results.into_iter().map(|r| r.id).collect::<Vec<_>>();
-    assert_eq!(ids(store.list_eval_results(None, 10).await.unwrap()), ["evr_3", "evr_2", "evr_1"]);
-    assert_eq!(ids(store.list_eval_results(Some("support"), 10).await.unwrap()), ["evr_2", "evr_1"]);
-    assert_eq!(ids(store.list_eval_results(Some("support"), 1).await.unwrap()), ["evr_2"]);
-    assert!(store.list_eval_results(Some("nope"), 10).await.unwrap().is_empty());
+    assert_eq!(
+        ids(store.list_eval_results(None, 10).await.unwrap()),
+        ["evr_3", "evr_2", "evr_1"]
+    );
+    assert_eq!(
+        ids(store.list_eval_results(Some("support"), 10).await.unwrap()),
+        ["evr_2", "evr_1"]
+    );
+    assert_eq!(
+        ids(store.list_eval_results(Some("support"), 1).await.unwrap()),
+        ["evr_2"]
+    );
+    assert!(
+        store
+            .list_eval_results(Some("nope"), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     let reopened = backend.reopen().await;
-    assert_eq!(reopened.get_eval_result("evr_1").await.unwrap().unwrap(), first);
+    assert_eq!(
+        reopened.get_eval_result("evr_1").await.unwrap().unwrap(),
+        first
+    );
 }
 
 crate::contract!(eval_results_are_replaced_listed_newest_first_and_kept);

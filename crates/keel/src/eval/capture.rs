@@ -25,7 +25,10 @@ pub async fn capture(runtime: &Runtime, filter: &RunFilter) -> Result<Vec<EvalCa
         let mut expect = Vec::new();
         for event in &events {
             if let EventPayload::Adapter {
-                event: AdapterEvent::ToolStart { tool, arguments, .. },
+                event:
+                    AdapterEvent::ToolStart {
+                        tool, arguments, ..
+                    },
             } = &event.payload
             {
                 expect.push(GraderSpec {

@@ -112,7 +112,11 @@ pub async fn compare(runtime: &Runtime, before: &str, after: &str) -> Result<Com
         });
     }
     let count = |v: Verdict| cases.iter().filter(|c| c.verdict == v).count();
-    let summary = |r: &EvalResult| r.summary.clone().unwrap_or_else(|| super::summary::summarise(&r.cases, r.threshold));
+    let summary = |r: &EvalResult| {
+        r.summary
+            .clone()
+            .unwrap_or_else(|| super::summary::summarise(&r.cases, r.threshold))
+    };
     let (sa, sb) = (summary(&a), summary(&b));
     Ok(Comparison {
         before: a.id.clone(),

@@ -89,12 +89,28 @@ impl Prepared {
                 } else {
                     output.contains(wanted)
                 };
-                (found, format!("{} `{wanted}`", if found { "contains" } else { "does not contain" }))
+                (
+                    found,
+                    format!(
+                        "{} `{wanted}`",
+                        if found {
+                            "contains"
+                        } else {
+                            "does not contain"
+                        }
+                    ),
+                )
             }
             GraderKind::Regex => {
                 let matched = self.regex.as_ref().is_some_and(|r| r.is_match(output));
                 let pattern = spec.pattern.as_deref().unwrap_or("");
-                (matched, format!("{} /{pattern}/", if matched { "matches" } else { "does not match" }))
+                (
+                    matched,
+                    format!(
+                        "{} /{pattern}/",
+                        if matched { "matches" } else { "does not match" }
+                    ),
+                )
             }
             GraderKind::JsonSchema => match (&run.value, &self.schema) {
                 (Some(value), Some(schema)) => match schema.iter_errors(value).next() {
@@ -119,7 +135,8 @@ impl Prepared {
             }
             GraderKind::ToolCalled => {
                 let tool = spec.tool.as_deref().unwrap_or("");
-                let calls: Vec<&CallView> = run.tool_calls.iter().filter(|c| c.tool == tool).collect();
+                let calls: Vec<&CallView> =
+                    run.tool_calls.iter().filter(|c| c.tool == tool).collect();
                 let matching = calls
                     .iter()
                     .any(|c| spec.args.as_ref().is_none_or(|args| subset(args, &c.args)));
@@ -131,7 +148,9 @@ impl Prepared {
                         ),
                         None => format!("`{tool}` was not called"),
                     },
-                    (n, true) => format!("`{tool}` called {n} time{}", if n == 1 { "" } else { "s" }),
+                    (n, true) => {
+                        format!("`{tool}` called {n} time{}", if n == 1 { "" } else { "s" })
+                    }
                     (_, false) => format!(
                         "`{tool}` called, but never with {}",
                         spec.args.as_ref().map(Value::to_string).unwrap_or_default()
@@ -142,21 +161,44 @@ impl Prepared {
             GraderKind::NoToolCalled => match &spec.tool {
                 Some(tool) => {
                     let called = run.tool_calls.iter().any(|c| &c.tool == tool);
-                    (!called, format!("`{tool}` {}", if called { "was called" } else { "was not called" }))
+                    (
+                        !called,
+                        format!(
+                            "`{tool}` {}",
+                            if called {
+                                "was called"
+                            } else {
+                                "was not called"
+                            }
+                        ),
+                    )
                 }
                 None => {
                     let names: Vec<&str> = run.tool_calls.iter().map(|c| c.tool.as_str()).collect();
-                    (names.is_empty(), if names.is_empty() { "no tool called".into() } else { format!("called {}", names.join(", ")) })
+                    (
+                        names.is_empty(),
+                        if names.is_empty() {
+                            "no tool called".into()
+                        } else {
+                            format!("called {}", names.join(", "))
+                        },
+                    )
                 }
             },
             GraderKind::FinishReason => {
                 let wanted = spec.value.as_ref().and_then(Value::as_str).unwrap_or("");
                 let found = run.finish_reason.as_deref().unwrap_or("none");
-                (found == wanted, format!("finished `{found}`, expected `{wanted}`"))
+                (
+                    found == wanted,
+                    format!("finished `{found}`, expected `{wanted}`"),
+                )
             }
             GraderKind::MaxSteps => {
                 let max = spec.value.as_ref().and_then(Value::as_u64).unwrap_or(0);
-                (u64::from(run.steps) <= max, format!("{} steps, at most {max}", run.steps))
+                (
+                    u64::from(run.steps) <= max,
+                    format!("{} steps, at most {max}", run.steps),
+                )
             }
             GraderKind::MaxCost => {
                 let max = spec.value.as_ref().and_then(Value::as_f64).unwrap_or(0.0);
@@ -176,7 +218,10 @@ impl Prepared {
                     .as_ref()
                     .and_then(keel_workspace::eval::latency_ms)
                     .unwrap_or(0);
-                (run.duration_ms <= max, format!("took {} ms, at most {max} ms", run.duration_ms))
+                (
+                    run.duration_ms <= max,
+                    format!("took {} ms, at most {max} ms", run.duration_ms),
+                )
             }
             GraderKind::Judge | GraderKind::Command => return None,
         };
@@ -188,17 +233,33 @@ fn equals(spec: &GraderSpec, run: &RunView) -> (bool, String) {
     let wanted = spec.value.clone().unwrap_or(Value::Null);
     if let Some(pointer) = &spec.pointer {
         return match run.value.as_ref().and_then(|v| v.pointer(pointer)) {
-            Some(found) => (same(found, &wanted), format!("`{pointer}` is {found}, expected {wanted}")),
+            Some(found) => (
+                same(found, &wanted),
+                format!("`{pointer}` is {found}, expected {wanted}"),
+            ),
             None => (false, format!("nothing at `{pointer}`")),
         };
     }
     match &wanted {
         Value::String(text) => {
             let output = run.output.as_deref().unwrap_or("").trim();
-            (output == text.trim(), format!("answer {}", if output == text.trim() { "equals the expected text".to_owned() } else { format!("is {:?}", clip(output)) }))
+            (
+                output == text.trim(),
+                format!(
+                    "answer {}",
+                    if output == text.trim() {
+                        "equals the expected text".to_owned()
+                    } else {
+                        format!("is {:?}", clip(output))
+                    }
+                ),
+            )
         }
         _ => match &run.value {
-            Some(found) => (same(found, &wanted), format!("value is {}", clip(&found.to_string()))),
+            Some(found) => (
+                same(found, &wanted),
+                format!("value is {}", clip(&found.to_string())),
+            ),
             None => (false, "the answer is not JSON".into()),
         },
     }
@@ -208,7 +269,9 @@ fn equals(spec: &GraderSpec, run: &RunView) -> (bool, String) {
 fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y))
+        }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
         }
@@ -220,9 +283,9 @@ fn same(a: &Value, b: &Value) -> bool {
 /// by element, other values equal.
 pub(super) fn subset(expected: &Value, found: &Value) -> bool {
     match (expected, found) {
-        (Value::Object(x), Value::Object(y)) => {
-            x.iter().all(|(k, v)| y.get(k).is_some_and(|w| subset(v, w)))
-        }
+        (Value::Object(x), Value::Object(y)) => x
+            .iter()
+            .all(|(k, v)| y.get(k).is_some_and(|w| subset(v, w))),
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(x, y)| subset(x, y))
         }
@@ -272,7 +335,10 @@ mod tests {
 
     #[test]
     fn a_subset_of_arguments_matches_and_a_different_value_does_not() {
-        assert!(subset(&json!({"path": "a"}), &json!({"path": "a", "limit": 5})));
+        assert!(subset(
+            &json!({"path": "a"}),
+            &json!({"path": "a", "limit": 5})
+        ));
         assert!(subset(&json!({"limit": 5}), &json!({"limit": 5.0})));
         assert!(!subset(&json!({"path": "b"}), &json!({"path": "a"})));
         assert!(!subset(&json!({"missing": 1}), &json!({})));

@@ -66,7 +66,11 @@ pub(super) async fn judge(
                 other => other.to_string(),
             },
             run.output.as_deref().unwrap_or("(no answer)"),
-            if calls.is_empty() { "none".to_owned() } else { calls.join(", ") }
+            if calls.is_empty() {
+                "none".to_owned()
+            } else {
+                calls.join(", ")
+            }
         )),
     ];
     let mut problems = String::new();
@@ -137,7 +141,8 @@ pub(super) async fn command(spec: &GraderSpec, root: &Path, run: &RunView) -> Gr
         Ok(bytes) => bytes,
         Err(e) => return errored(spec, e.to_string()),
     };
-    let answered = match keel_tools::process::run_program(&spec.command, root, stdin, timeout).await {
+    let answered = match keel_tools::process::run_program(&spec.command, root, stdin, timeout).await
+    {
         Ok(answered) => answered,
         Err(error) => return errored(spec, error.to_string()),
     };
@@ -147,8 +152,14 @@ pub(super) async fn command(spec: &GraderSpec, root: &Path, run: &RunView) -> Gr
             spec,
             format!(
                 "the program exited with {}{}",
-                answered.code.map_or("a signal".to_owned(), |c| format!("code {c}")),
-                if stderr.is_empty() { String::new() } else { format!(": {stderr}") }
+                answered
+                    .code
+                    .map_or("a signal".to_owned(), |c| format!("code {c}")),
+                if stderr.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {stderr}")
+                }
             ),
         );
     }

@@ -9,7 +9,11 @@ use keel_types::eval::EvalResult;
 pub fn junit(result: &EvalResult) -> String {
     let runs = result.cases.len();
     let errors = result.cases.iter().filter(|c| c.error.is_some()).count();
-    let failures = result.cases.iter().filter(|c| !c.passed && c.error.is_none()).count();
+    let failures = result
+        .cases
+        .iter()
+        .filter(|c| !c.passed && c.error.is_none())
+        .count();
     let seconds = |ms: u64| format!("{:.3}", ms as f64 / 1000.0);
     let total: u64 = result.cases.iter().map(|c| c.latency_ms).sum();
     let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -32,7 +36,11 @@ pub fn junit(result: &EvalResult) -> String {
         ("workspaceDigest", result.workspace_digest.as_str()),
         ("target", result.target.as_str()),
     ] {
-        let _ = writeln!(xml, "      <property name=\"{name}\" value=\"{}\"/>", escape(value));
+        let _ = writeln!(
+            xml,
+            "      <property name=\"{name}\" value=\"{}\"/>",
+            escape(value)
+        );
     }
     let _ = writeln!(xml, "    </properties>");
     for case in &result.cases {
@@ -57,7 +65,10 @@ pub fn junit(result: &EvalResult) -> String {
                     if g.passed { "PASS" } else { "FAIL" },
                     g.name,
                     g.detail,
-                    g.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+                    g.error
+                        .as_ref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
                 )
             })
             .collect();
@@ -87,7 +98,11 @@ pub fn junit(result: &EvalResult) -> String {
                 );
             }
             (None, true) => {
-                let _ = writeln!(xml, ">\n      <system-out>{}</system-out>\n    </testcase>", escape(&body));
+                let _ = writeln!(
+                    xml,
+                    ">\n      <system-out>{}</system-out>\n    </testcase>",
+                    escape(&body)
+                );
             }
         }
     }

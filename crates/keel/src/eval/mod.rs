@@ -14,17 +14,21 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use keel_types::eval::{CaseResult, EvalOptions, EvalResult, EvalStatus};
 use keel_types::{
     AdapterEvent, Event, EventPayload, GuardDecision, PolicyDecision, RequestId, RunRecord,
     SessionId,
 };
-use keel_workspace::{EvalCase, EvalSpec, GraderKind, GraderSpec};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::{Error, RequestOptions, Runtime};
 pub use capture::capture;
+/// The records of eval results, and the `Eval` document's parts.
+pub use keel_types::eval::{
+    CaseResult, CaseSummary, EvalOptions, EvalResult, EvalStatus, EvalSummary, GraderResult,
+    GraderSummary, Percentiles,
+};
+pub use keel_workspace::{EvalCase, EvalSpec, EvalTarget, GraderKind, GraderSpec};
 pub use compare::{CaseChange, Comparison, Verdict, compare};
 pub use grade::{CallView, RunView};
 pub use judge::JUDGE_REASKS;
@@ -94,7 +98,7 @@ impl Runtime {
         })
     }
 
-    /// A new eval result, stored as running: what [`Runtime::run_eval_as`] fills in.
+    /// A new eval result, stored as running: what [`Runtime::finish_eval`] fills in.
     pub async fn begin_eval(&self, name: &str, options: &EvalRun) -> Result<EvalResult, Error> {
         let spec = self.eval_spec(name)?;
         if options.model.is_some() && spec.target.workflow.is_some() {
@@ -108,7 +112,12 @@ impl Runtime {
         {
             return Err(invalid(format!(
                 "no `Model` document is named `{model}` (models: {})",
-                self.workspace().models.keys().cloned().collect::<Vec<_>>().join(", ")
+                self.workspace()
+                    .models
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
         if options.replay
@@ -334,9 +343,9 @@ impl Runtime {
             (self.kernel.replay_with(&id, metadata).await?, Some(id))
         } else {
             let session = match &case.session {
-                Some(session) => Some(
-                    SessionId::parse(session).map_err(|e| invalid(e.to_string()))?,
-                ),
+                Some(session) => {
+                    Some(SessionId::parse(session).map_err(|e| invalid(e.to_string()))?)
+                }
                 None => None,
             };
             let options = RequestOptions {
@@ -368,7 +377,11 @@ impl Runtime {
 
     /// Where run `b`'s events first differ from run `a`'s (`{seq, expected, found}`), the
     /// eval tags of their requests aside (each eval run tags its runs with its own ids).
-    pub async fn case_divergence(&self, a: &RequestId, b: &RequestId) -> Result<Option<Value>, Error> {
+    pub async fn case_divergence(
+        &self,
+        a: &RequestId,
+        b: &RequestId,
+    ) -> Result<Option<Value>, Error> {
         let untagged = |mut events: Vec<Event>| {
             for event in &mut events {
                 if let EventPayload::RequestStarted { metadata, .. } = &mut event.payload {
@@ -379,7 +392,8 @@ impl Runtime {
         };
         let a = untagged(self.runs().events(a, 0).await?);
         let b = untagged(self.runs().events(b, 0).await?);
-        Ok(keel_runtime::replay::diverge(&a, &b).map(|d| serde_json::to_value(d).unwrap_or_default()))
+        Ok(keel_runtime::replay::diverge(&a, &b)
+            .map(|d| serde_json::to_value(d).unwrap_or_default()))
     }
 
     /// A stored eval result.

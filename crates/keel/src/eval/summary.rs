@@ -85,7 +85,11 @@ pub(super) fn summarise(cases: &[CaseResult], threshold: f64) -> EvalSummary {
 }
 
 fn ratio(part: usize, whole: usize) -> f64 {
-    if whole == 0 { 0.0 } else { part as f64 / whole as f64 }
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
 }
 
 /// The nearest-rank percentile of sorted `values`.
