@@ -30,6 +30,13 @@ pub(crate) fn load_evals<'a>(
             doc,
             out: &mut *out,
         };
+        if doc.name == "results" {
+            check.push(
+                &doc.name_loc,
+                "an eval cannot be named `results`: /api/evals/results lists eval results".into(),
+                Some("choose another name".into()),
+            );
+        }
         check.target(spec, tree);
         let mut places: Vec<Loc> = Vec::with_capacity(spec.cases.len());
         for (i, case) in spec.cases.iter_mut().enumerate() {

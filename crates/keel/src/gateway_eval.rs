@@ -78,7 +78,7 @@ impl Runtime {
         };
         let mut report = evaluate(&gateway, &ctx, &callers, extra_cases)
             .await
-            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+            .map_err(|e| crate::eval::invalid(e.to_string()))?;
         report.repair_model = workspace.runtime.gateway.repair_model.clone();
         Ok(report)
     }

@@ -587,3 +587,30 @@ fn the_gateway_is_measured_on_the_quickstart_tools_and_a_wrong_expectation_is_li
     assert_eq!(bad.code, Some(2), "{}", bad.stderr);
     assert!(bad.stderr.contains("bad.jsonl:1"), "{}", bad.stderr);
 }
+
+#[test]
+fn a_workflow_is_evaluated_with_json_input_and_refuses_another_model() {
+    let ws = crate::common::quickstart();
+    std::fs::write(
+        ws.path().join("config/evals.yaml"),
+        "apiVersion: keel/v1\nkind: Eval\nmetadata: { name: review }\nspec:\n  target: { workflow: notes-review }\n  graders:\n    - { kind: finishReason, value: completed }\n    - { kind: jsonSchema, schema: { type: object } }\n  cases:\n    - { name: ideas, input: { files: [notes/ideas.md] } }\n",
+    )
+    .unwrap();
+    let keel = keel_in(&ws);
+    let run = keel.run(["eval", "run", "review", "--json"]);
+    assert!(run.success(), "{}\n{}", run.stdout, run.stderr);
+    let result = run.json();
+    assert_eq!(result["target"], "workflow/notes-review");
+    assert_eq!(result["summary"]["passed"], 1, "{}", result["cases"]);
+    let run_id = result["cases"][0]["requestId"].as_str().unwrap();
+    let shown = keel.json_lines(["runs", "events", run_id, "--json"]);
+    assert_eq!(shown[0]["metadata"]["keel.eval"], "review", "{}", shown[0]);
+    assert!(shown.iter().any(|e| e["type"] == "runtime.workflow.started"));
+    let other = keel.run(["eval", "run", "review", "--model", "offline"]);
+    assert_eq!(other.code, Some(2), "{}", other.stderr);
+    assert!(
+        other.stderr.contains("--model cannot apply"),
+        "{}",
+        other.stderr
+    );
+}

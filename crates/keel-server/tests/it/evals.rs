@@ -5,13 +5,7 @@
 use keel_test_support::{MockLlm, MockResponse, WorkspaceBuilder};
 
 use super::*;
-
-async fn call(app: &Router, method: &str, uri: &str, body: Option<&Value>) -> (StatusCode, Value) {
-    let (status, _, bytes) = send(app.clone(), request_with(method, uri, None, body)).await;
-    let value = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-    (status, value)
-}
+use crate::routes::call;
 
 #[tokio::test]
 async fn an_eval_runs_over_http_and_its_result_links_each_case_to_its_run() {

@@ -23,16 +23,16 @@ use sha2::{Digest, Sha256};
 
 use crate::{Error, RequestOptions, Runtime};
 pub use capture::capture;
+pub use compare::{CaseChange, Comparison, Verdict, compare};
+pub use grade::{CallView, RunView};
+pub use judge::JUDGE_REASKS;
+pub use junit::junit;
 /// The records of eval results, and the `Eval` document's parts.
 pub use keel_types::eval::{
     CaseResult, CaseSummary, EvalOptions, EvalResult, EvalStatus, EvalSummary, GraderResult,
     GraderSummary, Percentiles,
 };
 pub use keel_workspace::{EvalCase, EvalSpec, EvalTarget, GraderKind, GraderSpec};
-pub use compare::{CaseChange, Comparison, Verdict, compare};
-pub use grade::{CallView, RunView};
-pub use judge::JUDGE_REASKS;
-pub use junit::junit;
 
 /// The metadata keys each case's run is tagged with.
 pub const EVAL_TAG: &str = "keel.eval";
