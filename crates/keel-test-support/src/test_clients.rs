@@ -217,6 +217,7 @@ pub fn install_all() -> Result<(), String> {
     mcp_python();
     otlp_receiver_python();
     schemathesis();
+    junitparser_python();
     playwright();
     mcp_server_bin("mcp-server-everything");
     let _ = bubblewrap();

@@ -605,7 +605,11 @@ fn a_workflow_is_evaluated_with_json_input_and_refuses_another_model() {
     let run_id = result["cases"][0]["requestId"].as_str().unwrap();
     let shown = keel.json_lines(["runs", "events", run_id, "--json"]);
     assert_eq!(shown[0]["metadata"]["keel.eval"], "review", "{}", shown[0]);
-    assert!(shown.iter().any(|e| e["type"] == "runtime.workflow.started"));
+    assert!(
+        shown
+            .iter()
+            .any(|e| e["type"] == "runtime.workflow.started")
+    );
     let other = keel.run(["eval", "run", "review", "--model", "offline"]);
     assert_eq!(other.code, Some(2), "{}", other.stderr);
     assert!(

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::process::Command;
 
 use keel_test_support::test_clients::{
-    install_all, langchain_openai, mcp_python, mcp_server_bin, openai_agents, openai_node,
-    openai_python, playwright, schemathesis,
+    install_all, junitparser_python, langchain_openai, mcp_python, mcp_server_bin, openai_agents,
+    openai_node, openai_python, playwright, schemathesis,
 };
 
 /// Runs `command` and asserts it succeeded, printing what it said when it did not.
@@ -33,6 +33,7 @@ fn every_counterpart_installs_and_runs() {
     runs(Command::new(openai_agents()).args(["-c", "import agents"]));
     runs(Command::new(mcp_python()).args(["-c", "import mcp.client.session"]));
     runs(Command::new(schemathesis()).arg("--version"));
+    runs(Command::new(junitparser_python()).args(["-c", "import junitparser"]));
     for (prefix, package) in [(openai_node(), "openai"), (playwright(), "playwright-core")] {
         runs(
             Command::new("node")
