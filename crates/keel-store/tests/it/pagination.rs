@@ -201,10 +201,10 @@ async fn a_store_from_before_run_owners_gains_the_column_and_keeps_its_runs() {
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
     assert_eq!(
-        SCHEMA_VERSION, 11,
+        SCHEMA_VERSION, 12,
         "0005 added skill candidates, 0006 memory, 0007 run trees and structured output, \
          0008 a partial session index, 0009 session owners, 0010 session summaries, \
-         0011 run traces"
+         0011 run traces, 0012 eval results"
     );
     // A session from before owners were recorded has none (anyone may continue it).
     let old = store
