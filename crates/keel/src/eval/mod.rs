@@ -200,7 +200,7 @@ impl Runtime {
             .iter()
             .map(grade::Prepared::new)
             .collect::<Result<_, _>>()
-            .map_err(Error::InvalidInput)?;
+            .map_err(invalid)?;
         let graders = Arc::new(graders);
         let repeat = result.options.repeat;
         let jobs: Vec<(usize, u32)> = (0..spec.cases.len())
