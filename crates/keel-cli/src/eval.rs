@@ -85,6 +85,10 @@ pub(crate) enum EvalCommand {
         /// Add to the file instead of replacing it.
         #[arg(long)]
         append: bool,
+        /// Also write each run's model answers as a cassette into this folder (relative to
+        /// the workspace), named by its case: `--replay` then needs no store (a clean CI clone).
+        #[arg(long, value_name = "DIR")]
+        cassettes: Option<String>,
     },
     /// Measure the tool-call guard: a built-in dataset of malformed calls against the
     /// workspace's own tool schemas; repair precision and recall, block rate, and the calls
@@ -225,9 +229,14 @@ pub(crate) async fn eval(root: &Path, command: EvalCommand) -> Result<(), CliErr
             }
         }
         EvalCommand::Gateway(args) => crate::eval_gateway::run(&runtime, args).await,
-        EvalCommand::Capture { runs, to, append } => {
+        EvalCommand::Capture {
+            runs,
+            to,
+            append,
+            cassettes,
+        } => {
             let filter = capture_filter(&runs)?;
-            let cases = keel::eval::capture(&runtime, &filter)
+            let cases = keel::eval::capture(&runtime, &filter, cassettes.as_deref())
                 .await
                 .map_err(CliError::failed)?;
             let mut text = String::new();

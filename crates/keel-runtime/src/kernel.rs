@@ -303,6 +303,12 @@ impl Kernel {
             .and_then(|a| a.strip_prefix(keel_types::WORKFLOW_PREFIX))
             .map(str::to_owned);
         if let Some(name) = workflow {
+            if origin.provider.is_some() {
+                return Err(RuntimeError::InvalidInput(format!(
+                    "workflow `{name}` runs its agent nodes with their own models: its rounds \
+                     cannot be answered from one cassette"
+                )));
+            }
             return self.start_workflow(&name, options, origin).await;
         }
         let Origin {
@@ -311,6 +317,7 @@ impl Kernel {
             narrowing,
             depth,
             claimed,
+            provider: answering,
         } = origin;
         validate_history(&options.history).map_err(RuntimeError::InvalidInput)?;
         // The one rule for session ids holds for embedders too, not only the CLI and HTTP.
@@ -342,7 +349,10 @@ impl Kernel {
             }
             agent.model = model.clone();
         }
-        let provider = self.provider(&agent_name, &agent)?;
+        let provider = match answering {
+            Some(provider) => provider,
+            None => self.provider(&agent_name, &agent)?,
+        };
         let skills = self.skill_prompt(&agent_name, &agent, &options.input)?;
         // Before the memory recall: a session's owner is checked before anything is recalled.
         let limits = &workspace.runtime.limits;
@@ -530,19 +540,6 @@ impl Kernel {
         services
             .skills
             .prompt(&services.workspace, agent_name, agent, input)
-    }
-
-    /// The provider of the `Model` document `name` (a judge's model, for evals).
-    pub fn provider_of(&self, name: &str) -> Result<Arc<dyn ModelProvider>, RuntimeError> {
-        match self.current().models.get(name) {
-            Some(Ok(provider)) => Ok(provider.clone()),
-            Some(Err(message)) => Err(RuntimeError::InvalidInput(format!(
-                "model `{name}` is unavailable: {message}"
-            ))),
-            None => Err(RuntimeError::InvalidInput(format!(
-                "no `Model` document is named `{name}`"
-            ))),
-        }
     }
 
     pub(crate) fn provider(
@@ -761,6 +758,8 @@ struct Origin {
     depth: u32,
     /// The record of a queued run this process claimed (none: record a new run).
     claimed: Option<RunRecord>,
+    /// The model answering instead of the agent's (a recorded cassette).
+    provider: Option<Arc<dyn ModelProvider>>,
 }
 
 /// A live run; dropping it untracks the run.

@@ -64,6 +64,17 @@ pub(crate) fn load_evals<'a>(
             places.extend(check.cases_file(root, &file, &at, spec));
         }
         check.cases(spec, tree, &places);
+        for (case, at) in spec.cases.iter().zip(&places) {
+            if let Some(file) = &case.cassette
+                && !root.join(file).is_file()
+            {
+                check.push(
+                    at,
+                    format!("the cassette `{file}` of a case of {} is not a file", doc.label()),
+                    Some("a cassette is relative to the workspace folder; `keel eval capture --cassettes DIR` writes them".into()),
+                );
+            }
+        }
     }
 }
 

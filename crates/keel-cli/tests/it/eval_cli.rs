@@ -511,6 +511,46 @@ async fn ten_recorded_runs_become_cases_replayed_without_a_single_model_call() {
         "{}",
         diverged[0]["divergence"]
     );
+    std::fs::write(ws.path().join("notes.txt"), "hello\n").unwrap();
+
+    // With cassettes, a clean checkout replays them: no store, no model.
+    let captured = keel.run([
+        "eval",
+        "capture",
+        "--runs",
+        "agent=support,status=completed,limit=10",
+        "--to",
+        "captured.jsonl",
+        "--cassettes",
+        "evals/cassettes",
+    ]);
+    assert!(captured.success(), "{}", captured.stderr);
+    let first: Value = serde_json::from_str(
+        std::fs::read_to_string(ws.path().join("captured.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let cassette = first["cassette"].as_str().unwrap();
+    assert!(
+        cassette.starts_with("evals/cassettes/run_") && ws.path().join(cassette).is_file(),
+        "{first}"
+    );
+    std::fs::remove_dir_all(ws.path().join(".keel")).unwrap();
+    let clean = keel.run(["eval", "run", "captured", "--replay", "--json"]);
+    assert!(clean.success(), "{}\n{}", clean.stdout, clean.stderr);
+    assert_eq!(mock.request_count(), before, "no model was called");
+    assert_eq!(clean.json()["summary"]["passed"], 10);
+    std::fs::remove_file(ws.path().join(cassette)).unwrap();
+    let missing = keel.run(["validate"]);
+    assert_eq!(missing.code, Some(2));
+    assert!(
+        missing.stderr.contains("is not a file"),
+        "{}",
+        missing.stderr
+    );
 }
 
 #[test]

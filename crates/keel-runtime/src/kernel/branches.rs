@@ -1,6 +1,6 @@
 //! Runs that branch from another run's log: `fork` (a copy of the first events, continued
-//! with the live model), `replay` (the model's answers taken from the log) and the
-//! divergence between two logs.
+//! with the live model), `replay` (the model's answers taken from the log), a request answered
+//! from a recording (an eval's cassette) and the divergence between two logs.
 
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use super::Kernel;
 use crate::RuntimeError;
 use crate::agent_loop::{Launch, Start};
 use crate::handle::RunHandle;
+use crate::kernel::RequestOptions;
 use crate::memory::MemoryPrompt;
 use crate::rebuild::{opening, rebuild};
 use crate::replay::{Divergence, diverge, replay_provider};
@@ -84,6 +85,21 @@ impl Kernel {
             memory,
             ..Launch::new(record, agent, provider, start)
         }))
+    }
+
+    /// [`Kernel::request`] with its model rounds answered by `provider` instead of the agent's
+    /// model (an eval's recorded cassette). An agent run only.
+    pub async fn request_answered_by(
+        &self,
+        options: RequestOptions,
+        provider: Arc<dyn ModelProvider>,
+    ) -> Result<RunHandle, RuntimeError> {
+        self.accepting()?;
+        let origin = super::Origin {
+            provider: Some(provider),
+            ..super::Origin::default()
+        };
+        self.pin().start_run(options, origin).await
     }
 
     /// Re-executes run `id` as a new run whose model answers (and failures) come from the

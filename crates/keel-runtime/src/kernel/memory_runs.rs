@@ -142,6 +142,19 @@ impl Kernel {
         self.current().models.get(name)?.as_ref().ok().cloned()
     }
 
+    /// The provider of the `Model` document `name` (an eval's judge), or why there is none.
+    pub fn provider_of(&self, name: &str) -> Result<Arc<dyn ModelProvider>, RuntimeError> {
+        match self.current().models.get(name) {
+            Some(Ok(provider)) => Ok(provider.clone()),
+            Some(Err(message)) => Err(RuntimeError::InvalidInput(format!(
+                "model `{name}` is unavailable: {message}"
+            ))),
+            None => Err(RuntimeError::InvalidInput(format!(
+                "no `Model` document is named `{name}`"
+            ))),
+        }
+    }
+
     /// Whether runs of `agent` are followed by a post-run extraction (it writes a memory
     /// with `extraction`).
     pub(crate) fn wants_extraction(&self, agent: &str) -> bool {

@@ -106,6 +106,11 @@ pub struct EvalCase {
     /// model rounds from it instead of calling the model. `keel eval capture` sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded: Option<String>,
+    /// A cassette file (relative to the workspace folder) of the case's recorded model
+    /// answers: `--replay` answers from it, with no store needed. `keel eval capture
+    /// --cassettes DIR` writes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cassette: Option<String>,
     /// Where the case is written (`file:line`), filled in when the workspace loads.
     #[serde(skip_deserializing, default, skip_serializing_if = "Option::is_none")]
     #[schemars(skip)]

@@ -6,11 +6,23 @@ use keel_types::{AdapterEvent, EventPayload, RunFilter, RunRecord};
 use keel_workspace::{EvalCase, GraderKind, GraderSpec};
 use serde_json::Value;
 
+use super::invalid;
 use crate::{Error, Runtime};
 
 /// The runs `filter` selects (agent runs that ended; workflow runs, child runs and runs
-/// still going are left out), oldest first, as cases.
-pub async fn capture(runtime: &Runtime, filter: &RunFilter) -> Result<Vec<EvalCase>, Error> {
+/// still going are left out), oldest first, as cases. With `cassettes` (a folder relative to
+/// the workspace), each run's model answers are written there as a cassette the case names
+/// (`<folder>/<run id>.cassette.json`), so `--replay` needs no store.
+pub async fn capture(
+    runtime: &Runtime,
+    filter: &RunFilter,
+    cassettes: Option<&str>,
+) -> Result<Vec<EvalCase>, Error> {
+    let root = runtime.workspace().root.clone();
+    if let Some(folder) = cassettes {
+        std::fs::create_dir_all(root.join(folder))
+            .map_err(|e| invalid(format!("cannot create {folder}: {e}")))?;
+    }
     let mut runs: Vec<RunRecord> = runtime
         .runs()
         .list(filter)
@@ -22,6 +34,10 @@ pub async fn capture(runtime: &Runtime, filter: &RunFilter) -> Result<Vec<EvalCa
     let mut cases = Vec::with_capacity(runs.len());
     for run in runs {
         let events = runtime.runs().events(&run.request_id, 0).await?;
+        let cassette = match cassettes {
+            Some(folder) => write_cassette(&root, folder, &run, &events)?,
+            None => None,
+        };
         let mut expect = Vec::new();
         for event in &events {
             if let EventPayload::Adapter {
@@ -60,6 +76,7 @@ pub async fn capture(runtime: &Runtime, filter: &RunFilter) -> Result<Vec<EvalCa
             metadata: Default::default(),
             expect,
             recorded: Some(run.request_id.to_string()),
+            cassette,
             source: None,
         });
     }
@@ -85,4 +102,28 @@ fn grader(kind: GraderKind) -> GraderSpec {
         command: Vec::new(),
         timeout: None,
     }
+}
+
+/// Writes a run's model answers as a cassette in `folder`; its path, relative to the
+/// workspace (none for a run that asked no model anything).
+fn write_cassette(
+    root: &std::path::Path,
+    folder: &str,
+    run: &RunRecord,
+    events: &[keel_types::Event],
+) -> Result<Option<String>, Error> {
+    let mut cassette = keel_types::cassette::Cassette::from_events(events);
+    if cassette.exchanges.is_empty() {
+        return Ok(None);
+    }
+    cassette.agent = Some(run.agent.clone());
+    let file = format!(
+        "{}/{}.cassette.json",
+        folder.trim_end_matches('/'),
+        run.request_id
+    );
+    let text = serde_json::to_string_pretty(&cassette).map_err(|e| invalid(e.to_string()))?;
+    std::fs::write(root.join(&file), text + "\n")
+        .map_err(|e| invalid(format!("cannot write {file}: {e}")))?;
+    Ok(Some(file))
 }

@@ -125,11 +125,11 @@ impl Runtime {
                 .cases
                 .iter()
                 .enumerate()
-                .find(|(_, c)| c.recorded.is_none())
+                .find(|(_, c)| c.recorded.is_none() && c.cassette.is_none())
         {
             return Err(invalid(format!(
-                "case `{}` of eval `{name}` has no recorded run to replay (`recorded: <run id>`; \
-                 `keel eval capture` writes it)",
+                "case `{}` of eval `{name}` has nothing to replay: give it `cassette: FILE` or \
+                 `recorded: <run id>` (`keel eval capture` writes them)",
                 case_name(case, i)
             )));
         }
@@ -338,8 +338,35 @@ impl Runtime {
             Value::String(text) => text.clone(),
             other => other.to_string(),
         };
-        let (handle, recorded) = if result.options.replay {
-            let id = RequestId::from(case.recorded.as_deref().unwrap_or_default());
+        let recorded = case.recorded.as_deref().map(RequestId::from);
+        let (handle, recorded) = if result.options.replay
+            && let Some(file) = &case.cassette
+        {
+            // The recorded answers from the file: no store, no model.
+            let path = self.workspace().root.join(file);
+            let cassette = keel_models::read_cassette(&path).map_err(|e| invalid(e.to_string()))?;
+            let provider = Arc::new(keel_types::cassette::CassetteProvider::new(
+                cassette,
+                keel_types::cassette::CassetteMatch::Order,
+            ));
+            let options = RequestOptions {
+                input,
+                agent: Some(spec.target.request_agent()),
+                owner: result.owner.clone(),
+                metadata,
+                mode: Some(spec.mode),
+                timeout: spec.timeout.map(|t| t.0),
+                ..RequestOptions::default()
+            };
+            let handle = self.kernel.request_answered_by(options, provider).await?;
+            // Compared with the recording when it is still in the store.
+            let stored = match &recorded {
+                Some(id) => self.runs().get(id).await?.is_some(),
+                None => false,
+            };
+            (handle, recorded.filter(|_| stored))
+        } else if result.options.replay {
+            let id = recorded.unwrap_or_else(|| RequestId::from(""));
             (self.kernel.replay_with(&id, metadata).await?, Some(id))
         } else {
             let session = match &case.session {
