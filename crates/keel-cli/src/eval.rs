@@ -97,6 +97,17 @@ pub(crate) enum EvalCommand {
 }
 
 pub(crate) async fn eval(root: &Path, command: EvalCommand) -> Result<(), CliError> {
+    // Stored results are read from the store alone, so they show even when the workspace's
+    // configuration does not load (like `keel runs`).
+    match command {
+        EvalCommand::List { eval, limit, json } => {
+            return list(root, eval.as_deref(), limit, json).await;
+        }
+        EvalCommand::Show { id, json, junit } => {
+            return show(root, &id, json, junit.as_deref()).await;
+        }
+        _ => {}
+    }
     let (runtime, _) = workspace::start(root, &OutputArgs::default()).await?;
     match command {
         EvalCommand::Run {
@@ -144,69 +155,8 @@ pub(crate) async fn eval(root: &Path, command: EvalCommand) -> Result<(), CliErr
             report(&result, json)?;
             verdict(&result)
         }
-        EvalCommand::List { eval, limit, json } => {
-            let results = runtime
-                .eval_results(eval.as_deref(), limit)
-                .await
-                .map_err(CliError::failed)?;
-            if json {
-                for result in &results {
-                    out::line(&listed(result).to_string());
-                }
-                return Ok(());
-            }
-            if results.is_empty() {
-                let defined: Vec<String> = runtime.workspace().evals.keys().cloned().collect();
-                out::status(&match defined.is_empty() {
-                    true => "» No eval results, and the workspace declares no `Eval` document."
-                        .to_owned(),
-                    false => format!(
-                        "» No eval results yet; run one: keel eval run {}",
-                        defined[0]
-                    ),
-                });
-                return Ok(());
-            }
-            let rows = results.iter().map(|r| {
-                let s = r.summary.as_ref();
-                vec![
-                    r.id.clone(),
-                    r.eval.clone(),
-                    r.started_at.clone(),
-                    r.status.as_str().to_owned(),
-                    s.map(|s| format!("{}/{}", s.passed, s.runs))
-                        .unwrap_or_default(),
-                    s.map(|s| percent(s.pass_rate)).unwrap_or_default(),
-                    s.map(|s| money(s.cost, s.currency.as_deref()))
-                        .unwrap_or_default(),
-                    s.map(|s| format!("{} ms", s.latency.p50_ms))
-                        .unwrap_or_default(),
-                ]
-            });
-            for line in out::table(
-                &[
-                    "ID", "EVAL", "STARTED", "STATUS", "PASSED", "RATE", "COST", "P50",
-                ],
-                &[4, 5, 6, 7],
-                rows,
-            ) {
-                out::line(&line);
-            }
-            Ok(())
-        }
-        EvalCommand::Show { id, json, junit } => {
-            let result = runtime
-                .eval_result(&id)
-                .await
-                .map_err(CliError::failed)?
-                .ok_or_else(|| {
-                    CliError::usage(format!("no eval result `{id}` (see `keel eval list`)"))
-                })?;
-            if let Some(file) = &junit {
-                write_file(file, &keel::eval::junit(&result))?;
-            }
-            report(&result, json)
-        }
+        // Answered above, from the store.
+        EvalCommand::List { .. } | EvalCommand::Show { .. } => Ok(()),
         EvalCommand::Compare {
             before,
             after,
@@ -571,4 +521,68 @@ fn short(digest: &str) -> &str {
 fn write_file(file: &Path, text: &str) -> Result<(), CliError> {
     std::fs::write(file, text)
         .map_err(|e| CliError::failed(format!("cannot write {}: {e}", file.display())))
+}
+
+/// `keel eval list`: stored results, newest first.
+async fn list(root: &Path, eval: Option<&str>, limit: usize, json: bool) -> Result<(), CliError> {
+    let stores = workspace::open_store(root).await?;
+    let results = stores.runs.list_eval_results(eval, limit).await?;
+    if json {
+        for result in &results {
+            out::line(&listed(result).to_string());
+        }
+        return Ok(());
+    }
+    if results.is_empty() {
+        let defined: Vec<String> = keel::Workspace::load(root)
+            .map(|w| w.evals.keys().cloned().collect())
+            .unwrap_or_default();
+        out::status(&match defined.is_empty() {
+            true => "» No eval results, and the workspace declares no `Eval` document.".to_owned(),
+            false => format!(
+                "» No eval results yet; run one: keel eval run {}",
+                defined[0]
+            ),
+        });
+        return Ok(());
+    }
+    let rows = results.iter().map(|r| {
+        let s = r.summary.as_ref();
+        vec![
+            r.id.clone(),
+            r.eval.clone(),
+            r.started_at.clone(),
+            r.status.as_str().to_owned(),
+            s.map(|s| format!("{}/{}", s.passed, s.runs))
+                .unwrap_or_default(),
+            s.map(|s| percent(s.pass_rate)).unwrap_or_default(),
+            s.map(|s| money(s.cost, s.currency.as_deref()))
+                .unwrap_or_default(),
+            s.map(|s| format!("{} ms", s.latency.p50_ms))
+                .unwrap_or_default(),
+        ]
+    });
+    for line in out::table(
+        &[
+            "ID", "EVAL", "STARTED", "STATUS", "PASSED", "RATE", "COST", "P50",
+        ],
+        &[4, 5, 6, 7],
+        rows,
+    ) {
+        out::line(&line);
+    }
+    Ok(())
+}
+
+/// `keel eval show ID`: one stored result.
+async fn show(root: &Path, id: &str, json: bool, junit: Option<&Path>) -> Result<(), CliError> {
+    let stores = workspace::open_store(root).await?;
+    let result =
+        stores.runs.get_eval_result(id).await?.ok_or_else(|| {
+            CliError::usage(format!("no eval result `{id}` (see `keel eval list`)"))
+        })?;
+    if let Some(file) = junit {
+        write_file(file, &keel::eval::junit(&result))?;
+    }
+    report(&result, json)
 }

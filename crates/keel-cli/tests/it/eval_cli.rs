@@ -357,6 +357,12 @@ async fn repeats_report_each_cases_pass_rate_and_variance_and_a_threshold_fails_
     let table = keel.run(["eval", "show", result["id"].as_str().unwrap()]);
     assert!(table.stdout.contains("VARIANCE"), "{}", table.stdout);
     assert!(table.stdout.contains("0.2400"), "{}", table.stdout);
+    // Stored results read from the store alone, with the configuration broken.
+    std::fs::write(ws.path().join("config/broken.yaml"), "kind: [").unwrap();
+    let listed = keel.json_lines(["eval", "list", "--json"]);
+    assert_eq!(listed[0]["id"], result["id"]);
+    let shown = keel.run(["eval", "show", result["id"].as_str().unwrap(), "--json"]);
+    assert!(shown.success(), "{}", shown.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread")]
