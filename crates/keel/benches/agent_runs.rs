@@ -28,9 +28,7 @@
     clippy::print_stdout
 )]
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -39,55 +37,8 @@ use keel::{RequestOptions, RunStatus, Runtime};
 use keel_store::SqliteStore;
 use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 
-struct Mock {
-    child: Child,
-    base_url: String,
-}
-
-impl Drop for Mock {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn mock_binary() -> PathBuf {
-    if let Ok(path) = std::env::var("KEEL_MOCK_LLM") {
-        return PathBuf::from(path);
-    }
-    let path = target_dir().join("release/keel-mock-llm");
-    assert!(
-        path.exists(),
-        "{} not found: run `cargo build --release -p keel-test-support --bin keel-mock-llm` first",
-        path.display()
-    );
-    path
-}
-
-fn start_mock() -> Mock {
-    let mut child = Command::new(mock_binary())
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the mock starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base_url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("address line")
-        .to_owned();
-    Mock { child, base_url }
-}
-
-/// The target directory (where the mock binary is, and where the bench workspace goes).
-fn target_dir() -> PathBuf {
-    std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
-}
+mod support;
+use support::{start_mock, target_dir};
 
 /// A temporary workspace under `KEEL_BENCH_DIR`, or under the target directory: a project
 /// folder on the ordinary disk, as users have (on some machines `/tmp` is far slower).

@@ -16,9 +16,6 @@
     clippy::print_stdout
 )]
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -27,51 +24,10 @@ use keel::{RequestOptions, RunStatus, Runtime};
 use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 use serde_json::json;
 
+mod support;
+use support::{cpu_time, start_mock, target_dir};
+
 const CONCURRENCY: usize = 32;
-
-struct Mock {
-    child: Child,
-    base_url: String,
-}
-
-impl Drop for Mock {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
-}
-
-fn start_mock() -> Mock {
-    let binary = std::env::var("KEEL_MOCK_LLM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| target_dir().join("release/keel-mock-llm"));
-    assert!(
-        binary.exists(),
-        "{} not found: run `cargo build --release -p keel-test-support --bin keel-mock-llm` first",
-        binary.display()
-    );
-    let mut child = Command::new(binary)
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the mock starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base_url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
-    Mock { child, base_url }
-}
 
 /// The bench workspace: the agent of `agent_runs` and an eval of `cases` cases of it.
 fn workspace(base_url: &str, cases: usize) -> TempWorkspace {
@@ -108,18 +64,6 @@ spec:
 "#,
         )
         .build_in(target_dir())
-}
-
-/// User + system CPU time of this process (getrusage, microseconds).
-#[allow(unsafe_code)]
-fn cpu_time() -> Duration {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; RUSAGE_SELF is always valid.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    assert_eq!(rc, 0);
-    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
 }
 
 /// `cases` plain runs of the agent at [`CONCURRENCY`]: (wall, CPU).

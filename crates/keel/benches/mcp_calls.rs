@@ -50,6 +50,9 @@ use keel_tools::gateway::Gateway;
 use keel_tools::policy::{PolicyEngine, PolicyQuery};
 use serde_json::{Value, json};
 
+mod support;
+use support::target_dir;
+
 const TOOL: &str = "mcp__bench__echo";
 const TEXT: &str = "hello from the benchmark";
 
@@ -101,13 +104,6 @@ fn process_cpu() -> Duration {
 
 fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
-}
-
-/// The target directory (where the bench workspace goes by default).
-fn target_dir() -> PathBuf {
-    std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
 }
 
 fn scripts_dir() -> PathBuf {

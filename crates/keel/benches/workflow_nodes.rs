@@ -35,6 +35,9 @@ use keel::{RequestOptions, RunStatus, Runtime, Tool, ToolContext, ToolError, Too
 use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 use serde_json::{Value, json};
 
+mod support;
+use support::cpu_time;
+
 const NODES: usize = 100;
 const CALLS: usize = 16;
 /// Lead runs per round (each makes `CALLS` task calls).
@@ -57,23 +60,8 @@ impl Tool for Noop {
     }
 }
 
-/// User + system CPU time of this process (getrusage: microsecond resolution, where
-/// /proc's clock ticks are 10 ms).
-#[allow(unsafe_code)]
-fn cpu_time() -> Duration {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a zeroed rusage.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    assert_eq!(rc, 0);
-    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
-}
-
 fn bench_parent() -> PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let target = support::target_dir();
     let dir = std::env::var("KEEL_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| target.join("bench-workspaces"));

@@ -53,6 +53,16 @@ fn respond(request: &RecordedRequest, judge_asks: &AtomicUsize) -> MockResponse 
     MockResponse::text([format!("Hello, case {n}")])
 }
 
+/// The first grader of `kind` in a case's result.
+fn grader<'a>(case: &'a Value, kind: &str) -> &'a Value {
+    case["graders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} grader in {case}"))
+}
+
 const GRADE_PY: &str = r#"import json, sys
 run = json.load(sys.stdin)
 ok = (run.get("output") or "").startswith("Hello")
@@ -217,12 +227,7 @@ async fn twenty_cases_are_graded_by_every_kind_of_grader_and_reported_as_junit()
     assert_eq!(judge_asks.load(Ordering::SeqCst), 3);
     // A malformed verdict, then a valid one: graded, with the judge's reasoning kept.
     let retried = by_name("judge-retry");
-    let judged = retried["graders"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["kind"] == "judge")
-        .unwrap();
+    let judged = grader(retried, "judge");
     assert_eq!(judged["score"], 0.75, "{judged}");
     assert_eq!(judged["reasoning"], "It greets the user.");
     assert_eq!(
@@ -236,20 +241,9 @@ async fn twenty_cases_are_graded_by_every_kind_of_grader_and_reported_as_junit()
         "{regress}"
     );
     let read = by_name("read-5");
-    let called = read["graders"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["kind"] == "toolCalled")
-        .unwrap();
+    let called = grader(read, "toolCalled");
     assert_eq!(called["passed"], true, "{called}");
-    assert!(
-        by_name("command-17")["graders"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|g| g["kind"] == "command" && g["detail"] == "greets")
-    );
+    assert_eq!(grader(by_name("command-17"), "command")["detail"], "greets");
     // Each case is an ordinary recorded run, tagged with the eval.
     let events = keel.json_lines([
         "runs",
