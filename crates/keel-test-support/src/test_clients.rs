@@ -218,6 +218,8 @@ pub fn install_all() -> Result<(), String> {
     otlp_receiver_python();
     schemathesis();
     junitparser_python();
+    a2a_python();
+    protocol_clients_js();
     playwright();
     mcp_server_bin("mcp-server-everything");
     let _ = bubblewrap();
@@ -299,4 +301,29 @@ pub const JUNITPARSER: &str = "junitparser==5.0.3";
 /// [`JUNITPARSER`] in the venv `target/test-clients/junit`; returns its Python.
 pub fn junitparser_python() -> PathBuf {
     python_venv("junit", &[JUNITPARSER])
+}
+
+/// The official A2A Python SDK with its HTTP server extra (Starlette) and the ASGI server the
+/// tests' remote echo agent runs on, pinned; A2A 1.0 (`SendMessage`, `TASK_STATE_*`).
+pub const A2A_PYTHON: &[&str] = &["a2a-sdk[http-server]==1.3.0", "uvicorn==0.54.0"];
+
+/// [`A2A_PYTHON`] in the venv `target/test-clients/a2a`; returns its Python.
+pub fn a2a_python() -> PathBuf {
+    python_venv("a2a", A2A_PYTHON)
+}
+
+/// The official JavaScript SDKs of the protocols Keel speaks besides OpenAI's, Anthropic's and
+/// MCP, pinned: A2A's client, the Agent Client Protocol's (ESM only: run its scripts as
+/// `.mjs`) and AG-UI's client.
+pub const PROTOCOL_CLIENTS_JS: &[&str] = &[
+    "@a2a-js/sdk@1.3.0",
+    "@agentclientprotocol/sdk@2.4.0",
+    "@ag-ui/client@1.0.0",
+    "@ag-ui/core@1.0.0",
+];
+
+/// [`PROTOCOL_CLIENTS_JS`] under `target/test-clients/protocols-js`; returns the folder whose
+/// `node_modules` holds them.
+pub fn protocol_clients_js() -> PathBuf {
+    npm_packages("protocols-js", PROTOCOL_CLIENTS_JS)
 }
