@@ -17,6 +17,7 @@ use crate::{approvals, inventory, metrics, reload, requests, sessions, tasks};
 mod console;
 mod facades;
 mod knowledge;
+mod protocols;
 
 pub(crate) use crate::auth::Access;
 
@@ -648,6 +649,7 @@ pub(crate) fn routes() -> Vec<Route> {
     .chain(facades::routes())
     .chain(knowledge::routes())
     .chain(console::routes())
+    .chain(protocols::routes())
     .collect()
 }
 

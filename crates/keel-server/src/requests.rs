@@ -1,9 +1,7 @@
 //! Requests (runs) under `/api/requests`: create (async or waiting), list with filters and
 //! cursor pagination, inspect, events as JSON pages or resumable SSE, cancel, retry.
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::rejection::BytesRejection;
@@ -25,13 +23,6 @@ use crate::ApiError;
 use crate::body::{internal, parse_body, parse_opt_enum, parse_query, session_id};
 use crate::error::runtime_error;
 use crate::state::{AppState, Principal, Ticket};
-
-/// How long a live event stream waits for news before looking at the store again (events of
-/// runs in other processes arrive only that way).
-const POLL_INTERVAL: Duration = Duration::from_millis(100);
-
-/// A comment frame is sent after this long without events, so proxies keep the stream open.
-const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// Runs listed per page when the caller gives no `limit`, and the most it may ask for.
 const DEFAULT_PAGE: usize = 50;
@@ -551,12 +542,7 @@ pub(crate) async fn request_events(
     });
     let stream = EventStream {
         narrator,
-        wake: state.telemetry.subscribe(&id),
-        state,
-        id,
-        last_seq: last_event_id.or(query.after).unwrap_or(0),
-        pending: VecDeque::new(),
-        done: false,
+        follower: crate::live::Follower::new(state, id, last_event_id.or(query.after).unwrap_or(0)),
     };
     Ok(sse_response(futures_util::stream::unfold(
         stream,
@@ -581,99 +567,35 @@ pub(crate) fn sse_response(
         .into_response()
 }
 
-/// The state of a live event stream. It reads the store, so it never holds up the run and
-/// buffers at most one page of events however slowly the client reads.
+/// A live event stream: the run's stored events as SSE frames, each followed by its
+/// narration when asked for.
 struct EventStream {
-    state: AppState,
-    /// Signalled when this process stores an event of the run.
-    wake: crate::live::Wake,
-    id: RequestId,
-    /// The newest `seq` sent (or skipped by the client).
-    last_seq: u64,
-    pending: VecDeque<Event>,
-    /// A terminal event was sent, or the run ended without one; nothing more comes.
-    done: bool,
+    follower: crate::live::Follower,
     /// Also sends each event's narration after it (`?narration=true`).
     narrator: Option<std::sync::Arc<keel::Narrator>>,
 }
 
 impl EventStream {
     async fn next(&mut self) -> Option<Bytes> {
-        let mut idle = Duration::ZERO;
-        loop {
-            if let Some(event) = self.pending.pop_front() {
-                self.last_seq = event.seq;
-                // An `interrupted` event is not the end when the run was resumed since; the
-                // run's status then says whether more comes.
-                if event.payload.is_final() {
-                    self.done = true;
-                    self.pending.clear();
+        let event = match self.follower.next().await? {
+            crate::live::Followed::Event(event) => event,
+            crate::live::Followed::Idle => return Some(Bytes::from_static(b": keepalive\n\n")),
+        };
+        let frame = sse_frame(&event);
+        Some(
+            match self.narrator.as_ref().and_then(|n| n.narration_of(&event)) {
+                // No `id:`, so `Last-Event-ID` keeps naming stored events only.
+                Some(narration) => {
+                    let data = serde_json::to_string(&narration).unwrap_or_else(|_| "{}".into());
+                    let mut both = frame.to_vec();
+                    both.extend_from_slice(
+                        format!("event: {}\ndata: {data}\n\n", narration.type_name()).as_bytes(),
+                    );
+                    Bytes::from(both)
                 }
-                let frame = sse_frame(&event);
-                return Some(
-                    match self.narrator.as_ref().and_then(|n| n.narration_of(&event)) {
-                        // No `id:`, so `Last-Event-ID` keeps naming stored events only.
-                        Some(narration) => {
-                            let data =
-                                serde_json::to_string(&narration).unwrap_or_else(|_| "{}".into());
-                            let mut both = frame.to_vec();
-                            both.extend_from_slice(
-                                format!("event: {}\ndata: {data}\n\n", narration.type_name())
-                                    .as_bytes(),
-                            );
-                            Bytes::from(both)
-                        }
-                        None => frame,
-                    },
-                );
-            }
-            if self.done {
-                return None;
-            }
-            let runtime = &self.state.runtime;
-            match runtime.runs().events(&self.id, self.last_seq).await {
-                Ok(events) if !events.is_empty() => {
-                    let last = self.last_seq;
-                    self.pending
-                        .extend(events.into_iter().filter(|e| e.seq > last));
-                }
-                Ok(_) => {
-                    // Nothing new: stop if the run ended for good without a final event read,
-                    // otherwise wait and look again. An `interrupted` run has not ended: it is
-                    // resumed (taken over by another replica, or `keel runs resume`) and its
-                    // stream goes on — unless this server is shutting down.
-                    match runtime.runs().get(&self.id).await {
-                        Ok(Some(run))
-                            if !run.status.is_terminal()
-                                || (run.status == RunStatus::Interrupted
-                                    && !runtime.is_shutting_down()) =>
-                        {
-                            if idle >= KEEPALIVE {
-                                return Some(Bytes::from_static(b": keepalive\n\n"));
-                            }
-                            let started = tokio::time::Instant::now();
-                            self.wake.wait(POLL_INTERVAL).await;
-                            idle += started.elapsed();
-                        }
-                        Ok(Some(_)) => {
-                            // Read once more: the terminal event may have landed meanwhile.
-                            let rest = runtime.runs().events(&self.id, self.last_seq).await;
-                            self.done = true;
-                            if let Ok(rest) = rest {
-                                let last = self.last_seq;
-                                self.pending
-                                    .extend(rest.into_iter().filter(|e| e.seq > last));
-                            }
-                        }
-                        Ok(None) | Err(_) => return None,
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "reading events for a live stream failed");
-                    return None;
-                }
-            }
-        }
+                None => frame,
+            },
+        )
     }
 }
 

@@ -3,6 +3,7 @@
 #![cfg(test)]
 
 mod adapters;
+mod agui_clients;
 mod anthropic_clients;
 mod approvals;
 mod cancel;

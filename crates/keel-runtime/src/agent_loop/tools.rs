@@ -16,6 +16,7 @@
 //! Also here: the calls an interrupted process left pending, and direct calls (tasks,
 //! `keel tools call`), which take the same path.
 
+use keel_types::governance::refusal_text;
 use std::time::Instant;
 
 use futures_util::StreamExt;
@@ -206,7 +207,7 @@ impl AgentRun {
                 .await?;
             if !decision.approved {
                 verdict.refuse(refusal_text(
-                    "denied by the human reviewer",
+                    keel_types::governance::DENIED_BY_HUMAN,
                     decision.reason.as_deref(),
                 ));
             }
@@ -643,15 +644,6 @@ impl AgentRun {
         }
         Ok(())
     }
-}
-
-/// The tool result a refused call gives the model.
-fn refusal_text(what: &str, reason: Option<&str>) -> String {
-    serde_json::json!({
-        "error": format!("tool call {what}"),
-        "reason": reason,
-    })
-    .to_string()
 }
 
 /// The tool result of a call not run because a hook stopped the run.

@@ -50,7 +50,7 @@ impl Refusal {
     /// What the model (or the caller) is told was done to the call: "tool call {what}".
     pub(crate) fn what(&self) -> String {
         match self {
-            Self::Policy { source } => format!("denied by policy ({source})"),
+            Self::Policy { source } => keel_types::governance::denied_by_policy(source),
             Self::HookFailed => "denied because a hook failed".to_owned(),
             Self::Blocked => "blocked by a hook".to_owned(),
             Self::HookDenied => "denied by a hook".to_owned(),

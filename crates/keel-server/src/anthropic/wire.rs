@@ -100,7 +100,7 @@ impl Dialect for MessageStream {
         ]
     }
 
-    fn text(&self, text: String) -> Bytes {
+    fn text(&self, _: u64, text: String) -> Bytes {
         event(&json!({"type": "content_block_delta", "index": 0,
                       "delta": {"type": "text_delta", "text": text}}))
     }

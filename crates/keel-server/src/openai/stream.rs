@@ -32,15 +32,16 @@ const MAX_PENDING_BYTES: usize = 1024 * 1024;
 
 /// A frame waiting for the client.
 enum Item {
-    /// Output text (consecutive deltas merge).
-    Text(String),
+    /// Output text of the message numbered by the key (consecutive deltas of one message
+    /// merge).
+    Text(u64, String),
     Frame(Bytes),
 }
 
 impl Item {
     fn len(&self) -> usize {
         match self {
-            Self::Text(text) => text.len(),
+            Self::Text(_, text) => text.len(),
             Self::Frame(frame) => frame.len(),
         }
     }
@@ -50,8 +51,9 @@ impl Item {
 pub(crate) trait Dialect: Send + Sync + 'static {
     /// The frames that open the stream.
     fn opening(&self) -> Vec<Bytes>;
-    /// A frame of answer text.
-    fn text(&self, text: String) -> Bytes;
+    /// A frame of answer text, of the message numbered `message` (dialects with one message
+    /// per stream ignore it).
+    fn text(&self, message: u64, text: String) -> Bytes;
     /// The frames that end the stream once the run ended: the finish (and usage), or the
     /// run's error.
     fn closing(&self, response: Result<RunResponse, RuntimeError>) -> Vec<Bytes>;
@@ -74,7 +76,7 @@ impl Dialect for ChatDialect {
         ]
     }
 
-    fn text(&self, text: String) -> Bytes {
+    fn text(&self, _: u64, text: String) -> Bytes {
         self.completion.chunk(json!({ "content": text }), None)
     }
 
@@ -105,6 +107,29 @@ struct Shared {
     ready: Notify,
 }
 
+/// The run side of a stream: what it pushes waits for the client in a bounded outbox, and
+/// it never waits for the client.
+pub(crate) struct Sink {
+    shared: Arc<Shared>,
+}
+
+impl Sink {
+    /// Output text of message `message` (merged with the queued text of the same message).
+    pub(crate) fn text(&self, message: u64, text: String) {
+        self.shared.push(Item::Text(message, text));
+    }
+
+    /// A frame as written.
+    pub(crate) fn frame(&self, frame: Bytes) {
+        self.shared.push(Item::Frame(frame));
+    }
+
+    /// The last frames: the stream ends after them (the run goes on if it has not ended).
+    pub(crate) fn close(&self, last: Vec<Bytes>) {
+        self.shared.close(last);
+    }
+}
+
 impl Shared {
     fn push(&self, item: Item) {
         let Ok(mut outbox) = self.outbox.lock() else {
@@ -115,7 +140,9 @@ impl Shared {
         }
         outbox.bytes += item.len();
         match (outbox.items.back_mut(), item) {
-            (Some(Item::Text(queued)), Item::Text(text)) => queued.push_str(&text),
+            (Some(Item::Text(key, queued)), Item::Text(message, text)) if *key == message => {
+                queued.push_str(&text);
+            }
             (_, item) => outbox.items.push_back(item),
         }
         if outbox.bytes > MAX_PENDING_BYTES {
@@ -146,7 +173,7 @@ impl Shared {
 async fn pump<D: Dialect>(
     mut handle: RunHandle,
     ticket: Ticket,
-    shared: Arc<Shared>,
+    sink: Sink,
     dialect: Arc<D>,
     options: StreamOptions,
 ) {
@@ -154,9 +181,9 @@ async fn pump<D: Dialect>(
         match &event.payload {
             EventPayload::Adapter {
                 event: AdapterEvent::OutputDelta { text, .. },
-            } if !text.is_empty() && !options.whole_answer => shared.push(Item::Text(text.clone())),
+            } if !text.is_empty() && !options.whole_answer => sink.text(0, text.clone()),
             payload if options.progress && is_progress(payload) => {
-                shared.push(Item::Frame(progress_frame(&event)));
+                sink.frame(progress_frame(&event));
             }
             _ => {}
         }
@@ -174,9 +201,9 @@ async fn pump<D: Dialect>(
             ..
         }) = &response
     {
-        shared.push(Item::Text(output.clone()));
+        sink.text(0, output.clone());
     }
-    shared.close(dialect.closing(response));
+    sink.close(dialect.closing(response));
 }
 
 /// How a facade stream is made.
@@ -296,7 +323,7 @@ impl<D: Dialect> Streaming<D> {
                 }
             };
             match item {
-                Some(Item::Text(text)) => return Some(self.dialect.text(text)),
+                Some(Item::Text(message, text)) => return Some(self.dialect.text(message, text)),
                 Some(Item::Frame(frame)) => return Some(frame),
                 None => self.shared.ready.notified().await,
             }
@@ -314,6 +341,29 @@ pub(crate) fn stream_response<D: Dialect>(
     options: StreamOptions,
 ) -> Response {
     let dialect = Arc::new(dialect);
+    if !options.progress {
+        // Only an opted-in stream shows narration: the run need not make it.
+        handle.skip_narration();
+    }
+    let (response, sink) = frames_response(
+        dialect.clone(),
+        handle.request_id().to_string(),
+        handle.cancel_token().drop_guard(),
+    );
+    tokio::spawn(pump(handle, ticket, sink, dialect, options));
+    response
+}
+
+/// A `text/event-stream` answer in `dialect`'s frames, opening with
+/// [`Dialect::opening`], and the [`Sink`] the run side pushes the rest into. `guard` cancels
+/// the run if the client goes away before the sink is closed and its frames were read; a
+/// client that falls too far behind is cut off with [`Dialect::cut_off`] naming `request_id`
+/// (the run goes on).
+pub(crate) fn frames_response<D: Dialect>(
+    dialect: Arc<D>,
+    request_id: String,
+    guard: DropGuard,
+) -> (Response, Sink) {
     let opening = dialect.opening();
     let shared = Arc::new(Shared {
         outbox: Mutex::new(Outbox {
@@ -323,23 +373,19 @@ pub(crate) fn stream_response<D: Dialect>(
         }),
         ready: Notify::new(),
     });
-    if !options.progress {
-        // Only an opted-in stream shows narration: the run need not make it.
-        handle.skip_narration();
-    }
     let streaming = Streaming {
         shared: shared.clone(),
-        dialect: dialect.clone(),
-        request_id: handle.request_id().to_string(),
-        guard: Some(handle.cancel_token().drop_guard()),
+        dialect,
+        request_id,
+        guard: Some(guard),
         finished: false,
     };
-    tokio::spawn(pump(handle, ticket, shared, dialect, options));
-    sse_response(futures_util::stream::unfold(
+    let response = sse_response(futures_util::stream::unfold(
         streaming,
         |mut streaming| async move {
             let frame = streaming.next().await?;
             Some((Ok::<_, Infallible>(frame), streaming))
         },
-    ))
+    ));
+    (response, Sink { shared })
 }
