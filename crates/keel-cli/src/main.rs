@@ -7,6 +7,7 @@
 //! workspace through [`workspace`] and follow the runs they start through [`follow`].
 //! [`logging`] sets up the log on stderr (`KEEL_LOG`, `KEEL_LOG_FORMAT`).
 
+mod acp;
 mod approvals;
 mod artifacts;
 mod chat;
@@ -131,6 +132,14 @@ enum Command {
         ws: WorkspaceArg,
         #[command(flatten)]
         args: mcp::McpArgs,
+    },
+    /// Serve an agent to a code editor over the Agent Client Protocol on stdio (Zed and
+    /// others): sessions, prompts with streamed updates, permission requests, cancel.
+    Acp {
+        #[command(flatten)]
+        ws: WorkspaceArg,
+        #[command(flatten)]
+        args: acp::AcpArgs,
     },
     /// Chat with an agent in a session, in the terminal.
     Chat(chat::ChatArgs),
@@ -310,6 +319,7 @@ async fn dispatch(command: Command) -> Result<ExitCode, CliError> {
         Command::Chat(args) => chat::chat(args).await,
         Command::Serve { ws, listen } => serve::serve(&ws.workspace, listen).await,
         Command::Mcp { ws, args } => mcp::mcp(&ws.workspace, args).await,
+        Command::Acp { ws, args } => acp::acp(&ws.workspace, args).await,
         Command::Runs { ws, command } => runs::runs(&ws.workspace, command).await,
         Command::Usage { ws, args } => usage::usage(&ws.workspace, args).await,
         Command::Doctor { ws, args } => doctor::doctor(&ws.workspace, args).await,
