@@ -27,6 +27,7 @@
 //! Every error answers an OpenAI-style JSON body (see [`ApiError`]). The crate's README
 //! describes the facade's headers, the limits and the metrics.
 
+mod a2a;
 mod agui;
 mod anthropic;
 mod approvals;

@@ -3,6 +3,7 @@
 #![cfg(test)]
 
 mod acp;
+mod a2a_clients;
 mod adapters;
 mod agui_clients;
 mod anthropic_clients;
