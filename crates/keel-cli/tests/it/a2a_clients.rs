@@ -143,6 +143,43 @@ async def main():
 asyncio.run(main())
 "#;
 
+const NODE_CLIENT: &str = r#"
+const { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } = require("@a2a-js/sdk/client");
+const { Role, TaskState } = require("@a2a-js/sdk");
+const [base, key] = process.argv.slice(-2);
+const out = (value) => console.log(JSON.stringify(value));
+const fetchImpl = (url, init = {}) => {
+  const headers = new Headers(init.headers);
+  headers.set("Authorization", `Bearer ${key}`);
+  return fetch(url, { ...init, headers });
+};
+const message = (text, contextId = "") => ({
+  messageId: `m-${text.length}-${contextId}`, contextId, taskId: "", role: Role.ROLE_USER,
+  parts: [{ content: { $case: "text", value: text } }], metadata: undefined, extensions: [], referenceTaskIds: [],
+});
+const ask = (text, contextId) => ({ tenant: "", message: message(text, contextId), configuration: undefined, metadata: undefined });
+(async () => {
+  const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+    transports: [new JsonRpcTransportFactory({ fetchImpl })],
+  }));
+  const client = await factory.createFromUrl(`${base}/a2a/assistant/`);
+  const task = await client.sendMessage(ask("What does the README say?"));
+  out({ kind: "id" in task && "status" in task ? "task" : "message", state: TaskState[task.status.state],
+        answer: task.artifacts[0].parts[0].content.value });
+  const kinds = [];
+  let state;
+  for await (const event of client.sendMessageStream(ask("And again?", task.contextId))) {
+    kinds.push(event.payload.$case);
+    if (event.payload.$case === "statusUpdate") state = TaskState[event.payload.value.status.state];
+  }
+  out({ kinds, state });
+  const got = await client.getTask({ tenant: "", id: task.id, historyLength: undefined });
+  out({ got: TaskState[got.status.state], context: got.contextId === task.contextId });
+  try { await client.cancelTask({ tenant: "", id: task.id, metadata: undefined }); out({ cancel: "cancelled" }); }
+  catch (error) { out({ cancel: error.constructor.name }); }
+})().catch((error) => { console.error(error); process.exit(1); });
+"#;
+
 fn lines(output: &std::process::Output) -> Vec<Value> {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -266,4 +303,38 @@ async fn the_official_python_client_sends_streams_gets_and_cancels_tasks_with_ke
 #[tokio::test(flavor = "multi_thread")]
 async fn the_official_python_client_sends_streams_gets_and_cancels_tasks_without_keys() {
     python_client_drives_keel(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_official_javascript_client_talks_to_keel() {
+    let clients = tokio::task::block_in_place(protocol_clients_js);
+    let mock = MockLlm::start().await;
+    let dir = workspace(&mock, true);
+    let server = serve(&dir);
+    let base = format!("http://{}", server.addr());
+    let output = tokio::task::block_in_place(|| {
+        Command::new("node")
+            .args(["-e", NODE_CLIENT, &base, KEY])
+            .current_dir(&clients)
+            .output()
+            .unwrap()
+    });
+    let lines = lines(&output);
+    assert_eq!(lines[0]["kind"], "task");
+    assert_eq!(lines[0]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(lines[0]["answer"], ANSWER);
+    assert_eq!(lines[1]["kinds"][0], "task");
+    assert!(
+        lines[1]["kinds"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("artifactUpdate"))
+    );
+    assert_eq!(lines[1]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(lines[2]["got"], "TASK_STATE_COMPLETED");
+    assert_eq!(lines[2]["context"], true);
+    assert_ne!(
+        lines[3]["cancel"], "cancelled",
+        "an ended task cannot be cancelled"
+    );
 }

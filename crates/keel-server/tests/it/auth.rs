@@ -172,8 +172,8 @@ async fn client_keys_get_403_on_operator_routes_and_operators_pass_everywhere() 
         assert!(!status.is_server_error(), "{method} {uri}: {status}");
     }
     // The facades, creating, listing and a request's record, events, trace, cancel and retry,
-    // usage.
-    assert_eq!(client_routes, 12);
+    // usage; AG-UI and A2A.
+    assert_eq!(client_routes, 14);
 }
 
 /// Starts a run with `wait: true` as `key`; its request id.
