@@ -279,6 +279,8 @@ impl Kernel {
             trace: None,
             // The agent's own model (an eval's override is not recorded with the run).
             model: None,
+            // The file tools use the disk (a caller's view of the files is not recorded).
+            files: None,
         };
         let origin = Origin {
             links: RunLinks {
@@ -423,6 +425,7 @@ impl Kernel {
             output_schema: options.output_schema,
             narrowing,
             depth,
+            files: options.files,
             ..Launch::new(record, agent, provider, start)
         }))
     }

@@ -94,6 +94,7 @@ fn main() {
         call_id: None,
         call_seq: None,
         traceparent: None,
+        files: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()

@@ -615,6 +615,7 @@ mod tests {
             call_id: None,
             call_seq: None,
             traceparent: None,
+            files: None,
         }
     }
 
@@ -764,6 +765,7 @@ mod tests {
             call_id: None,
             call_seq: None,
             traceparent: None,
+            files: None,
         };
         let err = gw.execute(&ctx, &g).await.unwrap_err();
         assert!(matches!(err, ToolError::InvalidArguments(_)));

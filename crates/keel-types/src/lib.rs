@@ -50,8 +50,8 @@ pub use ports::{
     ARTIFACT_URI_PREFIX, ApprovalStore, ArtifactRecord, ArtifactStore, Attachment, BoxStream,
     Embedder, EvalStore, EventObserver, MemoryStore, ModelError, ModelProvider, ModelStream,
     ProgressSink, RunFilter, RunLog, RunStore, SeenFiles, SessionStore, SkillCandidateStore,
-    StoreError, StoreHealth, TaskStore, Tool, ToolContext, ToolError, ToolOutput, ToolProgress,
-    artifact_id, artifact_id_problem, check_run_of,
+    StoreError, StoreHealth, TaskStore, TextFiles, Tool, ToolContext, ToolError, ToolOutput,
+    ToolProgress, artifact_id, artifact_id_problem, check_run_of,
 };
 pub use run::{
     ErrorCode, ErrorInfo, FinishReason, RunCursor, RunLinks, RunRecord, RunStatus, SessionMessage,

@@ -195,6 +195,26 @@ pub struct ToolContext {
     /// The W3C `traceparent` naming the call's span (`docs/observability.md`): HTTP tools
     /// send it as a header, command tools get it as `TRACEPARENT`, MCP calls in `_meta`.
     pub traceparent: Option<String>,
+    /// Where the file tools read and write text instead of the disk, when the request's
+    /// caller offers it ([`TextFiles`]: an editor's buffers); `None`: the disk.
+    pub files: Option<Arc<dyn TextFiles>>,
+}
+
+/// A caller's own view of the workspace's text files, which the file tools (`read_file`,
+/// `write_file`, `edit_file`) read and write through instead of the disk: an editor's open
+/// buffers, reached over the Agent Client Protocol's `fs/read_text_file` and
+/// `fs/write_text_file` (`keel acp`). The tools check every call as always — the path inside
+/// the workspace and not under `.keel/`, read before edit, the size limits — and hand this
+/// the checked absolute path; what they return to the model is the same either way. A method
+/// answers `None` for what it does not take (a client that reads but does not write), and the
+/// tool uses the disk for it.
+#[async_trait]
+pub trait TextFiles: Send + Sync + std::fmt::Debug {
+    /// The file's whole text, `None` to read it from disk.
+    async fn read(&self, path: &Path) -> Option<Result<String, ToolError>>;
+
+    /// Replaces the file's text, `None` to write it to disk.
+    async fn write(&self, path: &Path, content: &str) -> Option<Result<(), ToolError>>;
 }
 
 /// One progress report of a running tool call.

@@ -229,6 +229,7 @@ impl Standalone {
             call_id: None,
             call_seq: None,
             traceparent: None,
+            files: None,
         };
         Self {
             workspace,

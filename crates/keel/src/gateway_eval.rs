@@ -75,6 +75,7 @@ impl Runtime {
             call_id: None,
             call_seq: None,
             traceparent: None,
+            files: None,
         };
         let mut report = evaluate(&gateway, &ctx, &callers, extra_cases)
             .await

@@ -91,8 +91,8 @@ pub use keel_types::{
     ApprovalStore, ArtifactStore, Attachment, BoxStream, Claimed, Cluster, ClusterStatus, Embedder,
     EventObserver, Lease, MemoryStore, ModelError, ModelEvent, ModelProvider, ModelRequest,
     ModelStream, ProgressSink, RunLog, RunStore, SeenFiles, SessionStore, Signal, SignalSink,
-    SkillCandidateStore, StoreError, TaskStore, Tool, ToolContext, ToolError, ToolOutput,
-    ToolProgress,
+    SkillCandidateStore, StoreError, TaskStore, TextFiles, Tool, ToolContext, ToolError,
+    ToolOutput, ToolProgress,
 };
 
 /// Hooks written in Rust ([`RuntimeBuilder::hook`]): what they implement and exchange.

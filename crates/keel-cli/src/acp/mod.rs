@@ -16,10 +16,14 @@
 //! command names (`--agent`, default the workspace's default agent), governed as any run is:
 //! the gateway, policy and hooks decide, and what asks a person asks the editor's user.
 //!
+//! When the client offers its file system (`clientCapabilities.fs`), the run's file tools
+//! read and write through it ([`fs`]).
+//!
 //! Start with [`server`] (the connection and the session methods), then [`prompt`] (one turn)
 //! and [`updates`] (events as updates); [`rpc`] is JSON-RPC over stdio, [`wire`] the
 //! protocol's types.
 
+mod fs;
 mod prompt;
 mod rpc;
 mod server;

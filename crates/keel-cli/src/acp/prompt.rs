@@ -21,11 +21,12 @@ use keel::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::fs::ClientFiles;
 use super::rpc::{Peer, RpcError};
 use super::updates::{Translator, send, tool_call_id, tool_kind, tool_title};
 use super::wire::{
-    ContentBlock, PERMISSION_OPTIONS, PermissionOutcome, PermissionResponse, ToolCallStatus,
-    ToolCallUpdate,
+    ContentBlock, FsCapabilities, PERMISSION_OPTIONS, PermissionOutcome, PermissionResponse,
+    ToolCallStatus, ToolCallUpdate,
 };
 
 /// A prompt's turn, as the connection started it.
@@ -38,6 +39,8 @@ pub(super) struct Turn {
     pub cancel: CancellationToken,
     /// Who decides the turn's approvals, as recorded (`zed@acp`).
     pub decided_by: String,
+    /// The client's file system, when it offers one: the run's file tools use it.
+    pub fs: FsCapabilities,
 }
 
 /// The prompt's content as the run's input: text and links inline, in order; embedded
@@ -96,6 +99,7 @@ pub(super) async fn run(
         input: turn.input.clone(),
         agent: Some(agent.to_owned()),
         session_id: Some(turn.session.clone()),
+        files: ClientFiles::offered(peer, &turn.acp_session, turn.fs),
         ..Default::default()
     };
     let mut handle = runtime.request(options).await.map_err(start_error)?;

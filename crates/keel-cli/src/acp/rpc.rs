@@ -271,6 +271,23 @@ impl Peer {
         (id, rx)
     }
 
+    /// Sends a request and waits for its answer; a call dropped before the answer withdraws
+    /// its request ([`Self::withdraw`]).
+    pub(super) async fn call(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        /// Withdraws the request when the call ends, answered or not (a no-op once answered).
+        struct Withdraw<'a>(&'a Peer, u64);
+        impl Drop for Withdraw<'_> {
+            fn drop(&mut self) {
+                self.0.withdraw(self.1);
+            }
+        }
+        let (id, answer) = self.request(method, params);
+        let _withdraw = Withdraw(self, id);
+        answer
+            .await
+            .unwrap_or_else(|_| Err(RpcError::internal("the client left before answering")))
+    }
+
     /// Withdraws request `id` if it is still unanswered: the client is told
     /// (`$/cancel_request`) and its answer, should it come, is dropped.
     pub(super) fn withdraw(&self, id: u64) {

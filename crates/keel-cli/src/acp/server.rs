@@ -17,8 +17,8 @@ use super::prompt::{self, Turn};
 use super::rpc::{self, Incoming, Peer, RpcError};
 use super::updates;
 use super::wire::{
-    CancelParams, CancelRequestParams, InitializeParams, LoadSessionParams, NewSessionParams,
-    PROTOCOL_VERSION, PromptParams,
+    CancelParams, CancelRequestParams, FsCapabilities, InitializeParams, LoadSessionParams,
+    NewSessionParams, PROTOCOL_VERSION, PromptParams,
 };
 
 /// What the client said of itself in `initialize`.
@@ -26,6 +26,7 @@ use super::wire::{
 struct Client {
     /// Who decides approvals, as recorded (`zed@acp`).
     decided_by: String,
+    fs: FsCapabilities,
 }
 
 /// A session of this connection.
@@ -205,14 +206,9 @@ impl Server {
             .map(|info| info.name)
             .filter(|name| !name.trim().is_empty())
             .unwrap_or_else(|| "editor".to_owned());
-        let fs = params.client_capabilities.fs;
-        tracing::debug!(
-            read = fs.read_text_file,
-            write = fs.write_text_file,
-            "The client offers its file system; the workspace's file tools use the disk."
-        );
         self.state().client = Some(Client {
             decided_by: format!("{name}@acp"),
+            fs: params.client_capabilities.fs,
         });
         Ok(json!({
             "protocolVersion": PROTOCOL_VERSION,
@@ -311,6 +307,7 @@ impl Server {
             input,
             cancel,
             decided_by: client.decided_by,
+            fs: client.fs,
         })
     }
 

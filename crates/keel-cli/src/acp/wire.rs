@@ -126,6 +126,12 @@ pub(super) enum PermissionOutcome {
     Cancelled,
 }
 
+/// `fs/read_text_file`'s answer.
+#[derive(Debug, Deserialize)]
+pub(super) struct ReadTextFileResponse {
+    pub content: String,
+}
+
 /// One `session/update` payload.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "sessionUpdate", rename_all = "snake_case")]

@@ -384,6 +384,113 @@ async fn session_load_replays_the_stored_conversation() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn file_tools_read_and_write_through_the_editor_when_it_offers_its_file_system() {
+    let mock = MockLlm::start().await;
+    // Read notes.md, copy it to copy.md, edit notes.md, answer.
+    mock.respond_with(|request| {
+        let results: Vec<&Value> = request
+            .messages()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .collect();
+        let call = |name: &str, args: Value| {
+            MockResponse::tool_calls([MockToolCall::new(
+                format!("c{}", results.len() + 1),
+                name,
+                [args.to_string()],
+            )])
+        };
+        match results.len() {
+            0 => call("read_file", json!({"path": "notes.md"})),
+            1 => call(
+                "write_file",
+                json!({"path": "copy.md", "content": results[0]["content"]}),
+            ),
+            2 => call(
+                "edit_file",
+                json!({"path": "notes.md", "old_string": "editor", "new_string": "keel"}),
+            ),
+            _ => MockResponse::text(["Done."]),
+        }
+    });
+    let ws = WorkspaceBuilder::new()
+        .openai_model_at("mock", &mock.base_url())
+        .agent(
+            "a",
+            "{ model: mock, tools: [read_file, write_file, edit_file] }",
+        )
+        .file("notes.md", "from the disk\n")
+        .build();
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    let notes = root.join("notes.md").display().to_string();
+    let copy = root.join("copy.md").display().to_string();
+    // The editor's buffer of notes.md differs from the disk (unsaved changes).
+    let buffers = json!({ &notes: "from the editor buffer\n" }).to_string();
+    let report = tokio::task::block_in_place(|| {
+        editor(
+            &ws,
+            &["turns", "copy the notes"],
+            &[
+                ("ACP_FS", &buffers),
+                ("ACP_ANSWERS", "allow_once,allow_once"),
+            ],
+        )
+    });
+
+    assert_eq!(report["answers"][0]["stopReason"], "end_turn");
+    let seen = &report["seen"];
+    let reads: Vec<&str> = seen["reads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reads,
+        [notes.as_str(), notes.as_str()],
+        "read_file, then edit_file"
+    );
+    let writes: Vec<(&str, &str)> = seen["writes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["path"].as_str().unwrap(), w["content"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            (copy.as_str(), "from the editor buffer\n"),
+            (notes.as_str(), "from the keel buffer\n"),
+        ]
+    );
+    assert!(
+        seen["reads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["sessionId"] == report["sessionId"])
+    );
+    // The disk is untouched: the editor decides when to save.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.md")).unwrap(),
+        "from the disk\n"
+    );
+    assert!(!ws.join("copy.md").exists());
+    // The model got the editor's text, and each tool call completed.
+    let updates = updates(seen);
+    let completed = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
+        .count();
+    assert_eq!(completed, 3, "{updates:?}");
+    assert!(
+        mock.requests()[1].body["messages"]
+            .to_string()
+            .contains("from the editor buffer")
+    );
+}
+
 #[test]
 fn bad_input_is_answered_with_errors_naming_what_is_wrong_and_stdout_is_protocol_only() {
     let ws = WorkspaceBuilder::new()

@@ -3,8 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_types::{Message, ModelParams, ModelProvider, PermissionMode, RunRecord};
-use keel_workspace::AgentSpec;
+use keel_types::{
+    Message, ModelParams, ModelProvider, PermissionMode, RunRecord, SeenFiles, TextFiles,
+    ToolContext,
+};
+use keel_workspace::{AgentSpec, Workspace};
 
 use super::{DirectCall, Start};
 use crate::rebuild::Rebuilt;
@@ -44,6 +47,9 @@ pub(crate) struct Launch {
     pub narrowing: Vec<keel_workspace::PolicySpec>,
     /// How deep in a tree of runs this one is (the request's own run: 0).
     pub depth: u32,
+    /// Where the file tools read and write instead of the disk (the request's
+    /// `RequestOptions::files`).
+    pub files: Option<Arc<dyn TextFiles>>,
 }
 
 impl Launch {
@@ -72,6 +78,34 @@ impl Launch {
             output_schema: None,
             narrowing: Vec::new(),
             depth: 0,
+            files: None,
         }
+    }
+}
+
+/// What the tool calls of a run start from: the workspace, the run, the request's metadata
+/// and view of the files. `model_run`: a model makes the calls, so a file must be read before
+/// it is edited; an operator's direct call need not (docs/tool-gateway.md#read-before-edit).
+pub(crate) fn tool_context(
+    workspace: &Workspace,
+    record: &RunRecord,
+    model_run: bool,
+    metadata: std::collections::BTreeMap<String, String>,
+    files: Option<Arc<dyn TextFiles>>,
+) -> ToolContext {
+    ToolContext {
+        workspace_root: workspace.root.clone(),
+        request_id: record.request_id.clone(),
+        session_id: record.session_id.clone(),
+        agent: record.agent.clone(),
+        max_output_bytes: usize::try_from(workspace.runtime.limits.max_tool_output_bytes)
+            .unwrap_or(usize::MAX),
+        seen_files: model_run.then(SeenFiles::default),
+        progress: None,
+        metadata: Arc::new(metadata),
+        call_id: None,
+        call_seq: None,
+        traceparent: None,
+        files,
     }
 }

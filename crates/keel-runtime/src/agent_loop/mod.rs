@@ -22,7 +22,7 @@ use keel_tools::hooks::HookInput;
 use keel_types::{
     ArtifactStore, ErrorCode, ErrorInfo, EventPayload, FinishReason, HookEvent, Message,
     ModelParams, ModelProvider, ModelStopReason, PermissionMode, RequestId, RunRecord, RunStatus,
-    RunStore, SeenFiles, StoreError, TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
+    RunStore, StoreError, TaskRecord, TaskStatus, ToolCall, ToolContext, Usage,
 };
 use keel_workspace::{AgentSpec, Workspace};
 use tokio_util::sync::CancellationToken;
@@ -218,28 +218,14 @@ impl AgentRun {
             output_schema,
             narrowing,
             depth,
+            files,
         } = launch;
         let mut agent = agent;
         if let Some(schema) = &output_schema {
             agent.output = Some(keel_workspace::OutputSpec::new(schema.clone()));
         }
         let workspace = &services.workspace;
-        let tool_ctx = ToolContext {
-            workspace_root: workspace.root.clone(),
-            request_id: record.request_id.clone(),
-            session_id: record.session_id.clone(),
-            agent: record.agent.clone(),
-            max_output_bytes: usize::try_from(workspace.runtime.limits.max_tool_output_bytes)
-                .unwrap_or(usize::MAX),
-            // A model must read a file before it edits it; an operator's direct call need not
-            // (docs/tool-gateway.md#read-before-edit).
-            seen_files: direct.is_none().then(SeenFiles::default),
-            progress: None,
-            metadata: Arc::new(metadata),
-            call_id: None,
-            call_seq: None,
-            traceparent: None,
-        };
+        let tool_ctx = launch::tool_context(workspace, &record, direct.is_none(), metadata, files);
         let asked_before = matches!(start, Start::Resumed { .. });
         let stream = workspace
             .models

@@ -44,6 +44,10 @@ pub struct RequestOptions {
     /// The `Model` document this run uses instead of its agent's (an eval's `--model`); an
     /// agent run only. Resuming the run later uses the agent's own model.
     pub model: Option<String>,
+    /// The caller's own view of the workspace's text files, which this run's file tools read
+    /// and write through instead of the disk (an editor's buffers, `keel acp`); not recorded,
+    /// so a resumed, forked or replayed run, and a subagent's, uses the disk.
+    pub files: Option<std::sync::Arc<dyn keel_types::TextFiles>>,
 }
 
 /// A request's output schema must be a usable JSON Schema, for an agent that declares none.

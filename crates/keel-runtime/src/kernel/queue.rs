@@ -171,6 +171,8 @@ impl Kernel {
             override_session_owner: queued.override_session_owner,
             trace: run.trace.clone(),
             model: queued.model,
+            // A queued request is not its caller's any more: the file tools use the disk.
+            files: None,
         };
         let origin = Origin {
             links: run.links.clone(),

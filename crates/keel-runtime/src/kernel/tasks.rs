@@ -293,6 +293,7 @@ impl Tasks {
             call_id: None,
             call_seq: None,
             traceparent: None,
+            files: None,
         };
         let call = ToolCall {
             id: task.task_id.clone(),

@@ -5,12 +5,13 @@
 //! several times and needs more context. The new content is written like `write_file` writes
 //! (temporary file, flush, rename), so the file is never half-edited. Paths outside the
 //! workspace and inside `.keel/` are refused, and so is a file the run has not read (read
-//! before edit, see [`super`]).
+//! before edit, see [`super`]). When the request's caller offers its own view of the files
+//! (`ToolContext::files`, an editor's buffers), the text is read from and written back there.
 
 use std::path::Path;
 
 use async_trait::async_trait;
-use keel_types::{Issue, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use keel_types::{Issue, TextFiles, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -126,9 +127,16 @@ impl Tool for EditFile {
         let path = paths::resolve(&root, &requested, Access::Write)?;
         let shown = paths::display(&root, &path);
         ensure_seen(ctx, self.read_check, &path, &shown)?;
-        let replaced = {
-            let (path, shown) = (path.clone(), shown.clone());
-            run_blocking(move |_| edit.apply(&path, &shown)).await?
+        let replaced = match &ctx.files {
+            Some(files) => edit.through(files.as_ref(), &path, &shown).await?,
+            None => None,
+        };
+        let replaced = match replaced {
+            Some(replaced) => replaced,
+            None => {
+                let (path, shown) = (path.clone(), shown.clone());
+                run_blocking(move |_| edit.apply(&path, &shown)).await?
+            }
         };
         mark_seen(ctx, &path);
         Ok(ToolOutput::text(format!(
@@ -165,6 +173,49 @@ impl Edit {
             return Err(not_text());
         }
         let text = String::from_utf8(bytes).map_err(|_| not_text())?;
+        let (edited, count) = self.replace(&text, shown)?;
+        write_atomically(path, shown, edited.as_bytes(), false)?;
+        Ok(count)
+    }
+
+    /// [`Self::apply`] through the caller's view of the files: `None` when it takes neither
+    /// the read nor the write (the disk is used then); a file it reads but does not write is
+    /// written to disk.
+    async fn through(
+        &self,
+        files: &dyn TextFiles,
+        path: &Path,
+        shown: &str,
+    ) -> Result<Option<usize>, ToolError> {
+        let Some(text) = files.read(path).await else {
+            return Ok(None);
+        };
+        let text = text?;
+        if text.len() > MAX_WRITE_BYTES {
+            return Err(ToolError::Io(format!(
+                "`{shown}` is {} bytes, over the {MAX_WRITE_BYTES}-byte limit of edit_file",
+                text.len()
+            )));
+        }
+        if looks_binary(text.as_bytes()) {
+            return Err(ToolError::Io(format!(
+                "`{shown}` is a binary file and cannot be edited"
+            )));
+        }
+        let (edited, count) = self.replace(&text, shown)?;
+        match files.write(path, &edited).await {
+            Some(written) => written?,
+            None => {
+                let (path, shown) = (path.to_path_buf(), shown.to_owned());
+                run_blocking(move |_| write_atomically(&path, &shown, edited.as_bytes(), false))
+                    .await?;
+            }
+        }
+        Ok(Some(count))
+    }
+
+    /// `text` with the replacement made, and how many occurrences were replaced.
+    fn replace(&self, text: &str, shown: &str) -> Result<(String, usize), ToolError> {
         let count = text.matches(self.old.as_str()).count();
         match count {
             0 => {
@@ -189,7 +240,6 @@ impl Edit {
                 edited.len()
             )));
         }
-        write_atomically(path, shown, edited.as_bytes(), false)?;
-        Ok(count)
+        Ok((edited, count))
     }
 }

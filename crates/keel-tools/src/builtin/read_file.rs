@@ -3,9 +3,11 @@
 //! The file is streamed line by line, so a window near the start of a huge file is cheap and
 //! no line is held in memory beyond the cap. A file of at most 32 KiB is read on the calling
 //! task (microseconds from the page cache, less than a trip through the blocking pool); a
-//! larger one on the blocking pool. Binary files (a NUL byte, or bytes that are not
-//! UTF-8) are refused with a clear error rather than shown as noise. A file read (even a
-//! window of it) counts as seen by the run, so `write_file` and `edit_file` may change it.
+//! larger one on the blocking pool. Binary files (a NUL byte, or bytes that are not UTF-8) are
+//! refused with a clear error rather than shown as noise. A file read (even a window of it)
+//! counts as seen by the run, so `write_file` and `edit_file` may change it. When the
+//! request's caller offers its own view of the files (`ToolContext::files`, an editor's
+//! buffers), the text comes from there, windowed the same way.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
@@ -92,6 +94,15 @@ impl Tool for ReadFile {
             limit,
             budget: content_budget(ctx.max_output_bytes),
         };
+        // The caller's view of the file (an editor's buffer), windowed the same way.
+        if let Some(files) = &ctx.files
+            && let Some(text) = files.read(&path).await
+        {
+            let text = text?;
+            let text = read_window(io::Cursor::new(text.as_bytes()), &requested, window)?;
+            mark_seen(ctx, &path);
+            return Ok(ToolOutput::text(text));
+        }
         let metadata = path.metadata().map_err(|e| io_error(&requested, &e))?;
         if metadata.is_dir() {
             return Err(ToolError::Io(format!(
@@ -101,10 +112,10 @@ impl Tool for ReadFile {
         // A small regular file is read here, like the path checks above: handing it to the
         // blocking pool would cost more than reading it (two thread wake-ups).
         let text = if metadata.is_file() && metadata.len() <= INLINE_READ {
-            read_window(&path, &requested, window)?
+            read_file_window(&path, &requested, window)?
         } else {
             let read = path.clone();
-            run_blocking(move |_| read_window(&read, &requested, window)).await?
+            run_blocking(move |_| read_file_window(&read, &requested, window)).await?
         };
         mark_seen(ctx, &path);
         Ok(ToolOutput::text(text))
@@ -133,9 +144,17 @@ enum Stop {
 }
 
 /// Reads `window` of the file at `path` (not a directory: the caller checked).
-fn read_window(path: &Path, requested: &str, window: Window) -> Result<String, ToolError> {
+fn read_file_window(path: &Path, requested: &str, window: Window) -> Result<String, ToolError> {
     let file = File::open(path).map_err(|e| io_error(requested, &e))?;
-    let mut reader = BufReader::new(file);
+    read_window(BufReader::new(file), requested, window)
+}
+
+/// Reads `window` of the text `reader` gives (the file `requested`).
+fn read_window<R: BufRead>(
+    mut reader: R,
+    requested: &str,
+    window: Window,
+) -> Result<String, ToolError> {
     let head = reader.fill_buf().map_err(|e| io_error(requested, &e))?;
     if looks_binary(head) {
         return Err(binary(requested));

@@ -4,7 +4,9 @@
 //! renamed over the target, so readers see either the old file or the new one, never half of
 //! it. A replaced file keeps its permissions. Paths outside the workspace and inside `.keel/`
 //! are refused by [`crate::paths`]. An existing file the run has not seen is refused (read
-//! before edit, see [`super`]); a file the run writes counts as seen from then on.
+//! before edit, see [`super`]); a file the run writes counts as seen from then on. When the
+//! request's caller offers its own view of the files (`ToolContext::files`, an editor's
+//! buffers), the content goes there instead of the disk.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -106,11 +108,21 @@ impl Tool for WriteFile {
         let shown = paths::display(&root, &path);
         ensure_seen(ctx, self.read_check, &path, &shown)?;
         let bytes = content.len();
-        let target = path.clone();
-        run_blocking(move |_| {
-            write_atomically(&target, &requested, content.as_bytes(), create_dirs)
-        })
-        .await?;
+        // The caller's view of the file (an editor's buffer), else the disk.
+        let written = match &ctx.files {
+            Some(files) => files.write(&path, &content).await,
+            None => None,
+        };
+        match written {
+            Some(written) => written?,
+            None => {
+                let target = path.clone();
+                run_blocking(move |_| {
+                    write_atomically(&target, &requested, content.as_bytes(), create_dirs)
+                })
+                .await?;
+            }
+        }
         mark_seen(ctx, &path);
         Ok(ToolOutput::text(format!("wrote {bytes} bytes to {shown}")))
     }

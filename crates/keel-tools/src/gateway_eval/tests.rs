@@ -137,6 +137,7 @@ fn ctx() -> ToolContext {
         call_id: None,
         call_seq: None,
         traceparent: None,
+        files: None,
     }
 }
 

@@ -51,6 +51,7 @@ pub fn ctx_with_cap(root: &Path, max_output_bytes: usize) -> ToolContext {
         call_id: None,
         call_seq: None,
         traceparent: None,
+        files: None,
     }
 }
 
