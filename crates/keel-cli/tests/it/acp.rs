@@ -278,16 +278,16 @@ async fn permission_questions_decide_approvals_allow_deny_and_allow_for_the_sess
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn cancel_ends_the_run_cancelled_and_the_session_goes_on() {
-    let mock = MockLlm::start().await;
+/// Agent `a` on the mock with `slow`, a tool that waits a minute: "be slow" calls it, any
+/// other prompt is answered "Still here.".
+fn slow_workspace(mock: &MockLlm) -> TempWorkspace {
     mock.respond_with(|request| match request.last_content_of("user") {
         Some("be slow") if request.last_role() == Some("user") => {
             MockResponse::tool_calls([MockToolCall::new("c1", "slow", ["{}"])])
         }
         _ => MockResponse::text(["Still here."]),
     });
-    let ws = WorkspaceBuilder::new()
+    WorkspaceBuilder::new()
         .openai_model_at("mock", &mock.base_url())
         .tool(
             "slow",
@@ -298,7 +298,13 @@ async fn cancel_ends_the_run_cancelled_and_the_session_goes_on() {
             "#,
         )
         .agent("a", "{ model: mock, tools: [slow] }")
-        .build();
+        .build()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_ends_the_run_cancelled_and_the_session_goes_on() {
+    let mock = MockLlm::start().await;
+    let ws = slow_workspace(&mock);
     let report = tokio::task::block_in_place(|| editor(&ws, &["cancel"], &[]));
 
     let answers = report["answers"].as_array().unwrap();
@@ -489,6 +495,48 @@ async fn file_tools_read_and_write_through_the_editor_when_it_offers_its_file_sy
             .to_string()
             .contains("from the editor buffer")
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_editor_leaving_mid_prompt_cancels_the_run_and_keel_exits() {
+    let mock = MockLlm::start().await;
+    let ws = slow_workspace(&mock);
+    let mut child = keel_in(&ws)
+        .command(["acp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut send = |message: Value| {
+        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+    };
+    let mut next = || {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    };
+    tokio::task::block_in_place(|| {
+        send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": 1}}));
+        assert_eq!(next()["id"], 1);
+        send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                    "params": {"cwd": ws.path(), "mcpServers": []}}));
+        let session = next()["result"]["sessionId"].clone();
+        send(
+            json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                    "params": {"sessionId": session, "prompt": [{"type": "text", "text": "be slow"}]}}),
+        );
+        // The tool is running: the editor goes away.
+        while next()["params"]["update"]["status"] != "in_progress" {}
+    });
+    drop(stdin);
+    let exit = tokio::task::block_in_place(|| child.wait().unwrap());
+
+    assert_eq!(exit.code(), Some(0));
+    assert_eq!(keel_in(&ws).newest_run()["status"], "cancelled");
 }
 
 #[test]
