@@ -17,12 +17,14 @@
 //! the gateway, policy and hooks decide, and what asks a person asks the editor's user.
 //!
 //! When the client offers its file system (`clientCapabilities.fs`), the run's file tools
-//! read and write through it ([`fs`]).
+//! read and write through it ([`fs`]). Approvals that subagents' runs ask for are asked of the
+//! editor too ([`children`]).
 //!
 //! Start with [`server`] (the connection and the session methods), then [`prompt`] (one turn)
 //! and [`updates`] (events as updates); [`rpc`] is JSON-RPC over stdio, [`wire`] the
 //! protocol's types.
 
+mod children;
 mod fs;
 mod prompt;
 mod rpc;
@@ -51,7 +53,10 @@ pub(crate) struct AcpArgs {
 /// Serves the editor on stdio until it closes stdin, or Ctrl-C or SIGTERM; prompts in
 /// progress are then cancelled, and this returns once their runs have recorded their end.
 pub(crate) async fn acp(root: &Path, args: AcpArgs) -> Result<(), CliError> {
-    let (runtime, _) = workspace::start(root, &OutputArgs::default()).await?;
+    let children = Arc::new(children::ChildApprovals::default());
+    let observer: Arc<dyn keel::EventObserver> = children.clone();
+    let (runtime, _) =
+        workspace::start_with(root, &OutputArgs::default(), |b| b.observer(observer)).await?;
     let agent = match agent(&runtime.workspace(), args.agent) {
         Ok(agent) => agent,
         Err(error) => {
@@ -71,7 +76,7 @@ pub(crate) async fn acp(root: &Path, args: AcpArgs) -> Result<(), CliError> {
         stopping.cancel();
     });
     let peer = Arc::new(rpc::Peer::stdout());
-    let server = Arc::new(server::Server::new(runtime.clone(), agent, peer));
+    let server = Arc::new(server::Server::new(runtime.clone(), agent, peer, children));
     server.serve(stop).await;
     watcher.abort();
     let grace = runtime.workspace().runtime.server.shutdown_grace;

@@ -21,6 +21,7 @@ use keel::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::children::ChildApprovals;
 use super::fs::ClientFiles;
 use super::rpc::{Peer, RpcError};
 use super::updates::{Translator, send, tool_call_id, tool_kind, tool_title};
@@ -93,6 +94,7 @@ pub(super) async fn run(
     runtime: &Runtime,
     agent: &str,
     peer: &Arc<Peer>,
+    children: &Arc<ChildApprovals>,
     turn: Turn,
 ) -> Result<Value, RpcError> {
     let options = RequestOptions {
@@ -104,6 +106,7 @@ pub(super) async fn run(
     };
     let mut handle = runtime.request(options).await.map_err(start_error)?;
     handle.skip_narration();
+    let mut child_approvals = children.watch(handle.request_id());
     let cancel_run = handle.cancel_token();
     let root = runtime.workspace().root.clone();
     let mut translator = Translator::new(&root);
@@ -118,6 +121,13 @@ pub(super) async fn run(
     loop {
         let next = tokio::select! {
             event = handle.next_event() => event,
+            Some(event) = child_approvals.events.recv() => {
+                for update in translator.child(&event) {
+                    send(peer, &turn.acp_session, &update);
+                }
+                asks.follow(&event);
+                continue;
+            }
             () = turn.cancel.cancelled(), if !cancelled => {
                 cancelled = true;
                 cancel_run.cancel();
@@ -130,11 +140,7 @@ pub(super) async fn run(
         for update in translator.event(&event) {
             send(peer, &turn.acp_session, &update);
         }
-        match &event.payload {
-            EventPayload::ApprovalRequested { approval } => asks.ask(approval),
-            EventPayload::ApprovalResolved { approval_id, .. } => asks.settled(approval_id),
-            _ => {}
-        }
+        asks.follow(&event);
     }
     for update in translator.end() {
         send(peer, &turn.acp_session, &update);
@@ -193,6 +199,15 @@ struct Asks {
 }
 
 impl Asks {
+    /// Asks about an approval the run requested; withdraws the question of one settled.
+    fn follow(&mut self, event: &keel::Event) {
+        match &event.payload {
+            EventPayload::ApprovalRequested { approval } => self.ask(approval),
+            EventPayload::ApprovalResolved { approval_id, .. } => self.settled(approval_id),
+            _ => {}
+        }
+    }
+
     /// Asks the client about `approval`; its answer decides it.
     fn ask(&mut self, approval: &ApprovalRecord) {
         let call = approval.call_id.as_deref().unwrap_or(&approval.approval_id);

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::children::ChildApprovals;
 use super::prompt::{self, Turn};
 use super::rpc::{self, Incoming, Peer, RpcError};
 use super::updates;
@@ -50,15 +51,23 @@ pub(super) struct Server {
     /// The agent every prompt runs.
     agent: String,
     peer: Arc<Peer>,
+    /// Where turns learn of their child runs' approvals (observing `runtime`).
+    children: Arc<ChildApprovals>,
     state: Mutex<State>,
 }
 
 impl Server {
-    pub(super) fn new(runtime: Runtime, agent: String, peer: Arc<Peer>) -> Self {
+    pub(super) fn new(
+        runtime: Runtime,
+        agent: String,
+        peer: Arc<Peer>,
+        children: Arc<ChildApprovals>,
+    ) -> Self {
         Self {
             runtime,
             agent,
             peer,
+            children,
             state: Mutex::default(),
         }
     }
@@ -125,9 +134,14 @@ impl Server {
                         let server = self.clone();
                         turns.spawn(async move {
                             let session = turn.acp_session.clone();
-                            let outcome =
-                                prompt::run(&server.runtime, &server.agent, &server.peer, turn)
-                                    .await;
+                            let outcome = prompt::run(
+                                &server.runtime,
+                                &server.agent,
+                                &server.peer,
+                                &server.children,
+                                turn,
+                            )
+                            .await;
                             server.turn_ended(&session);
                             server.peer.respond(id, outcome);
                         });

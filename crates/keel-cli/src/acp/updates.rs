@@ -212,6 +212,33 @@ impl<'a> Translator<'a> {
         }
     }
 
+    /// The updates of an approval event of one of the run's child runs (a subagent's): the
+    /// call it asks about is announced, naming the subagent; once approved it is the
+    /// subagent's to run (its progress is not followed), so it ends `completed`.
+    pub(super) fn child(&mut self, event: &Event) -> Vec<SessionUpdate> {
+        match &event.payload {
+            EventPayload::ApprovalRequested { approval } => {
+                let call = approval.call_id.as_deref().unwrap_or(&approval.approval_id);
+                let id = tool_call_id(&approval.request_id, call);
+                let mut updates = self.announce(id, &approval.tool, &approval.arguments);
+                if let Some(SessionUpdate::ToolCall(announced)) = updates.first_mut() {
+                    announced.title = format!("{} (subagent {})", announced.title, approval.agent);
+                }
+                self.event(event);
+                updates
+            }
+            EventPayload::ApprovalResolved {
+                approval_id,
+                status: ApprovalStatus::Approved,
+                ..
+            } => match self.approvals.get(approval_id).cloned() {
+                Some(id) => self.finish(&id, true, "approved: the subagent runs it".to_owned()),
+                None => Vec::new(),
+            },
+            _ => self.event(event),
+        }
+    }
+
     /// The updates of the run's end: calls that never ran are closed.
     pub(super) fn end(&mut self) -> Vec<SessionUpdate> {
         self.close_unfinished()

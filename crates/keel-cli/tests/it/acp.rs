@@ -278,6 +278,75 @@ async fn permission_questions_decide_approvals_allow_deny_and_allow_for_the_sess
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subagents_approval_is_asked_of_the_editor_too() {
+    let mock = MockLlm::start().await;
+    mock.respond_with(|request| {
+        let messages = request.messages();
+        let system = messages[0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let result = request.last_content_of("tool").map(str::to_owned);
+        match (system.contains("You are lead."), result) {
+            (true, None) => MockResponse::tool_calls([MockToolCall::new(
+                "t1",
+                "task",
+                [json!({"agent": "ops", "prompt": "deploy web"}).to_string()],
+            )]),
+            (true, Some(result)) => MockResponse::text([format!("Lead: {}", result.trim())]),
+            (false, None) => MockResponse::tool_calls([MockToolCall::new(
+                "d1",
+                "deploy",
+                [r#"{"service":"web"}"#],
+            )]),
+            (false, Some(result)) => MockResponse::text([format!("ops: {}", result.trim())]),
+        }
+    });
+    let ws = WorkspaceBuilder::new()
+        .openai_model_at("mock", &mock.base_url())
+        .runtime("{ defaultAgent: lead }")
+        .tool(
+            "deploy",
+            r#"
+            description: Deploys a service.
+            schema: { type: object, properties: { service: { type: string } }, required: [service] }
+            impl: { kind: command, command: ["sh", "-c", "cat >> deployed.txt; echo deployed"] }
+            "#,
+        )
+        .agent(
+            "lead",
+            "{ model: mock, instructions: You are lead., subagents: [ops] }",
+        )
+        .agent(
+            "ops",
+            "{ model: mock, instructions: You are ops., tools: [deploy] }",
+        )
+        .build();
+    let report = tokio::task::block_in_place(|| {
+        editor(&ws, &["turns", "ship it"], &[("ACP_ANSWERS", "allow_once")])
+    });
+
+    assert_eq!(report["answers"][0]["stopReason"], "end_turn");
+    let asked = report["seen"]["permissions"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["toolCall"]["rawInput"], json!({"service": "web"}));
+    assert_eq!(
+        std::fs::read_to_string(ws.join("deployed.txt"))
+            .unwrap()
+            .trim(),
+        r#"{"service":"web"}"#
+    );
+    // The subagent's call shows in the session, announced before the question, then done.
+    let updates = updates(&report["seen"]);
+    let id = asked[0]["toolCall"]["toolCallId"].as_str().unwrap();
+    let of_call: Vec<&Value> = updates.iter().filter(|u| u["toolCallId"] == id).collect();
+    assert_eq!(of_call[0]["sessionUpdate"], "tool_call");
+    assert_eq!(of_call[0]["title"], "deploy (subagent ops)");
+    assert_eq!(of_call.last().unwrap()["status"], "completed");
+    assert!(agent_text(&updates).starts_with("Lead: "), "{updates:?}");
+}
+
 /// Agent `a` on the mock with `slow`, a tool that waits a minute: "be slow" calls it, any
 /// other prompt is answered "Still here.".
 fn slow_workspace(mock: &MockLlm) -> TempWorkspace {
