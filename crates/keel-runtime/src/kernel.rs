@@ -256,7 +256,7 @@ impl Kernel {
             .iter()
             .any(|e| matches!(e.payload, EventPayload::DirectStarted { .. }))
         {
-            return Err(RuntimeError::InvalidInput(format!(
+            return Err(RuntimeError::Conflict(format!(
                 "run `{id}` is a direct tool call; call the tool again instead"
             )));
         }
@@ -447,7 +447,7 @@ impl Kernel {
         let store = &self.inner.store;
         let before = kernel.existing_run(id).await?;
         if before.status != RunStatus::Interrupted {
-            return Err(RuntimeError::InvalidInput(format!(
+            return Err(RuntimeError::Conflict(format!(
                 "run `{id}` is {}, only interrupted runs can be resumed",
                 before.status.as_str()
             )));

@@ -38,6 +38,7 @@ mod conn;
 mod console;
 mod error;
 mod evals;
+mod follow;
 mod health;
 mod inventory;
 mod live;

@@ -542,7 +542,11 @@ pub(crate) async fn request_events(
     });
     let stream = EventStream {
         narrator,
-        follower: crate::live::Follower::new(state, id, last_event_id.or(query.after).unwrap_or(0)),
+        follower: crate::follow::Follower::new(
+            state,
+            id,
+            last_event_id.or(query.after).unwrap_or(0),
+        ),
     };
     Ok(sse_response(futures_util::stream::unfold(
         stream,
@@ -570,7 +574,7 @@ pub(crate) fn sse_response(
 /// A live event stream: the run's stored events as SSE frames, each followed by its
 /// narration when asked for.
 struct EventStream {
-    follower: crate::live::Follower,
+    follower: crate::follow::Follower,
     /// Also sends each event's narration after it (`?narration=true`).
     narrator: Option<std::sync::Arc<keel::Narrator>>,
 }
@@ -578,8 +582,8 @@ struct EventStream {
 impl EventStream {
     async fn next(&mut self) -> Option<Bytes> {
         let event = match self.follower.next().await? {
-            crate::live::Followed::Event(event) => event,
-            crate::live::Followed::Idle => return Some(Bytes::from_static(b": keepalive\n\n")),
+            crate::follow::Followed::Event(event) => event,
+            crate::follow::Followed::Idle => return Some(Bytes::from_static(b": keepalive\n\n")),
         };
         let frame = sse_frame(&event);
         Some(

@@ -88,6 +88,25 @@ impl HookEvent {
     }
 }
 
+/// The tool result a call refused by governance gives the model (and every surface that shows
+/// the call's result): `{"error": "tool call {what}", "reason"}`, e.g. `what` = `denied by the
+/// human reviewer`.
+pub fn refusal_text(what: &str, reason: Option<&str>) -> String {
+    serde_json::json!({
+        "error": format!("tool call {what}"),
+        "reason": reason,
+    })
+    .to_string()
+}
+
+/// What a refused call was refused by, as [`refusal_text`] words it: a human's denial.
+pub const DENIED_BY_HUMAN: &str = "denied by the human reviewer";
+
+/// [`refusal_text`]'s words for a call a policy rule denied (`source` names the rule).
+pub fn denied_by_policy(source: &str) -> String {
+    format!("denied by policy ({source})")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,23 +169,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// The tool result a call refused by governance gives the model (and every surface that shows
-/// the call's result): `{"error": "tool call {what}", "reason"}`, e.g. `what` = `denied by the
-/// human reviewer`.
-pub fn refusal_text(what: &str, reason: Option<&str>) -> String {
-    serde_json::json!({
-        "error": format!("tool call {what}"),
-        "reason": reason,
-    })
-    .to_string()
-}
-
-/// What a refused call was refused by, as [`refusal_text`] words it: a human's denial.
-pub const DENIED_BY_HUMAN: &str = "denied by the human reviewer";
-
-/// [`refusal_text`]'s words for a call a policy rule denied (`source` names the rule).
-pub fn denied_by_policy(source: &str) -> String {
-    format!("denied by policy ({source})")
 }

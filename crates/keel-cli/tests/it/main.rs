@@ -2,8 +2,8 @@
 // Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
 #![cfg(test)]
 
-mod acp;
 mod a2a_clients;
+mod acp;
 mod adapters;
 mod agui_clients;
 mod anthropic_clients;

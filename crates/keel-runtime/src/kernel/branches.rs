@@ -31,7 +31,7 @@ impl Kernel {
             .filter(|e| e.payload.is_terminal())
             .map(|e| e.seq);
         if at_seq == 0 || at_seq > last || terminal.is_some_and(|t| at_seq >= t) {
-            return Err(RuntimeError::InvalidInput(format!(
+            return Err(RuntimeError::Conflict(format!(
                 "--at must name an event of run `{id}` before its end (1..{})",
                 terminal.unwrap_or(last + 1).saturating_sub(1).max(1)
             )));

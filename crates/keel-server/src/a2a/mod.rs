@@ -134,7 +134,9 @@ pub(crate) fn request_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sch
             "id": {"type": ["string", "integer", "null"]},
             "method": {"enum": [
                 "SendMessage", "SendStreamingMessage", "GetTask", "CancelTask",
-                "SubscribeToTask", "ListTasks"
+                "SubscribeToTask", "ListTasks", "CreateTaskPushNotificationConfig",
+                "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
+                "DeleteTaskPushNotificationConfig", "GetExtendedAgentCard"
             ]},
             "params": {"type": "object"},
         },

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::task::{TaskStream, stored_artifact, task_of};
-use crate::live::{Followed, Follower};
+use crate::follow::{Followed, Follower};
 use crate::openai::stream::{Dialect, frames_response};
 use crate::requests::{finish_in_background, start_run};
 use crate::state::{AppState, Principal};
@@ -65,14 +65,27 @@ pub(crate) async fn rpc(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    // A request that is not a JSON-RPC request of a method A2A has (a broken envelope) is an
+    // HTTP 400 in Keel's error shape; a method's own errors are JSON-RPC errors, with 200.
     let reply = |id: &Value, outcome: Result<Value, RpcError>| -> Response {
-        Json(match outcome {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err(RpcError(code, message)) => {
-                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        match outcome {
+            Err(RpcError(code @ (PARSE_ERROR | INVALID_REQUEST | METHOD_NOT_FOUND), message)) => {
+                crate::ApiError::BadRequest {
+                    message: format!(
+                        "not an A2A JSON-RPC request (JSON-RPC error {code}): {message}"
+                    ),
+                    param: None,
+                }
+                .into_response()
             }
-        })
-        .into_response()
+            Ok(result) => {
+                Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+            }
+            Err(RpcError(code, message)) => Json(
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+            )
+            .into_response(),
+        }
     };
     let request: Value = match body.ok().map(|b| serde_json::from_slice::<Value>(&b)) {
         Some(Ok(request)) => request,
@@ -124,12 +137,20 @@ pub(crate) async fn rpc(
         );
     };
     let params = match request.get("params") {
-        None | Some(Value::Null) => json!({}),
+        None => json!({}),
         Some(params @ Value::Object(_)) => params.clone(),
-        Some(_) => return reply(&id, Err(invalid("`params` must be an object"))),
+        Some(_) => {
+            return reply(
+                &id,
+                Err(RpcError(
+                    INVALID_REQUEST,
+                    "`params` must be an object".into(),
+                )),
+            );
+        }
     };
     if !state.runtime.workspace().agents.contains_key(&agent) {
-        return reply(&id, Err(invalid(format!("no agent `{agent}`"))));
+        return crate::ApiError::ResourceNotFound(format!("no agent `{agent}`")).into_response();
     }
     let call = Call {
         state,

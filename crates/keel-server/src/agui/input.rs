@@ -37,6 +37,7 @@ pub(crate) struct RunAgentInput {
     /// Client-side tools: not offered (Keel agents use their workspace's tools); must be
     /// empty.
     #[serde(default)]
+    #[schemars(length(max = 0))]
     pub tools: Vec<Value>,
     /// Context for the agent: each entry goes before the input as `description: value`.
     #[serde(default)]
@@ -93,10 +94,9 @@ pub(crate) struct ResumeEntry {
     pub interrupt_id: String,
     /// `resolved` (decided as `payload` says) or `cancelled` (denied).
     pub status: ResumeStatus,
-    /// `{approved: bool, scope?: once|session, reason?}`; a `resolved` answer without one
-    /// approves once.
+    /// The decision; a `resolved` answer without one approves once.
     #[serde(default)]
-    pub payload: Option<Value>,
+    pub payload: Option<ResumePayload>,
     /// The client's own bookkeeping; not read.
     #[serde(default)]
     #[allow(
@@ -104,6 +104,20 @@ pub(crate) struct ResumeEntry {
         reason = "accepted so clients may send it; Keel has no use for it"
     )]
     pub metadata: Option<Value>,
+}
+
+/// The answer to an approval interrupt (its `responseSchema`).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResumePayload {
+    /// Approve (true, the default) or deny (false) the call.
+    #[serde(default)]
+    pub approved: Option<bool>,
+    /// `session`: calls of the same tool for the rest of the session are approved too.
+    #[serde(default)]
+    pub scope: Option<ApprovalScope>,
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
@@ -114,47 +128,15 @@ pub(crate) enum ResumeStatus {
 }
 
 impl ResumeEntry {
-    /// The decision this entry gives; `index` names it in errors.
-    pub(super) fn answer(&self, index: usize) -> Result<Answer, ApiError> {
-        let bad = |message: String| ApiError::BadRequest {
-            message: format!("resume[{index}].payload: {message}"),
-            param: Some("resume"),
-        };
-        let payload = match &self.payload {
-            None | Some(Value::Null) => &Value::Object(serde_json::Map::new()),
-            Some(payload @ Value::Object(_)) => payload,
-            Some(_) => return Err(bad("must be an object `{approved, scope?, reason?}`".into())),
-        };
-        if let Some(key) = payload.as_object().and_then(|fields| {
-            fields
-                .keys()
-                .find(|k| !["approved", "scope", "reason"].contains(&k.as_str()))
-        }) {
-            return Err(bad(format!(
-                "unknown field `{key}` (approved, scope, reason)"
-            )));
+    /// The decision this entry gives.
+    pub(super) fn answer(&self) -> Answer {
+        let payload = self.payload.as_ref();
+        Answer {
+            approve: matches!(self.status, ResumeStatus::Resolved)
+                && payload.and_then(|p| p.approved).unwrap_or(true),
+            scope: payload.and_then(|p| p.scope).unwrap_or_default(),
+            reason: payload.and_then(|p| p.reason.clone()),
         }
-        let approved = match payload.get("approved") {
-            None => true,
-            Some(Value::Bool(approved)) => *approved,
-            Some(_) => return Err(bad("`approved` must be true or false".into())),
-        };
-        let scope = match payload.get("scope").and_then(Value::as_str) {
-            None if payload.get("scope").is_none_or(Value::is_null) => ApprovalScope::Once,
-            Some("once") => ApprovalScope::Once,
-            Some("session") => ApprovalScope::Session,
-            _ => return Err(bad("`scope` must be `once` or `session`".into())),
-        };
-        let reason = match payload.get("reason") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(reason)) => Some(reason.clone()),
-            Some(_) => return Err(bad("`reason` must be text".into())),
-        };
-        Ok(Answer {
-            approve: matches!(self.status, ResumeStatus::Resolved) && approved,
-            scope,
-            reason,
-        })
     }
 }
 
@@ -168,8 +150,8 @@ pub(crate) struct Asked {
 }
 
 impl RunAgentInput {
-    /// The run this input asks for; `workflow` says whether `{name}` is a workflow.
-    pub(super) fn into_request(self, workflow: bool) -> Result<Asked, ApiError> {
+    /// Refuses client-side tools: Keel cannot honour them.
+    pub(super) fn check_tools(&self) -> Result<(), ApiError> {
         if let Some(tool) = self.tools.first() {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or("?");
             return Err(bad(
@@ -180,6 +162,11 @@ impl RunAgentInput {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The run this input asks for; `workflow` says whether `{name}` is a workflow.
+    pub(super) fn into_request(self, workflow: bool) -> Result<Asked, ApiError> {
         let state_empty = match &self.state {
             Value::Null => true,
             Value::Object(fields) => fields.is_empty(),

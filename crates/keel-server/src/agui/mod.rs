@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ApiError;
 use crate::body::{internal, parse_body};
-use crate::live::{Followed, Follower};
+use crate::follow::{Followed, Follower};
 use crate::openai::stream::{Dialect, Sink, frames_response};
 use crate::requests::{start_run, visible_run};
 use crate::state::{AppState, Principal, Ticket};
@@ -69,7 +69,18 @@ pub(crate) async fn run(
     if !input.resume.is_empty() {
         return resume(state, principal, &name, input).await;
     }
-    let asked = input.into_request(target.workflow)?;
+    input.check_tools()?;
+    let thread_id = input.thread_id.clone();
+    let run_id = input.run_id.clone();
+    let asked = match input.into_request(target.workflow) {
+        Ok(asked) => asked,
+        // A conversation Keel cannot run is the run's error, in the stream, as AG-UI reports
+        // errors (the request itself was well-formed).
+        Err(ApiError::BadRequest { message, .. }) => {
+            return Ok(refused_run(&thread_id, &run_id, &message));
+        }
+        Err(other) => return Err(other),
+    };
     let whole_answer = target.workflow
         || state
             .runtime
@@ -185,7 +196,7 @@ async fn resume(
             )));
         }
         run_of = Some(approval.request_id.clone());
-        let answer = entry.answer(index)?;
+        let answer = entry.answer();
         decided.push((approval, answer));
     }
     let Some(request_id) = run_of else {
@@ -310,6 +321,23 @@ async fn follow(
             None => "it is no longer in the store".into(),
         }))),
     );
+}
+
+/// An AG-UI run that ends at once with `RUN_ERROR` saying why.
+fn refused_run(thread_id: &str, run_id: &str, message: &str) -> Response {
+    let frames = [
+        events::frame(&events::agui_event(
+            "RUN_STARTED",
+            json!({"threadId": thread_id, "runId": run_id}),
+        )),
+        events::frame(&events::agui_event(
+            "RUN_ERROR",
+            json!({"message": message, "code": "invalid_input"}),
+        )),
+    ];
+    crate::requests::sse_response(futures_util::stream::iter(
+        frames.map(Ok::<_, std::convert::Infallible>),
+    ))
 }
 
 fn bad_resume(message: String) -> ApiError {
