@@ -17,6 +17,7 @@
 // never panics.
 #![allow(clippy::panic)]
 
+pub mod a2a_server;
 mod cli;
 pub mod fixtures;
 mod mock_anthropic;

@@ -312,6 +312,15 @@ pub fn a2a_python() -> PathBuf {
     python_venv("a2a", A2A_PYTHON)
 }
 
+/// The remote A2A agent for tests, `fixtures/a2a_echo_server.py` (its docstring gives its
+/// flags, what it answers and the line it prints); run it with [`a2a_python`], or through
+/// [`crate::a2a_server::A2aEchoServer`].
+pub fn a2a_echo_server_script() -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/a2a_echo_server.py");
+    assert!(path.exists(), "{} is missing", path.display());
+    path
+}
+
 /// The official JavaScript SDKs of the protocols Keel speaks besides OpenAI's, Anthropic's and
 /// MCP, pinned: A2A's client, the Agent Client Protocol's (ESM only: run its scripts as
 /// `.mjs`) and AG-UI's client.

@@ -1,8 +1,10 @@
 //! Sanity tests of the test support itself: the mock LLM server, the benchmark binary, the
-//! temporary workspace, the OTLP receiver and the real counterparts the suite installs.
+//! temporary workspace, the OTLP receiver, the remote A2A echo agent and the real counterparts
+//! the suite installs.
 // Marks the whole binary as test code, so clippy.toml's allow-*-in-tests cover its helpers too.
 #![cfg(test)]
 
+mod a2a_echo_server;
 mod mock_anthropic;
 mod mock_binary;
 mod mock_server;
