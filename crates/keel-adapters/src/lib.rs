@@ -16,6 +16,7 @@
 //!    answer, crashed — with the tail of its stderr — or outran its `timeout`), and stops the
 //!    whole process group, also when the run is cancelled.
 
+mod a2a;
 mod chat;
 mod endpoints;
 mod process;
@@ -25,6 +26,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use keel_runtime::adapter::{Adapter, AdapterAnswer, AdapterFailure, AdapterRun};
+
+pub use a2a::A2aClient;
 
 /// The version of the process adapter protocol this crate speaks (stdin's `protocol`,
 /// `KEEL_PROTOCOL`).

@@ -207,4 +207,92 @@ impl RunCalls {
 pub struct Adapters {
     /// `backend: {kind: process}`.
     pub process: Option<Arc<dyn Adapter>>,
+    /// `backend: {kind: a2a}` (`RemoteAgent` documents).
+    pub remote: Option<Arc<dyn RemoteAgents>>,
+}
+
+/// One run of a remote agent, as the runtime asks for it: a new task with the run's input,
+/// or (a resumed run) the task its log names, re-attached to.
+#[derive(Debug, Clone)]
+pub struct RemoteTask {
+    pub request_id: RequestId,
+    pub agent: String,
+    pub backend: keel_workspace::RemoteBackend,
+    pub input: String,
+    /// The remote task to re-attach to instead of sending the input again.
+    pub attach: Option<String>,
+    /// Set when the runtime shuts down: the run is interrupted, to be resumed, so the remote
+    /// task is left running (the resumed run re-attaches to it) rather than cancelled.
+    pub interrupted: CancellationToken,
+}
+
+/// What a remote agent reports while its task runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RemoteUpdate {
+    /// The remote task's id and context (first, before anything else).
+    Task { id: String, context_id: String },
+    /// The task's state changed (`TASK_STATE_WORKING`, …), with its status message's text.
+    Status {
+        state: String,
+        message: Option<String>,
+    },
+    /// More text of the answer artifact.
+    Text(String),
+}
+
+/// How a remote task ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RemoteEnd {
+    /// Completed: its answer (the artifacts' text, else the status message's) and the first
+    /// data part, if any.
+    Completed {
+        output: String,
+        value: Option<Value>,
+    },
+    /// Failed or rejected, with why.
+    Failed(String),
+    /// Cancelled on the remote side.
+    Cancelled(String),
+    /// It asks for input or authentication Keel cannot give.
+    InputRequired(String),
+}
+
+/// An A2A client: runs a remote agent's task to its end, reporting on `updates`. Dropping
+/// the future cancels the remote task (the client sends `CancelTask`), unless the run was
+/// interrupted (`RemoteTask::interrupted`).
+#[async_trait]
+pub trait RemoteAgents: Send + Sync {
+    async fn run(
+        &self,
+        task: RemoteTask,
+        updates: mpsc::Sender<RemoteUpdate>,
+    ) -> Result<RemoteEnd, String>;
+}
+
+/// The model of an agent that has none (a remote agent: its task answers, not a model): any
+/// round asked of it fails saying so. Named by the remote agent's URL.
+pub(crate) struct NoModel(pub String);
+
+#[async_trait]
+impl keel_types::ModelProvider for NoModel {
+    fn provider_name(&self) -> &str {
+        "a2a"
+    }
+
+    fn model_name(&self) -> &str {
+        &self.0
+    }
+
+    async fn stream(
+        &self,
+        _: keel_types::ModelRequest,
+    ) -> Result<keel_types::ModelStream, keel_types::ModelError> {
+        Err(keel_types::ModelError::BadRequest {
+            status: 400,
+            message: format!(
+                "the remote agent at {} has no model of Keel's to ask",
+                self.0
+            ),
+        })
+    }
 }

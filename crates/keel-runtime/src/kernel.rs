@@ -555,6 +555,9 @@ impl Kernel {
             model: agent.model.clone(),
             message,
         };
+        if let Some(remote) = agent.backend.remote() {
+            return Ok(Arc::new(crate::adapter::NoModel(remote.url)));
+        }
         match self.current().models.get(&agent.model) {
             Some(Ok(provider)) => Ok(provider.clone()),
             Some(Err(message)) => Err(unavailable(message.clone())),

@@ -113,6 +113,9 @@ pub enum ErrorCode {
     /// A process-backed agent's program failed: it could not start, broke the protocol,
     /// crashed, or exited without an answer (`docs/adapters.md`).
     ProgramFailed,
+    /// A remote agent (`RemoteAgent`, over A2A) failed its task, could not be reached, broke
+    /// the protocol, or asked for input Keel cannot give.
+    RemoteAgentFailed,
     Store,
     Internal,
 }

@@ -59,7 +59,7 @@ pub(crate) fn check_all(docs: &Documents, provided: &BTreeSet<String>, out: &mut
             Kind::Memory => checker.memory(),
             Kind::Workflow => checker.workflow(),
             // Checked with their cases files (`eval.rs`).
-            Kind::Eval => {}
+            Kind::Eval | Kind::RemoteAgent => {}
         }
     }
 }
@@ -108,10 +108,10 @@ impl<'a> Checker<'a> {
         let Some((agent, node)) = self.string("defaultAgent") else {
             return;
         };
-        if self.docs.contains(Kind::Agent, agent) {
+        if self.docs.has_agent(agent) {
             return;
         }
-        let hint = missing_hint(agent, self.docs.names(Kind::Agent), "Agent", "agents");
+        let hint = missing_hint(agent, self.docs.agent_names(), "Agent", "agents");
         self.push(
             &node.loc,
             format!("`defaultAgent` names agent `{agent}`, which is not defined"),
@@ -391,10 +391,10 @@ impl<'a> Checker<'a> {
     fn policy(&mut self) {
         let policy = self.doc.name.clone();
         for (agent, node) in strings(self.spec.get("agents")) {
-            if self.docs.contains(Kind::Agent, agent) {
+            if self.docs.has_agent(agent) {
                 continue;
             }
-            let hint = missing_hint(agent, self.docs.names(Kind::Agent), "Agent", "agents");
+            let hint = missing_hint(agent, self.docs.agent_names(), "Agent", "agents");
             self.push(
                 &node.loc,
                 format!("policy `{policy}` applies to agent `{agent}`, which is not defined"),
@@ -704,7 +704,7 @@ pub(crate) fn check_runnable(
     empty: &[std::path::PathBuf],
     out: &mut Vec<Diagnostic>,
 ) {
-    if docs.names(Kind::Agent).next().is_some() || docs.names(Kind::Workflow).next().is_some() {
+    if docs.agent_names().next().is_some() || docs.names(Kind::Workflow).next().is_some() {
         return;
     }
     let mut message =

@@ -30,10 +30,11 @@ pub(crate) enum Kind {
     Memory,
     Workflow,
     Eval,
+    RemoteAgent,
 }
 
 impl Kind {
-    pub(crate) const ALL: [Kind; 10] = [
+    pub(crate) const ALL: [Kind; 11] = [
         Kind::Runtime,
         Kind::Model,
         Kind::Tool,
@@ -44,6 +45,7 @@ impl Kind {
         Kind::Memory,
         Kind::Workflow,
         Kind::Eval,
+        Kind::RemoteAgent,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -58,6 +60,7 @@ impl Kind {
             Kind::Memory => "Memory",
             Kind::Workflow => "Workflow",
             Kind::Eval => "Eval",
+            Kind::RemoteAgent => "RemoteAgent",
         }
     }
 
@@ -367,6 +370,19 @@ impl Documents {
     pub(crate) fn get(&self, kind: Kind, name: &str) -> Option<&Document> {
         let &i = self.index.get(&(kind, name.to_owned()))?;
         self.list.get(i)
+    }
+
+    /// Whether an agent named `name` is declared: an `Agent` or a `RemoteAgent`.
+    pub(crate) fn has_agent(&self, name: &str) -> bool {
+        self.contains(Kind::Agent, name) || self.contains(Kind::RemoteAgent, name)
+    }
+
+    /// Names of the agents: `Agent` and `RemoteAgent` documents.
+    pub(crate) fn agent_names(&self) -> impl Iterator<Item = &str> {
+        self.list
+            .iter()
+            .filter(|d| matches!(d.kind, Kind::Agent | Kind::RemoteAgent))
+            .map(|d| d.name.as_str())
     }
 
     /// Names of the documents of `kind`.

@@ -49,8 +49,9 @@ pub use spec::{
     CostLimit, EdgeSpec, FacadeClamp, FacadeParam, FacadeSpec, FilesystemMode, GateKind, GateSpec,
     InputSpec, NamespacesMode, NetworkMode, NodeKind, NodeOutput, NodeRetry, NodeSpec,
     ObservabilitySpec, OnBudget, OnDeny, OnDivergence, OtlpProtocol, OtlpSpec, OutputSpec,
-    PhaseSpec, Price, PricingSpec, ProcessBackend, SandboxFallback, SandboxLimits, SandboxSpec,
-    ThinkingSpec, TokenizerSpec, WorkflowOutput, WorkflowSpec,
+    PhaseSpec, Price, PricingSpec, ProcessBackend, RemoteAgentSpec, RemoteBackend, RemoteProtocol,
+    SandboxFallback, SandboxLimits, SandboxSpec, ThinkingSpec, TokenizerSpec, WorkflowOutput,
+    WorkflowSpec,
 };
 pub use suggest::closest;
 pub use workflow::{WorkflowGraph, approval_output_schema, describe_condition, mermaid, schema_at};

@@ -352,6 +352,16 @@ fn compile(doc: &Document, diagnostics: &mut Vec<Diagnostic>) -> Option<Typed> {
         Kind::Memory => deserialize(doc, json, diagnostics).map(Typed::Memory),
         Kind::Workflow => deserialize(doc, json, diagnostics).map(|s| Typed::Workflow(Box::new(s))),
         Kind::Eval => deserialize(doc, json, diagnostics).map(|s| Typed::Eval(Box::new(s))),
+        Kind::RemoteAgent => {
+            let remote: crate::RemoteAgentSpec = deserialize(doc, json, diagnostics)?;
+            match remote.to_agent() {
+                Ok(agent) => Some(Typed::Agent(Box::new(agent))),
+                Err(error) => {
+                    diagnostics.push(doc.loc.error(format!("{}: {error}", doc.label()), None));
+                    None
+                }
+            }
+        }
     }
 }
 

@@ -21,6 +21,7 @@ mod skill_settings;
 mod store;
 mod workflow;
 pub use backend::{BackendSpec, OnDivergence, ProcessBackend};
+pub use backend::{RemoteAgentSpec, RemoteBackend, RemoteProtocol};
 pub use context::{CompactStep, ContextSpec};
 pub use facade::{Bounds, FacadeClamp, FacadeParam, FacadeSpec};
 pub use memory::{EmbeddingsSpec, ExtractionSpec, MemorySpec, RecallSpec, WritePolicy};

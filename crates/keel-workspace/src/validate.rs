@@ -49,6 +49,7 @@ fn schema_of(kind: Kind) -> Value {
         Kind::Memory => schemars::schema_for!(crate::MemorySpec).to_value(),
         Kind::Workflow => schemars::schema_for!(crate::WorkflowSpec).to_value(),
         Kind::Eval => schemars::schema_for!(crate::EvalSpec).to_value(),
+        Kind::RemoteAgent => schemars::schema_for!(crate::RemoteAgentSpec).to_value(),
     };
     if let Some(duration) = schema.pointer_mut("/$defs/Duration") {
         *duration = json!({ "type": "string", "format": DURATION_FORMAT });

@@ -328,6 +328,11 @@ impl RuntimeBuilder {
             keep: Some(Arc::new(assembled.mcp.clone())),
             adapters: keel_runtime::adapter::Adapters {
                 process: Some(Arc::new(keel_adapters::ProcessAdapter::default())),
+                // Without an HTTP client (which cannot be built only on a broken TLS set-up)
+                // remote agents' runs fail saying so; nothing else needs it.
+                remote: keel_adapters::A2aClient::new()
+                    .map(|client| Arc::new(client) as Arc<dyn keel_runtime::adapter::RemoteAgents>)
+                    .ok(),
             },
         });
         Ok(Runtime {

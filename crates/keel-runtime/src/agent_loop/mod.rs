@@ -44,6 +44,7 @@ use crate::skills::SkillCache;
 mod backend;
 mod budgets;
 mod context;
+mod remote;
 pub(crate) use embedded::embedded_call;
 use end::End;
 pub(crate) use launch::Launch;
@@ -398,6 +399,9 @@ impl AgentRun {
         }
         if let Some(backend) = self.agent.backend.process() {
             return Box::pin(self.drive_program(backend)).await;
+        }
+        if let Some(backend) = self.agent.backend.remote() {
+            return Box::pin(self.drive_remote(backend)).await;
         }
         if let Err(error) = Box::pin(self.run_pending()).await {
             return End::store(error);

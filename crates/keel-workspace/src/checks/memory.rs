@@ -22,10 +22,10 @@ impl Checker<'_> {
         }
         for field in ["readers", "writers"] {
             for (entry, node) in strings(self.spec.get(field)) {
-                let agents = || self.docs.names(Kind::Agent);
+                let agents = || self.docs.agent_names();
                 let found = match has_glob_chars(entry) {
                     true => agents().any(|a| glob_matches(entry, a)),
-                    false => self.docs.contains(Kind::Agent, entry),
+                    false => self.docs.has_agent(entry),
                 };
                 if !found {
                     let hint = missing_hint(entry, agents(), "Agent", "agents");

@@ -57,8 +57,8 @@ impl Checker<'_> {
         }
         let subagents = strings(self.spec.get("subagents"));
         for (name, node) in &subagents {
-            if !self.docs.contains(Kind::Agent, name) {
-                let hint = missing_hint(name, self.docs.names(Kind::Agent), "Agent", "agents");
+            if !self.docs.has_agent(name) {
+                let hint = missing_hint(name, self.docs.agent_names(), "Agent", "agents");
                 let loc = node.loc.clone();
                 self.push(
                     &loc,
@@ -313,9 +313,9 @@ impl Checker<'_> {
             self.push(&loc, format!("`{kind}` node `{id}` needs `{field}`"), None);
         }
         if let Some((agent, n)) = node.get("agent").and_then(|n| Some((n.as_str()?, n)))
-            && !self.docs.contains(Kind::Agent, agent)
+            && !self.docs.has_agent(agent)
         {
-            let hint = missing_hint(agent, self.docs.names(Kind::Agent), "Agent", "agents");
+            let hint = missing_hint(agent, self.docs.agent_names(), "Agent", "agents");
             self.push(
                 &n.loc,
                 format!("node `{id}` runs agent `{agent}`, which is not defined"),
@@ -569,7 +569,7 @@ impl Checker<'_> {
             return;
         };
         let Some(doc) = self.docs.get(Kind::Agent, agent) else {
-            let hint = missing_hint(agent, self.docs.names(Kind::Agent), "Agent", "agents");
+            let hint = missing_hint(agent, self.docs.agent_names(), "Agent", "agents");
             self.push(
                 &n.loc,
                 format!("the gate's agent `{agent}` is not defined"),

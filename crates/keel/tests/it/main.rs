@@ -28,6 +28,7 @@ mod rate_limits;
 mod redaction;
 mod reference_run;
 mod reload;
+mod remote_agents;
 mod replay;
 mod resume;
 mod sdk;
