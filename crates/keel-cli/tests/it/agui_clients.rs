@@ -48,6 +48,16 @@ fn workspace(mock: &MockLlm) -> TempWorkspace {
             "#,
         )
         .file("README.md", "hello from the workspace\n")
+        .yaml(
+            r#"
+apiVersion: keel/v1
+kind: Workflow
+metadata: { name: relay }
+spec:
+  nodes:
+    - { id: ask, kind: agent, agent: assistant, input: "{{ input }}" }
+"#,
+        )
         .build()
 }
 
@@ -99,6 +109,16 @@ const plain = (messages) => messages.map((m) => ({
     });
     out({ approved, asked, resumed, messages: plain(guarded.messages) });
   }
+
+  // A workflow: its nodes as steps, its state as snapshots, its result as the answer.
+  const flow = agent("relay", "thread-workflow");
+  flow.addMessage({ id: "u1", role: "user", content: "What does the README say?" });
+  const snapshots = [];
+  const ran = await flow.runAgent({ runId: "flow-1" }, {
+    onStateSnapshotEvent({ event }) { snapshots.push(event.snapshot); },
+  });
+  out({ snapshots, state: flow.state, result: ran.result,
+        last: flow.messages[flow.messages.length - 1].content });
 
   // What Keel refuses comes back as the client's HTTP error.
   const refused = async (name, parameters) => {
@@ -259,13 +279,29 @@ async fn the_official_agui_client_renders_a_run_and_answers_an_approval_interrup
         }
     }
 
+    // A workflow: the first snapshot has it running, the last has every node's state and
+    // the result, which is also the answer's text.
+    let flow = &lines[4];
+    let snapshots = flow["snapshots"].as_array().unwrap();
+    assert_eq!(snapshots[0]["workflow"], "relay", "{flow}");
+    assert_eq!(snapshots[0]["status"], "running");
+    assert!(
+        snapshots.iter().any(|s| s["nodes"]["ask"] == "running"),
+        "{flow}"
+    );
+    let last = snapshots.last().unwrap();
+    assert_eq!(last["status"], "completed");
+    assert_eq!(last["nodes"]["ask"], "completed");
+    assert_eq!(flow["state"], *last, "the client keeps the last snapshot");
+    assert_eq!(flow["last"], "The tool said: hello from the workspace");
+
     // Refused: client-side tools, an unknown agent, a wrong key.
-    assert_eq!(lines[4]["status"], 400);
-    let message = lines[4]["message"].as_str().unwrap();
+    assert_eq!(lines[5]["status"], 400);
+    let message = lines[5]["message"].as_str().unwrap();
     assert!(
         message.contains("client-side tools are not offered"),
         "{message}"
     );
-    assert_eq!(lines[5]["status"], 404);
-    assert_eq!(lines[6]["status"], 401);
+    assert_eq!(lines[6]["status"], 404);
+    assert_eq!(lines[7]["status"], 401);
 }
