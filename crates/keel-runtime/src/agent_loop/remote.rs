@@ -1,4 +1,5 @@
-//! The run's side of a remote agent (`RemoteAgent`, `backend: {kind: a2a}`): the A2A client
+//! The run's side of a remote agent (`RemoteAgent`, `backend: {kind: a2a}`): the call is
+//! governed first (policy, hooks, a human, as a tool call with side effects), then the A2A client
 //! (`Adapters::remote`) runs one task of the remote agent; this records what it reports as
 //! the run's events — the task's id first (`agent.progress`, kind `event`, so a resumed run
 //! re-attaches to it instead of asking again), each state change (kind `progress`), the
@@ -52,6 +53,28 @@ impl AgentRun {
             _ => None,
         };
         let url = backend.url.clone();
+        // Calling it is governed like a call of a tool with side effects named after it:
+        // policy (`tool: <remote agent>`; `plan` mode refuses it), `PreToolUse` hooks, a
+        // human. A resumed run's task was governed when it started.
+        if attach.is_none() {
+            let call_id = format!("{}-a2a", self.record.request_id);
+            let arguments = json!({"input": self.record.input, "url": url});
+            let mut verdict =
+                keel_tools::gateway::Guarded::delegation(&call_id, &self.record.agent, arguments);
+            if let Err(error) = self.govern(&mut verdict).await {
+                return End::store(error);
+            }
+            if !verdict.is_allowed() {
+                return End::failed(
+                    ErrorCode::ToolBlocked,
+                    format!(
+                        "the call to the remote agent was refused: {}",
+                        verdict.refusal().unwrap_or("by governance")
+                    ),
+                    FinishReason::ToolDenied,
+                );
+            }
+        }
         let task = RemoteTask {
             request_id: self.record.request_id.clone(),
             agent: self.record.agent.clone(),

@@ -123,7 +123,7 @@ impl AgentRun {
     /// [`Governance::rule`](crate::governance::Governance::rule) rules; this records what
     /// was decided and asks the human. Refuses the verdict when any of them says no; a hook's
     /// stop also ends the run.
-    async fn govern(&mut self, verdict: &mut Guarded) -> Result<(), StoreError> {
+    pub(super) async fn govern(&mut self, verdict: &mut Guarded) -> Result<(), StoreError> {
         if let Some(reason) = &self.stop {
             verdict.refuse(stopped(reason));
             return Ok(());

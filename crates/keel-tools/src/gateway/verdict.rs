@@ -55,6 +55,22 @@ impl Guarded {
         }
     }
 
+    /// The verdict on a delegation to a remote agent (`RemoteAgent`): no tool runs and no
+    /// schema applies (the remote agent takes text), so only governance — policy, hooks, a
+    /// human — decides it, as it decides a tool call with side effects.
+    pub fn delegation(call_id: &str, agent: &str, arguments: Value) -> Self {
+        Self {
+            call_id: call_id.to_owned(),
+            requested: agent.to_owned(),
+            tool: agent.to_owned(),
+            decision: GuardDecision::Accepted,
+            arguments: Some(arguments),
+            issues: Vec::new(),
+            repairs: Vec::new(),
+            refusal: None,
+        }
+    }
+
     /// The id of the call.
     pub fn call_id(&self) -> &str {
         &self.call_id

@@ -20,6 +20,17 @@ fn workspace(
     server: &A2aEchoServer,
     prompt: &'static str,
 ) -> keel_test_support::TempWorkspace {
+    workspace_deciding(mock, server, prompt, "allow")
+}
+
+/// [`workspace`] with policy deciding calls of the remote agent as `decision` (by default a
+/// call with side effects is asked of a human; these tests trust the remote agent).
+fn workspace_deciding(
+    mock: &MockLlm,
+    server: &A2aEchoServer,
+    prompt: &'static str,
+    decision: &str,
+) -> keel_test_support::TempWorkspace {
     mock.respond_with(move |request| match request.last_role() {
         Some("tool") => MockResponse::text([
             "The remote said: ",
@@ -58,6 +69,10 @@ spec:
   nodes:
     - { id: ask, kind: agent, agent: remote, input: "echo {{ input }}" }
 "#,
+        )
+        .policy(
+            "remote-calls",
+            &format!("rules: [{{ tool: remote, decision: {decision} }}]"),
         )
         .file(".env", format!("REMOTE_KEY={KEY}\n"))
         .build()
@@ -293,18 +308,102 @@ async fn a_resumed_run_reattaches_to_its_remote_task() {
     assert_eq!(record.status, RunStatus::Interrupted);
     drop(handle);
     drop(first);
-    assert!(server.calls_of("CancelTask").is_empty(), "an interruption does not cancel");
+    assert!(
+        server.calls_of("CancelTask").is_empty(),
+        "an interruption does not cancel"
+    );
 
     let second = runtime(&ws);
     let resumed = second.resume(&id).await.unwrap();
     wait_for(|| async { !server.calls_of("SubscribeToTask").is_empty() }).await;
     let events = second.runs().events(&id, 0).await.unwrap();
     let task = remote_task(&events).unwrap();
-    assert_eq!(server.calls_of("SendStreamingMessage").len(), 1, "no second task");
+    assert_eq!(
+        server.calls_of("SendStreamingMessage").len(),
+        1,
+        "no second task"
+    );
     assert_eq!(server.calls_of("SubscribeToTask")[0]["id"], task);
     resumed.cancel();
     let response = resumed.wait().await.unwrap();
     assert_eq!(response.status, RunStatus::Cancelled, "{response:?}");
     wait_for(|| async { !server.calls_of("CancelTask").is_empty() }).await;
     assert_eq!(server.calls_of("CancelTask")[0]["id"], task);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calling_a_remote_agent_is_governed_like_a_call_with_side_effects() {
+    let server = tokio::task::block_in_place(|| A2aEchoServer::start(&[]));
+    let mock = MockLlm::start().await;
+    let ws = workspace_deciding(&mock, &server, "unused", "ask");
+    let runtime = runtime(&ws);
+    for approve in [true, false] {
+        let handle = runtime
+            .request(RequestOptions {
+                input: "echo governed".into(),
+                agent: Some("remote".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let id = handle.request_id().clone();
+        // Policy asked a human: nothing reached the remote agent yet.
+        let mut pending = Vec::new();
+        wait_for(|| async {
+            let list = runtime
+                .approvals()
+                .list(Some(keel::ApprovalStatus::Pending))
+                .await
+                .unwrap();
+            !list.is_empty()
+        })
+        .await;
+        pending.extend(
+            runtime
+                .approvals()
+                .list(Some(keel::ApprovalStatus::Pending))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(pending[0].request_id, id);
+        assert_eq!(pending[0].tool, "remote");
+        assert_eq!(pending[0].arguments["input"], "echo governed");
+        let sent_before = server.calls_of("SendStreamingMessage").len();
+        runtime
+            .approvals()
+            .decide(
+                &pending[0].approval_id,
+                approve,
+                Default::default(),
+                "test",
+                None,
+            )
+            .await
+            .unwrap();
+        let response = handle.wait().await.unwrap();
+        let sent = server.calls_of("SendStreamingMessage").len() - sent_before;
+        if approve {
+            assert_eq!(response.status, RunStatus::Completed, "{response:?}");
+            assert_eq!(response.output.as_deref(), Some("echo: governed"));
+            assert_eq!(sent, 1);
+        } else {
+            assert_eq!(response.status, RunStatus::Failed, "{response:?}");
+            assert_eq!(response.error.unwrap().code, ErrorCode::ToolBlocked);
+            assert_eq!(sent, 0, "a denied call never reaches the remote agent");
+        }
+    }
+    // In plan mode a call with side effects is refused without asking.
+    let response = runtime
+        .request(RequestOptions {
+            input: "echo planned".into(),
+            agent: Some("remote".into()),
+            mode: Some(keel::PermissionMode::Plan),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(response.status, RunStatus::Failed, "{response:?}");
 }
