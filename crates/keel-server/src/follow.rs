@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use keel::{Event, RequestId, RunStatus};
+use keel::{ApprovalStatus, Event, EventPayload, RequestId, RunStatus};
 
 use crate::live::Wake;
 use crate::state::AppState;
@@ -118,5 +118,21 @@ impl Follower {
                 }
             }
         }
+    }
+}
+
+/// Whether `event` asks for an approval that still waits for its decision (a stream that
+/// continues a run reads approvals that were decided since).
+pub(crate) async fn approval_pending(state: &AppState, event: &Event) -> bool {
+    match &event.payload {
+        EventPayload::ApprovalRequested { approval } => state
+            .runtime
+            .approvals()
+            .get(&approval.approval_id)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|now| now.status == ApprovalStatus::Pending),
+        _ => false,
     }
 }

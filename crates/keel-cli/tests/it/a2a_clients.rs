@@ -11,7 +11,7 @@ use keel_test_support::{
 };
 use serde_json::Value;
 
-use crate::common::keel_in;
+use crate::common::{json_lines, keel_in};
 
 const KEY: &str = "sk-keel-a2a-client";
 
@@ -180,19 +180,6 @@ const ask = (text, contextId) => ({ tenant: "", message: message(text, contextId
 })().catch((error) => { console.error(error); process.exit(1); });
 "#;
 
-fn lines(output: &std::process::Output) -> Vec<Value> {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
-        .collect()
-}
-
 fn serve(dir: &TempWorkspace) -> Serving {
     keel_in(dir).env("A2A_CLIENT_KEY", KEY).serve()
 }
@@ -212,7 +199,7 @@ async fn python_client_drives_keel(keys: bool) {
             .output()
             .unwrap()
     });
-    let lines = lines(&output);
+    let lines = json_lines(&output);
 
     let card = &lines[0]["card"];
     assert_eq!(card["name"], "assistant");
@@ -319,7 +306,7 @@ async fn the_official_javascript_client_talks_to_keel() {
             .output()
             .unwrap()
     });
-    let lines = lines(&output);
+    let lines = json_lines(&output);
     assert_eq!(lines[0]["kind"], "task");
     assert_eq!(lines[0]["state"], "TASK_STATE_COMPLETED");
     assert_eq!(lines[0]["answer"], ANSWER);

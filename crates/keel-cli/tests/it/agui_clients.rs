@@ -11,7 +11,7 @@ use keel_test_support::{
 };
 use serde_json::Value;
 
-use crate::common::keel_in;
+use crate::common::{json_lines, keel_in};
 
 const KEY: &str = "sk-keel-agui-client";
 
@@ -135,19 +135,6 @@ const plain = (messages) => messages.map((m) => ({
 })().catch((error) => { console.error(error); process.exit(1); });
 "#;
 
-fn lines(output: &std::process::Output) -> Vec<Value> {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
-        .collect()
-}
-
 /// The event types in order, runs of `TEXT_MESSAGE_CONTENT` as one (text merges when the
 /// client reads slower than the run writes).
 fn types(run: &Value) -> Vec<String> {
@@ -180,7 +167,7 @@ async fn the_official_agui_client_renders_a_run_and_answers_an_approval_interrup
             .output()
             .unwrap()
     });
-    let lines = lines(&output);
+    let lines = json_lines(&output);
 
     // A tool round, then the answer: every event in order, as the client checked them.
     let first = &lines[0];

@@ -73,3 +73,18 @@ pub(crate) fn readme_workspace(mock: &MockLlm, runtime: Option<&str>) -> TempWor
         .file("README.md", "hello from the workspace\n")
         .build()
 }
+
+/// The JSON lines a client script printed, each parsed; panics with its output unless it
+/// succeeded.
+pub(crate) fn json_lines(output: &std::process::Output) -> Vec<serde_json::Value> {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
+        .collect()
+}

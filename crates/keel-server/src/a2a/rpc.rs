@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::task::{TaskStream, stored_artifact, task_of};
-use crate::follow::{Followed, Follower};
+use crate::follow::{Followed, Follower, approval_pending};
 use crate::openai::stream::{Dialect, frames_response};
 use crate::requests::{finish_in_background, start_run};
 use crate::state::{AppState, Principal};
@@ -565,34 +565,8 @@ impl Call {
                 .map(|task| Sent::Value(json!({"task": task})));
         }
         let first = self.task(task).await?;
-        let dialect = Arc::new(self.stream_of(task, &context, first));
-        let stop = CancellationToken::new();
-        let (response, sink) =
-            frames_response(dialect.clone(), task.to_owned(), stop.clone().drop_guard());
-        let state = self.state.clone();
-        let id = run.request_id.clone();
-        tokio::spawn(async move {
-            let mut follower = Follower::new(state.clone(), id.clone(), after);
-            loop {
-                let next = tokio::select! {
-                    next = follower.next() => next,
-                    () = stop.cancelled() => return,
-                };
-                match next {
-                    Some(Followed::Event(event)) => {
-                        let pending = pending(&state, &event).await;
-                        if dialect.on_event(&event, &sink, pending) {
-                            return;
-                        }
-                    }
-                    Some(Followed::Idle) => {}
-                    None => break,
-                }
-            }
-            sink.close(
-                dialect.closing(Err(keel::RuntimeError::Internal("its events ended".into()))),
-            );
-        });
+        let dialect = self.stream_of(task, &context, first);
+        let response = follow_task(self.state.clone(), run.request_id.clone(), after, dialect);
         Ok(Sent::Stream(response))
     }
 
@@ -610,52 +584,40 @@ impl Call {
             ));
         }
         let first = self.task(&id).await?;
-        let after = run.event_count;
-        let dialect = Arc::new(self.stream_of(&id, &Self::context_of(&run), first));
-        let stop = CancellationToken::new();
-        let (response, sink) =
-            frames_response(dialect.clone(), id.clone(), stop.clone().drop_guard());
-        let state = self.state.clone();
-        tokio::spawn(async move {
-            let mut follower = Follower::new(state.clone(), run.request_id.clone(), after);
-            loop {
-                let next = tokio::select! {
-                    next = follower.next() => next,
-                    // A subscriber going away does not cancel the task.
-                    () = stop.cancelled() => return,
-                };
-                match next {
-                    Some(Followed::Event(event)) => {
-                        let pending = pending(&state, &event).await;
-                        if dialect.on_event(&event, &sink, pending) {
-                            return;
-                        }
-                    }
-                    Some(Followed::Idle) => {}
-                    None => break,
-                }
-            }
-            sink.close(
-                dialect.closing(Err(keel::RuntimeError::Internal("its events ended".into()))),
-            );
-        });
+        let dialect = self.stream_of(&id, &Self::context_of(&run), first);
+        let response = follow_task(self.state.clone(), run.request_id, run.event_count, dialect);
         Ok(response)
     }
 }
 
-/// Whether `event` asks for an approval that still waits.
-async fn pending(state: &AppState, event: &keel::Event) -> bool {
-    match &event.payload {
-        EventPayload::ApprovalRequested { approval } => state
-            .runtime
-            .approvals()
-            .get(&approval.approval_id)
-            .await
-            .ok()
-            .flatten()
-            .is_some_and(|now| now.status == ApprovalStatus::Pending),
-        _ => false,
-    }
+/// A task's stream from the store, from after event `after` of run `id`: the caller going
+/// away ends the stream, not the task (cancelling is `CancelTask`'s).
+fn follow_task(state: AppState, id: RequestId, after: u64, dialect: TaskStream) -> Response {
+    let dialect = Arc::new(dialect);
+    let stop = CancellationToken::new();
+    let (response, sink) =
+        frames_response(dialect.clone(), id.to_string(), stop.clone().drop_guard());
+    tokio::spawn(async move {
+        let mut follower = Follower::new(state.clone(), id, after);
+        loop {
+            let next = tokio::select! {
+                next = follower.next() => next,
+                () = stop.cancelled() => return,
+            };
+            match next {
+                Some(Followed::Event(event)) => {
+                    let pending = approval_pending(&state, &event).await;
+                    if dialect.on_event(&event, &sink, pending) {
+                        return;
+                    }
+                }
+                Some(Followed::Idle) => {}
+                None => break,
+            }
+        }
+        sink.close(dialect.closing(Err(keel::RuntimeError::Internal("its events ended".into()))));
+    });
+    response
 }
 
 /// The task id parameter `key`.

@@ -249,39 +249,26 @@ fn conversation(messages: &[AguiMessage]) -> Result<(String, Vec<Message>), ApiE
     let mut history = Vec::with_capacity(earlier.len());
     for (index, message) in earlier {
         let content = text(message, *index)?;
-        history.push(match message.role.as_str() {
-            "system" | "developer" => Message::system(content),
-            "user" => Message::user(content),
-            "assistant" => Message::assistant(
-                content,
-                message
-                    .tool_calls
-                    .iter()
-                    .map(|call| ToolCall {
-                        id: call.id.clone(),
-                        name: call.function.name.clone(),
-                        arguments: call.function.arguments.clone(),
-                    })
-                    .collect(),
-            ),
-            "tool" => {
-                let Some(call) = &message.tool_call_id else {
-                    return Err(bad(
-                        "messages",
-                        format!("messages[{index}] has role `tool` but no `toolCallId`"),
-                    ));
-                };
-                Message::tool_result(call.clone(), content)
-            }
-            other => {
-                return Err(bad(
-                    "messages",
-                    format!(
-                        "messages[{index}] has unsupported role `{other}` (developer, system, user, assistant, tool, activity, reasoning)"
-                    ),
-                ));
-            }
-        });
+        let calls = message
+            .tool_calls
+            .iter()
+            .map(|call| ToolCall {
+                id: call.id.clone(),
+                name: call.function.name.clone(),
+                arguments: call.function.arguments.clone(),
+            })
+            .collect();
+        let call_id = message.tool_call_id.as_deref();
+        let mapped = crate::openai::messages::history_message(
+            *index,
+            &message.role,
+            content,
+            calls,
+            call_id,
+            "toolCallId",
+        )
+        .map_err(|message| bad("messages", message))?;
+        history.push(mapped);
     }
     Ok((input, history))
 }

@@ -298,17 +298,7 @@ async fn follow(
             Some(Followed::Idle) => continue,
             None => break,
         };
-        let pending = match &event.payload {
-            EventPayload::ApprovalRequested { approval } => state
-                .runtime
-                .approvals()
-                .get(&approval.approval_id)
-                .await
-                .ok()
-                .flatten()
-                .is_some_and(|now| now.status == ApprovalStatus::Pending),
-            _ => false,
-        };
+        let pending = crate::follow::approval_pending(&state, &event).await;
         if translator.on_event(&event, &sink, |_| pending) == Flow::Ended {
             return;
         }

@@ -41,38 +41,52 @@ pub(super) fn map_messages(
             Some(content) => content_text(content, index)?,
             None => String::new(),
         };
-        let mapped = match message.role.as_str() {
-            "system" | "developer" => Message::system(text),
-            "user" => Message::user(text),
-            "assistant" => Message::assistant(
-                text,
-                message
-                    .tool_calls
-                    .iter()
-                    .map(|call| ToolCall {
-                        id: call.id.clone(),
-                        name: call.function.name.clone(),
-                        arguments: call.function.arguments.clone(),
-                    })
-                    .collect(),
-            ),
-            "tool" => {
-                let Some(call_id) = &message.tool_call_id else {
-                    return Err(bad_message(format!(
-                        "messages[{index}] has role `tool` but no `tool_call_id`"
-                    )));
-                };
-                Message::tool_result(call_id.clone(), text)
-            }
-            other => {
-                return Err(bad_message(format!(
-                    "messages[{index}] has unsupported role `{other}` (system, developer, user, assistant, tool)"
-                )));
-            }
-        };
+        let calls = message
+            .tool_calls
+            .iter()
+            .map(|call| ToolCall {
+                id: call.id.clone(),
+                name: call.function.name.clone(),
+                arguments: call.function.arguments.clone(),
+            })
+            .collect();
+        let call_id = message.tool_call_id.as_deref();
+        let mapped = history_message(index, &message.role, text, calls, call_id, "tool_call_id")
+            .map_err(bad_message)?;
         history.push(mapped);
     }
     Ok((input, history))
+}
+
+/// One earlier message of a client's conversation, by its role: `system`/`developer`, `user`,
+/// `assistant` (with its tool calls), `tool` (the result of call `call_id`; `call_field` is
+/// that field's name in the client's protocol, for the error). `index` names it in errors.
+pub(crate) fn history_message(
+    index: usize,
+    role: &str,
+    text: String,
+    calls: Vec<ToolCall>,
+    call_id: Option<&str>,
+    call_field: &str,
+) -> Result<Message, String> {
+    Ok(match role {
+        "system" | "developer" => Message::system(text),
+        "user" => Message::user(text),
+        "assistant" => Message::assistant(text, calls),
+        "tool" => {
+            let Some(call_id) = call_id else {
+                return Err(format!(
+                    "messages[{index}] has role `tool` but no `{call_field}`"
+                ));
+            };
+            Message::tool_result(call_id.to_owned(), text)
+        }
+        other => {
+            return Err(format!(
+                "messages[{index}] has unsupported role `{other}` (system, developer, user, assistant, tool)"
+            ));
+        }
+    })
 }
 
 /// The text of a message's content; `index` names the message in errors.

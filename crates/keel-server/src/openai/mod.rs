@@ -8,7 +8,7 @@
 //! `stream.rs` the streamed answer.
 
 pub(crate) mod fields;
-mod messages;
+pub(crate) mod messages;
 pub(crate) mod params;
 pub(crate) mod stream;
 pub(crate) mod wire;
