@@ -82,6 +82,21 @@ fn runtime(ws: &keel_test_support::TempWorkspace) -> Runtime {
     Runtime::builder().workspace(ws.path()).build().unwrap()
 }
 
+/// `lead`'s run, to its end.
+async fn ask(runtime: &Runtime) -> keel::RunResponse {
+    let options = RequestOptions {
+        input: "Ask the remote.".into(),
+        ..Default::default()
+    };
+    runtime
+        .request(options)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap()
+}
+
 /// The child run a parent delegated to.
 async fn child_of(runtime: &Runtime, parent: &keel::RequestId) -> keel::RequestId {
     let events = runtime.runs().events(parent, 0).await.unwrap();
@@ -120,16 +135,7 @@ async fn a_run_delegates_to_a_remote_agent_and_its_child_run_mirrors_the_task() 
     let mock = MockLlm::start().await;
     let ws = workspace(&mock, &server, "echo hello there");
     let runtime = runtime(&ws);
-    let response = runtime
-        .request(RequestOptions {
-            input: "Ask the remote.".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let response = ask(&runtime).await;
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
     assert!(
         response
@@ -206,16 +212,7 @@ async fn a_remote_failure_fails_the_child_run_and_the_parent_goes_on() {
     let mock = MockLlm::start().await;
     let ws = workspace(&mock, &server, "fail please");
     let runtime = runtime(&ws);
-    let response = runtime
-        .request(RequestOptions {
-            input: "Ask the remote.".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let response = ask(&runtime).await;
     assert_eq!(response.status, RunStatus::Completed, "{response:?}");
     let output = response.output.unwrap_or_default();
     assert!(output.contains("failed on purpose"), "{output}");
