@@ -161,6 +161,12 @@ async fn serve_connection(
     stop: CancellationToken,
     _slot: Slot,
 ) {
+    // Streams are written frame by frame: without `TCP_NODELAY` the frames after the first
+    // wait for the client's delayed acknowledgement (about 40 ms on Linux) whenever the run
+    // is faster than that (`cargo bench -p keel-cli --bench protocols`).
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "TCP_NODELAY could not be set on a connection");
+    }
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
