@@ -79,13 +79,13 @@ metadata: { name: f }
     assert_eq!(
         diagnostics[0].hint.as_deref(),
         Some(
-            "did you mean `Agent`? valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`, `Memory`, `Workflow`, `Eval`"
+            "did you mean `Agent`? valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`, `Memory`, `Workflow`, `Eval`, `RemoteAgent`"
         )
     );
     assert_eq!(
         diagnostics[2].hint.as_deref(),
         Some(
-            "valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`, `Memory`, `Workflow`, `Eval`"
+            "valid kinds are `Runtime`, `Model`, `Tool`, `Agent`, `Policy`, `Hook`, `McpServer`, `Memory`, `Workflow`, `Eval`, `RemoteAgent`"
         )
     );
 }
