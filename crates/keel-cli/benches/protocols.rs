@@ -41,7 +41,6 @@
 //! `KEEL_BENCH_DIR`) and is removed at the end unless `--keep` is given.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -62,7 +61,10 @@ type Result<T, E = String> = std::result::Result<T, E>;
 mod acp;
 #[path = "protocols/http.rs"]
 mod http;
-// The child processes and the workspace, shared with `serve_load` (which uses all of it).
+// The flags, the child processes and the workspace, shared with `serve_load` (which uses
+// all of it).
+#[path = "serve_load/flags.rs"]
+mod flags;
 #[allow(dead_code)]
 #[path = "serve_load/processes.rs"]
 mod processes;
@@ -81,29 +83,12 @@ struct Options {
 }
 
 fn parse_options() -> Result<Options> {
-    let env = |name: &str| std::env::var(name).ok();
-    let mut values: BTreeMap<&str, Option<String>> = BTreeMap::from([
-        ("--requests", env("KEEL_BENCH_REQUESTS")),
-        ("--rounds", env("KEEL_BENCH_ROUNDS")),
-        ("--warmup", env("KEEL_BENCH_WARMUP")),
-        ("--latency-ms", env("KEEL_BENCH_LATENCY_MS")),
-    ]);
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        // `cargo bench` passes `--bench`; other harness flags are ignored too.
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
-            None => (arg.clone(), None),
-        };
-        let Some(slot) = values.get_mut(flag.as_str()) else {
-            continue;
-        };
-        let value = match inline {
-            Some(value) => value,
-            None => args.next().ok_or_else(|| format!("{flag} needs a value"))?,
-        };
-        *slot = Some(value);
-    }
+    let values = flags::read(&[
+        ("--requests", "KEEL_BENCH_REQUESTS"),
+        ("--rounds", "KEEL_BENCH_ROUNDS"),
+        ("--warmup", "KEEL_BENCH_WARMUP"),
+        ("--latency-ms", "KEEL_BENCH_LATENCY_MS"),
+    ])?;
     let number = |flag: &str, default: u64, zero_ok: bool| -> Result<u64> {
         match values.get(flag).cloned().flatten() {
             None => Ok(default),

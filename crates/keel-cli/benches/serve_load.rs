@@ -53,6 +53,8 @@ type Result<T, E = String> = std::result::Result<T, E>;
 
 #[path = "serve_load/client.rs"]
 mod client;
+#[path = "serve_load/flags.rs"]
+mod flags;
 #[path = "serve_load/processes.rs"]
 mod processes;
 
@@ -75,32 +77,15 @@ struct Options {
 }
 
 fn parse_options() -> Result<Options> {
-    let env = |name: &str| std::env::var(name).ok();
-    let mut values: BTreeMap<&str, Option<String>> = BTreeMap::from([
-        ("--requests", env("KEEL_BENCH_REQUESTS")),
-        ("--concurrency", env("KEEL_BENCH_CONCURRENCY")),
-        ("--latency-ms", env("KEEL_BENCH_LATENCY_MS")),
-        ("--rounds", env("KEEL_BENCH_ROUNDS")),
-        ("--warmup", env("KEEL_BENCH_WARMUP")),
-        ("--rest-ms", env("KEEL_BENCH_REST_MS")),
-        ("--run-limit", env("KEEL_BENCH_RUN_LIMIT")),
-    ]);
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        // `cargo bench` passes `--bench`; filters and other harness flags are ignored too.
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
-            None => (arg.clone(), None),
-        };
-        let Some(slot) = values.get_mut(flag.as_str()) else {
-            continue;
-        };
-        let value = match inline {
-            Some(value) => value,
-            None => args.next().ok_or_else(|| format!("{flag} needs a value"))?,
-        };
-        *slot = Some(value);
-    }
+    let values = flags::read(&[
+        ("--requests", "KEEL_BENCH_REQUESTS"),
+        ("--concurrency", "KEEL_BENCH_CONCURRENCY"),
+        ("--latency-ms", "KEEL_BENCH_LATENCY_MS"),
+        ("--rounds", "KEEL_BENCH_ROUNDS"),
+        ("--warmup", "KEEL_BENCH_WARMUP"),
+        ("--rest-ms", "KEEL_BENCH_REST_MS"),
+        ("--run-limit", "KEEL_BENCH_RUN_LIMIT"),
+    ])?;
     let number = |flag: &str, default: u64| -> Result<u64> {
         match values.get(flag).cloned().flatten() {
             None => Ok(default),

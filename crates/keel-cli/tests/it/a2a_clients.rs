@@ -6,54 +6,22 @@
 use std::process::Command;
 
 use keel_test_support::test_clients::{a2a_python, protocol_clients_js};
-use keel_test_support::{
-    MockLlm, MockResponse, MockToolCall, Serving, TempWorkspace, WorkspaceBuilder,
-};
+use keel_test_support::{MockLlm, Serving, TempWorkspace};
 use serde_json::Value;
 
-use crate::common::{json_lines, keel_in};
+use crate::common::{json_lines, keel_in, tool_round_workspace};
 
 const KEY: &str = "sk-keel-a2a-client";
 
 /// `assistant` reads its README; `guarded` calls `record`, which policy sends for approval.
 fn workspace(mock: &MockLlm, keys: bool) -> TempWorkspace {
-    mock.respond_with(|request| match request.last_role() {
-        Some("tool") => MockResponse::text([
-            "The tool ",
-            "said: ",
-            request.last_content_of("tool").unwrap_or_default().trim(),
-        ]),
-        _ if request.body.to_string().contains("Records a count") => {
-            MockResponse::tool_calls([MockToolCall::new("rec1", "record", [r#"{"count": 2}"#])])
-        }
-        _ => MockResponse::tool_calls([MockToolCall::new(
-            "c1",
-            "read_file",
-            [r#"{"path":"#, r#""README.md"}"#],
-        )]),
-    });
     let runtime = match keys {
         true => {
             "{ defaultAgent: assistant, server: { apiKeys: [ { env: A2A_CLIENT_KEY, role: client } ] } }"
         }
         false => "{ defaultAgent: assistant }",
     };
-    WorkspaceBuilder::new()
-        .runtime(runtime)
-        .openai_model_at("mock", &mock.base_url())
-        .agent("assistant", "{ model: mock, tools: [read_file], instructions: Answers from the workspace's README. }")
-        .agent("guarded", "{ model: mock, tools: [record] }")
-        .tool(
-            "record",
-            r#"
-            description: Records a count.
-            schema: { type: object, properties: { count: { type: integer } }, required: [count] }
-            policy: ask
-            impl: { kind: command, command: ["sh", "-c", "echo recorded"] }
-            "#,
-        )
-        .file("README.md", "hello from the workspace\n")
-        .build()
+    tool_round_workspace(mock, runtime, "Answers from the workspace's README.").build()
 }
 
 const PYTHON_CLIENT: &str = r#"

@@ -6,50 +6,23 @@
 use std::process::Command;
 
 use keel_test_support::test_clients::protocol_clients_js;
-use keel_test_support::{
-    MockLlm, MockResponse, MockToolCall, Serving, TempWorkspace, WorkspaceBuilder,
-};
+use keel_test_support::{MockLlm, Serving, TempWorkspace};
 use serde_json::Value;
 
-use crate::common::{json_lines, keel_in};
+use crate::common::{json_lines, keel_in, tool_round_workspace};
 
 const KEY: &str = "sk-keel-agui-client";
 
 /// `assistant` reads its README (`read_file`); `guarded` calls `record`, which policy sends
-/// for approval. The mock asks for the tool its agent has, then quotes the tool's result.
+/// for approval; workflow `relay` asks `assistant`.
 fn workspace(mock: &MockLlm) -> TempWorkspace {
-    mock.respond_with(|request| match request.last_role() {
-        Some("tool") => MockResponse::text([
-            "The tool ",
-            "said: ",
-            request.last_content_of("tool").unwrap_or_default().trim(),
-        ]),
-        _ if request.body.to_string().contains("Records a count") => {
-            MockResponse::tool_calls([MockToolCall::new("rec1", "record", [r#"{"count": 2}"#])])
-        }
-        _ => MockResponse::tool_calls([MockToolCall::new(
-            "c1",
-            "read_file",
-            [r#"{"path":"#, r#""README.md"}"#],
-        )]),
-    });
-    WorkspaceBuilder::new()
-        .runtime("{ server: { apiKeys: [ { env: AGUI_CLIENT_KEY, role: client } ] } }")
-        .openai_model_at("mock", &mock.base_url())
-        .agent("assistant", "{ model: mock, tools: [read_file] }")
-        .agent("guarded", "{ model: mock, tools: [record] }")
-        .tool(
-            "record",
-            r#"
-            description: Records a count.
-            schema: { type: object, properties: { count: { type: integer } }, required: [count] }
-            policy: ask
-            impl: { kind: command, command: ["sh", "-c", "echo recorded"] }
-            "#,
-        )
-        .file("README.md", "hello from the workspace\n")
-        .yaml(
-            r#"
+    tool_round_workspace(
+        mock,
+        "{ server: { apiKeys: [ { env: AGUI_CLIENT_KEY, role: client } ] } }",
+        "Answers from the workspace's README.",
+    )
+    .yaml(
+        r#"
 apiVersion: keel/v1
 kind: Workflow
 metadata: { name: relay }
@@ -57,8 +30,8 @@ spec:
   nodes:
     - { id: ask, kind: agent, agent: assistant, input: "{{ input }}" }
 "#,
-        )
-        .build()
+    )
+    .build()
 }
 
 const CLIENT: &str = r#"

@@ -88,3 +88,47 @@ pub(crate) fn json_lines(output: &std::process::Output) -> Vec<serde_json::Value
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}")))
         .collect()
 }
+
+/// The workspace the protocol clients' tests share, on `runtime`: `assistant` reads its
+/// README (`read_file`, with `instructions`), `guarded` calls `record`, which policy sends for
+/// approval. The mock asks for the tool its agent has, then quotes the tool's result ("The
+/// tool said: …").
+pub(crate) fn tool_round_workspace(
+    mock: &MockLlm,
+    runtime: &str,
+    instructions: &str,
+) -> WorkspaceBuilder {
+    mock.respond_with(|request| match request.last_role() {
+        Some("tool") => MockResponse::text([
+            "The tool ",
+            "said: ",
+            request.last_content_of("tool").unwrap_or_default().trim(),
+        ]),
+        _ if request.body.to_string().contains("Records a count") => {
+            MockResponse::tool_calls([MockToolCall::new("rec1", "record", [r#"{"count": 2}"#])])
+        }
+        _ => MockResponse::tool_calls([MockToolCall::new(
+            "c1",
+            "read_file",
+            [r#"{"path":"#, r#""README.md"}"#],
+        )]),
+    });
+    WorkspaceBuilder::new()
+        .runtime(runtime)
+        .openai_model_at("mock", &mock.base_url())
+        .agent(
+            "assistant",
+            &format!("{{ model: mock, tools: [read_file], instructions: {instructions:?} }}"),
+        )
+        .agent("guarded", "{ model: mock, tools: [record] }")
+        .tool(
+            "record",
+            r#"
+            description: Records a count.
+            schema: { type: object, properties: { count: { type: integer } }, required: [count] }
+            policy: ask
+            impl: { kind: command, command: ["sh", "-c", "echo recorded"] }
+            "#,
+        )
+        .file("README.md", "hello from the workspace\n")
+}

@@ -67,7 +67,7 @@ pub(crate) async fn run(
     let target = target(&state, &name)?;
     let input: RunAgentInput = parse_body(body, false)?;
     if !input.resume.is_empty() {
-        return resume(state, principal, &name, input).await;
+        return resume(state, principal, &name, &target, input).await;
     }
     input.check_tools()?;
     let thread_id = input.thread_id.clone();
@@ -81,13 +81,6 @@ pub(crate) async fn run(
         }
         Err(other) => return Err(other),
     };
-    let whole_answer = target.workflow
-        || state
-            .runtime
-            .workspace()
-            .agents
-            .get(&name)
-            .is_some_and(|agent| agent.output.is_some());
     let options = RequestOptions {
         input: asked.input,
         history: asked.history,
@@ -101,7 +94,7 @@ pub(crate) async fn run(
         thread_id: asked.thread_id,
         run_id: asked.run_id,
         request_id: handle.request_id().to_string(),
-        whole_answer,
+        whole_answer: target.whole_answer,
     };
     let dialect = Arc::new(AguiDialect { ids: ids.clone() });
     let (response, sink) = frames_response(
@@ -117,19 +110,23 @@ pub(crate) async fn run(
 struct Target {
     agent: String,
     workflow: bool,
+    /// Its answer is sent whole at the end: a workflow's result, a structured output.
+    whole_answer: bool,
 }
 
 fn target(state: &AppState, name: &str) -> Result<Target, ApiError> {
-    if state.runtime.workspace().agents.contains_key(name) {
+    if let Some(agent) = state.runtime.workspace().agents.get(name) {
         return Ok(Target {
             agent: name.to_owned(),
             workflow: false,
+            whole_answer: agent.output.is_some(),
         });
     }
     if state.runtime.workflows().contains_key(name) {
         return Ok(Target {
             agent: format!("{}{name}", keel_types::WORKFLOW_PREFIX),
             workflow: true,
+            whole_answer: true,
         });
     }
     Err(ApiError::ResourceNotFound(format!(
@@ -166,6 +163,7 @@ async fn resume(
     state: AppState,
     principal: Principal,
     name: &str,
+    target: &Target,
     input: RunAgentInput,
 ) -> Result<Response, ApiError> {
     let mut run_of: Option<RequestId> = None;
@@ -184,7 +182,7 @@ async fn resume(
                 ))
             })?;
         let run = visible_run(&state.runtime, &principal, &approval.request_id).await?;
-        if run.agent != name && run.agent != format!("{}{name}", keel_types::WORKFLOW_PREFIX) {
+        if run.agent != target.agent {
             return Err(bad_resume(format!(
                 "resume[{index}]: interrupt `{}` belongs to a run of `{}`, not `{name}`",
                 entry.interrupt_id, run.agent
@@ -244,18 +242,11 @@ async fn resume(
             tracing::debug!(%error, approval = %approval.approval_id, "an AG-UI resume found its approval decided");
         }
     }
-    let run = visible_run(&state.runtime, &principal, &request_id).await?;
     let ids = StreamIds {
         thread_id: input.thread_id.clone(),
         run_id: input.run_id.clone(),
         request_id: request_id.to_string(),
-        whole_answer: run.agent.starts_with(keel_types::WORKFLOW_PREFIX)
-            || state
-                .runtime
-                .workspace()
-                .agents
-                .get(name)
-                .is_some_and(|agent| agent.output.is_some()),
+        whole_answer: target.whole_answer,
     };
     let dialect = Arc::new(AguiDialect { ids: ids.clone() });
     let stop = CancellationToken::new();
