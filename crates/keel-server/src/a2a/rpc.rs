@@ -464,19 +464,27 @@ impl Call {
                 .await
                 .map(|task| Sent::Value(json!({"task": task})));
         }
-        // Wait until the task ends or needs a human, then answer; the run goes on after that.
+        // Wait until the task ends or needs a human, then answer. A run waits on a human with
+        // its record saying so already; one that ended has its record written once its
+        // handle's wait returns.
         let mut handle = handle;
         let guard = handle.cancel_token().drop_guard();
+        let mut waiting = false;
         while let Some(event) = handle.next_event().await {
-            if matches!(event.payload, EventPayload::ApprovalRequested { .. })
-                || event.payload.is_final()
-            {
+            if matches!(event.payload, EventPayload::ApprovalRequested { .. }) {
+                waiting = true;
                 break;
             }
         }
         guard.disarm();
-        finish_in_background(handle, ticket);
-        self.settled(&task)
+        if waiting {
+            // The run goes on (waiting for the decision) after this answer.
+            finish_in_background(handle, ticket);
+        } else {
+            let _ = handle.wait().await;
+            drop(ticket);
+        }
+        self.task(&task)
             .await
             .map(|task| Sent::Value(json!({"task": task})))
     }
