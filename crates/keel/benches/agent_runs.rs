@@ -1,11 +1,21 @@
 //! Agent-run throughput: N runs of an agent against the `keel-mock-llm` server on loopback,
-//! each with two streamed model rounds and one tool call (`read_file`), the event log on.
-//! Reports runs/s, p50/p99 latency, CPU time of this process per run and peak RSS, at
-//! concurrency 1 and 64. The mock runs in its own process, so its CPU is not counted.
+//! each with two streamed model rounds and one tool call (`read_file`). Reports runs/s,
+//! p50/p99 latency, CPU time of this process per run and peak RSS, at concurrency 1 and 64,
+//! for three lines measured in turn in each round (3 rounds by default):
+//!
+//! - **floor**: the same run as a minimal hand-written loop (hyper client, SSE parsed by hand,
+//!   no Keel: `agent_runs/floor.rs`), the cost any agent loop has;
+//! - **keel, store off**: Keel on a store that keeps nothing (`agent_runs/null_store.rs`);
+//! - **keel, SQLite store**: Keel as it runs by default, the durable store and its log mirror.
+//!
+//! and then each line's median CPU per run over the rounds, as a ratio to the floor's. The
+//! mock runs in its own process, so its CPU is not counted.
 //!
 //! ```sh
 //! cargo build --release -p keel-test-support --bin keel-mock-llm
 //! cargo bench -p keel --bench agent_runs              # KEEL_BENCH_RUNS=20000 to change N
+//! KEEL_BENCH_ROUNDS=5 cargo bench -p keel --bench agent_runs         # rounds per concurrency
+//! KEEL_BENCH_LINES=sqlite cargo bench -p keel --bench agent_runs     # some lines (floor,off,sqlite)
 //! KEEL_BENCH_CONCURRENCY=1 cargo bench -p keel --bench agent_runs   # one concurrency only
 //! KEEL_BENCH_PROVIDER=anthropic cargo bench -p keel --bench agent_runs   # the Messages API
 //! KEEL_BENCH_OTLP=sink cargo bench -p keel --bench agent_runs   # spans and metrics exported
@@ -38,7 +48,14 @@ use keel_store::SqliteStore;
 use keel_test_support::{TempWorkspace, WorkspaceBuilder};
 
 mod support;
-use support::{start_mock, target_dir};
+use support::{cpu_time, start_mock, target_dir};
+
+#[path = "agent_runs/floor.rs"]
+mod floor;
+#[path = "agent_runs/null_store.rs"]
+mod null_store;
+use floor::Floor;
+use null_store::NullStore;
 
 /// A temporary workspace under `KEEL_BENCH_DIR`, or under the target directory: a project
 /// folder on the ordinary disk, as users have (on some machines `/tmp` is far slower).
@@ -83,21 +100,6 @@ fn workspace(base_url: &str, otlp: Option<&str>) -> TempWorkspace {
         .build_in(parent)
 }
 
-/// User + system CPU time of this process, from /proc (clock ticks of 10 ms).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    // After the command name: state is field 3, utime 14, stime 15 (1-based in proc(5)).
-    let utime: u64 = fields[11].parse().unwrap();
-    let stime: u64 = fields[12].parse().unwrap();
-    Duration::from_millis((utime + stime) * 10)
-}
-
 /// Peak resident set size in MiB.
 fn peak_rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -125,19 +127,47 @@ async fn one_run(runtime: &Runtime) -> Duration {
     started.elapsed()
 }
 
-async fn measure(runtime: &Runtime, store: &SqliteStore, concurrency: usize, runs: usize) {
+/// What a line runs: Keel on a store, or the hand-written floor.
+#[derive(Clone)]
+enum Subject {
+    Keel(Runtime),
+    Floor(Arc<Floor>),
+}
+
+impl Subject {
+    async fn run(&self) -> Duration {
+        match self {
+            Subject::Keel(runtime) => one_run(runtime).await,
+            Subject::Floor(floor) => {
+                let started = Instant::now();
+                let text = floor.run("Read the README.").await;
+                assert_eq!(text, "Done: I read the file.");
+                started.elapsed()
+            }
+        }
+    }
+}
+
+/// One line's figures.
+struct Figures {
+    runs_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    cpu_ms_per_run: f64,
+}
+
+async fn measure(subject: &Subject, concurrency: usize, runs: usize) -> Figures {
     let next = Arc::new(AtomicUsize::new(0));
-    let writes_before = store.write_stats();
     let cpu_before = cpu_time();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
-        let runtime = runtime.clone();
+        let subject = subject.clone();
         let next = next.clone();
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             while next.fetch_add(1, Ordering::Relaxed) < runs {
-                latencies.push(one_run(&runtime).await);
+                latencies.push(subject.run().await);
             }
             latencies
         }));
@@ -148,25 +178,19 @@ async fn measure(runtime: &Runtime, store: &SqliteStore, concurrency: usize, run
     }
     let wall = started.elapsed();
     let cpu = cpu_time() - cpu_before;
-    let writes = store.write_stats();
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
-    println!(
-        "concurrency {concurrency:>3}: {runs} runs in {:.2}s  {:>7.0} runs/s  p50 {:>7.2} ms  p99 {:>7.2} ms  CPU {:.3} ms/run  peak RSS {:.1} MiB",
-        wall.as_secs_f64(),
-        runs as f64 / wall.as_secs_f64(),
-        pct(0.50).as_secs_f64() * 1000.0,
-        pct(0.99).as_secs_f64() * 1000.0,
-        cpu.as_secs_f64() * 1000.0 / runs as f64,
-        peak_rss_mib(),
-    );
-    let per_run = |n: u64| n as f64 / runs as f64;
-    println!(
-        "                 store per run: {:.2} commits, {:.2} writes, {:.2} events",
-        per_run(writes.commits - writes_before.commits),
-        per_run(writes.commands - writes_before.commands),
-        per_run(writes.events - writes_before.events),
-    );
+    Figures {
+        runs_per_s: runs as f64 / wall.as_secs_f64(),
+        p50_ms: pct(0.50).as_secs_f64() * 1000.0,
+        p99_ms: pct(0.99).as_secs_f64() * 1000.0,
+        cpu_ms_per_run: cpu.as_secs_f64() * 1000.0 / runs as f64,
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 /// The concurrencies to measure: `KEEL_BENCH_CONCURRENCY` (say `1` or `1,64`), 1 and 64 by
@@ -179,12 +203,23 @@ fn concurrencies() -> Vec<usize> {
         .unwrap_or_else(|| vec![1, 64])
 }
 
+/// The lines measured at each concurrency, in the order they run in each round.
+const LINES: [&str; 3] = ["floor", "keel, store off", "keel, SQLite store"];
+/// Their names in `KEEL_BENCH_LINES`.
+const LINE_KEYS: [&str; 3] = ["floor", "off", "sqlite"];
+
 fn main() {
     // `cargo bench` passes `--bench`; any other argument is ignored too.
-    let runs: usize = std::env::var("KEEL_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let runs: usize = env_number("KEEL_BENCH_RUNS").unwrap_or(10_000);
+    let rounds: usize = env_number("KEEL_BENCH_ROUNDS").unwrap_or(3).max(1);
+    // `KEEL_BENCH_LINES=sqlite` (or `floor,off`): only those lines, to profile one of them.
+    let lines: Vec<usize> = match std::env::var("KEEL_BENCH_LINES") {
+        Ok(names) => names
+            .split(',')
+            .filter_map(|name| LINE_KEYS.iter().position(|key| *key == name.trim()))
+            .collect(),
+        Err(_) => (0..LINES.len()).collect(),
+    };
     let mock = start_mock();
     let otlp = std::env::var("KEEL_BENCH_OTLP").unwrap_or_default();
     let receiver =
@@ -202,24 +237,78 @@ fn main() {
     rt.block_on(async {
         // The store the runtime would open by default, kept here to read its write totals.
         let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
-        let runtime = Runtime::builder()
+        let durable = Runtime::builder()
             .workspace(ws.path())
             .store(store.clone())
             .build()
             .unwrap();
+        let bare = Runtime::builder()
+            .workspace(ws.path())
+            .store(Arc::new(NullStore))
+            .build()
+            .unwrap();
+        let subjects = [
+            Subject::Floor(Arc::new(Floor::new(&mock.base_url, ws.path().to_owned()))),
+            Subject::Keel(bare),
+            Subject::Keel(durable.clone()),
+        ];
         println!(
-            "agent_runs: 2 streamed model rounds + 1 read_file call per run, JSONL event log on, mock at {}",
-            mock.base_url
+            "agent_runs: 2 streamed model rounds + 1 read_file call per run, mock at {}; \
+             {rounds} rounds of: {}",
+            mock.base_url,
+            LINES.join(", ")
         );
-        for _ in 0..200 {
-            one_run(&runtime).await;
+        for (line, subject) in subjects.iter().enumerate() {
+            if !lines.contains(&line) {
+                continue;
+            }
+            for _ in 0..200 {
+                subject.run().await;
+            }
         }
         for concurrency in concurrencies() {
             // One run at a time is slower: a fifth of the runs.
             let n = if concurrency == 1 { (runs / 5).max(1) } else { runs };
-            measure(&runtime, &store, concurrency, n).await;
+            let mut cpu: [Vec<f64>; 3] = Default::default();
+            for round in 1..=rounds {
+                let writes_before = store.write_stats();
+                for (line, subject) in subjects.iter().enumerate() {
+                    if !lines.contains(&line) {
+                        continue;
+                    }
+                    let f = measure(subject, concurrency, n).await;
+                    println!(
+                        "concurrency {concurrency:>3} round {round} {:<19} {n} runs {:>7.0} runs/s  p50 {:>6.2} ms  p99 {:>6.2} ms  CPU {:.3} ms/run  peak RSS {:.1} MiB",
+                        LINES[line],
+                        f.runs_per_s,
+                        f.p50_ms,
+                        f.p99_ms,
+                        f.cpu_ms_per_run,
+                        peak_rss_mib(),
+                    );
+                    cpu[line].push(f.cpu_ms_per_run);
+                }
+                let writes = store.write_stats();
+                let per_run = |n_: u64| n_ as f64 / n as f64;
+                println!(
+                    "                 store per run: {:.2} commits, {:.2} writes, {:.2} events",
+                    per_run(writes.commits - writes_before.commits),
+                    per_run(writes.commands - writes_before.commands),
+                    per_run(writes.events - writes_before.events),
+                );
+            }
+            if lines.len() < LINES.len() {
+                continue;
+            }
+            let [floor, off, on] = cpu.map(median);
+            println!(
+                "concurrency {concurrency:>3}, medians of {rounds}: CPU/run floor {floor:.3} ms, \
+                 store off {off:.3} ms ({:.2}x the floor), SQLite store {on:.3} ms ({:.2}x the floor)",
+                off / floor,
+                on / floor,
+            );
         }
-        if let Some(stats) = runtime.telemetry() {
+        if let Some(stats) = durable.telemetry() {
             println!(
                 "otlp: {} spans exported, {} dropped, {} exports failed",
                 stats.spans_exported.load(Ordering::Relaxed),
@@ -228,4 +317,8 @@ fn main() {
             );
         }
     });
+}
+
+fn env_number(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
 }

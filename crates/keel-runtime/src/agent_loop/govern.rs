@@ -159,6 +159,7 @@ impl AgentRun {
                 });
             }
             Earlier::Pending(pending) => {
+                self.asked = true;
                 // The run is `waiting_approval` again while it waits.
                 self.set_status(RunStatus::WaitingApproval).await?;
                 pending
@@ -172,6 +173,7 @@ impl AgentRun {
                     asked_by,
                     ask_reason,
                 );
+                self.asked = true;
                 // The run is `waiting_approval` before anyone can see the approval.
                 self.set_status(RunStatus::WaitingApproval).await?;
                 self.services.store.create_approval(&approval).await?;

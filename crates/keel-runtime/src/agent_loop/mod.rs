@@ -188,6 +188,10 @@ pub(crate) struct AgentRun {
     /// An earlier process of this run may have asked a person about its calls (the run, or
     /// the workflow run hosting this call, was resumed): a call looks for that approval first.
     asked_before: bool,
+    /// This process asked a person about one of the run's calls (or waits again on an earlier
+    /// approval): the run's end closes what is still pending. A run that never asked, and
+    /// was not resumed, has nothing to close and skips the look.
+    asked: bool,
     /// The round a process-backed agent's program asks for, while it is made.
     program_ask: Option<crate::adapter::ModelAsk>,
     /// The `Model` document answering the run's rounds: the agent's, or one of its fallbacks.
@@ -274,6 +278,7 @@ impl AgentRun {
             delegated: std::sync::Mutex::new(Usage::default()),
             embedded: false,
             asked_before,
+            asked: false,
             program_ask: None,
             model_doc,
             primary: run_primary,
@@ -679,7 +684,7 @@ impl AgentRun {
         match self.emitter.finish(payload, self.record.clone()).await {
             Ok(seq) => {
                 self.record.event_count = seq;
-                if !self.embedded {
+                if !self.embedded && (self.asked || self.asked_before) {
                     let store = self.services.store.as_ref();
                     crate::approval_wait::close_pending(store, &self.record.request_id, status)
                         .await;

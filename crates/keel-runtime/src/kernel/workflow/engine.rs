@@ -10,7 +10,7 @@
 //! loop still wanting to go on after its bound fails the run. With phases, a phase's nodes
 //! wait until every earlier phase was verified by its gate.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -115,6 +115,9 @@ pub(super) struct Engine {
     pub(super) usage: Mutex<Usage>,
     /// Approvals being waited on (the run is `waiting_approval` while any is).
     pub(super) waiting: AtomicUsize,
+    /// An approval node or gate of this process asked a person: the run's end closes what is
+    /// still pending (a run that never asked, and was not resumed, skips the look).
+    pub(super) asked: AtomicBool,
     /// Set when the runtime shuts down: children are interrupted with the run, not cancelled.
     pub(super) shutdown: CancellationToken,
     /// Nodes completed in this process.
@@ -146,6 +149,7 @@ impl Engine {
             timeout: parts.timeout,
             usage: Mutex::new(Usage::default()),
             waiting: AtomicUsize::new(0),
+            asked: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             steps: AtomicUsize::new(0),
             written_phases: Mutex::new(std::collections::HashSet::new()),
@@ -606,7 +610,7 @@ impl Engine {
         // Not when the run is no longer this process's (see the agent loop's end).
         if !fenced && let Err(store_error) = self.kernel.store().update_run(&record).await {
             tracing::error!(request_id = %record.request_id, %store_error, "Could not update the run record.");
-        } else if !fenced {
+        } else if !fenced && (self.recorded.last_seq > 0 || self.asked.load(Ordering::Relaxed)) {
             // Its approval nodes and gates still waiting are closed with it.
             let store = self.kernel.store();
             crate::approval_wait::close_pending(store.as_ref(), &record.request_id, status).await;

@@ -506,6 +506,7 @@ impl Engine {
                 true,
             ),
         };
+        self.asked.store(true, std::sync::atomic::Ordering::Relaxed);
         if self
             .waiting
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
