@@ -9,9 +9,10 @@
 //!
 //! - **events/s**: each writer appends output deltas (about 300 bytes of JSON) to its run, one
 //!   event per call, each call waiting for its commit — as the runtime's emitter does;
-//! - **runs/s**: each writer runs whole run lifecycles at the store: `create_run`, the opening
-//!   event, three batches of deltas (4 events each), the terminal event, and the final
-//!   `update_run` — 14 events and 6 durable writes per run.
+//! - **runs/s**: each writer runs whole run lifecycles at the store as the runtime writes them:
+//!   the record with its opening event (`create_run_with`), three batches of deltas (4 events
+//!   each), the terminal event with the final record (`append_and_update`) — 14 events and 5
+//!   durable writes per run.
 //!
 //! Backends: `sqlite` (WAL, `synchronous = FULL`, group commit, JSONL mirror; under
 //! `KEEL_BENCH_DIR`, default `target/keel-bench`), `postgres x1` (one `PgStore`: one pool, one
@@ -20,7 +21,9 @@
 //! one process here, so the client side shares this process's cores). PostgreSQL is
 //! `KEEL_TEST_DATABASE_URL` (default the local `postgres://postgres@127.0.0.1:5432/test`), in
 //! a fresh schema dropped afterwards; the server's own settings apply (`synchronous_commit`
-//! on by default: a commit is flushed to its WAL).
+//! on by default: a commit is flushed to its WAL). Each line also gives the CPU time per event
+//! or run of this process (Keel's store layer) and, for PostgreSQL, of the local server's
+//! processes (read from `/proc`: the database's own cost, on the same two cores).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -41,7 +44,7 @@ use keel_types::{
     Event, EventPayload, FinishReason, RequestId, RunRecord, RunStatus, RunStore, Usage,
     now_rfc3339,
 };
-use support::{bench_dir, delta, env_number, event};
+use support::{bench_dir, delta, env_number, event, own_cpu_ms, postgres_cpu_ms};
 
 fn main() {
     let secs = env_number("KEEL_BENCH_SECS", 5);
@@ -57,21 +60,32 @@ fn main() {
     );
     for workload in [Workload::Events, Workload::Runs] {
         for backend in [Backend::Sqlite, Backend::Postgres(1), Backend::Postgres(2)] {
-            let mut figures: Vec<f64> = (0..rounds)
+            let measured: Vec<Measured> = (0..rounds)
                 .map(|_| runtime.block_on(measure(backend, workload, writers, duration)))
                 .collect();
-            figures.sort_by(f64::total_cmp);
-            let median = figures[figures.len() / 2];
+            let median = |pick: fn(&Measured) -> f64| {
+                let mut values: Vec<f64> = measured.iter().map(pick).collect();
+                values.sort_by(f64::total_cmp);
+                values[values.len() / 2]
+            };
+            let database = match backend {
+                Backend::Sqlite => String::new(),
+                Backend::Postgres(_) => {
+                    format!(", PostgreSQL CPU {:.3} ms", median(|m| m.database_cpu_ms))
+                }
+            };
             println!(
-                "{:>8} {:<12} median {:>8.0}/s   rounds: {}",
+                "{:>8} {:<12} median {:>8.0}/s   rounds: {}   per {}: Keel CPU {:.3} ms{database}",
                 workload.name(),
                 backend.name(),
-                median,
-                figures
+                median(|m| m.rate),
+                measured
                     .iter()
-                    .map(|f| format!("{f:.0}"))
+                    .map(|m| format!("{:.0}", m.rate))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                workload.item(),
+                median(|m| m.own_cpu_ms),
             );
         }
     }
@@ -88,6 +102,13 @@ impl Workload {
         match self {
             Self::Events => "events",
             Self::Runs => "runs",
+        }
+    }
+
+    fn item(self) -> &'static str {
+        match self {
+            Self::Events => "event",
+            Self::Runs => "run",
         }
     }
 }
@@ -107,12 +128,13 @@ impl Backend {
     }
 }
 
-/// One run's whole life at the store; returns its events.
+/// One run's whole life at the store, written as the runtime writes it: the record with its
+/// opening event (`create_run_with`), three batches of deltas, the terminal event with the
+/// final record (`append_and_update`). Returns its events.
 async fn one_run(store: &dyn RunStore) -> u64 {
     let id = RequestId::generate();
     let mut run = RunRecord::new(id.clone(), None, "assistant", "bench");
     run.status = RunStatus::Running;
-    store.create_run(&run).await.unwrap();
     let opening = EventPayload::RequestStarted {
         input: "bench".into(),
         history: Vec::new(),
@@ -122,7 +144,10 @@ async fn one_run(store: &dyn RunStore) -> u64 {
         output_schema: None,
         session_owner_overridden: None,
     };
-    store.append(&[event(&id, 1, opening)]).await.unwrap();
+    store
+        .create_run_with(&run, &[event(&id, 1, opening)])
+        .await
+        .unwrap();
     let mut seq = 2;
     for _ in 0..3 {
         let batch: Vec<Event> = (seq..seq + 4).map(|s| delta(&id, s)).collect();
@@ -137,16 +162,30 @@ async fn one_run(store: &dyn RunStore) -> u64 {
         steps: 1,
         duration_ms: 1,
     };
-    store.append(&[event(&id, seq, done)]).await.unwrap();
     run.status = RunStatus::Completed;
     run.event_count = seq;
     run.ended_at = Some(now_rfc3339());
-    store.update_run(&run).await.unwrap();
+    store
+        .append_and_update(&[event(&id, seq, done)], &run)
+        .await
+        .unwrap();
     seq
 }
 
-/// Items (events or runs) per second of one measurement.
-async fn measure(backend: Backend, workload: Workload, writers: usize, duration: Duration) -> f64 {
+/// One measurement: items (events or runs) per second, and the CPU each cost this process
+/// and the local PostgreSQL server (in milliseconds).
+struct Measured {
+    rate: f64,
+    own_cpu_ms: f64,
+    database_cpu_ms: f64,
+}
+
+async fn measure(
+    backend: Backend,
+    workload: Workload,
+    writers: usize,
+    duration: Duration,
+) -> Measured {
     let (stores, cleanup): (Vec<Arc<dyn RunStore>>, Cleanup) = match backend {
         Backend::Sqlite => {
             let dir = bench_dir().join(format!("store_backends-{}", std::process::id()));
@@ -170,6 +209,7 @@ async fn measure(backend: Backend, workload: Workload, writers: usize, duration:
             (stores, Cleanup::Schema(first))
         }
     };
+    let (own_before, database_before) = (own_cpu_ms(), postgres_cpu_ms());
     let start = Instant::now();
     let deadline = start + duration;
     let tasks: Vec<_> = (0..writers)
@@ -206,6 +246,9 @@ async fn measure(backend: Backend, workload: Workload, writers: usize, duration:
         total += task.await.unwrap();
     }
     let rate = total as f64 / start.elapsed().as_secs_f64();
+    let items = total.max(1) as f64;
+    let own_cpu_ms = (own_cpu_ms() - own_before) / items;
+    let database_cpu_ms = (postgres_cpu_ms() - database_before) / items;
     drop(stores);
     match cleanup {
         Cleanup::Dir(dir) => {
@@ -213,7 +256,11 @@ async fn measure(backend: Backend, workload: Workload, writers: usize, duration:
         }
         Cleanup::Schema(store) => store.drop_schema().await.unwrap(),
     }
-    rate
+    Measured {
+        rate,
+        own_cpu_ms,
+        database_cpu_ms,
+    }
 }
 
 enum Cleanup {

@@ -298,7 +298,11 @@ impl PgStore {
             .as_ref()
             .filter(|r| r.status.is_terminal())
             .map(|_| batch.request_id.0.clone());
-        let result = self.writer().append(batch, token, replace).await;
+        let write = match replace {
+            Some(replace) => writer::RecordWrite::Replace(replace),
+            None => writer::RecordWrite::Keep,
+        };
+        let result = self.writer().append(batch, token, write).await;
         match (&result, ended) {
             (Ok(()), Some(id)) => self.inner.leases.let_go(&id),
             // Refused: if it was because our lease ran out, forget it now (the next write
@@ -318,6 +322,35 @@ impl RunLog for PgStore {
         self.ready().await?;
         let token = self.token().await?;
         runs::insert(self, run, Some(token), None).await?;
+        self.inner.leases.hold(run.request_id.as_str(), token);
+        Ok(())
+    }
+
+    /// The record and its opening events in the writer's group commit: a new run costs no
+    /// transaction of its own.
+    async fn create_run_with(&self, run: &RunRecord, events: &[Event]) -> Result<(), StoreError> {
+        keel_types::check_run_of(run, events)?;
+        self.ready().await?;
+        let Some(batch) = crate::batch::encode(events)? else {
+            return self.create_run(run).await;
+        };
+        if batch.first_seq() != 1 {
+            return Err(crate::batch::continuity_error(&batch, 1));
+        }
+        let token = self.token().await?;
+        let create = writer::Create {
+            session_id: run.session_id.as_ref().map(|s| s.as_str().to_owned()),
+            agent: run.agent.clone(),
+            status: run.status.as_str(),
+            started_at: run.started_at.clone(),
+            owner: run.owner.clone(),
+            parent_id: run.links.parent_id.as_ref().map(|p| p.as_str().to_owned()),
+            root_id: run.links.root_id.as_ref().map(|p| p.as_str().to_owned()),
+            record: to_json(run)?,
+        };
+        self.writer()
+            .append(batch, token, writer::RecordWrite::Create(Box::new(create)))
+            .await?;
         self.inner.leases.hold(run.request_id.as_str(), token);
         Ok(())
     }

@@ -7,8 +7,12 @@
 //!    notifies `keel_events` for it (delivered at commit). A run's last batch brings its final
 //!    record ([`Replace`]), written by the same statement: a log that ended never sits beside
 //!    a record that says the run is still going;
-//! 2. `INSERT INTO events … SELECT … FROM unnest(…)` stores the events of the runs step 1
-//!    accepted — the same snapshot, so a refused batch writes nothing.
+//! 2. `INSERT INTO runs … FROM unnest(…)` creates the runs whose first batch this is
+//!    ([`Create`]: a new run's record with its opening event, so a run costs no transaction
+//!    of its own), owned by the same token under the same lease check, and touches their
+//!    sessions;
+//! 3. `INSERT INTO events … SELECT … FROM unnest(…)` stores the events of the runs steps 1
+//!    and 2 accepted — the same snapshot, so a refused batch writes nothing.
 //!
 //! A statement carries one fencing token and each run at most once: an append of another
 //! token (sent before this process lost its lease, or after it registered a new one) or a
@@ -29,12 +33,40 @@ use crate::batch::{EncodedBatch, continuity_error};
 
 /// Appends taken into one statement at most.
 const MAX_GROUP: usize = 256;
+/// Group commits in flight at once: while one waits for its commit (a WAL flush), the next
+/// gathers what arrived meanwhile and sends it. A run has one append in flight at a time, so
+/// two groups never hold the same run (and if a caller broke that, the later append would be
+/// refused for its `seq`, never stored out of order).
+const WRITERS: usize = 2;
 
 struct Append {
     batch: EncodedBatch,
     token: i64,
-    replace: Option<Replace>,
+    write: RecordWrite,
     reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// What an append does to its run's row besides advancing its log.
+pub(super) enum RecordWrite {
+    /// Nothing more: the run goes on.
+    Keep,
+    /// The run's last batch: its final record.
+    Replace(Replace),
+    /// The run's first batch: the row is created with it.
+    Create(Box<Create>),
+}
+
+/// A new run's row, created with its first batch (its columns as the store keeps them).
+pub(super) struct Create {
+    pub session_id: Option<String>,
+    pub agent: String,
+    pub status: &'static str,
+    pub started_at: String,
+    pub owner: Option<String>,
+    pub parent_id: Option<String>,
+    pub root_id: Option<String>,
+    /// The record as JSON text.
+    pub record: String,
 }
 
 #[derive(Default)]
@@ -62,7 +94,15 @@ impl Writer {
     pub(super) fn start(pool: PgPool, shown: String) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let counters = Arc::new(Counters::default());
-        tokio::spawn(run(pool, shown, rx, counters.clone()));
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        for _ in 0..WRITERS {
+            tokio::spawn(run(
+                pool.clone(),
+                shown.clone(),
+                Arc::clone(&rx),
+                counters.clone(),
+            ));
+        }
         Self { tx, counters }
     }
 
@@ -70,7 +110,7 @@ impl Writer {
         &self,
         batch: EncodedBatch,
         token: i64,
-        replace: Option<Replace>,
+        write: RecordWrite,
     ) -> Result<(), StoreError> {
         let (reply, answer) = oneshot::channel();
         let gone = || StoreError::Io {
@@ -81,7 +121,7 @@ impl Writer {
             .send(Append {
                 batch,
                 token,
-                replace,
+                write,
                 reply,
             })
             .map_err(|_| gone())?;
@@ -101,22 +141,30 @@ impl Writer {
 async fn run(
     pool: PgPool,
     shown: String,
-    mut rx: mpsc::UnboundedReceiver<Append>,
+    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Append>>>,
     counters: Arc<Counters>,
 ) {
     let mut held: Option<Append> = None;
     loop {
-        let first = match held.take() {
-            Some(first) => first,
-            None => match rx.recv().await {
-                Some(first) => first,
-                None => return,
-            },
+        // The queue is this task's while it takes a group, the other writer's while this one
+        // commits. An append held from the last group goes out now, with whatever else is
+        // queued if the queue is free: the other writer may be waiting in it for more.
+        let (first, mut queue) = match held.take() {
+            Some(first) => (first, rx.try_lock().ok()),
+            None => {
+                let mut queue = rx.lock().await;
+                match queue.recv().await {
+                    Some(first) => (first, Some(queue)),
+                    None => return,
+                }
+            }
         };
         let token = first.token;
         let mut group = vec![first];
         let mut runs: HashSet<String> = HashSet::from([group[0].batch.request_id.0.clone()]);
-        while group.len() < MAX_GROUP {
+        while let Some(rx) = queue.as_mut()
+            && group.len() < MAX_GROUP
+        {
             match rx.try_recv() {
                 Ok(next) => {
                     // One token per statement (appends sent before this process lost its
@@ -131,6 +179,7 @@ async fn run(
                 Err(_) => break,
             }
         }
+        drop(queue);
         match commit(&pool, &group).await {
             Ok(accepted) => {
                 // What was stored: a refused append counts for nothing.
@@ -164,20 +213,29 @@ async fn run(
 /// Stores the group; returns the runs whose batches were accepted.
 async fn commit(pool: &PgPool, group: &[Append]) -> Result<HashSet<String>, sqlx_core::Error> {
     let token = group[0].token;
-    let mut run_ids = Vec::with_capacity(group.len());
-    let mut firsts = Vec::with_capacity(group.len());
-    let mut lasts = Vec::with_capacity(group.len());
-    let mut statuses = Vec::with_capacity(group.len());
-    let mut records = Vec::with_capacity(group.len());
+    // Runs that go on (or end): their rows advance.
+    let (mut run_ids, mut firsts, mut lasts) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut statuses, mut records) = (Vec::new(), Vec::new());
+    // Runs that start: their rows are created.
+    let mut new = NewRows::default();
     let (mut ids, mut seqs, mut types, mut bodies) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for append in group {
         let batch = &append.batch;
-        run_ids.push(batch.request_id.0.as_str());
-        firsts.push(batch.first_seq() as i64);
-        lasts.push(batch.last_seq() as i64);
-        statuses.push(append.replace.as_ref().map(|r| r.status.as_str()));
-        records.push(append.replace.as_ref().map(|r| r.record.as_str()));
+        match &append.write {
+            RecordWrite::Create(create) => new.push(batch, create),
+            write => {
+                let replace = match write {
+                    RecordWrite::Replace(replace) => Some(replace),
+                    _ => None,
+                };
+                run_ids.push(batch.request_id.0.as_str());
+                firsts.push(batch.first_seq() as i64);
+                lasts.push(batch.last_seq() as i64);
+                statuses.push(replace.map(|r| r.status.as_str()));
+                records.push(replace.map(|r| r.record.as_str()));
+            }
+        }
         for event in &batch.events {
             ids.push(batch.request_id.0.as_str());
             seqs.push(event.seq as i64);
@@ -191,22 +249,42 @@ async fn commit(pool: &PgPool, group: &[Append]) -> Result<HashSet<String>, sqlx
         "WITH batch AS (\
            SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $9::text[], $10::text[]) \
              AS b(request_id, first_seq, last_seq, status, record)\
+         ), lease AS (\
+           SELECT EXISTS (SELECT 1 FROM leases l WHERE l.token = $4 \
+             AND l.expires_at > clock_timestamp()) AS valid\
          ), accepted AS (\
            UPDATE runs r SET last_seq = b.last_seq, status = COALESCE(b.status, r.status), \
              record = COALESCE(b.record, r.record), \
              owner_token = CASE WHEN b.status IN ('completed', 'failed', 'cancelled') THEN NULL \
                ELSE r.owner_token END FROM batch b \
            WHERE r.request_id = b.request_id AND r.last_seq = b.first_seq - 1 \
-             AND r.owner_token = $4 \
-             AND EXISTS (SELECT 1 FROM leases l WHERE l.token = $4 AND l.expires_at > clock_timestamp()) \
+             AND r.owner_token = $4 AND (SELECT valid FROM lease) \
            RETURNING r.request_id, b.last_seq, pg_notify('keel', 'appended ' || r.request_id || ' ' || b.last_seq) \
+         ), created AS (\
+           INSERT INTO runs (request_id, session_id, agent, status, started_at, owner, parent_id, \
+             root_id, record, owner_token, last_seq) \
+           SELECT c.request_id, c.session_id, c.agent, c.status, c.started_at, c.owner, \
+             c.parent_id, c.root_id, c.record, $4, c.last_seq \
+           FROM unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::text[], \
+             $16::text[], $17::text[], $18::text[], $19::text[], $20::bigint[]) \
+             AS c(request_id, session_id, agent, status, started_at, owner, parent_id, root_id, \
+               record, last_seq) \
+           WHERE (SELECT valid FROM lease) \
+           ON CONFLICT (request_id) DO NOTHING \
+           RETURNING request_id, session_id, \
+             pg_notify('keel', 'appended ' || request_id || ' ' || last_seq)\
+         ), touched AS (\
+           UPDATE sessions s SET updated_at = $21 \
+           FROM (SELECT DISTINCT session_id FROM created WHERE session_id IS NOT NULL) c \
+           WHERE s.id = c.session_id AND s.updated_at < $21 RETURNING 1\
          ), stored AS (\
            INSERT INTO events (request_id, seq, type, body) \
            SELECT e.request_id, e.seq, e.type, e.body \
            FROM unnest($5::text[], $6::bigint[], $7::text[], $8::text[]) AS e(request_id, seq, type, body) \
-           WHERE e.request_id IN (SELECT request_id FROM accepted) \
+           WHERE e.request_id IN (SELECT request_id FROM accepted \
+             UNION ALL SELECT request_id FROM created) \
            RETURNING 1\
-         ) SELECT request_id FROM accepted",
+         ) SELECT request_id FROM accepted UNION ALL SELECT request_id FROM created",
     )
     .bind(&run_ids)
     .bind(&firsts)
@@ -218,15 +296,59 @@ async fn commit(pool: &PgPool, group: &[Append]) -> Result<HashSet<String>, sqlx
     .bind(&bodies)
     .bind(&statuses)
     .bind(&records)
+    .bind(&new.ids)
+    .bind(&new.sessions)
+    .bind(&new.agents)
+    .bind(&new.statuses)
+    .bind(&new.started)
+    .bind(&new.owners)
+    .bind(&new.parents)
+    .bind(&new.roots)
+    .bind(&new.records)
+    .bind(&new.lasts)
+    .bind(keel_types::now_rfc3339())
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
     rows.iter().map(|row| row.try_get::<String, _>(0)).collect()
 }
 
+/// The columns of the runs a group creates, one array each (bound to `unnest`).
+#[derive(Default)]
+struct NewRows<'a> {
+    ids: Vec<&'a str>,
+    sessions: Vec<Option<&'a str>>,
+    agents: Vec<&'a str>,
+    statuses: Vec<&'a str>,
+    started: Vec<&'a str>,
+    owners: Vec<Option<&'a str>>,
+    parents: Vec<Option<&'a str>>,
+    roots: Vec<Option<&'a str>>,
+    records: Vec<&'a str>,
+    lasts: Vec<i64>,
+}
+
+impl<'a> NewRows<'a> {
+    fn push(&mut self, batch: &'a EncodedBatch, create: &'a Create) {
+        self.ids.push(batch.request_id.0.as_str());
+        self.sessions.push(create.session_id.as_deref());
+        self.agents.push(&create.agent);
+        self.statuses.push(create.status);
+        self.started.push(&create.started_at);
+        self.owners.push(create.owner.as_deref());
+        self.parents.push(create.parent_id.as_deref());
+        self.roots.push(create.root_id.as_deref());
+        self.records.push(&create.record);
+        self.lasts.push(batch.last_seq() as i64);
+    }
+}
+
 /// Why a batch was refused.
 async fn diagnose(pool: &PgPool, shown: &str, append: &Append) -> StoreError {
     let id = &append.batch.request_id;
+    if let RecordWrite::Create(_) = append.write {
+        return diagnose_create(pool, shown, append).await;
+    }
     let row = sqlx_core::query::query::<Postgres>(
         "SELECT r.last_seq, r.owner_token, \
          EXISTS (SELECT 1 FROM leases l WHERE l.token = $2 AND l.expires_at > clock_timestamp()) \
@@ -262,4 +384,23 @@ async fn diagnose(pool: &PgPool, shown: &str, append: &Append) -> StoreError {
         ));
     }
     continuity_error(&append.batch, u64::try_from(last).unwrap_or(0) + 1)
+}
+
+/// Why a new run's first batch was refused: the run exists, or the lease has expired.
+async fn diagnose_create(pool: &PgPool, shown: &str, append: &Append) -> StoreError {
+    let id = &append.batch.request_id;
+    let row = sqlx_core::query::query::<Postgres>(
+        "SELECT EXISTS (SELECT 1 FROM runs WHERE request_id = $1)",
+    )
+    .bind(id.as_str())
+    .fetch_one(pool)
+    .await;
+    match row.map(|row| row.try_get::<bool, _>(0).unwrap_or_default()) {
+        Ok(true) => StoreError::Invalid(format!("run `{id}` already exists")),
+        Ok(false) => StoreError::Fenced(format!(
+            "this process's lease (token {}) expired before run `{id}` was created",
+            append.token
+        )),
+        Err(error) => super::db_error(shown, &error),
+    }
 }

@@ -161,7 +161,7 @@ async fn appends_queued_across_a_new_lease_are_each_judged_by_their_own_token() 
     let backend = Backend::postgres().await;
     let store = backend.postgres.clone().unwrap();
     let schema = schema_of(&backend);
-    for id in ["run_0", "run_1"] {
+    for id in ["run_0", "run_1", "run_9"] {
         store
             .create_run(&record(id, "a", RunStatus::Running))
             .await
@@ -169,13 +169,20 @@ async fn appends_queued_across_a_new_lease_are_each_judged_by_their_own_token() 
     }
     let old = store.lease().await.unwrap().token;
 
-    // The writer is stuck in a statement on run_0 while more appends queue behind it.
-    let lock = RowLock::take(&schema, "run_0");
-    let blocked = tokio::spawn({
+    // Every writer is stuck in a statement (one on run_0, one on run_9) while more appends
+    // queue behind them.
+    let locks = [
+        RowLock::take(&schema, "run_0"),
+        RowLock::take(&schema, "run_9"),
+    ];
+    let mut blocked = Vec::new();
+    for (id, lock) in ["run_0", "run_9"].into_iter().zip(&locks) {
         let store = store.clone();
-        async move { store.append(&[started("run_0", 1)]).await }
-    });
-    lock.wait_for_a_waiter().await;
+        blocked.push(tokio::spawn(async move {
+            store.append(&[started(id, 1)]).await
+        }));
+        lock.wait_for_a_waiter().await;
+    }
     // Sent under the old token, which then expires.
     let stale_events = [started("run_1", 1)];
     let mut stale = Box::pin(store.append(&stale_events));
@@ -194,11 +201,13 @@ async fn appends_queued_across_a_new_lease_are_each_judged_by_their_own_token() 
     let fresh_events = [started("run_2", 1)];
     let mut fresh = Box::pin(store.append(&fresh_events));
     send(&mut fresh);
-    drop(lock);
+    drop(locks);
 
-    // The statement that waited began under the live lease, so it may land; either way the
-    // writer goes on.
-    let _ = blocked.await.unwrap();
+    // The statements that waited began under the live lease, so they may land; either way
+    // the writers go on.
+    for blocked in blocked {
+        let _ = blocked.await.unwrap();
+    }
     let refused = stale.await.unwrap_err();
     assert!(matches!(refused, StoreError::Fenced(_)), "{refused}");
     fresh.await.unwrap();

@@ -149,11 +149,9 @@ async fn a_run_starts_with_its_first_events_and_ends_with_its_record_in_one_writ
     assert_eq!(after.commands - before.commands, 2, "{after:?}");
 }
 
-/// SQLite writes a run's record and its first events in one transaction: a start whose
-/// events are refused leaves no record behind.
-#[tokio::test]
-async fn a_refused_start_leaves_no_record_on_sqlite() {
-    let backend = Backend::sqlite();
+/// Both stores write a run's record and its first events in one transaction (PostgreSQL in
+/// its writer's group commit): a start whose events are refused leaves no record behind.
+async fn a_refused_start_leaves_no_record(backend: &Backend) {
     let store = backend.store();
     let run = record("run_1", "a", RunStatus::Running);
     let refused = store
@@ -571,6 +569,7 @@ async fn group_commit_shares_transactions_between_concurrent_writers(backend: &B
 crate::contract!(
     a_run_record_round_trips_with_every_field,
     a_run_starts_with_its_first_events_and_ends_with_its_record_in_one_write,
+    a_refused_start_leaves_no_record,
     unknown_runs_are_not_found_and_duplicates_are_refused,
     events_round_trip_in_order_with_after_and_into_the_mirror,
     runs_are_listed_newest_first_with_every_filter,
