@@ -325,10 +325,10 @@ async fn bench(
     Ok(failed == 0)
 }
 
-/// How far Keel's p99 may be above the floor's: 1.5× with a thousand streams or more at once,
-/// 1.2× with fewer (the targets are set at 1,000 and 100).
+/// How far Keel's p99 may be above the floor's (the speed issue's targets, set at 1,000 and
+/// 100): 1.3× with a thousand streams or more at once, 1.1× with fewer.
 fn ratio_target(concurrency: usize) -> f64 {
-    if concurrency >= 1000 { 1.5 } else { 1.2 }
+    if concurrency >= 1000 { 1.3 } else { 1.1 }
 }
 
 /// What `keel serve` holds at rest after a round.
