@@ -33,10 +33,10 @@ use crate::batch::{EncodedBatch, continuity_error};
 
 /// Appends taken into one statement at most.
 const MAX_GROUP: usize = 256;
-/// Group commits in flight at once: while one waits for its commit (a WAL flush), the next
-/// gathers what arrived meanwhile and sends it. A run has one append in flight at a time, so
-/// two groups never hold the same run (and if a caller broke that, the later append would be
-/// refused for its `seq`, never stored out of order).
+/// Group commits in flight at once: while one waits for its commit (a WAL flush), the other
+/// gathers what arrived meanwhile and sends it. Each has its own queue and a run's appends
+/// always go to the same one (by a hash of its id), so they are stored in the order they were
+/// sent, as with one writer.
 const WRITERS: usize = 2;
 
 struct Append {
@@ -86,24 +86,22 @@ pub(super) struct Replace {
 
 /// The handle to the writer task.
 pub(super) struct Writer {
-    tx: mpsc::UnboundedSender<Append>,
+    /// One queue per group-commit task.
+    txs: Vec<mpsc::UnboundedSender<Append>>,
     counters: Arc<Counters>,
 }
 
 impl Writer {
     pub(super) fn start(pool: PgPool, shown: String) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
         let counters = Arc::new(Counters::default());
-        let rx = Arc::new(tokio::sync::Mutex::new(rx));
-        for _ in 0..WRITERS {
-            tokio::spawn(run(
-                pool.clone(),
-                shown.clone(),
-                Arc::clone(&rx),
-                counters.clone(),
-            ));
-        }
-        Self { tx, counters }
+        let txs = (0..WRITERS)
+            .map(|_| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tokio::spawn(run(pool.clone(), shown.clone(), rx, counters.clone()));
+                tx
+            })
+            .collect();
+        Self { txs, counters }
     }
 
     pub(super) async fn append(
@@ -117,7 +115,11 @@ impl Writer {
             path: "postgres".into(),
             message: "the store's writer task has stopped".into(),
         };
-        self.tx
+        // A run's appends all go to one task, so they keep their order.
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(batch.request_id.as_str(), &mut hasher);
+        let queue = std::hash::Hasher::finish(&hasher) as usize % self.txs.len();
+        self.txs[queue]
             .send(Append {
                 batch,
                 token,
@@ -141,30 +143,22 @@ impl Writer {
 async fn run(
     pool: PgPool,
     shown: String,
-    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Append>>>,
+    mut rx: mpsc::UnboundedReceiver<Append>,
     counters: Arc<Counters>,
 ) {
     let mut held: Option<Append> = None;
     loop {
-        // The queue is this task's while it takes a group, the other writer's while this one
-        // commits. An append held from the last group goes out now, with whatever else is
-        // queued if the queue is free: the other writer may be waiting in it for more.
-        let (first, mut queue) = match held.take() {
-            Some(first) => (first, rx.try_lock().ok()),
-            None => {
-                let mut queue = rx.lock().await;
-                match queue.recv().await {
-                    Some(first) => (first, Some(queue)),
-                    None => return,
-                }
-            }
+        let first = match held.take() {
+            Some(first) => first,
+            None => match rx.recv().await {
+                Some(first) => first,
+                None => return,
+            },
         };
         let token = first.token;
         let mut group = vec![first];
         let mut runs: HashSet<String> = HashSet::from([group[0].batch.request_id.0.clone()]);
-        while let Some(rx) = queue.as_mut()
-            && group.len() < MAX_GROUP
-        {
+        while group.len() < MAX_GROUP {
             match rx.try_recv() {
                 Ok(next) => {
                     // One token per statement (appends sent before this process lost its
@@ -179,7 +173,6 @@ async fn run(
                 Err(_) => break,
             }
         }
-        drop(queue);
         match commit(&pool, &group).await {
             Ok(accepted) => {
                 // What was stored: a refused append counts for nothing.

@@ -91,6 +91,7 @@ struct RowLock {
 }
 
 impl RowLock {
+    /// Locks the row of run `id` (a `LIKE` pattern: every run it matches).
     fn take(schema: &str, id: &str) -> Self {
         use std::io::{BufRead, Write};
         let mut psql = std::process::Command::new("psql")
@@ -103,19 +104,24 @@ impl RowLock {
         let stdin = psql.stdin.as_mut().unwrap();
         writeln!(
             stdin,
-            "BEGIN; SELECT 1 FROM {schema}.runs WHERE request_id = '{id}' FOR UPDATE; \
-             SELECT pg_backend_pid();"
+            "BEGIN; SELECT count(*) > 0 FROM (SELECT 1 FROM {schema}.runs \
+             WHERE request_id LIKE '{id}' FOR UPDATE) AS locked; SELECT pg_backend_pid();"
         )
         .unwrap();
         stdin.flush().unwrap();
         let mut lines = std::io::BufReader::new(psql.stdout.take().unwrap()).lines();
-        assert_eq!(lines.next().unwrap().unwrap(), "1", "the row is locked");
+        assert_eq!(lines.next().unwrap().unwrap(), "t", "the rows are locked");
         let pid = lines.next().unwrap().unwrap();
         Self { psql, pid }
     }
 
     /// Waits until another session waits on this lock.
     async fn wait_for_a_waiter(&self) {
+        self.wait_for_waiters(1).await;
+    }
+
+    /// Waits until `n` other sessions wait on this lock.
+    async fn wait_for_waiters(&self, n: usize) {
         let started = std::time::Instant::now();
         loop {
             let output = std::process::Command::new("psql")
@@ -127,7 +133,11 @@ impl RowLock {
                 ))
                 .output()
                 .unwrap();
-            if String::from_utf8_lossy(&output.stdout).trim() != "0" {
+            let waiting: usize = String::from_utf8_lossy(&output.stdout)
+                .trim()
+                .parse()
+                .unwrap_or(0);
+            if waiting >= n {
                 return;
             }
             assert!(
@@ -161,7 +171,10 @@ async fn appends_queued_across_a_new_lease_are_each_judged_by_their_own_token() 
     let backend = Backend::postgres().await;
     let store = backend.postgres.clone().unwrap();
     let schema = schema_of(&backend);
-    for id in ["run_0", "run_1", "run_9"] {
+    // Runs whose appends block the store's writers: each run's appends go to one of its
+    // group-commit tasks, and eight runs reach both.
+    let blockers: Vec<String> = (0..8).map(|i| format!("blk_{i}")).collect();
+    for id in blockers.iter().map(String::as_str).chain(["run_1"]) {
         store
             .create_run(&record(id, "a", RunStatus::Running))
             .await
@@ -169,20 +182,17 @@ async fn appends_queued_across_a_new_lease_are_each_judged_by_their_own_token() 
     }
     let old = store.lease().await.unwrap().token;
 
-    // Every writer is stuck in a statement (one on run_0, one on run_9) while more appends
-    // queue behind them.
-    let locks = [
-        RowLock::take(&schema, "run_0"),
-        RowLock::take(&schema, "run_9"),
-    ];
-    let mut blocked = Vec::new();
-    for (id, lock) in ["run_0", "run_9"].into_iter().zip(&locks) {
-        let store = store.clone();
-        blocked.push(tokio::spawn(async move {
-            store.append(&[started(id, 1)]).await
-        }));
-        lock.wait_for_a_waiter().await;
-    }
+    // Every writer is stuck in a statement on a locked run while more appends queue behind
+    // them.
+    let lock = RowLock::take(&schema, "blk_%");
+    let blocked: Vec<_> = blockers
+        .iter()
+        .map(|id| {
+            let (store, id) = (store.clone(), id.clone());
+            tokio::spawn(async move { store.append(&[started(&id, 1)]).await })
+        })
+        .collect();
+    lock.wait_for_waiters(2).await;
     // Sent under the old token, which then expires.
     let stale_events = [started("run_1", 1)];
     let mut stale = Box::pin(store.append(&stale_events));
@@ -201,7 +211,7 @@ async fn appends_queued_across_a_new_lease_are_each_judged_by_their_own_token() 
     let fresh_events = [started("run_2", 1)];
     let mut fresh = Box::pin(store.append(&fresh_events));
     send(&mut fresh);
-    drop(locks);
+    drop(lock);
 
     // The statements that waited began under the live lease, so they may land; either way
     // the writers go on.

@@ -414,6 +414,40 @@ async fn sessions_keep_their_transcript_in_order_and_count_runs_and_messages(bac
     assert_eq!(store.get_session(&unknown).await.unwrap(), None);
 }
 
+/// A new run is activity in its session: started with its first events (one write), the
+/// session it is a turn of becomes the most recently updated.
+async fn a_run_started_with_its_events_touches_its_session(backend: &Backend) {
+    let store = backend.shared();
+    for id in ["ses_a", "ses_b"] {
+        store
+            .ensure_session(&SessionId::from(id), "a", &SessionOwner::default())
+            .await
+            .unwrap();
+        // Distinct millisecond timestamps.
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    let mut run = record("run_1", "a", RunStatus::Running);
+    run.session_id = Some(SessionId::from("ses_a"));
+    store
+        .create_run_with(&run, &[started("run_1", 1)])
+        .await
+        .unwrap();
+    let listed: Vec<String> = store
+        .list_sessions(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.session_id.to_string())
+        .collect();
+    assert_eq!(listed, ["ses_a", "ses_b"]);
+    let session = store
+        .get_session(&SessionId::from("ses_a"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(session.run_count, 1);
+}
+
 async fn sessions_are_listed_by_last_update_and_deleted_with_their_transcript_only(
     backend: &Backend,
 ) {
@@ -570,6 +604,7 @@ crate::contract!(
     a_run_record_round_trips_with_every_field,
     a_run_starts_with_its_first_events_and_ends_with_its_record_in_one_write,
     a_refused_start_leaves_no_record,
+    a_run_started_with_its_events_touches_its_session,
     unknown_runs_are_not_found_and_duplicates_are_refused,
     events_round_trip_in_order_with_after_and_into_the_mirror,
     runs_are_listed_newest_first_with_every_filter,
