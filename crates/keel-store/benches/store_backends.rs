@@ -31,6 +31,8 @@
     clippy::print_stdout
 )]
 
+#[path = "support/cpu.rs"]
+mod cpu;
 #[path = "support/mod.rs"]
 mod support;
 
@@ -44,7 +46,8 @@ use keel_types::{
     Event, EventPayload, FinishReason, RequestId, RunRecord, RunStatus, RunStore, Usage,
     now_rfc3339,
 };
-use support::{bench_dir, delta, env_number, event, own_cpu_ms, postgres_cpu_ms};
+use cpu::{own_cpu_ms, postgres_cpu_ms};
+use support::{bench_dir, delta, env_number, event};
 
 fn main() {
     let secs = env_number("KEEL_BENCH_SECS", 5);

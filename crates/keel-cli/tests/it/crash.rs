@@ -214,7 +214,6 @@ async fn every_run_acknowledged_before_a_sigkill_is_in_the_store_after_restart()
             (id, r["status"].as_str().unwrap().to_owned())
         })
         .collect();
-    let mut in_flight_at_kill = 0;
     for (id, waited) in &acknowledged {
         let status = statuses
             .get(id)
@@ -229,20 +228,15 @@ async fn every_run_acknowledged_before_a_sigkill_is_in_the_store_after_restart()
             assert_eq!(last["type"], "runtime.request.completed", "run {id}");
             assert_eq!(last["output"], "All listed.", "run {id}");
         } else {
+            // Completed, or caught mid-flight by the kill (which one is timing's choice).
             assert!(
                 status == "completed" || status == "interrupted",
                 "run {id} is {status}"
             );
-            in_flight_at_kill += usize::from(status == "interrupted");
         }
     }
     assert!(
         acknowledged.iter().filter(|(_, waited)| *waited).count() >= ACKED_BEFORE_KILL,
         "{acknowledged:?}"
-    );
-    // Not asserted (timing decides it), but shown: runs the kill caught mid-flight.
-    eprintln!(
-        "{} acknowledged runs, {in_flight_at_kill} of those answered at once were interrupted",
-        acknowledged.len()
     );
 }
