@@ -40,13 +40,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cpu::{own_cpu_ms, postgres_cpu_ms};
 use keel_store::{PgOptions, PgStore, SqliteStore};
 use keel_test_support::database_url;
 use keel_types::{
     Event, EventPayload, FinishReason, RequestId, RunRecord, RunStatus, RunStore, Usage,
     now_rfc3339,
 };
-use cpu::{own_cpu_ms, postgres_cpu_ms};
 use support::{bench_dir, delta, env_number, event};
 
 fn main() {
