@@ -31,8 +31,6 @@
     clippy::print_stdout
 )]
 
-#[path = "support/cpu.rs"]
-mod cpu;
 #[path = "support/mod.rs"]
 mod support;
 
@@ -40,8 +38,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cpu::{own_cpu_ms, postgres_cpu_ms};
 use keel_store::{PgOptions, PgStore, SqliteStore};
+use keel_test_support::cpu::{own_cpu_ms, postgres_cpu_ms};
 use keel_test_support::database_url;
 use keel_types::{
     Event, EventPayload, FinishReason, RequestId, RunRecord, RunStatus, RunStore, Usage,

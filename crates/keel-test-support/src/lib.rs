@@ -19,6 +19,7 @@
 
 pub mod a2a_server;
 mod cli;
+pub mod cpu;
 pub mod fixtures;
 mod mock_anthropic;
 mod mock_llm;

@@ -6,7 +6,10 @@
 //! - **floor**: the same run as a minimal hand-written loop (hyper client, SSE parsed by hand,
 //!   no Keel: `agent_runs/floor.rs`), the cost any agent loop has;
 //! - **keel, store off**: Keel on a store that keeps nothing (`agent_runs/null_store.rs`);
-//! - **keel, SQLite store**: Keel as it runs by default, the durable store and its log mirror.
+//! - **keel, SQLite store**: Keel as it runs by default, the durable store and its log mirror;
+//! - **keel, PostgreSQL** (with `KEEL_BENCH_PG=1`): Keel on the local PostgreSQL
+//!   (`KEEL_TEST_DATABASE_URL`, a fresh schema dropped at the end), with the database's own
+//!   CPU per run beside Keel's.
 //!
 //! and then each line's median CPU per run over the rounds, as a ratio to the floor's. The
 //! mock runs in its own process, so its CPU is not counted.
@@ -15,7 +18,8 @@
 //! cargo build --release -p keel-test-support --bin keel-mock-llm
 //! cargo bench -p keel --bench agent_runs              # KEEL_BENCH_RUNS=20000 to change N
 //! KEEL_BENCH_ROUNDS=5 cargo bench -p keel --bench agent_runs         # rounds per concurrency
-//! KEEL_BENCH_LINES=sqlite cargo bench -p keel --bench agent_runs     # some lines (floor,off,sqlite)
+//! KEEL_BENCH_LINES=sqlite cargo bench -p keel --bench agent_runs     # some lines (floor,off,sqlite,postgres)
+//! KEEL_BENCH_PG=1 cargo bench -p keel --bench agent_runs   # and Keel on the local PostgreSQL
 //! KEEL_BENCH_CONCURRENCY=1 cargo bench -p keel --bench agent_runs   # one concurrency only
 //! KEEL_BENCH_PROVIDER=anthropic cargo bench -p keel --bench agent_runs   # the Messages API
 //! KEEL_BENCH_OTLP=sink cargo bench -p keel --bench agent_runs   # spans and metrics exported
@@ -150,6 +154,8 @@ impl Subject {
 
 /// One line's figures.
 struct Figures {
+    /// The local PostgreSQL server's CPU per run meanwhile (its processes, from `/proc`).
+    database_ms_per_run: f64,
     runs_per_s: f64,
     p50_ms: f64,
     p99_ms: f64,
@@ -159,6 +165,7 @@ struct Figures {
 async fn measure(subject: &Subject, concurrency: usize, runs: usize) -> Figures {
     let next = Arc::new(AtomicUsize::new(0));
     let cpu_before = cpu_time();
+    let database_before = keel_test_support::cpu::postgres_cpu_ms();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
@@ -181,6 +188,8 @@ async fn measure(subject: &Subject, concurrency: usize, runs: usize) -> Figures 
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
     Figures {
+        database_ms_per_run: (keel_test_support::cpu::postgres_cpu_ms() - database_before)
+            / runs as f64,
         runs_per_s: runs as f64 / wall.as_secs_f64(),
         p50_ms: pct(0.50).as_secs_f64() * 1000.0,
         p99_ms: pct(0.99).as_secs_f64() * 1000.0,
@@ -203,23 +212,19 @@ fn concurrencies() -> Vec<usize> {
         .unwrap_or_else(|| vec![1, 64])
 }
 
-/// The lines measured at each concurrency, in the order they run in each round.
-const LINES: [&str; 3] = ["floor", "keel, store off", "keel, SQLite store"];
-/// Their names in `KEEL_BENCH_LINES`.
-const LINE_KEYS: [&str; 3] = ["floor", "off", "sqlite"];
+/// One line of the bench: what it measures, its name in `KEEL_BENCH_LINES`, and its runs.
+struct Line {
+    name: &'static str,
+    key: &'static str,
+    subject: Subject,
+}
 
 fn main() {
     // `cargo bench` passes `--bench`; any other argument is ignored too.
     let runs: usize = env_number("KEEL_BENCH_RUNS").unwrap_or(10_000);
     let rounds: usize = env_number("KEEL_BENCH_ROUNDS").unwrap_or(3).max(1);
-    // `KEEL_BENCH_LINES=sqlite` (or `floor,off`): only those lines, to profile one of them.
-    let lines: Vec<usize> = match std::env::var("KEEL_BENCH_LINES") {
-        Ok(names) => names
-            .split(',')
-            .filter_map(|name| LINE_KEYS.iter().position(|key| *key == name.trim()))
-            .collect(),
-        Err(_) => (0..LINES.len()).collect(),
-    };
+    // `KEEL_BENCH_PG=1`: a fourth line, Keel on the local PostgreSQL (a fresh schema).
+    let postgres = std::env::var("KEEL_BENCH_PG").is_ok_and(|v| v == "1");
     let mock = start_mock();
     let otlp = std::env::var("KEEL_BENCH_OTLP").unwrap_or_default();
     let receiver =
@@ -237,75 +242,108 @@ fn main() {
     rt.block_on(async {
         // The store the runtime would open by default, kept here to read its write totals.
         let store = Arc::new(SqliteStore::open(ws.path()).unwrap());
-        let durable = Runtime::builder()
-            .workspace(ws.path())
-            .store(store.clone())
-            .build()
-            .unwrap();
-        let bare = Runtime::builder()
-            .workspace(ws.path())
-            .store(Arc::new(NullStore))
-            .build()
-            .unwrap();
-        let subjects = [
-            Subject::Floor(Arc::new(Floor::new(&mock.base_url, ws.path().to_owned()))),
-            Subject::Keel(bare),
-            Subject::Keel(durable.clone()),
+        let keel_on = |store: Arc<dyn keel::RunStore>| {
+            Runtime::builder()
+                .workspace(ws.path())
+                .store(store)
+                .build()
+                .unwrap()
+        };
+        let durable = keel_on(store.clone());
+        let mut lines = vec![
+            Line {
+                name: "floor",
+                key: "floor",
+                subject: Subject::Floor(Arc::new(Floor::new(
+                    &mock.base_url,
+                    ws.path().to_owned(),
+                ))),
+            },
+            Line {
+                name: "keel, store off",
+                key: "off",
+                subject: Subject::Keel(keel_on(Arc::new(NullStore))),
+            },
+            Line {
+                name: "keel, SQLite store",
+                key: "sqlite",
+                subject: Subject::Keel(durable.clone()),
+            },
         ];
+        let pg = match postgres {
+            true => Some(pg_store().await),
+            false => None,
+        };
+        if let Some(pg) = &pg {
+            lines.push(Line {
+                name: "keel, PostgreSQL",
+                key: "postgres",
+                subject: Subject::Keel(keel_on(Arc::new(pg.clone()))),
+            });
+        }
+        // `KEEL_BENCH_LINES=sqlite` (or `floor,off`): only those lines, to profile one of them.
+        if let Ok(keys) = std::env::var("KEEL_BENCH_LINES") {
+            let keys: Vec<&str> = keys.split(',').map(str::trim).collect();
+            lines.retain(|line| keys.contains(&line.key));
+        }
         println!(
             "agent_runs: 2 streamed model rounds + 1 read_file call per run, mock at {}; \
              {rounds} rounds of: {}",
             mock.base_url,
-            LINES.join(", ")
+            lines.iter().map(|l| l.name).collect::<Vec<_>>().join(", ")
         );
-        for (line, subject) in subjects.iter().enumerate() {
-            if !lines.contains(&line) {
-                continue;
-            }
+        for line in &lines {
             for _ in 0..200 {
-                subject.run().await;
+                line.subject.run().await;
             }
         }
         for concurrency in concurrencies() {
             // One run at a time is slower: a fifth of the runs.
             let n = if concurrency == 1 { (runs / 5).max(1) } else { runs };
-            let mut cpu: [Vec<f64>; 3] = Default::default();
+            let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); lines.len()];
             for round in 1..=rounds {
                 let writes_before = store.write_stats();
-                for (line, subject) in subjects.iter().enumerate() {
-                    if !lines.contains(&line) {
-                        continue;
-                    }
-                    let f = measure(subject, concurrency, n).await;
+                for (i, line) in lines.iter().enumerate() {
+                    let f = measure(&line.subject, concurrency, n).await;
+                    let database = match line.key {
+                        "postgres" => format!("  PostgreSQL CPU {:.3} ms/run", f.database_ms_per_run),
+                        _ => String::new(),
+                    };
                     println!(
-                        "concurrency {concurrency:>3} round {round} {:<19} {n} runs {:>7.0} runs/s  p50 {:>6.2} ms  p99 {:>6.2} ms  CPU {:.3} ms/run  peak RSS {:.1} MiB",
-                        LINES[line],
+                        "concurrency {concurrency:>3} round {round} {:<19} {n} runs {:>7.0} runs/s  p50 {:>6.2} ms  p99 {:>6.2} ms  CPU {:.3} ms/run  peak RSS {:.1} MiB{database}",
+                        line.name,
                         f.runs_per_s,
                         f.p50_ms,
                         f.p99_ms,
                         f.cpu_ms_per_run,
                         peak_rss_mib(),
                     );
-                    cpu[line].push(f.cpu_ms_per_run);
+                    cpu[i].push(f.cpu_ms_per_run);
                 }
                 let writes = store.write_stats();
                 let per_run = |n_: u64| n_ as f64 / n as f64;
                 println!(
-                    "                 store per run: {:.2} commits, {:.2} writes, {:.2} events",
+                    "                 SQLite store per run: {:.2} commits, {:.2} writes, {:.2} events",
                     per_run(writes.commits - writes_before.commits),
                     per_run(writes.commands - writes_before.commands),
                     per_run(writes.events - writes_before.events),
                 );
             }
-            if lines.len() < LINES.len() {
-                continue;
-            }
-            let [floor, off, on] = cpu.map(median);
+            let medians: Vec<f64> = cpu.into_iter().map(median).collect();
+            let floor = lines.iter().position(|l| l.key == "floor").map(|i| medians[i]);
+            let summary: Vec<String> = lines
+                .iter()
+                .zip(&medians)
+                .map(|(line, cpu)| match floor {
+                    Some(floor) if line.key != "floor" => {
+                        format!("{} {cpu:.3} ms ({:.2}x the floor)", line.name, cpu / floor)
+                    }
+                    _ => format!("{} {cpu:.3} ms", line.name),
+                })
+                .collect();
             println!(
-                "concurrency {concurrency:>3}, medians of {rounds}: CPU/run floor {floor:.3} ms, \
-                 store off {off:.3} ms ({:.2}x the floor), SQLite store {on:.3} ms ({:.2}x the floor)",
-                off / floor,
-                on / floor,
+                "concurrency {concurrency:>3}, medians of {rounds}: CPU/run {}",
+                summary.join(", ")
             );
         }
         if let Some(stats) = durable.telemetry() {
@@ -316,7 +354,20 @@ fn main() {
                 stats.exports_failed.load(Ordering::Relaxed)
             );
         }
+        drop(lines);
+        if let Some(pg) = pg {
+            pg.drop_schema().await.unwrap();
+        }
     });
+}
+
+/// A `PgStore` on the local database (`KEEL_TEST_DATABASE_URL`), in a fresh schema.
+async fn pg_store() -> keel_store::PgStore {
+    let options = keel_store::PgOptions {
+        schema: Some(format!("bench_agent_runs_{}", std::process::id())),
+        ..keel_store::PgOptions::new(keel_test_support::database_url())
+    };
+    keel_store::PgStore::connect(options).await.unwrap()
 }
 
 fn env_number(name: &str) -> Option<usize> {

@@ -414,32 +414,36 @@ async fn sessions_keep_their_transcript_in_order_and_count_runs_and_messages(bac
     assert_eq!(store.get_session(&unknown).await.unwrap(), None);
 }
 
+/// Creates sessions `ids` in that order, a few milliseconds apart (distinct timestamps).
+async fn sessions_one_after_another(backend: &Backend, ids: &[&str]) {
+    for id in ids {
+        backend
+            .shared()
+            .ensure_session(&SessionId::from(*id), "a", &SessionOwner::default())
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+}
+
+/// The sessions' ids, most recently updated first.
+async fn listed_sessions(backend: &Backend) -> Vec<String> {
+    let sessions = backend.shared().list_sessions(None).await.unwrap();
+    sessions.into_iter().map(|s| s.session_id.0).collect()
+}
+
 /// A new run is activity in its session: started with its first events (one write), the
 /// session it is a turn of becomes the most recently updated.
 async fn a_run_started_with_its_events_touches_its_session(backend: &Backend) {
     let store = backend.shared();
-    for id in ["ses_a", "ses_b"] {
-        store
-            .ensure_session(&SessionId::from(id), "a", &SessionOwner::default())
-            .await
-            .unwrap();
-        // Distinct millisecond timestamps.
-        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
-    }
+    sessions_one_after_another(backend, &["ses_a", "ses_b"]).await;
     let mut run = record("run_1", "a", RunStatus::Running);
     run.session_id = Some(SessionId::from("ses_a"));
     store
         .create_run_with(&run, &[started("run_1", 1)])
         .await
         .unwrap();
-    let listed: Vec<String> = store
-        .list_sessions(None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|s| s.session_id.to_string())
-        .collect();
-    assert_eq!(listed, ["ses_a", "ses_b"]);
+    assert_eq!(listed_sessions(backend).await, ["ses_a", "ses_b"]);
     let session = store
         .get_session(&SessionId::from("ses_a"))
         .await
@@ -452,14 +456,7 @@ async fn sessions_are_listed_by_last_update_and_deleted_with_their_transcript_on
     backend: &Backend,
 ) {
     let store = backend.shared();
-    for id in ["ses_a", "ses_b", "ses_c"] {
-        store
-            .ensure_session(&SessionId::from(id), "a", &SessionOwner::default())
-            .await
-            .unwrap();
-        // Distinct millisecond timestamps.
-        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
-    }
+    sessions_one_after_another(backend, &["ses_a", "ses_b", "ses_c"]).await;
     // Touch the oldest: it becomes the most recent.
     store
         .append_session_messages(
@@ -469,14 +466,7 @@ async fn sessions_are_listed_by_last_update_and_deleted_with_their_transcript_on
         )
         .await
         .unwrap();
-    let listed: Vec<String> = store
-        .list_sessions(None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|s| s.session_id.0)
-        .collect();
-    assert_eq!(listed, ["ses_a", "ses_c", "ses_b"]);
+    assert_eq!(listed_sessions(backend).await, ["ses_a", "ses_c", "ses_b"]);
     assert_eq!(store.list_sessions(Some(1)).await.unwrap().len(), 1);
 
     let mut run = record("run_1", "a", RunStatus::Completed);

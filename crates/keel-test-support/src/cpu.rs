@@ -1,4 +1,5 @@
-//! CPU time of this process and of the local PostgreSQL server, from `/proc`.
+//! CPU time of this process and of the local PostgreSQL server, from `/proc`: what benches
+//! report beside their throughput (Keel's side and the database's, on the same machine).
 
 /// CPU time in clock ticks (10 ms) from a `/proc/<pid>/stat` line: the process's own user and
 /// system time, plus that of its children it has waited for.
@@ -16,7 +17,7 @@ fn ticks(stat: &str) -> u64 {
 }
 
 /// CPU time of this process so far, in milliseconds.
-pub(crate) fn own_cpu_ms() -> f64 {
+pub fn own_cpu_ms() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     ticks(&stat) as f64 * 10.0
 }
@@ -24,7 +25,7 @@ pub(crate) fn own_cpu_ms() -> f64 {
 /// CPU time of every local PostgreSQL server process so far (each backend's, and the
 /// postmaster's finished children's), in milliseconds: the database's side of the work when
 /// it runs on this machine.
-pub(crate) fn postgres_cpu_ms() -> f64 {
+pub fn postgres_cpu_ms() -> f64 {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return 0.0;
     };
