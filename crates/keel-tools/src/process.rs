@@ -79,6 +79,7 @@ pub(crate) fn prepare(
         return Ok(None);
     };
     let temp_dir = crate::sandbox::run_temp_dir(request_id);
+    crate::sandbox::note_run_temp_dir(request_id);
     profile
         .prepare(program, workspace_root, &temp_dir, extra_read)
         .map(Some)

@@ -588,7 +588,7 @@ impl AgentRun {
         // Its exec sessions end with it (a resumed run never gets them back).
         let run_id = self.tool_ctx.request_id.to_string();
         keel_tools::exec::end_run(&run_id);
-        keel_tools::sandbox::remove_run_temp_dir(&run_id);
+        keel_tools::sandbox::remove_run_temp_dir(&run_id, self.asked_before);
         let (status, output, error, finish_reason, payload) = match end {
             End::Answer {
                 output,

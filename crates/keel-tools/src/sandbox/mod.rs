@@ -651,8 +651,42 @@ pub fn run_temp_dir(request_id: &str) -> PathBuf {
     std::env::temp_dir().join("keel-sandbox").join(request_id)
 }
 
-/// Removes a run's temporary folder (when its run has ended).
-pub fn remove_run_temp_dir(request_id: &str) {
+/// The runs whose temporary folder a sandboxed process of this process was given (and so
+/// may have made): only theirs are looked for when they end.
+static MADE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+/// How many runs [`MADE`] remembers at most.
+const MADE_KEPT: usize = 4096;
+
+/// Notes that run `request_id`'s temporary folder is in use (a sandboxed process gets it).
+pub(crate) fn note_run_temp_dir(request_id: &str) {
+    let mut made = MADE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !made.iter().any(|id| id == request_id) {
+        // Bounded: a run that never ends here (a workflow's tool node, a crash) is forgotten
+        // after a while, and its folder is then left to a resume or to the system.
+        if made.len() >= MADE_KEPT {
+            made.remove(0);
+        }
+        made.push(request_id.to_owned());
+    }
+}
+
+/// Removes a run's temporary folder when its run has ended: when a sandboxed process of this
+/// process had it, or, for a resumed run (`resumed`), whenever it is there (an earlier
+/// process may have left it). A run that started no sandboxed process costs no file system
+/// call.
+pub fn remove_run_temp_dir(request_id: &str, resumed: bool) {
+    let made = {
+        let mut made = MADE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let found = made.iter().position(|id| id == request_id);
+        found.map(|i| made.swap_remove(i)).is_some()
+    };
+    if !made && !resumed {
+        return;
+    }
     let dir = run_temp_dir(request_id);
     if dir.exists() {
         let _ = std::fs::remove_dir_all(dir);
@@ -662,6 +696,29 @@ pub fn remove_run_temp_dir(request_id: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_temp_dir_is_removed_when_its_run_had_it_or_was_resumed() {
+        let made = |id: &str| {
+            let dir = run_temp_dir(id);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("scratch"), "x").unwrap();
+            dir
+        };
+        // Given to a sandboxed process of this process: removed at the run's end.
+        let id = keel_types::new_id("run");
+        let dir = made(&id);
+        note_run_temp_dir(&id);
+        remove_run_temp_dir(&id, false);
+        assert!(!dir.exists());
+        // Left by an earlier process: only a resumed run looks for it.
+        let id = keel_types::new_id("run");
+        let dir = made(&id);
+        remove_run_temp_dir(&id, false);
+        assert!(dir.exists(), "a run that never had it does not look");
+        remove_run_temp_dir(&id, true);
+        assert!(!dir.exists());
+    }
 
     #[test]
     fn an_installation_outside_the_system_is_readable() {
