@@ -42,8 +42,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::fs::File;
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
@@ -70,8 +69,12 @@ mod flags;
 mod processes;
 #[path = "protocols/report.rs"]
 mod report;
+#[path = "serve_load/stats.rs"]
+mod stats;
 
-use processes::{Guard, keel_binary, mock_binary, spawn_listening, target_dir, write_workspace};
+use processes::{
+    Guard, keel_binary, mock_binary, print_log_tail, spawn_listening, target_dir, write_workspace,
+};
 use report::{Round, Sample, Surface};
 
 struct Options {
@@ -292,22 +295,6 @@ fn run() -> Result<bool> {
         println!("workspace kept: {}", ws.keep().display());
     }
     outcome
-}
-
-fn print_log_tail(name: &str, path: &Path) {
-    let mut text = String::new();
-    if File::open(path)
-        .and_then(|mut f| f.read_to_string(&mut text))
-        .is_err()
-        || text.trim().is_empty()
-    {
-        return;
-    }
-    let lines: Vec<&str> = text.lines().collect();
-    eprintln!("--- last lines of {name}'s stderr ---");
-    for line in &lines[lines.len().saturating_sub(20)..] {
-        eprintln!("{line}");
-    }
 }
 
 fn main() -> ExitCode {

@@ -38,8 +38,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
@@ -57,9 +56,12 @@ mod client;
 mod flags;
 #[path = "serve_load/processes.rs"]
 mod processes;
+#[path = "serve_load/stats.rs"]
+mod stats;
 
 use client::*;
 use processes::*;
+use stats::median;
 
 struct Options {
     requests: usize,
@@ -171,16 +173,6 @@ fn print_figures(label: &str, f: &Figures, keel: bool) {
         "{:>9}  keel serve: CPU {:>5.2} ms/req  peak RSS {:>6.1} MiB (RSS after {:>6.1} MiB)   (mock CPU {:.2} ms/req, client CPU {:.2} ms/req)",
         "", f.serve_cpu_ms, f.serve_hwm_mib, f.serve_rss_mib, f.mock_cpu_ms, f.client_cpu_ms,
     );
-}
-
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut values: Vec<f64> = values.collect();
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -536,7 +528,7 @@ fn run() -> Result<bool> {
     });
     drop(rt);
     if !matches!(outcome, Ok(true)) {
-        print_log_tail(&log_path);
+        print_log_tail("keel serve", &log_path);
     }
     drop(serve);
     drop(mock);
@@ -544,22 +536,6 @@ fn run() -> Result<bool> {
         println!("workspace kept: {}", ws.keep().display());
     }
     outcome
-}
-
-fn print_log_tail(path: &Path) {
-    let mut text = String::new();
-    if File::open(path)
-        .and_then(|mut f| f.read_to_string(&mut text))
-        .is_err()
-        || text.trim().is_empty()
-    {
-        return;
-    }
-    let lines: Vec<&str> = text.lines().collect();
-    eprintln!("--- last lines of keel serve's stderr ---");
-    for line in &lines[lines.len().saturating_sub(20)..] {
-        eprintln!("{line}");
-    }
 }
 
 fn main() -> ExitCode {

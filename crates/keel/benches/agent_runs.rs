@@ -162,10 +162,16 @@ struct Figures {
     cpu_ms_per_run: f64,
 }
 
-async fn measure(subject: &Subject, concurrency: usize, runs: usize) -> Figures {
+/// Measures `runs` runs of `subject`, `concurrency` at a time; with `database`, also the local
+/// PostgreSQL server's CPU (read from `/proc` outside this process's measured CPU).
+async fn measure(subject: &Subject, concurrency: usize, runs: usize, database: bool) -> Figures {
     let next = Arc::new(AtomicUsize::new(0));
+    let database_cpu = || match database {
+        true => keel_test_support::cpu::postgres_cpu_ms(),
+        false => 0.0,
+    };
+    let database_before = database_cpu();
     let cpu_before = cpu_time();
-    let database_before = keel_test_support::cpu::postgres_cpu_ms();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
@@ -185,11 +191,11 @@ async fn measure(subject: &Subject, concurrency: usize, runs: usize) -> Figures 
     }
     let wall = started.elapsed();
     let cpu = cpu_time() - cpu_before;
+    let database_ms = database_cpu() - database_before;
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
     Figures {
-        database_ms_per_run: (keel_test_support::cpu::postgres_cpu_ms() - database_before)
-            / runs as f64,
+        database_ms_per_run: database_ms / runs as f64,
         runs_per_s: runs as f64 / wall.as_secs_f64(),
         p50_ms: pct(0.50).as_secs_f64() * 1000.0,
         p99_ms: pct(0.99).as_secs_f64() * 1000.0,
@@ -304,10 +310,11 @@ fn main() {
             for round in 1..=rounds {
                 let writes_before = store.write_stats();
                 for (i, line) in lines.iter().enumerate() {
-                    let f = measure(&line.subject, concurrency, n).await;
-                    let database = match line.key {
-                        "postgres" => format!("  PostgreSQL CPU {:.3} ms/run", f.database_ms_per_run),
-                        _ => String::new(),
+                    let postgres = line.key == "postgres";
+                    let f = measure(&line.subject, concurrency, n, postgres).await;
+                    let database = match postgres {
+                        true => format!("  PostgreSQL CPU {:.3} ms/run", f.database_ms_per_run),
+                        false => String::new(),
                     };
                     println!(
                         "concurrency {concurrency:>3} round {round} {:<19} {n} runs {:>7.0} runs/s  p50 {:>6.2} ms  p99 {:>6.2} ms  CPU {:.3} ms/run  peak RSS {:.1} MiB{database}",

@@ -1,6 +1,7 @@
 //! The bench's figures: the surfaces, a request's three timings, a round's percentiles and
 //! the added latency over `/v1`, and the summary over the rounds; what machine this was.
 
+use crate::stats::median;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -227,16 +228,6 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     }
     let index = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
     sorted[index].as_secs_f64() * 1000.0
-}
-
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut values: Vec<f64> = values.collect();
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 /// The CPU model, how many CPUs this process may use, and the kernel.

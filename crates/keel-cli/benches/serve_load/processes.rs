@@ -237,3 +237,16 @@ pub(crate) fn status_mib(pid: u32, field: &str) -> f64 {
         })
         .map_or(0.0, |kb| kb / 1024.0)
 }
+
+/// Prints the last lines of `name`'s stderr log at `path` (after a failed round).
+pub(crate) fn print_log_tail(name: &str, path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    if text.trim().is_empty() {
+        return;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    eprintln!("--- last lines of {name}'s stderr ---");
+    for line in &lines[lines.len().saturating_sub(20)..] {
+        eprintln!("{line}");
+    }
+}
